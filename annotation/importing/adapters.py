@@ -1,0 +1,323 @@
+"""Adapters from public dataset shapes to canonical records.
+
+Each adapter reads decoded JSON values with their line numbers and yields
+``(line_no, record_dict)`` or ``(line_no, RecordError)``; the pipeline treats
+every format the same from there on. Line numbers are 1-based lines of the
+file (for a JSON array: the 1-based position of the entry).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterable, Iterator
+from typing import IO, Any
+
+from annotation.importing.records import RecordError
+
+FORMATS = ("reasonaudit", "gsm8k-solutions", "gsm8k", "prm800k", "processbench", "trl-stepwise")
+
+PROCESSBENCH_ANNOTATOR = "processbench-reference"
+TRL_ANNOTATOR = "trl-labels"
+
+Item = tuple[int, "dict[str, Any] | RecordError"]
+
+_CALC = re.compile(r"<<([^<>]*)>>")
+_FINAL_A = re.compile(r"^\s*A:\s*(.+?)\s*$")
+_HASHES = re.compile(r"^\s*####\s*(.+?)\s*$")
+
+
+def read_json_lines(stream: IO[bytes]) -> Iterator[tuple[int, Any]]:
+    """Decode a JSONL byte stream line by line; bad lines become RecordErrors."""
+    for line_no, raw in enumerate(stream, start=1):
+        if not raw.strip():
+            continue
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            yield line_no, RecordError(f"not valid UTF-8 (byte {exc.start})")
+            continue
+        try:
+            yield line_no, json.loads(text)
+        except json.JSONDecodeError as exc:
+            yield line_no, RecordError(f"not valid JSON: {exc.msg} at column {exc.colno}")
+
+
+def read_json_entries(stream: IO[bytes]) -> Iterator[tuple[int, Any]]:
+    """A JSON array (ProcessBench ships these) or, failing that, JSONL."""
+    head = stream.read(1)
+    while head and head.isspace():
+        head = stream.read(1)
+    if head != b"[":
+        stream.seek(0)
+        yield from read_json_lines(stream)
+        return
+    data = head + stream.read()
+    try:
+        entries = json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        yield 1, RecordError(f"not valid UTF-8 (byte {exc.start})")
+        return
+    except json.JSONDecodeError as exc:
+        yield exc.lineno, RecordError(f"not valid JSON: {exc.msg} at column {exc.colno}")
+        return
+    yield from enumerate(entries, start=1)
+
+
+def _obj(value: Any) -> dict[str, Any]:
+    if isinstance(value, RecordError):
+        raise value
+    if not isinstance(value, dict):
+        raise RecordError(f"expected a JSON object, got {type(value).__name__}")
+    return value
+
+
+def _need(obj: dict[str, Any], *keys: str) -> None:
+    for key in keys:
+        if key not in obj or obj[key] is None:
+            raise RecordError(f'missing "{key}"')
+
+
+def _stable_id(prefix: str, *parts: str) -> str:
+    digest = hashlib.sha1("\x1f".join(parts).encode()).hexdigest()[:16]
+    return f"{prefix}-{digest}"
+
+
+def _wrap(entries: Iterable[tuple[int, Any]], convert) -> Iterator[Item]:
+    for line_no, value in entries:
+        try:
+            for record in convert(line_no, _obj(value)):
+                yield line_no, record
+        except RecordError as exc:
+            yield line_no, exc
+
+
+# --- GSM8K -------------------------------------------------------------------
+
+
+def gsm8k_skeleton(solution_lines: list[str]) -> list[dict[str, str | None]]:
+    """One skeleton step per reference-solution line; its calculator annotation
+    (the last, which carries the line's result) becomes the ``check``."""
+    steps = []
+    for line in solution_lines:
+        calcs = _CALC.findall(line)
+        text = _CALC.sub("", line).strip()
+        if not text:
+            continue
+        steps.append({"text": text, "check": calcs[-1].strip() if calcs else None})
+    return steps
+
+
+def _split_final(text: str, pattern: re.Pattern[str]) -> tuple[list[str], str | None]:
+    lines = [ln for ln in text.split("\n") if ln.strip()]
+    if lines and (m := pattern.match(lines[-1])):
+        return lines[:-1], m.group(1)
+    return lines, None
+
+
+def _gsm8k_problem(line_no: int, question: str, reference: str, pattern: re.Pattern[str]) -> dict[str, Any]:
+    lines, gold = _split_final(reference, pattern)
+    if gold is None:
+        raise RecordError("the reference solution has no final answer line")
+    return {
+        "kind": "problem",
+        "problem_id": f"gsm8k-test-{line_no - 1:04d}",
+        "statement": question,
+        "gold_answer": gold.replace(",", ""),
+        "domain": "arithmetic",
+        "tags": ["gsm8k"],
+        "skeleton": gsm8k_skeleton(lines),
+    }
+
+
+def _gsm8k_solutions(line_no: int, obj: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    _need(obj, "question", "ground_truth")
+    problem = _gsm8k_problem(line_no, obj["question"], obj["ground_truth"], _FINAL_A)
+    yield problem
+    for model, sol in obj.items():
+        if model in ("question", "ground_truth") or not isinstance(sol, dict) or "solution" not in sol:
+            continue
+        steps, answer = _split_final(sol["solution"] or "", _FINAL_A)
+        trace = {
+            "kind": "trace",
+            "problem_id": problem["problem_id"],
+            "model": model,
+            "trace_id": f"{problem['problem_id']}/{model}",
+            "raw": sol["solution"] or "",
+            "steps": [s.strip() for s in steps],
+            "answer": answer,
+        }
+        if isinstance(sol.get("is_correct"), bool):
+            trace["answer_correct"] = sol["is_correct"]
+        yield trace
+
+
+def _gsm8k(line_no: int, obj: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    _need(obj, "question", "answer")
+    yield _gsm8k_problem(line_no, obj["question"], obj["answer"], _HASHES)
+
+
+# --- PRM800K -----------------------------------------------------------------
+
+_PRM_RATING = {1: "valid", 0: "neutral", -1: "invalid"}
+
+
+def _prm800k(line_no: int, obj: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    _need(obj, "question", "label")
+    question = _obj(obj["question"])
+    label = _obj(obj["label"])
+    _need(question, "problem", "ground_truth_answer")
+    problem_id = _stable_id("prm800k", question["problem"])
+    yield {
+        "kind": "problem",
+        "problem_id": problem_id,
+        "statement": question["problem"],
+        "gold_answer": str(question["ground_truth_answer"]),
+        "domain": "math",
+        "tags": ["prm800k"],
+    }
+    labeler = str(obj.get("labeler") or "prm800k-labeler")
+    steps: list[str] = []
+    labels: list[dict[str, Any]] = []
+    human_written: list[int] = []
+    for k, step in enumerate(label.get("steps") or [], start=1):
+        step = _obj(step)
+        completions = step.get("completions") or []
+        chosen = step.get("chosen_completion")
+        if chosen is not None:
+            if not (0 <= chosen < len(completions)):
+                raise RecordError(f"step {k}: chosen_completion {chosen} is out of range")
+            picked = completions[chosen]
+        elif step.get("human_completion"):
+            # Phase 1: the labeler wrote this step after rejecting the model's;
+            # it is the labeler's own +1 step.
+            human = step["human_completion"]
+            picked = {"text": human["text"] if isinstance(human, dict) else str(human), "rating": 1}
+            human_written.append(k)
+        elif completions:
+            # The last step of a trajectory that stopped (found_error, give_up):
+            # nothing was chosen. The first -1 completion is the error found;
+            # otherwise the first completion shown.
+            picked = next((c for c in completions if c.get("rating") == -1), completions[0])
+        else:
+            continue
+        steps.append(str(picked.get("text") or "").strip())
+        rating = picked.get("rating")
+        if rating in _PRM_RATING:
+            labels.append({"step": len(steps), "verdict": _PRM_RATING[rating], "annotator": labeler})
+    raw_answer = question.get("pre_generated_answer")
+    if raw_answer is None and steps and "# Answer" in steps[-1]:
+        raw_answer = steps[-1].split("# Answer", 1)[1].strip()
+    meta = {
+        "finish_reason": label.get("finish_reason"),
+        "generation": obj.get("generation"),
+        "timestamp": obj.get("timestamp"),
+        "is_quality_control_question": obj.get("is_quality_control_question"),
+        "human_written_steps": human_written,
+    }
+    yield {
+        "kind": "trace",
+        "problem_id": problem_id,
+        "model": "prm800k" if obj.get("generation") is None else f"prm800k-gen{obj['generation']}",
+        "trace_id": _stable_id("prm800k", question["problem"], labeler, str(obj.get("timestamp")), str(line_no)),
+        "steps": steps,
+        "answer": raw_answer,
+        "labels": labels,
+        "meta": meta,
+    }
+
+
+# --- ProcessBench ------------------------------------------------------------
+
+
+def _processbench(line_no: int, obj: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    _need(obj, "id", "problem", "steps", "label")
+    steps = obj["steps"]
+    if not isinstance(steps, list):
+        raise RecordError('"steps" must be a list of strings')
+    label = obj["label"]
+    if not isinstance(label, int) or label < -1 or label >= max(len(steps), 1):
+        raise RecordError(f'"label" {label!r} must be -1 or a 0-based step index below {len(steps)}')
+    problem_id = _stable_id("processbench", obj["problem"])
+    yield {
+        "kind": "problem",
+        "problem_id": problem_id,
+        "statement": obj["problem"],
+        # ProcessBench ships no gold answer, only whether the final answer was right.
+        "gold_answer": "",
+        "domain": str(obj.get("source") or obj.get("domain") or "math"),
+        "tags": ["processbench"],
+    }
+    last = len(steps) if label == -1 else label + 1  # steps after the first error stay unlabelled
+    labels = [
+        {"step": k, "verdict": "invalid" if k - 1 == label else "valid", "annotator": PROCESSBENCH_ANNOTATOR}
+        for k in range(1, last + 1)
+    ]
+    trace: dict[str, Any] = {
+        "kind": "trace",
+        "problem_id": problem_id,
+        "model": str(obj.get("generator") or "unknown"),
+        "trace_id": f"processbench/{obj['id']}",
+        "steps": [str(s) for s in steps],
+        "labels": labels,
+    }
+    if isinstance(obj.get("final_answer_correct"), bool):
+        trace["answer_correct"] = obj["final_answer_correct"]
+    yield trace
+
+
+# --- TRL stepwise supervision --------------------------------------------------
+
+
+def _trl_stepwise(line_no: int, obj: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    _need(obj, "prompt", "completions", "labels")
+    completions, flags = obj["completions"], obj["labels"]
+    if not isinstance(completions, list) or not isinstance(flags, list) or len(completions) != len(flags):
+        raise RecordError('"completions" and "labels" must be lists of the same length')
+    if any(not isinstance(f, bool) for f in flags):
+        raise RecordError('"labels" must be true/false')
+    prompt = obj["prompt"]
+    meta = obj.get("meta") if isinstance(obj.get("meta"), dict) else {}
+    problem_id = str(meta.get("problem_id") or _stable_id("trl", prompt))
+    yield {
+        "kind": "problem",
+        "problem_id": problem_id,
+        "statement": prompt,
+        "gold_answer": str(meta.get("gold_answer") or ""),
+        "tags": ["trl"],
+    }
+    trace = {
+        "kind": "trace",
+        "problem_id": problem_id,
+        "model": str(meta.get("model") or "trl"),
+        "steps": [str(c) for c in completions],
+        "labels": [
+            {"step": k, "verdict": "valid" if ok else "invalid", "annotator": TRL_ANNOTATOR}
+            for k, ok in enumerate(flags, start=1)
+        ],
+    }
+    if meta.get("trace_id"):
+        trace["trace_id"] = str(meta["trace_id"])
+    yield trace
+
+
+def _passthrough(line_no: int, obj: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    yield obj
+
+
+_CONVERTERS = {
+    "reasonaudit": (read_json_lines, _passthrough),
+    "gsm8k-solutions": (read_json_lines, _gsm8k_solutions),
+    "gsm8k": (read_json_lines, _gsm8k),
+    "prm800k": (read_json_lines, _prm800k),
+    "processbench": (read_json_entries, _processbench),
+    "trl-stepwise": (read_json_lines, _trl_stepwise),
+}
+
+
+def records(stream: IO[bytes], fmt: str) -> Iterator[Item]:
+    if fmt not in _CONVERTERS:
+        raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
+    reader, convert = _CONVERTERS[fmt]
+    return _wrap(reader(stream), convert)

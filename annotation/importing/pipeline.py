@@ -1,0 +1,540 @@
+"""The one import path: CLI, API upload (as a Celery job) and web upload all
+call ``import_stream``.
+
+It streams the file (flat memory), validates every record, and writes in
+batches inside one transaction. Without ``skip_invalid`` a single bad line
+rolls everything back -- but validation goes on to the end so the report names
+every bad line, not just the first.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import IO, Any
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.db import connection, transaction
+from django.db.models import Count, OuterRef, Subquery
+from django.utils import timezone
+
+from annotation import parsing
+from annotation.importing import adapters
+from annotation.importing.records import ProblemIn, RecordError, TraceIn, validate
+from annotation.models import (
+    LabelHistory,
+    Membership,
+    Problem,
+    Skeleton,
+    SkeletonStep,
+    Step,
+    StepLabel,
+    Study,
+    Trace,
+    TraceReview,
+)
+
+log = logging.getLogger(__name__)
+
+BATCH_TRACES = 2000
+Progress = Callable[[int, int], None]  # (bytes read, total bytes)
+
+
+@dataclass
+class ImportReport:
+    read: int = 0
+    problems_created: int = 0
+    traces_created: int = 0
+    steps_created: int = 0
+    labels_created: int = 0
+    labels_updated: int = 0
+    unchanged: int = 0
+    rejected: list[dict[str, Any]] = field(default_factory=list)
+    committed: bool = False
+
+    def reject(self, line: int, reason: str) -> None:
+        self.rejected.append({"line": line, "reason": reason})
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def steps_hash(texts: list[str]) -> str:
+    return hashlib.sha256("\x1e".join(texts).encode()).hexdigest()
+
+
+@dataclass
+class _PendingTrace:
+    line: int
+    record: TraceIn
+    trace_id: str
+    steps: list[parsing.Segment] | list[tuple[str, int | None, int | None]]
+    answer: str
+    thought: str
+    hash: str
+
+
+@dataclass
+class _KnownProblem:
+    pk: int | None  # None until the batch holding it is written
+    statement_hash: str
+    gold_answer: str
+    has_skeleton: bool
+
+
+def insert_rows(model: type, fields: list[str], rows: list[tuple]) -> None:
+    """``executemany`` without building model instances: step rows are the bulk
+    of every import, and the ORM's per-object work costs more than SQLite's."""
+    if not rows:
+        return
+    qn = connection.ops.quote_name
+    cols = ", ".join(qn(model._meta.get_field(f).column) for f in fields)
+    marks = ", ".join(["%s"] * len(fields))
+    with connection.cursor() as cursor:
+        cursor.executemany(f"INSERT INTO {qn(model._meta.db_table)} ({cols}) VALUES ({marks})", rows)
+
+
+def _text_hash(text: str) -> str:
+    return hashlib.sha1(text.encode()).hexdigest()
+
+
+def _locate(raw: str, texts: list[str]) -> list[tuple[str, int | None, int | None]]:
+    """Offsets of given steps inside raw, searched in order; None where not found."""
+    out: list[tuple[str, int | None, int | None]] = []
+    pos = 0
+    for text in texts:
+        at = raw.find(text, pos) if raw else -1
+        if at < 0:
+            out.append((text, None, None))
+        else:
+            out.append((text, at, at + len(text)))
+            pos = at + len(text)
+    return out
+
+
+class _Writer:
+    def __init__(self, study: Study, report: ImportReport, actor=None) -> None:
+        self.study = study
+        self.report = report
+        self.actor = actor
+        self.writing = True
+        self.problems: dict[str, _KnownProblem] = {}
+        for pid, pk, statement, gold, has_skel in (
+            Problem.objects.filter(study=study)
+            .values_list("problem_id", "pk", "statement", "gold_answer", "skeletons")
+            .distinct()
+            .iterator()
+        ):
+            known = self.problems.get(pid)
+            if known:
+                known.has_skeleton = known.has_skeleton or has_skel is not None
+            else:
+                self.problems[pid] = _KnownProblem(pk, _text_hash(statement), gold, has_skel is not None)
+        self.new_problems: list[tuple[int, ProblemIn]] = []
+        self.skeletons_for_existing: list[tuple[int, ProblemIn]] = []
+        self.traces: list[_PendingTrace] = []
+        self.orphans: list[_PendingTrace] = []  # traces whose problem has not appeared yet
+        self.users: dict[str, Any] = {}
+
+    # -- records ------------------------------------------------------------
+
+    def add(self, line: int, record: ProblemIn | TraceIn) -> None:
+        if isinstance(record, ProblemIn):
+            self._add_problem(line, record)
+        else:
+            self._add_trace(line, record)
+
+    def _add_problem(self, line: int, rec: ProblemIn) -> None:
+        known = self.problems.get(rec.problem_id)
+        if known is not None:
+            if known.statement_hash != _text_hash(rec.statement):
+                raise RecordError(f'problem_id "{rec.problem_id}" already exists with a different statement')
+            if rec.skeleton and not known.has_skeleton and known.pk is not None:
+                known.has_skeleton = True
+                self.skeletons_for_existing.append((line, rec))
+            else:
+                self.report.unchanged += 1
+            return
+        self.problems[rec.problem_id] = _KnownProblem(None, _text_hash(rec.statement), rec.gold_answer, bool(rec.skeleton))
+        self.new_problems.append((line, rec))
+
+    def _add_trace(self, line: int, rec: TraceIn) -> None:
+        thought = ""
+        if rec.steps is not None:
+            texts = [s.strip() for s in rec.steps]
+            for k, text in enumerate(texts, start=1):
+                if not text:
+                    raise RecordError(f'"steps": step {k} is empty')
+            steps: Any = _locate(rec.raw or "", texts)
+            answer = rec.answer
+            if answer is None and rec.raw:
+                answer = parsing.extract_answer(rec.raw)
+        else:
+            parsed = parsing.parse_trace(rec.raw or "", self.study.segmenter)
+            steps = parsed.steps
+            texts = [s.text for s in steps]
+            answer = rec.answer if rec.answer is not None else parsed.answer
+            thought = parsed.thought or ""
+        n = len(texts)
+        seen: set[tuple[str, int]] = set()
+        for lab in rec.labels:
+            if lab.step > n:
+                raise RecordError(f"label for step {lab.step}, but the trace has {n} step{'s' if n != 1 else ''}")
+            if (lab.annotator, lab.step) in seen:
+                raise RecordError(f'two labels from "{lab.annotator}" for step {lab.step}')
+            seen.add((lab.annotator, lab.step))
+        h = steps_hash(texts)
+        trace_id = rec.trace_id or f"{rec.problem_id}/{rec.model}/{h[:16]}"
+        pending = _PendingTrace(line, rec, trace_id, steps, answer or "", thought, h)
+        if rec.problem_id in self.problems:
+            self.traces.append(pending)
+        else:
+            self.orphans.append(pending)
+
+    # -- writing ------------------------------------------------------------
+
+    def full(self) -> bool:
+        return len(self.traces) >= BATCH_TRACES or len(self.new_problems) >= BATCH_TRACES
+
+    def flush(self) -> None:
+        if not self.writing:
+            self.new_problems.clear()
+            self.skeletons_for_existing.clear()
+            self.traces.clear()
+            return
+        self._write_problems()
+        self._write_traces()
+
+    def finish(self) -> None:
+        for pending in self.orphans:
+            if pending.record.problem_id in self.problems:
+                self.traces.append(pending)
+            else:
+                self.report.reject(pending.line, f'problem "{pending.record.problem_id}" is neither in the file nor in the study')
+        self.orphans.clear()
+        self.flush()
+
+    def _write_problems(self) -> None:
+        if self.new_problems:
+            objs = [
+                Problem(
+                    study=self.study,
+                    problem_id=rec.problem_id,
+                    statement=rec.statement,
+                    gold_answer=rec.gold_answer,
+                    domain=rec.domain,
+                    tags=rec.tags,
+                    meta={**rec.meta, **rec.extras()},
+                )
+                for _, rec in self.new_problems
+            ]
+            Problem.objects.bulk_create(objs, batch_size=500)
+            for obj in objs:
+                self.problems[obj.problem_id].pk = obj.pk
+            self.report.problems_created += len(objs)
+        with_skeleton = [rec for _, rec in self.new_problems if rec.skeleton] + [
+            rec for _, rec in self.skeletons_for_existing
+        ]
+        self._write_skeletons(with_skeleton)
+        self.new_problems.clear()
+        self.skeletons_for_existing.clear()
+
+    def _write_skeletons(self, recs: list[ProblemIn]) -> None:
+        if not recs:
+            return
+        now = timezone.now()
+        skeletons = [
+            Skeleton(
+                problem_id=self.problems[rec.problem_id].pk,
+                version=1,
+                status=rec.skeleton_status,
+                created_at=now,
+                approved_at=now if rec.skeleton_status == "approved" else None,
+                note="imported",
+            )
+            for rec in recs
+        ]
+        Skeleton.objects.bulk_create(skeletons, batch_size=500)
+        insert_rows(
+            SkeletonStep,
+            ["skeleton", "position", "text", "check_expr"],
+            [
+                (skel.pk, k, step.text, step.check or "")
+                for skel, rec in zip(skeletons, recs)
+                for k, step in enumerate(rec.skeleton or [], start=1)
+            ],
+        )
+        approved = [skel.problem_id for skel, rec in zip(skeletons, recs) if rec.skeleton_status == "approved"]
+        if approved:
+            # One UPDATE ... SET = (subquery) instead of a CASE per row.
+            newest = Skeleton.objects.filter(problem=OuterRef("pk"), status=Skeleton.Status.APPROVED).order_by("-version")
+            n_steps = SkeletonStep.objects.filter(skeleton=OuterRef("approved_skeleton")).values("skeleton").annotate(
+                n=Count("pk")
+            ).values("n")
+            Problem.objects.filter(pk__in=approved).update(approved_skeleton=Subquery(newest.values("pk")[:1]))
+            Problem.objects.filter(pk__in=approved).update(l_gold=Subquery(n_steps))
+
+    def _user(self, username: str):
+        user = self.users.get(username)
+        if user is None:
+            User = get_user_model()
+            user = User.objects.filter(username=username).first()
+            if user is None:
+                # Imported annotators are label sources, not people who sign in.
+                user = User(username=username, is_active=False)
+                user.set_unusable_password()
+                user.save()
+            Membership.objects.get_or_create(study=self.study, user=user, defaults={"role": Membership.Role.ANNOTATOR})
+            self.users[username] = user
+        return user
+
+    def _write_traces(self) -> None:
+        if not self.traces:
+            return
+        batch, self.traces = self.traces, []
+        existing = {
+            tid: (pk, h)
+            for tid, pk, h in Trace.objects.filter(study=self.study, trace_id__in=[p.trace_id for p in batch]).values_list(
+                "trace_id", "pk", "steps_hash"
+            )
+        }
+        new: list[_PendingTrace] = []
+        in_batch: dict[str, str] = {}
+        relabel: list[tuple[int, _PendingTrace]] = []
+        for p in batch:
+            prior = existing.get(p.trace_id) or ((None, in_batch[p.trace_id]) if p.trace_id in in_batch else None)
+            if prior is not None:
+                if prior[1] != p.hash:
+                    self.report.reject(p.line, f'trace_id "{p.trace_id}" was imported before with different steps')
+                    continue
+                self.report.unchanged += 1
+                if p.record.labels and prior[0] is not None:
+                    relabel.append((prior[0], p))
+                continue
+            in_batch[p.trace_id] = p.hash
+            new.append(p)
+        if self.report.rejected and not self.writing:
+            return
+        traces = [self._trace_obj(p) for p in new]
+        Trace.objects.bulk_create(traces, batch_size=1000)
+        rows = [(trace.pk, k, *_step_fields(s)) for trace, p in zip(traces, new) for k, s in enumerate(p.steps, start=1)]
+        insert_rows(Step, ["trace", "index", "text", "start", "end"], rows)
+        self.report.traces_created += len(traces)
+        self.report.steps_created += len(rows)
+        labelled = [(trace, p) for trace, p in zip(traces, new) if p.record.labels]
+        if labelled:
+            step_pks: dict[tuple[int, int], int] = {
+                (t, i): pk
+                for t, i, pk in Step.objects.filter(trace_id__in=[t.pk for t, _ in labelled]).values_list(
+                    "trace_id", "index", "pk"
+                )
+            }
+            self._write_new_labels(labelled, step_pks)
+        for trace_pk, p in relabel:
+            self._upsert_labels(trace_pk, p)
+
+    def _trace_obj(self, p: _PendingTrace) -> Trace:
+        rec = p.record
+        known = self.problems[rec.problem_id]
+        auto = None
+        # The file's own verdict wins and makes the (slow) symbolic check moot.
+        if rec.answer_correct is None and known.gold_answer.strip() and p.answer.strip():
+            auto = parsing.check_answer(p.answer, known.gold_answer, timeout=settings.ANSWER_CHECK_TIMEOUT)
+        if rec.answer_correct is not None:
+            correct, origin = rec.answer_correct, Trace.AnswerOrigin.IMPORTED
+        elif auto is not None:
+            correct, origin = auto, Trace.AnswerOrigin.AUTOMATIC
+        else:
+            correct, origin = None, Trace.AnswerOrigin.NONE
+        n = len(p.steps)
+        return Trace(
+            study=self.study,
+            problem_id=known.pk,
+            model=rec.model,
+            trace_id=p.trace_id,
+            raw=rec.raw if rec.raw is not None else "\n".join(_text(s) for s in p.steps),
+            thought=p.thought,
+            answer=p.answer,
+            answer_correct=correct,
+            answer_origin=origin,
+            auto_answer_correct=auto,
+            n_steps=n,
+            empty=n == 0,
+            steps_hash=p.hash,
+            meta={**rec.meta, **rec.extras()},
+        )
+
+    def _write_new_labels(self, labelled: list[tuple[Trace, _PendingTrace]], step_pks: dict[tuple[int, int], int]) -> None:
+        labels: list[StepLabel] = []
+        reviews: list[TraceReview] = []
+        now = timezone.now()
+        for trace, p in labelled:
+            counts: dict[str, int] = {}
+            for lab in p.record.labels:
+                user = self._user(lab.annotator)
+                labels.append(
+                    StepLabel(
+                        step_id=step_pks[(trace.pk, lab.step)],
+                        kind=StepLabel.Kind.HUMAN,
+                        annotator=user,
+                        verdict=lab.verdict,
+                        skeleton_refs=lab.skeleton_refs,
+                        confidence=lab.confidence,
+                        reason=lab.note,
+                        created_at=now,
+                        updated_at=now,
+                    )
+                )
+                counts[lab.annotator] = counts.get(lab.annotator, 0) + 1
+            first = p.record.labels[0].annotator
+            for name, count in counts.items():
+                reviews.append(
+                    TraceReview(
+                        trace=trace,
+                        annotator=self.users[name],
+                        version=1,
+                        complete=count == trace.n_steps,
+                        rating=p.record.rating if name == first else None,
+                        updated_at=now,
+                    )
+                )
+        StepLabel.objects.bulk_create(labels, batch_size=2000)
+        TraceReview.objects.bulk_create(reviews, batch_size=1000)
+        LabelHistory.objects.bulk_create(
+            [
+                LabelHistory(
+                    step_id=lab.step_id,
+                    label=lab,
+                    kind=lab.kind,
+                    source_name=lab.annotator.username,
+                    actor=self.actor,
+                    at=now,
+                    before=None,
+                    after=label_snapshot(lab),
+                    via="import",
+                )
+                for lab in labels
+            ],
+            batch_size=2000,
+        )
+        self.report.labels_created += len(labels)
+
+    def _upsert_labels(self, trace_pk: int, p: _PendingTrace) -> None:
+        """A re-imported trace: add labels that are new, update those that changed."""
+        steps = {s.index: s for s in Step.objects.filter(trace_id=trace_pk)}
+        for lab in p.record.labels:
+            user = self._user(lab.annotator)
+            after = {"verdict": lab.verdict, "skeleton_refs": lab.skeleton_refs, "confidence": lab.confidence, "reason": lab.note}
+            label = StepLabel.objects.filter(step=steps[lab.step], kind=StepLabel.Kind.HUMAN, annotator=user).first()
+            if label is not None and label_snapshot(label) == after:
+                continue
+            before = label_snapshot(label) if label else None
+            if label is None:
+                label = StepLabel(step=steps[lab.step], kind=StepLabel.Kind.HUMAN, annotator=user)
+                self.report.labels_created += 1
+            else:
+                label.version += 1
+                label.updated_at = timezone.now()
+                self.report.labels_updated += 1
+            label.verdict, label.skeleton_refs, label.confidence, label.reason = (
+                lab.verdict,
+                lab.skeleton_refs,
+                lab.confidence,
+                lab.note,
+            )
+            label.save()
+            LabelHistory.objects.create(
+                step=label.step, label=label, kind=label.kind, source_name=user.username, actor=self.actor,
+                before=before, after=after, via="import",
+            )
+
+
+def _text(s: Any) -> str:
+    return s.text if isinstance(s, parsing.Segment) else s[0]
+
+
+def _step_fields(s: Any) -> tuple[str, int | None, int | None]:
+    if isinstance(s, parsing.Segment):
+        return s.text, s.start, s.end
+    return s
+
+
+def label_snapshot(label: StepLabel | None) -> dict[str, Any] | None:
+    if label is None:
+        return None
+    return {
+        "verdict": label.verdict,
+        "skeleton_refs": list(label.skeleton_refs or []),
+        "confidence": label.confidence,
+        "reason": label.reason,
+    }
+
+
+def _size(stream: IO[bytes]) -> int:
+    pos = stream.tell()
+    stream.seek(0, 2)
+    size = stream.tell()
+    stream.seek(pos)
+    return size
+
+
+def import_stream(
+    study: Study,
+    stream: IO[bytes],
+    fmt: str = "reasonaudit",
+    *,
+    skip_invalid: bool = False,
+    actor=None,
+    progress: Progress | None = None,
+) -> ImportReport:
+    """Import a seekable binary stream into ``study``; see the module docstring."""
+    report = ImportReport()
+    if fmt not in adapters.FORMATS:
+        report.reject(0, f"unknown format {fmt!r}; choose one of {', '.join(adapters.FORMATS)}")
+        return report
+    size = _size(stream)
+    limit = settings.IMPORT_MAX_BYTES
+    if size > limit:
+        report.reject(0, f"the file is {size:,} bytes, over the import limit of {limit:,} bytes")
+        return report
+    if size == 0:
+        report.reject(0, "the file is empty")
+        return report
+
+    with transaction.atomic():
+        writer = _Writer(study, report, actor)
+        lines_seen = -1
+        for line, item in adapters.records(stream, fmt):
+            if line != lines_seen:
+                lines_seen = line
+                report.read += 1
+                if progress and report.read % 500 == 0:
+                    progress(stream.tell(), size)
+            try:
+                if isinstance(item, RecordError):
+                    raise item
+                writer.add(line, validate(item))
+            except RecordError as exc:
+                report.reject(line, str(exc))
+                if not skip_invalid:
+                    # Nothing will be kept: stop writing, keep validating.
+                    writer.writing = False
+            if writer.full():
+                writer.flush()
+        writer.finish()
+        if report.read == 0 and not report.rejected:
+            report.reject(0, "the file has no records (only blank lines)")
+        if report.rejected and not skip_invalid:
+            transaction.set_rollback(True)
+            report.problems_created = report.traces_created = report.steps_created = 0
+            report.labels_created = report.labels_updated = report.unchanged = 0
+            report.committed = False
+        else:
+            report.committed = True
+    report.rejected.sort(key=lambda r: r["line"])
+    if progress:
+        progress(size, size)
+    return report

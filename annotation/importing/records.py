@@ -1,0 +1,128 @@
+"""The canonical import records (docs/import-format.md) and their validation.
+
+Every adapter produces these dictionaries; validation turns them into typed
+records or a RecordError with a plain sentence a researcher can act on.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+VERDICTS = ("valid", "invalid", "neutral")
+
+
+class RecordError(Exception):
+    """A line that cannot be imported; ``str(exc)`` is the reason shown to the user."""
+
+
+class _Record(BaseModel):
+    # Unknown keys are not an error: they are kept in the record's meta.
+    model_config = ConfigDict(extra="allow", str_strip_whitespace=False)
+
+    def extras(self) -> dict[str, Any]:
+        return dict(self.model_extra or {})
+
+
+class SkeletonStepIn(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    text: str = Field(min_length=1)
+    check: str | None = None
+
+
+class ProblemIn(_Record):
+    kind: Literal["problem"]
+    problem_id: str = Field(min_length=1, max_length=200)
+    statement: str = Field(min_length=1)
+    gold_answer: str
+    domain: str = ""
+    tags: list[str] = Field(default_factory=list)
+    skeleton: list[SkeletonStepIn] | None = None
+    skeleton_status: Literal["draft", "approved"] = "approved"
+    meta: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("gold_answer", mode="before")
+    @classmethod
+    def _answer_as_text(cls, value: Any) -> Any:
+        # Gold answers are often numbers in JSON; they are compared as text.
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return str(value)
+        return value
+
+    @field_validator("domain", mode="before")
+    @classmethod
+    def _none_domain(cls, value: Any) -> Any:
+        return "" if value is None else value
+
+
+class LabelIn(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    step: int = Field(ge=1)
+    verdict: Literal["valid", "invalid", "neutral"]
+    skeleton_refs: list[int] = Field(default_factory=list)
+    annotator: str = Field(min_length=1, max_length=150)
+    note: str = ""
+    confidence: float | None = Field(default=None, ge=0, le=1)
+
+    @field_validator("skeleton_refs")
+    @classmethod
+    def _positive_refs(cls, refs: list[int]) -> list[int]:
+        if any(r < 1 for r in refs):
+            raise ValueError("skeleton step numbers start at 1")
+        return sorted(set(refs))
+
+
+class TraceIn(_Record):
+    kind: Literal["trace"]
+    problem_id: str = Field(min_length=1, max_length=200)
+    model: str = Field(min_length=1, max_length=200)
+    trace_id: str | None = Field(default=None, min_length=1, max_length=300)
+    raw: str | None = None
+    steps: list[str] | None = None
+    answer: str | None = None
+    answer_correct: bool | None = None
+    labels: list[LabelIn] = Field(default_factory=list)
+    rating: float | None = Field(default=None, ge=0, le=10)
+    meta: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("answer", mode="before")
+    @classmethod
+    def _answer_as_text(cls, value: Any) -> Any:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return str(value)
+        return value
+
+
+def _describe(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"])
+        if err["type"] == "missing":
+            parts.append(f'missing "{loc}"')
+        elif err["type"] == "literal_error" and loc == "kind":
+            parts.append(f'unknown kind {err.get("input")!r} (expected "problem" or "trace")')
+        else:
+            parts.append(f'"{loc}": {err["msg"]}')
+    return "; ".join(parts)
+
+
+def validate(obj: Any) -> ProblemIn | TraceIn:
+    if not isinstance(obj, dict):
+        raise RecordError(f"expected a JSON object, got {type(obj).__name__}")
+    kind = obj.get("kind")
+    if kind is None:
+        raise RecordError('missing "kind"')
+    model = {"problem": ProblemIn, "trace": TraceIn}.get(kind)
+    if model is None:
+        raise RecordError(f'unknown kind {kind!r} (expected "problem" or "trace")')
+    try:
+        record = model.model_validate(obj)
+    except ValidationError as exc:
+        raise RecordError(_describe(exc)) from None
+    if isinstance(record, TraceIn):
+        if record.raw is None and record.steps is None:
+            raise RecordError('a trace needs "raw" or "steps"')
+        if record.rating is not None and not record.labels:
+            raise RecordError('"rating" needs "labels" naming the annotator who gave it')
+    return record

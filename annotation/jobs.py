@@ -1,0 +1,59 @@
+"""Job life cycle shared by every kind of background work."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.cache import cache
+from django.db.models import Q
+from django.utils import timezone
+
+from annotation.models import Job
+
+_PROGRESS_TTL = 24 * 3600
+
+
+def _key(job_id: int) -> str:
+    return f"job-progress:{job_id}"
+
+
+def report_progress(job_id: int, done: int, total: int, failed: int = 0) -> None:
+    """Publish progress outside any transaction the job may hold open."""
+    cache.set(_key(job_id), {"done": done, "total": total, "failed": failed}, _PROGRESS_TTL)
+
+
+def live_progress(job: Job) -> dict[str, int]:
+    """The freshest progress: the cache while running, the row once finished."""
+    if not job.finished:
+        live = cache.get(_key(job.pk))
+        if live:
+            return live
+    return {"done": job.done, "total": job.total, "failed": job.failed}
+
+
+def claim(job_id: int) -> bool:
+    """Mark the job running. Re-delivery after a worker crash finds it running
+    already and may resume it; a finished or cancelled job is never re-run."""
+    return bool(
+        Job.objects.filter(pk=job_id)
+        .filter(Q(status=Job.Status.QUEUED) | Q(status=Job.Status.RUNNING))
+        .update(status=Job.Status.RUNNING, started_at=timezone.now())
+    )
+
+
+def finish(job_id: int, *, status: str, result: dict[str, Any] | None = None, error: str = "", **counts: int) -> None:
+    updates: dict[str, Any] = {"status": status, "finished_at": timezone.now(), "error": error, **counts}
+    if result is not None:
+        updates["result"] = result
+    Job.objects.filter(pk=job_id).update(**updates)
+    cache.delete(_key(job_id))
+
+
+def cancel(job: Job) -> Job:
+    """Ask a job to stop; one that has not started stops at once."""
+    Job.objects.filter(pk=job.pk, status=Job.Status.QUEUED).update(
+        status=Job.Status.CANCELLED, cancel_requested=True, finished_at=timezone.now()
+    )
+    Job.objects.filter(pk=job.pk, status=Job.Status.RUNNING).update(cancel_requested=True)
+    job.refresh_from_db()
+    return job

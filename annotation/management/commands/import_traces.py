@@ -1,0 +1,54 @@
+import json
+import sys
+from pathlib import Path
+
+from django.core.management.base import BaseCommand, CommandError
+
+from annotation import services
+from annotation.importing.adapters import FORMATS
+from annotation.management.commands._progress import Bar
+
+
+class Command(BaseCommand):
+    # A data command: the URL/admin checks cost start-up time and check nothing it uses.
+    requires_system_checks: list[str] = []
+    help = "Import model traces (and problems, skeletons, labels) into a study; creates the study if missing."
+
+    def add_arguments(self, parser):
+        parser.add_argument("file", type=Path)
+        parser.add_argument("--study", required=True)
+        parser.add_argument("--format", default="reasonaudit", choices=FORMATS)
+        parser.add_argument("--skip-invalid", action="store_true", help="keep the good lines, report the bad ones")
+        parser.add_argument("--json", action="store_true", help="print the report as one JSON object")
+
+    def handle(self, *args, **opts):
+        path: Path = opts["file"]
+        if not path.is_file():
+            raise CommandError(f"{path}: no such file")
+        study, created = services.do_get_or_create_study(opts["study"])
+        job = services.do_create_import_job(study, fmt=opts["format"], skip_invalid=opts["skip_invalid"], path=path.resolve())
+        bar = Bar(f"import {path.name}", enabled=not opts["json"] and sys.stderr.isatty())
+        with path.open("rb") as fh:
+            report = services.run_import_job(job.pk, fh, progress=bar)
+        bar.close()
+        data = report.as_dict()
+        keys = ("read", "problems_created", "traces_created", "steps_created", "unchanged", "rejected")
+        if opts["json"]:
+            out = {k: data[k] for k in keys}
+            out.update(labels_created=data["labels_created"], labels_updated=data["labels_updated"],
+                       committed=data["committed"], job=job.pk, study=study.name)
+            self.stdout.write(json.dumps(out))
+        else:
+            if created:
+                self.stdout.write(f"created study {study.name!r}")
+            self.stdout.write(
+                f"read {data['read']} lines: {data['problems_created']} problems, {data['traces_created']} traces, "
+                f"{data['steps_created']} steps, {data['labels_created']} labels created; {data['unchanged']} unchanged; "
+                f"{len(data['rejected'])} rejected"
+            )
+            for row in data["rejected"]:
+                self.stdout.write(f"line {row['line']}: {row['reason']}")
+            if data["rejected"] and not data["committed"]:
+                self.stdout.write("nothing was imported (all-or-nothing); fix the lines above or use --skip-invalid")
+        if data["rejected"]:
+            sys.exit(1)

@@ -1,0 +1,461 @@
+"""The domain: studies, problems with skeletons, traces split into steps, and
+labels on those steps from annotators, judges and adjudicators.
+
+Visibility lives in the querysets (``visible_to``): a view never filters by
+membership itself.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+from django.urls import reverse
+from django.utils import timezone
+
+
+class Verdict(models.TextChoices):
+    VALID = "valid"
+    INVALID = "invalid"
+    NEUTRAL = "neutral"
+
+
+class StudyQuerySet(models.QuerySet):
+    def visible_to(self, user) -> "StudyQuerySet":
+        if not user.is_authenticated:
+            return self.none()
+        return self.filter(memberships__user=user)
+
+
+class Study(models.Model):
+    class Segmenter(models.TextChoices):
+        LINES = "lines"
+        PARAGRAPHS = "paragraphs"
+        MARKERS = "markers"
+        SENTENCES = "sentences"
+
+    name = models.CharField(max_length=200, unique=True)
+    description = models.TextField(blank=True)
+    # Annotators see no judge verdicts or other annotators' labels on a trace
+    # until they have labelled it completely themselves.
+    blind = models.BooleanField(default=True)
+    segmenter = models.CharField(max_length=20, choices=Segmenter.choices, default=Segmenter.LINES)
+    primary_judge = models.ForeignKey(
+        "annotation.JudgeConfig", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    default_profile = models.ForeignKey(
+        "scoring.ScoringProfile", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+
+    objects = StudyQuerySet.as_manager()
+
+    class Meta:
+        verbose_name_plural = "studies"
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def get_absolute_url(self) -> str:
+        return reverse("study", args=[self.pk])
+
+
+class Membership(models.Model):
+    class Role(models.TextChoices):
+        ANNOTATOR = "annotator"
+        ADJUDICATOR = "adjudicator"
+        OWNER = "owner"
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="memberships")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
+    role = models.CharField(max_length=20, choices=Role.choices, default=Role.ANNOTATOR)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["study", "user"], name="membership_unique_user_per_study")]
+
+    def __str__(self) -> str:
+        return f"{self.user} in {self.study} ({self.role})"
+
+    @property
+    def can_adjudicate(self) -> bool:
+        return self.role in (self.Role.ADJUDICATOR, self.Role.OWNER)
+
+    @property
+    def is_owner(self) -> bool:
+        return self.role == self.Role.OWNER
+
+
+class StudyScopedQuerySet(models.QuerySet):
+    """For models that hang off a study through ``study_path``."""
+
+    study_path = "study"
+
+    def visible_to(self, user):
+        if not user.is_authenticated:
+            return self.none()
+        return self.filter(**{f"{self.study_path}__memberships__user": user})
+
+
+class ProblemQuerySet(StudyScopedQuerySet):
+    pass
+
+
+class Problem(models.Model):
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="problems")
+    problem_id = models.CharField(max_length=200)
+    statement = models.TextField()
+    gold_answer = models.TextField(blank=True)
+    domain = models.CharField(max_length=100, blank=True)
+    tags = models.JSONField(default=list, blank=True)
+    meta = models.JSONField(default=dict, blank=True)
+    # Denormalised from the newest approved skeleton so scoring reads one
+    # column instead of a join per trace.
+    approved_skeleton = models.ForeignKey(
+        "annotation.Skeleton", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    l_gold = models.PositiveSmallIntegerField(default=0)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    objects = ProblemQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["study", "problem_id"]
+        constraints = [
+            models.UniqueConstraint(fields=["study", "problem_id"], name="problem_unique_id_per_study"),
+        ]
+        indexes = [
+            # Problem list filtered by domain.
+            models.Index(fields=["study", "domain"], name="problem_study_domain_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return self.problem_id
+
+    def get_absolute_url(self) -> str:
+        return reverse("problem", args=[self.pk])
+
+
+class Skeleton(models.Model):
+    """One version of a problem's minimal reasoning skeleton. Versions are never edited in place."""
+
+    class Status(models.TextChoices):
+        DRAFT = "draft"
+        APPROVED = "approved"
+
+    problem = models.ForeignKey(Problem, on_delete=models.CASCADE, related_name="skeletons")
+    version = models.PositiveIntegerField()
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.DRAFT)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    approved_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    approved_at = models.DateTimeField(null=True, blank=True)
+    note = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["problem", "-version"]
+        constraints = [
+            models.UniqueConstraint(fields=["problem", "version"], name="skeleton_unique_version"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.problem} v{self.version} ({self.status})"
+
+
+class SkeletonStep(models.Model):
+    skeleton = models.ForeignKey(Skeleton, on_delete=models.CASCADE, related_name="steps")
+    position = models.PositiveSmallIntegerField()  # 1-based
+    text = models.TextField()
+    # "check" would shadow Model.check(); the import key stays "check".
+    check_expr = models.CharField(max_length=500, blank=True)
+
+    class Meta:
+        ordering = ["skeleton", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["skeleton", "position"], name="skeletonstep_unique_position"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.position}. {self.text[:60]}"
+
+
+class JudgeConfig(models.Model):
+    """A label source that is not a person. Configuration only: API keys are
+    named by environment variable and never stored."""
+
+    class Provider(models.TextChoices):
+        MECHANISTIC = "mechanistic"
+        LLM = "llm"
+        FAKE = "fake"
+
+    class Mode(models.TextChoices):
+        SKELETON = "skeleton"
+        REFERENCE_FREE = "reference-free"
+
+    class OutputMode(models.TextChoices):
+        AUTO = "auto"
+        JSON_SCHEMA = "json_schema"
+        JSON_OBJECT = "json_object"
+        PROMPT = "prompt"
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="judges")
+    name = models.CharField(max_length=100)
+    provider = models.CharField(max_length=20, choices=Provider.choices, default=Provider.LLM)
+    model = models.CharField(max_length=200, blank=True)
+    base_url = models.CharField(max_length=500, blank=True)
+    api_key_env = models.CharField(max_length=100, blank=True)
+    temperature = models.FloatField(default=0.0)
+    max_tokens = models.PositiveIntegerField(default=2048)
+    mode = models.CharField(max_length=20, choices=Mode.choices, default=Mode.SKELETON)
+    output_mode = models.CharField(max_length=20, choices=OutputMode.choices, default=OutputMode.AUTO)
+    prompt_template = models.TextField(blank=True)
+    prompt_version = models.CharField(max_length=50, default="1")
+    concurrency = models.PositiveSmallIntegerField(default=4)
+    rate_limit_per_minute = models.PositiveIntegerField(null=True, blank=True)
+    max_retries = models.PositiveSmallIntegerField(default=4)
+    # Bumped on every configuration change; part of the response cache key.
+    version = models.PositiveIntegerField(default=1)
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    objects = StudyScopedQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["study", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["study", "name"], name="judge_unique_name_per_study"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def source(self) -> str:
+        return f"judge:{self.name}"
+
+
+class TraceQuerySet(StudyScopedQuerySet):
+    def with_problem(self) -> "TraceQuerySet":
+        return self.select_related("problem")
+
+
+class Trace(models.Model):
+    class AnswerOrigin(models.TextChoices):
+        NONE = "none", "not decided"
+        IMPORTED = "imported"
+        AUTOMATIC = "automatic"
+        REVIEWER = "reviewer"
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="traces")
+    problem = models.ForeignKey(Problem, on_delete=models.CASCADE, related_name="traces")
+    model = models.CharField(max_length=200)
+    trace_id = models.CharField(max_length=300)
+    raw = models.TextField(blank=True)
+    thought = models.TextField(blank=True)  # leading raw-thought part of tagged outputs
+    answer = models.TextField(blank=True)
+    answer_correct = models.BooleanField(null=True)
+    answer_origin = models.CharField(max_length=20, choices=AnswerOrigin.choices, default=AnswerOrigin.NONE)
+    # The automatic check is kept even when an import or a reviewer overrides it.
+    auto_answer_correct = models.BooleanField(null=True)
+    n_steps = models.PositiveIntegerField(default=0)
+    empty = models.BooleanField(default=False)
+    steps_hash = models.CharField(max_length=64)
+    flagged = models.BooleanField(default=False)
+    meta = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    objects = TraceQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["study", "problem", "model"]
+        constraints = [
+            models.UniqueConstraint(fields=["study", "trace_id"], name="trace_unique_id_per_study"),
+        ]
+        indexes = [
+            # Trace list and leaderboard filtered by model.
+            models.Index(fields=["study", "model"], name="trace_study_model_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return self.trace_id
+
+    def get_absolute_url(self) -> str:
+        return reverse("trace", args=[self.pk])
+
+
+class Step(models.Model):
+    trace = models.ForeignKey(Trace, on_delete=models.CASCADE, related_name="steps")
+    index = models.PositiveIntegerField()  # 1-based
+    text = models.TextField()
+    # Offsets into trace.raw; null when the steps were given, not segmented.
+    start = models.PositiveIntegerField(null=True, blank=True)
+    end = models.PositiveIntegerField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["trace", "index"]
+        constraints = [
+            models.UniqueConstraint(fields=["trace", "index"], name="step_unique_index_per_trace"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.trace_id}#{self.index}"
+
+
+class StepLabelQuerySet(StudyScopedQuerySet):
+    study_path = "step__trace__study"
+
+
+class StepLabel(models.Model):
+    """One source's label on one step. A source is an annotator, a judge
+    configuration, or the adjudication (at most one per step)."""
+
+    class Kind(models.TextChoices):
+        HUMAN = "human"
+        JUDGE = "judge"
+        ADJUDICATION = "adjudication"
+
+    step = models.ForeignKey(Step, on_delete=models.CASCADE, related_name="labels")
+    kind = models.CharField(max_length=20, choices=Kind.choices)
+    annotator = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE, related_name="step_labels"
+    )
+    judge = models.ForeignKey(JudgeConfig, null=True, blank=True, on_delete=models.CASCADE, related_name="labels")
+    verdict = models.CharField(max_length=10, choices=Verdict.choices)
+    skeleton_refs = models.JSONField(default=list, blank=True)
+    confidence = models.FloatField(null=True, blank=True)
+    reason = models.TextField(blank=True)
+    version = models.PositiveIntegerField(default=1)
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    objects = StepLabelQuerySet.as_manager()
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=(
+                    Q(kind="human", annotator__isnull=False, judge__isnull=True)
+                    | Q(kind="judge", annotator__isnull=True, judge__isnull=False)
+                    | Q(kind="adjudication", annotator__isnull=False, judge__isnull=True)
+                ),
+                name="steplabel_source_matches_kind",
+            ),
+            models.UniqueConstraint(
+                fields=["step", "annotator"], condition=Q(kind="human"), name="steplabel_one_per_annotator"
+            ),
+            models.UniqueConstraint(fields=["step", "judge"], condition=Q(kind="judge"), name="steplabel_one_per_judge"),
+            models.UniqueConstraint(fields=["step"], condition=Q(kind="adjudication"), name="steplabel_one_final"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.step} {self.source}: {self.verdict}"
+
+    @property
+    def source(self) -> str:
+        if self.kind == self.Kind.JUDGE:
+            return f"judge:{self.judge.name}"
+        return "final" if self.kind == self.Kind.ADJUDICATION else "human"
+
+
+class LabelHistory(models.Model):
+    """Append-only audit trail: every change to a StepLabel, before and after."""
+
+    step = models.ForeignKey(Step, on_delete=models.CASCADE, related_name="history")
+    label = models.ForeignKey(StepLabel, null=True, blank=True, on_delete=models.SET_NULL, related_name="history")
+    kind = models.CharField(max_length=20, choices=StepLabel.Kind.choices)
+    source_name = models.CharField(max_length=200)  # username or judge name, kept if the source goes
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    at = models.DateTimeField(default=timezone.now)
+    before = models.JSONField(null=True, blank=True)
+    after = models.JSONField(null=True, blank=True)
+    via = models.CharField(max_length=50, blank=True)  # web, api, import, judge run, adjudication
+
+    class Meta:
+        ordering = ["step", "at", "pk"]
+        indexes = [models.Index(fields=["step", "at"], name="labelhistory_step_at_idx")]
+
+
+class TraceReview(models.Model):
+    """An annotator's work on a whole trace: the version the labels API and the
+    review page lock on, completeness, the holistic rating and flags."""
+
+    class Flag(models.TextChoices):
+        NONE = "", "none"
+        BAD_PROBLEM = "bad_problem", "bad problem"
+        CANT_JUDGE = "cant_judge", "can't judge"
+
+    trace = models.ForeignKey(Trace, on_delete=models.CASCADE, related_name="reviews")
+    annotator = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="reviews")
+    version = models.PositiveIntegerField(default=0)
+    complete = models.BooleanField(default=False)
+    rating = models.FloatField(null=True, blank=True)
+    flag = models.CharField(max_length=20, choices=Flag.choices, blank=True, default="")
+    skipped = models.BooleanField(default=False)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["trace", "annotator"], name="tracereview_one_per_annotator"),
+            models.CheckConstraint(
+                condition=Q(rating__isnull=True) | Q(rating__gte=0, rating__lte=10), name="tracereview_rating_0_10"
+            ),
+        ]
+
+
+class Job(models.Model):
+    """A unit of background work with progress: imports, judge runs, scoring, exports."""
+
+    class Kind(models.TextChoices):
+        IMPORT = "import"
+        JUDGE = "judge"
+        SCORE = "score"
+        EXPORT = "export"
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
+        CANCELLED = "cancelled"
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="jobs")
+    kind = models.CharField(max_length=20, choices=Kind.choices)
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED)
+    params = models.JSONField(default=dict, blank=True)
+    input_file = models.FileField(upload_to="uploads/%Y/%m/", blank=True)
+    output_file = models.FileField(upload_to="exports/%Y/%m/", blank=True)
+    done = models.PositiveIntegerField(default=0)
+    failed = models.PositiveIntegerField(default=0)
+    total = models.PositiveIntegerField(default=0)
+    result = models.JSONField(default=dict, blank=True)
+    error = models.TextField(blank=True)
+    cancel_requested = models.BooleanField(default=False)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(default=timezone.now)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    objects = StudyScopedQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["study", "kind", "-created_at"], name="job_study_kind_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.kind} job {self.pk} ({self.status})"
+
+    def get_absolute_url(self) -> str:
+        return reverse("job", args=[self.pk])
+
+    @property
+    def finished(self) -> bool:
+        return self.status in (self.Status.SUCCEEDED, self.Status.FAILED, self.Status.CANCELLED)
+
+    @property
+    def percent(self) -> int:
+        return int(100 * self.done / self.total) if self.total else (100 if self.finished else 0)

@@ -1,0 +1,135 @@
+"""Named domain operations shared by the web views, the API and the CLI.
+
+``check_*`` functions authorise and return objects or raise; ``do_*``
+functions change data inside a transaction and queue background work only
+after commit.
+"""
+
+from __future__ import annotations
+
+import secrets
+from pathlib import Path
+from typing import IO
+
+from django.contrib.auth import get_user_model
+from django.core.files.base import File
+from django.db import transaction
+from django.http import Http404
+
+from annotation import jobs
+from annotation.importing.pipeline import ImportReport, import_stream
+from annotation.models import Job, Membership, Study
+
+User = get_user_model()
+
+
+class PermissionDenied(Exception):
+    """The user is a member but their role does not allow the operation."""
+
+
+def check_membership(user, study_id: int) -> tuple[Study, Membership]:
+    """The study and the user's membership, or 404 -- a non-member learns nothing."""
+    membership = (
+        Membership.objects.select_related("study").filter(study_id=study_id, user=user).first()
+        if user.is_authenticated
+        else None
+    )
+    if membership is None:
+        raise Http404("No such study")
+    return membership.study, membership
+
+
+def check_role(membership: Membership, *roles: str) -> None:
+    if membership.role not in roles:
+        raise PermissionDenied(f"this needs the role {' or '.join(roles)}; you are {membership.role}")
+
+
+@transaction.atomic
+def do_get_or_create_study(name: str, *, owner=None) -> tuple[Study, bool]:
+    study, created = Study.objects.get_or_create(name=name)
+    if owner is not None:
+        Membership.objects.get_or_create(study=study, user=owner, defaults={"role": Membership.Role.OWNER})
+    return study, created
+
+
+@transaction.atomic
+def do_add_member(study: Study, username: str, role: str, *, password: str | None = None) -> tuple[Membership, bool]:
+    """Create the user if missing (with ``password``, else unusable) and set their role."""
+    if role not in Membership.Role.values:
+        raise ValueError(f"unknown role {role!r}; choose one of {', '.join(Membership.Role.values)}")
+    user, user_created = User.objects.get_or_create(username=username)
+    if password is not None:
+        user.set_password(password)
+        user.is_active = True
+        user.save()
+    elif user_created:
+        user.set_unusable_password()
+        user.save()
+    membership, _ = Membership.objects.update_or_create(study=study, user=user, defaults={"role": role})
+    return membership, user_created
+
+
+def generate_password() -> str:
+    return secrets.token_urlsafe(12)
+
+
+def run_import_job(job_id: int, stream: IO[bytes] | None = None, *, progress=None) -> ImportReport | None:
+    """The body of every import: CLI (in process) and upload (Celery) alike."""
+    if not jobs.claim(job_id):
+        return None
+    job = Job.objects.select_related("study", "created_by").get(pk=job_id)
+
+    def publish(done: int, total: int) -> None:
+        jobs.report_progress(job_id, done, total)
+        if progress:
+            progress(done, total)
+
+    try:
+        if stream is None:
+            with job.input_file.open("rb") as fh:
+                report = import_stream(
+                    job.study, fh, job.params["format"], skip_invalid=job.params.get("skip_invalid", False),
+                    actor=job.created_by, progress=publish,
+                )
+        else:
+            report = import_stream(
+                job.study, stream, job.params["format"], skip_invalid=job.params.get("skip_invalid", False),
+                actor=job.created_by, progress=publish,
+            )
+    except Exception as exc:
+        jobs.finish(job_id, status=Job.Status.FAILED, error=f"{type(exc).__name__}: {exc}")
+        raise
+    status = Job.Status.SUCCEEDED if report.committed else Job.Status.FAILED
+    error = "" if report.committed else f"{len(report.rejected)} line(s) rejected; nothing was imported"
+    jobs.finish(job_id, status=status, result=report.as_dict(), error=error, done=report.read, total=report.read)
+    if report.committed and (report.traces_created or report.labels_created or report.labels_updated):
+        _after_import(job.study)
+    return report
+
+
+def _after_import(study: Study) -> None:
+    """Hook for work that follows new data (scoring); filled in by the scoring app."""
+    from annotation import signals
+
+    signals.data_changed.send(sender=Study, study=study, reason="import")
+
+
+@transaction.atomic
+def do_create_import_job(study: Study, *, fmt: str, skip_invalid: bool, user=None, upload: File | None = None,
+                         path: Path | None = None) -> Job:
+    job = Job(study=study, kind=Job.Kind.IMPORT, created_by=user,
+              params={"format": fmt, "skip_invalid": skip_invalid, "filename": upload.name if upload else str(path)})
+    if upload is not None:
+        job.input_file.save(Path(upload.name).name or "upload.jsonl", upload, save=False)
+    job.save()
+    return job
+
+
+def do_queue_import(study: Study, upload: File, *, fmt: str, skip_invalid: bool, user) -> Job:
+    """Store the upload and import it in the background once the job row is committed."""
+    from annotation.tasks import import_job
+
+    with transaction.atomic():
+        job = do_create_import_job(study, fmt=fmt, skip_invalid=skip_invalid, user=user, upload=upload)
+        transaction.on_commit(lambda: import_job.delay(job.pk))
+    return job

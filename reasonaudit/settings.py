@@ -1,0 +1,225 @@
+"""Settings for ReasonAudit.
+
+Everything that differs between a laptop and production comes from the
+environment (see docs/configuration.md). The embedded defaults -- SQLite and a
+filesystem message broker inside ``DATA_DIR`` -- need no server at all.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+from reasonaudit.env import env_bool, env_int, env_list, env_url
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+DATA_DIR = Path(os.environ.get("REASONAUDIT_DATA_DIR", BASE_DIR / "data")).resolve()
+DATA_DIR.mkdir(parents=True, exist_ok=True)
+
+DEBUG = env_bool("DJANGO_DEBUG", False)
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "localhost,127.0.0.1")
+
+
+def _secret_key() -> str:
+    key = os.environ.get("SECRET_KEY", "").strip()
+    if key:
+        return key
+    if not DEBUG:
+        raise ImproperlyConfigured("SECRET_KEY is required when DJANGO_DEBUG is false")
+    # Debug only: generate once and keep it in the data folder so sessions
+    # survive restarts of the development server.
+    key_file = DATA_DIR / "secret_key"
+    if not key_file.exists():
+        key_file.write_text(secrets.token_urlsafe(50))
+        key_file.chmod(0o600)
+    return key_file.read_text().strip()
+
+
+SECRET_KEY = _secret_key()
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "rest_framework.authtoken",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "django_htmx",
+    "annotation",
+    "scoring",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "reasonaudit.urls"
+WSGI_APPLICATION = "reasonaudit.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    }
+]
+
+_default_db = f"sqlite:///{DATA_DIR / 'reasonaudit.sqlite3'}"
+DATABASE_URL = env_url("DATABASE_URL", _default_db, schemes={"sqlite", "postgres", "postgresql", "pgsql"})
+try:
+    _db = dj_database_url.parse(DATABASE_URL, conn_max_age=60, conn_health_checks=True)
+except (ValueError, dj_database_url.UnknownSchemeError) as exc:  # pragma: no cover - env_url filters first
+    raise ImproperlyConfigured(f"DATABASE_URL is not usable: {exc}") from None
+if _db["ENGINE"] == "django.db.backends.sqlite3":
+    # The web server and the Celery worker write the same file: WAL lets
+    # readers go on during a write, IMMEDIATE transactions avoid the
+    # upgrade deadlock that produces "database is locked".
+    _db["CONN_MAX_AGE"] = 0
+    _db["OPTIONS"] = {
+        "timeout": 30,
+        "transaction_mode": "IMMEDIATE",
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+    }
+DATABASES = {"default": _db}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+
+def _plotly_js_dir() -> Path:
+    import importlib.util
+
+    spec = importlib.util.find_spec("plotly")
+    return Path(spec.origin).parent / "package_data" if spec and spec.origin else BASE_DIR / "static"
+
+
+# Front-end packages are installed by npm (package.json) and plotly's bundled
+# JS comes with the Python package; both are served as our own static files.
+STATICFILES_DIRS = [
+    BASE_DIR / "static",
+    ("vendor/htmx", BASE_DIR / "node_modules" / "htmx.org" / "dist"),
+    ("vendor/katex", BASE_DIR / "node_modules" / "katex" / "dist"),
+    ("vendor/plotly", _plotly_js_dir()),
+]
+STATIC_ROOT = BASE_DIR / "staticfiles"
+MEDIA_ROOT = DATA_DIR / "media"
+MEDIA_URL = "media/"
+
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "studies"
+LOGOUT_REDIRECT_URL = "login"
+
+SESSION_COOKIE_HTTPONLY = True
+CSRF_COOKIE_SAMESITE = "Lax"
+X_FRAME_OPTIONS = "DENY"
+SECURE_CONTENT_TYPE_NOSNIFF = True
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
+    "PAGE_SIZE": 50,
+    "EXCEPTION_HANDLER": "annotation.api.errors.exception_handler",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "ReasonAudit API",
+    "DESCRIPTION": "Audit the reasoning of language models step by step.",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    # Swagger UI from our own static files, not a CDN.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+}
+
+# --- Celery -----------------------------------------------------------------
+_broker_dir = DATA_DIR / "broker"
+CELERY_BROKER_URL = env_url(
+    "CELERY_BROKER_URL",
+    "filesystem://",
+    schemes={"filesystem", "redis", "rediss", "amqp", "pyamqp", "memory"},
+)
+CELERY_BROKER_TRANSPORT_OPTIONS: dict = {}
+if CELERY_BROKER_URL.startswith("filesystem://"):
+    for sub in ("out", "processed"):
+        (_broker_dir / sub).mkdir(parents=True, exist_ok=True)
+    # One folder for both directions: producer and consumer are the same queue.
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "data_folder_in": str(_broker_dir / "out"),
+        "data_folder_out": str(_broker_dir / "out"),
+        "processed_folder": str(_broker_dir / "processed"),
+        "store_processed": False,
+    }
+elif CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
+    # A task that outlives this is re-delivered; judge runs must finish first.
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
+CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
+CELERY_TASK_EAGER_PROPAGATES = True
+# Progress and results live in the Job table; Celery's result store is not used.
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+
+# --- ReasonAudit ---------------------------------------------------------------
+IMPORT_MAX_BYTES = env_int("REASONAUDIT_IMPORT_MAX_BYTES", 512 * 1024 * 1024, minimum=1)
+DATA_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
+FILE_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
+ANSWER_CHECK_TIMEOUT = 5.0
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": "WARNING"},
+    "loggers": {"reasonaudit": {"level": "INFO"}, "annotation": {"level": "INFO"}},
+}
+
+# Live progress of long jobs goes through the cache, not the Job row: an import
+# runs inside one transaction, and a row updated there is invisible to other
+# connections until commit.
+if CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": CELERY_BROKER_URL}}
+else:
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
+            "LOCATION": str(DATA_DIR / "cache"),
+        }
+    }

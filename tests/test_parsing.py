@@ -1,0 +1,597 @@
+"""Tests for annotation.parsing (pure Python; run with -p no:django)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from annotation import parsing
+from annotation.parsing import (
+    SEGMENTERS,
+    ParsedTrace,
+    Segment,
+    TaggedParts,
+    answer_only,
+    check_answer,
+    extract_answer,
+    normalize_answer,
+    parse_trace,
+    segment,
+    split_tagged,
+)
+
+GSM8K_SOLUTIONS = Path("/work/shared/data/gsm8k/example_model_solutions.jsonl")
+MODEL_KEYS = (
+    "6b_finetuning",
+    "6b_verification",
+    "175b_finetuning",
+    "175b_verification",
+)
+
+
+def texts(segments: list[Segment]) -> list[str]:
+    return [s.text for s in segments]
+
+
+def assert_offsets(raw: str, segments: list[Segment], offset: int = 0) -> None:
+    for s in segments:
+        assert raw[s.start - offset : s.end - offset] == s.text
+
+
+# --------------------------------------------------------------------------
+# segment
+# --------------------------------------------------------------------------
+
+
+def test_lines_skips_blank_lines_and_strips() -> None:
+    raw = "  first line \n\n\t\nsecond\r\nthird  \r  "
+    segs = segment(raw, "lines")
+    assert texts(segs) == ["first line", "second", "third"]
+    assert segs[0] == Segment("first line", 2, 12)
+    assert_offsets(raw, segs)
+
+
+def test_lines_is_default() -> None:
+    assert segment("a\nb") == segment("a\nb", "lines")
+
+
+def test_paragraphs_split_on_blank_lines_only() -> None:
+    raw = "step one\ncontinues here\n\n   \nstep two\n\n\n\nstep three"
+    segs = segment(raw, "paragraphs")
+    assert texts(segs) == ["step one\ncontinues here", "step two", "step three"]
+    assert_offsets(raw, segs)
+
+
+def test_paragraphs_with_crlf() -> None:
+    raw = "a\r\nb\r\n\r\nc"
+    assert texts(segment(raw, "paragraphs")) == ["a\r\nb", "c"]
+
+
+def test_markers_variants_and_preamble() -> None:
+    raw = (
+        "Let's solve this.\n"
+        "Step 1: eggs left 16 - 3 - 4 = 9\n"
+        "still step one\n"
+        "Step 2. income 9 * 2 = 18\n"
+        "**Step 3:** check\n"
+        "### Step 4) done\n"
+        "  step 5: lower case"
+    )
+    segs = segment(raw, "markers")
+    assert texts(segs) == [
+        "Let's solve this.",
+        "Step 1: eggs left 16 - 3 - 4 = 9\nstill step one",
+        "Step 2. income 9 * 2 = 18",
+        "**Step 3:** check",
+        "### Step 4) done",
+        "step 5: lower case",
+    ]
+    assert_offsets(raw, segs)
+
+
+def test_markers_without_preamble_and_mid_line_reference() -> None:
+    raw = "Step 1: x = 2\nStep 2: as in Step 1: y = x + 1"
+    assert texts(segment(raw, "markers")) == [
+        "Step 1: x = 2",
+        "Step 2: as in Step 1: y = x + 1",
+    ]
+
+
+def test_markers_absent_gives_one_step() -> None:
+    assert texts(segment("no markers\nat all", "markers")) == ["no markers\nat all"]
+
+
+def test_sentences_basic() -> None:
+    raw = "She has 9 eggs. She sells them for $2 each! How much? 18 dollars. $18 total."
+    assert texts(segment(raw, "sentences")) == [
+        "She has 9 eggs.",
+        "She sells them for $2 each!",
+        "How much?",
+        "18 dollars.",
+        "$18 total.",
+    ]
+
+
+def test_sentences_keep_decimals_and_abbreviations() -> None:
+    raw = (
+        "He paid approx. 3.5 dollars, e.g. for Mr. Smith and Dr. Who. "
+        "Then he paid 2.25 more, i.e. 5.75 in total. the end"
+    )
+    segs = segment(raw, "sentences")
+    assert texts(segs) == [
+        "He paid approx. 3.5 dollars, e.g. for Mr. Smith and Dr. Who.",
+        # A lower-case word after ". " does not start a new sentence.
+        "Then he paid 2.25 more, i.e. 5.75 in total. the end",
+    ]
+    assert_offsets(raw, segs)
+
+
+def test_sentences_split_at_line_breaks_and_keep_list_labels() -> None:
+    raw = "1. First add 3 and 4\n2. Then double it. That is 14\nA: 14"
+    assert texts(segment(raw, "sentences")) == [
+        "1. First add 3 and 4",
+        "2. Then double it.",
+        "That is 14",
+        "A: 14",
+    ]
+
+
+def test_sentences_closing_quote_and_end_of_text() -> None:
+    raw = 'He said "stop." Then he left.'
+    assert texts(segment(raw, "sentences")) == ['He said "stop."', "Then he left."]
+
+
+def test_offset_is_added() -> None:
+    raw = "prefix|a\nb"
+    sub_start = raw.index("|") + 1
+    for method in SEGMENTERS:
+        segs = segment(raw[sub_start:], method, offset=sub_start)
+        assert segs, method
+        for s in segs:
+            assert raw[s.start : s.end] == s.text
+
+
+def test_unknown_method_names_allowed_ones() -> None:
+    with pytest.raises(ValueError, match="lines, paragraphs, markers, sentences"):
+        segment("x", "words")
+
+
+def test_empty_input_gives_no_segments() -> None:
+    for method in SEGMENTERS:
+        assert segment("", method) == []
+        assert segment(" \n\t\n ", method) == []
+
+
+_trace_alphabet = st.sampled_from(
+    list("ab Z9.?!$\n\r\t,:*#")
+    + ["Step 1:", "**Step 2.**", "e.g.", "3.5", "Mr.", "\n\n"]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    raw=st.one_of(st.text(), st.lists(_trace_alphabet).map("".join)),
+    method=st.sampled_from(SEGMENTERS),
+    offset=st.integers(min_value=0, max_value=50),
+)
+def test_segment_offsets_property(raw: str, method: str, offset: int) -> None:
+    padded = "x" * offset + raw
+    segs = segment(raw, method, offset=offset)
+    previous_end = offset
+    for s in segs:
+        assert padded[s.start : s.end] == s.text
+        assert s.text and s.text == s.text.strip()
+        assert s.start >= previous_end  # ordered, non-overlapping
+        previous_end = s.end
+
+
+# --------------------------------------------------------------------------
+# answer_only
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        ("A: 18", "18"),
+        ("  A: 1,200  ", "1,200"),
+        ("#### 18", "18"),
+        ("####18", "18"),
+        ("The answer is 18.", "18"),
+        ("the answer is: 18", "18"),
+        ("So the answer is 18", "18"),
+        ("Therefore, the final answer is 3.5.", "3.5"),
+        ("The answer is $\\boxed{18}$", "18"),
+        ("The answer is $\\boxed{18}$.", "18"),
+        ("\\boxed{18}", "18"),
+        ("$\\boxed{\\frac{1}{2}}$", "\\frac{1}{2}"),
+        ("\\[ \\boxed{18} \\]", "18"),
+        ("Answer: 18", "18"),
+        ("**Answer:** 18", "18"),
+        ("**Final Answer:** $18$", "18"),
+        ("Final Answer: The final answer is $5$. I hope it is correct.", "5"),
+        ("<Answer>18</Answer>", "18"),
+        ("<answer> 18 </ANSWER>", "18"),
+        ("The answer is 2**10.", "2**10"),
+    ],
+)
+def test_answer_only_positive(line: str, expected: str) -> None:
+    assert answer_only(line) == expected
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "So she makes 9 * 2 = 18 dollars, the answer is 18",
+        "She makes 9 * 2 = $18 every day.",
+        "So 9 * 2 = \\boxed{18} dollars a day",
+        "The answer is 18. But let me double check with 9 * 2.",
+        "An answer: not given here... she bakes muffins",
+        "",
+        "   ",
+        "A:",
+        "a: 18",
+        "Janet's answer is wrong because 16 - 3 = 13",
+    ],
+)
+def test_answer_only_negative(line: str) -> None:
+    assert answer_only(line) is None
+
+
+# --------------------------------------------------------------------------
+# extract_answer
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("work\n<Answer>18</Answer>", "18"),
+        ("work\n<answer>The answer is \\boxed{18}</answer>", "18"),
+        ("work\n<Answer> 7", "7"),  # closing tag missing at end of text
+        ("x \\boxed{3} then \\boxed{\\frac{1}{2}}.", "\\frac{1}{2}"),
+        ("so \\boxed{\\frac{\\sqrt{3}}{2}}", "\\frac{\\sqrt{3}}{2}"),
+        ("so \\fbox{42}", "42"),
+        ("\\boxed{1} and truncated \\boxed{\\frac{1}{", "1"),
+        ("a\n#### 12\nb\n#### 1,200", "1,200"),
+        ("step\nA: 5\nstep\nA: 18\n", "18"),
+        ("9 * 2 = 18. The answer is 18.", "18"),
+        ("The answer is 17. Wait, the final answer is 18.", "18"),
+        ("Answer: $18", "$18"),
+        ("The answer is $\\frac{1}{2}$.", "\\frac{1}{2}"),
+        ("The final answer is 18 dollars. Done", "18 dollars"),
+        ("The answer is 3.5.", "3.5"),
+    ],
+)
+def test_extract_answer_forms(text: str, expected: str) -> None:
+    assert extract_answer(text) == expected
+
+
+def test_extract_answer_priority() -> None:
+    # <Answer> beats \boxed beats #### beats A: beats "The answer is".
+    assert extract_answer("\\boxed{1}\n#### 2\nA: 3\n<Answer>4</Answer>") == "4"
+    assert extract_answer("The answer is 5\nA: 3\n#### 2\n\\boxed{1}") == "1"
+    assert extract_answer("The answer is 5\nA: 3\n#### 2") == "2"
+    assert extract_answer("A: 3\nThe answer is 5") == "3"
+
+
+def test_extract_answer_none() -> None:
+    assert extract_answer("") is None
+    assert extract_answer("16 - 3 = 13\n13 * 2 = 26") is None
+    assert extract_answer("25") is None
+
+
+# --------------------------------------------------------------------------
+# split_tagged
+# --------------------------------------------------------------------------
+
+
+def test_split_tagged_with_thought() -> None:
+    raw = "Hmm, eggs...\n<Reasoning>\n 16 - 3 - 4 = 9\n9 * 2 = 18\n</Reasoning>\n<Answer>18</Answer>"
+    parts = split_tagged(raw)
+    assert parts == TaggedParts(
+        thought="Hmm, eggs...",
+        reasoning="16 - 3 - 4 = 9\n9 * 2 = 18",
+        answer="18",
+        reasoning_start=raw.index("16 - 3"),
+    )
+    assert parts is not None and parts.reasoning is not None
+    start = parts.reasoning_start
+    assert raw[start : start + len(parts.reasoning)] == parts.reasoning
+
+
+def test_split_tagged_without_thought_case_insensitive_unclosed() -> None:
+    parts = split_tagged("<REASONING>a\nb<answer> 5 ")
+    assert parts is not None
+    assert parts.thought is None
+    assert parts.reasoning == "a\nb"
+    assert parts.answer == "5"
+    assert parts.reasoning_start == len("<REASONING>")
+
+
+def test_split_tagged_think_wrapper_is_dropped_from_thought() -> None:
+    parts = split_tagged("<think>raw idea</think>\n<Reasoning>x</Reasoning>")
+    assert parts is not None
+    assert parts.thought == "raw idea"
+    assert parts.answer is None
+
+
+def test_split_tagged_answer_only_tag_uses_prefix_as_reasoning() -> None:
+    raw = "  16 - 3 - 4 = 9\n<Answer>9</Answer>"
+    parts = split_tagged(raw)
+    assert parts == TaggedParts(
+        thought=None, reasoning="16 - 3 - 4 = 9", answer="9", reasoning_start=2
+    )
+
+
+def test_split_tagged_none_without_tags() -> None:
+    assert split_tagged("plain\nA: 18") is None
+    assert split_tagged("") is None
+
+
+# --------------------------------------------------------------------------
+# parse_trace
+# --------------------------------------------------------------------------
+
+
+GSM8K_STYLE = (
+    "Janet sells 16 - 3 - 4 = <<16-3-4=9>>9 duck eggs a day.\n"
+    "She makes 9 * 2 = $<<9*2=18>>18 every day at the farmer's market.\n"
+    "A: 18"
+)
+
+
+def test_parse_trace_drops_final_answer_line() -> None:
+    trace = parse_trace(GSM8K_STYLE)
+    assert texts(trace.steps) == GSM8K_STYLE.split("\n")[:2]
+    assert trace.answer == "18"
+    assert trace.thought is None
+    assert_offsets(GSM8K_STYLE, trace.steps)
+
+
+def test_parse_trace_crlf() -> None:
+    raw = "16 - 7 = 9\r\n9 * 2 = 18\r\nA: 18\r\n"
+    trace = parse_trace(raw)
+    assert texts(trace.steps) == ["16 - 7 = 9", "9 * 2 = 18"]
+    assert trace.answer == "18"
+    assert extract_answer("x\r\nA: 18\r\nmore") == "18"
+    assert extract_answer("x\r\n#### 18\r\n") == "18"
+
+
+def test_multiline_text_is_not_answer_only() -> None:
+    assert answer_only("A: 18\nthen more reasoning") is None
+    assert answer_only("<Answer>\n18\n</Answer>") == "18"
+    raw = "9 * 2 = 18\n\nA: 18\nbut wait, 9 * 3 = 27"
+    trace = parse_trace(raw, "paragraphs")
+    assert texts(trace.steps) == ["9 * 2 = 18", "A: 18\nbut wait, 9 * 3 = 27"]
+    assert trace.answer == "18"  # from extract_answer's A: line rule
+
+
+def test_parse_trace_without_answer_line_extracts_answer() -> None:
+    raw = "x = 3\nso \\boxed{3} is it, right"
+    trace = parse_trace(raw)
+    assert texts(trace.steps) == ["x = 3", "so \\boxed{3} is it, right"]
+    assert trace.answer == "3"
+
+
+def test_parse_trace_paragraph_ending_in_answer_line_is_trimmed() -> None:
+    raw = "First 16 - 7 = 9.\n\nThen 9 * 2 = 18.\nThe answer is 18."
+    trace = parse_trace(raw, "paragraphs")
+    assert texts(trace.steps) == ["First 16 - 7 = 9.", "Then 9 * 2 = 18."]
+    assert trace.answer == "18"
+    assert_offsets(raw, trace.steps)
+
+
+def test_parse_trace_markers_and_sentences() -> None:
+    raw = "Step 1: 16 - 7 = 9.\nStep 2: 9 * 2 = 18.\n#### 18"
+    trace = parse_trace(raw, "markers")
+    assert texts(trace.steps) == ["Step 1: 16 - 7 = 9.", "Step 2: 9 * 2 = 18."]
+    assert trace.answer == "18"
+    trace = parse_trace("She has 9 eggs. She earns 18. The answer is 18.", "sentences")
+    assert texts(trace.steps) == ["She has 9 eggs.", "She earns 18."]
+    assert trace.answer == "18"
+
+
+def test_parse_trace_tagged_offsets_and_thought() -> None:
+    raw = "let me think\n<Reasoning>\n16 - 7 = 9\n9 * 2 = 18\nA: 18\n</Reasoning>\n<Answer>$18</Answer>"
+    trace = parse_trace(raw)
+    assert trace == ParsedTrace(
+        steps=[
+            Segment("16 - 7 = 9", raw.index("16 - 7"), raw.index("16 - 7") + 10),
+            Segment("9 * 2 = 18", raw.index("9 * 2"), raw.index("9 * 2") + 10),
+        ],
+        answer="$18",
+        thought="let me think",
+    )
+    assert_offsets(raw, trace.steps)
+
+
+def test_parse_trace_empty() -> None:
+    assert parse_trace("") == ParsedTrace(steps=[], answer=None, thought=None)
+    assert parse_trace("  \n\t") == ParsedTrace(steps=[], answer=None, thought=None)
+    with pytest.raises(ValueError):
+        parse_trace("", "bogus")
+
+
+# --------------------------------------------------------------------------
+# normalize_answer / check_answer
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ("$1,200", "1200"),
+        ("1,234,567.5", "1234567.5"),
+        ("18 dollars", "18"),
+        ("18 dollars.", "18"),
+        ("5 cm", "5"),
+        ("3.5 km/h", "3.5"),
+        ("40%", "40"),
+        ("40 percent", "40"),
+        ("\\boxed{18}", "18"),
+        ("\\text{18 apples}", "18"),
+        ("$\\$18.50$", "18.50"),
+        ("-1.8 billion", "-1800000000"),
+        ("2 thousand", "2000"),
+        ("\\frac{1}{2}", "1/2"),
+        ("  18.  ", "18"),
+        ("90^\\circ", "90"),
+        ("1,2", "1,2"),  # not a thousands separator: left alone
+        ("10+John's age", "10+John's age"),
+    ],
+)
+def test_normalize_answer(raw: str, expected: str) -> None:
+    assert normalize_answer(raw) == expected
+
+
+@pytest.mark.parametrize(
+    ("predicted", "gold", "expected"),
+    [
+        ("1,200", "1200", True),
+        ("$18", "18", True),
+        ("\\frac{1}{2}", "0.5", True),
+        ("0.5", "\\frac{1}{2}", True),
+        ("18 dollars", "18", True),
+        ("18.00", "18", True),
+        ("1/2", "2/4", True),
+        ("\\boxed{\\frac{1}{2}}", "1/2", True),
+        ("\\sqrt{8}", "2\\sqrt{2}", True),
+        ("x^2+1", "1+x^2", True),
+        ("(1,2)", "(1, 2)", True),
+        ("Yes", "yes", True),
+        ("40%", "40", True),
+        ("17", "18", False),
+        ("$19", "18", False),
+        ("\\frac{1}{3}", "0.5", False),
+        ("x^2+2", "1+x^2", False),
+        ("hello", "olleh", False),
+        ("10+John's age", "50", False),
+        (None, "18", False),
+        ("", "18", False),
+        ("   ", "18", False),
+    ],
+)
+def test_check_answer(predicted: str | None, gold: str, expected: bool) -> None:
+    assert check_answer(predicted, gold) is expected
+
+
+def test_check_answer_huge_number_stays_exact() -> None:
+    # Beyond Python's int-string digit limit; must not raise.
+    assert check_answer("3" * 5000, "3") is False
+    assert check_answer("3" * 5000, "3" * 5000) is True
+
+
+def test_check_answer_from_worker_thread() -> None:
+    def run() -> list[bool | None]:
+        return [
+            check_answer("\\frac{1}{2}", "\\sqrt{\\frac{1}{4}}"),
+            check_answer("\\sqrt{2}", "\\sqrt{3}"),
+            check_answer("1,200", "1200"),
+        ]
+
+    # A pool worker is not the main thread; exceptions surface via result().
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        assert pool.submit(run).result(timeout=30) == [True, False, True]
+
+
+def test_check_answer_worker_timeout_returns_none(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def slow(predicted: str, gold: str, timeout: int | None) -> bool:
+        time.sleep(1.0)
+        return True
+
+    monkeypatch.setattr(parsing, "_mv_equal", slow)
+    results: list[bool | None] = []
+    worker = threading.Thread(
+        target=lambda: results.append(check_answer("\\pi", "3", timeout=0.1))
+    )
+    started = time.monotonic()
+    worker.start()
+    worker.join(10)
+    assert results == [None]
+    assert time.monotonic() - started < 0.9
+
+
+@pytest.mark.parametrize("in_thread", [False, True])
+def test_check_answer_math_verify_errors_are_undecided(
+    monkeypatch: pytest.MonkeyPatch, in_thread: bool
+) -> None:
+    def boom(predicted: str, gold: str, timeout: int | None) -> bool:
+        raise RuntimeError("sympy exploded")
+
+    monkeypatch.setattr(parsing, "_mv_equal", boom)
+    results: list[bool | None] = []
+    if in_thread:
+        worker = threading.Thread(
+            target=lambda: results.append(check_answer("\\pi", "3"))
+        )
+        worker.start()
+        worker.join(10)
+    else:
+        results.append(check_answer("\\pi", "3"))
+    assert results == [None]
+
+
+def test_check_answer_main_thread_passes_integer_timeout(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    seen: list[int | None] = []
+
+    def record(predicted: str, gold: str, timeout: int | None) -> bool:
+        seen.append(timeout)
+        return False
+
+    monkeypatch.setattr(parsing, "_mv_equal", record)
+    assert check_answer("\\pi", "3", timeout=0.2) is False
+    assert seen == [1]  # signal.alarm needs whole seconds, at least one
+
+
+# --------------------------------------------------------------------------
+# Real data: GSM8K example model solutions
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.skipif(not GSM8K_SOLUTIONS.exists(), reason="GSM8K data not available")
+def test_gsm8k_example_model_solutions() -> None:
+    total = agree = 0
+    disagreements: list[str] = []
+    for n, line in enumerate(GSM8K_SOLUTIONS.read_text(encoding="utf-8").splitlines()):
+        record = json.loads(line)
+        gold_line = record["ground_truth"].strip().split("\n")[-1]
+        assert gold_line.startswith("A:")
+        gold = gold_line[2:].strip()
+        for key in MODEL_KEYS:
+            solution = record[key]["solution"]
+            lines = [x.strip() for x in solution.split("\n") if x.strip()]
+            if lines and lines[-1].startswith("A:"):
+                expected_steps, expected_answer = lines[:-1], lines[-1][2:].strip()
+            else:
+                # 11 degenerate outputs (runaway repetition / truncation)
+                # have no answer line at all.
+                expected_steps, expected_answer = lines, None
+            trace = parse_trace(solution)
+            assert texts(trace.steps) == expected_steps, (n, key)
+            assert trace.answer == expected_answer, (n, key)
+            assert_offsets(solution, trace.steps)
+
+            total += 1
+            verdict = check_answer(trace.answer, gold)
+            if verdict == record[key]["is_correct"]:
+                agree += 1
+            else:
+                disagreements.append(
+                    f"{n}/{key}: {trace.answer!r} vs {gold!r} -> {verdict}"
+                )
+    print(f"GSM8K agreement: {agree}/{total}; disagreements: {disagreements}")
+    assert total == 5276
+    assert agree >= 0.995 * total
+    assert agree == 5276, disagreements
