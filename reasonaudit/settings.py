@@ -188,6 +188,9 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
 elif CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
     # A task that outlives this is re-delivered; judge runs must finish first.
     CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
+# Tests give each session its own queue so a shared Redis never hands one
+# session another's tasks.
+CELERY_TASK_DEFAULT_QUEUE = os.environ.get("REASONAUDIT_QUEUE", "reasonaudit")
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_TASK_EAGER_PROPAGATES = True
 # Progress and results live in the Job table; Celery's result store is not used.

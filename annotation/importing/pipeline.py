@@ -203,7 +203,8 @@ class _Writer:
         if not self.writing:
             self.new_problems.clear()
             self.skeletons_for_existing.clear()
-            self.traces.clear()
+            # Writes nothing now, but still reports trace_id conflicts.
+            self._write_traces()
             return
         self._write_problems()
         self._write_traces()
@@ -271,9 +272,15 @@ class _Writer:
         if approved:
             # One UPDATE ... SET = (subquery) instead of a CASE per row.
             newest = Skeleton.objects.filter(problem=OuterRef("pk"), status=Skeleton.Status.APPROVED).order_by("-version")
-            n_steps = SkeletonStep.objects.filter(skeleton=OuterRef("approved_skeleton")).values("skeleton").annotate(
-                n=Count("pk")
-            ).values("n")
+            # order_by() drops the model's default ordering, which would otherwise
+            # join the GROUP BY and make the subquery return one row per step.
+            n_steps = (
+                SkeletonStep.objects.filter(skeleton=OuterRef("approved_skeleton"))
+                .order_by()
+                .values("skeleton")
+                .annotate(n=Count("pk"))
+                .values("n")
+            )
             Problem.objects.filter(pk__in=approved).update(approved_skeleton=Subquery(newest.values("pk")[:1]))
             Problem.objects.filter(pk__in=approved).update(l_gold=Subquery(n_steps))
 
@@ -425,12 +432,15 @@ class _Writer:
     def _upsert_labels(self, trace_pk: int, p: _PendingTrace) -> None:
         """A re-imported trace: add labels that are new, update those that changed."""
         steps = {s.index: s for s in Step.objects.filter(trace_id=trace_pk)}
+        changed: dict[str, bool] = {}
         for lab in p.record.labels:
             user = self._user(lab.annotator)
+            changed.setdefault(lab.annotator, False)
             after = {"verdict": lab.verdict, "skeleton_refs": lab.skeleton_refs, "confidence": lab.confidence, "reason": lab.note}
             label = StepLabel.objects.filter(step=steps[lab.step], kind=StepLabel.Kind.HUMAN, annotator=user).first()
             if label is not None and label_snapshot(label) == after:
                 continue
+            changed[lab.annotator] = True
             before = label_snapshot(label) if label else None
             if label is None:
                 label = StepLabel(step=steps[lab.step], kind=StepLabel.Kind.HUMAN, annotator=user)
@@ -450,6 +460,19 @@ class _Writer:
                 step=label.step, label=label, kind=label.kind, source_name=user.username, actor=self.actor,
                 before=before, after=after, via="import",
             )
+        # Keep each annotator's review in step with their labels, as a first import does.
+        first = p.record.labels[0].annotator
+        for name, was_changed in changed.items():
+            user = self.users[name]
+            n_labelled = StepLabel.objects.filter(step__trace_id=trace_pk, kind=StepLabel.Kind.HUMAN, annotator=user).count()
+            review, created = TraceReview.objects.get_or_create(trace_id=trace_pk, annotator=user, defaults={"version": 0})
+            complete = n_labelled == len(steps)
+            rating = p.record.rating if name == first and p.record.rating is not None else review.rating
+            if created or was_changed or review.complete != complete or review.rating != rating:
+                review.complete, review.rating = complete, rating
+                review.version += 1
+                review.updated_at = timezone.now()
+                review.save()
 
 
 def _text(s: Any) -> str:

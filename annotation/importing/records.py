@@ -113,7 +113,8 @@ def validate(obj: Any) -> ProblemIn | TraceIn:
     kind = obj.get("kind")
     if kind is None:
         raise RecordError('missing "kind"')
-    model = {"problem": ProblemIn, "trace": TraceIn}.get(kind)
+    # A list or object as "kind" is unhashable: a bad line, not a crash.
+    model = {"problem": ProblemIn, "trace": TraceIn}.get(kind) if isinstance(kind, str) else None
     if model is None:
         raise RecordError(f'unknown kind {kind!r} (expected "problem" or "trace")')
     try:

@@ -1,0 +1,57 @@
+from pathlib import Path
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError
+
+from annotation import services
+from annotation.models import Membership, Study
+
+DEMO_STUDY = "GSM8K demo"
+DEMO_FILE = Path(settings.BASE_DIR) / "annotation" / "demo_data" / "gsm8k" / "example_model_solutions.jsonl"
+
+
+class Command(BaseCommand):
+    help = "Create (idempotently) the GSM8K demo study and the user 'demo'."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--password", help="password for the user 'demo' (default: random, printed once)")
+
+    def handle(self, *args, **opts):
+        User = get_user_model()
+        password = opts["password"]
+        user = User.objects.filter(username="demo").first()
+        if user is None or password:
+            password = password or services.generate_password()
+            if user is None:
+                user = User(username="demo")
+            user.set_password(password)
+            user.is_active = True
+            user.save()
+            self.stdout.write(self.style.SUCCESS(f"user demo, password: {password}"))
+        else:
+            self.stdout.write("user demo exists (its password was printed when it was made; "
+                              "set a new one with: python manage.py demo --password NEW)")
+
+        study, _ = services.do_get_or_create_study(DEMO_STUDY, owner=user)
+        Membership.objects.filter(study=study, user=user).update(role=Membership.Role.OWNER)
+        if not study.traces.exists():
+            if not DEMO_FILE.is_file():
+                raise CommandError(f"demo data missing: {DEMO_FILE}")
+            job = services.do_create_import_job(study, fmt="gsm8k-solutions", skip_invalid=False, user=user,
+                                                path=DEMO_FILE)
+            with DEMO_FILE.open("rb") as fh:
+                report = services.run_import_job(job.pk, fh)
+            if report is None or not report.committed:
+                raise CommandError(f"demo import failed: {report.rejected if report else 'job not claimed'}")
+            self.stdout.write(f"imported {report.traces_created} traces of {report.problems_created} problems")
+        else:
+            self.stdout.write(f"study {DEMO_STUDY!r} already has {study.traces.count()} traces")
+        self._post_import(study)
+        self.stdout.write(self.style.SUCCESS(f"demo study ready: {study.name} (id {study.pk})"))
+
+    def _post_import(self, study: Study) -> None:
+        """Judge and score the demo where those parts are installed."""
+        from annotation import signals
+
+        signals.data_changed.send(sender=Study, study=study, reason="demo")

@@ -1,0 +1,27 @@
+"""Settings for the test suite: the real settings with test-only defaults.
+
+Environment variables still win, so CI runs the same suite against
+PostgreSQL and Redis by setting DATABASE_URL and CELERY_BROKER_URL.
+"""
+
+import os
+import tempfile
+
+os.environ.setdefault("SECRET_KEY", "test-only-secret-key-not-for-production")
+os.environ.setdefault("CELERY_TASK_ALWAYS_EAGER", "true")
+# A data folder per test session, shared with the Celery worker the
+# integration tests start (they pass it on in the environment).
+os.environ.setdefault("REASONAUDIT_DATA_DIR", tempfile.mkdtemp(prefix="reasonaudit-test-"))
+
+from reasonaudit.settings import *  # noqa: E402,F403
+
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    # No manifest in tests: collectstatic is not run for them.
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+}
+
+# WhiteNoise warns when STATIC_ROOT does not exist; tests never collect static.
+STATIC_ROOT = DATA_DIR / "staticfiles"
+STATIC_ROOT.mkdir(exist_ok=True)
