@@ -1,0 +1,60 @@
+"""Configuration comes from the environment, and a bad value stops start-up
+with a message naming the variable (docs/configuration.md)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def start(env: dict[str, str], tmp_path: Path) -> subprocess.CompletedProcess:
+    base = {k: v for k, v in os.environ.items() if k not in {
+        "DATABASE_URL", "CELERY_BROKER_URL", "SECRET_KEY", "DJANGO_DEBUG", "ALLOWED_HOSTS", "DJANGO_SETTINGS_MODULE",
+        "CELERY_TASK_ALWAYS_EAGER"}}
+    base["REASONAUDIT_DATA_DIR"] = str(tmp_path)
+    code = "import django, os; os.environ['DJANGO_SETTINGS_MODULE']='reasonaudit.settings'; django.setup(); " \
+           "from django.conf import settings as s; print(s.DATABASES['default']['ENGINE'], s.CELERY_BROKER_URL, s.DEBUG)"
+    return subprocess.run([sys.executable, "-c", code], cwd=ROOT, env={**base, **env}, capture_output=True, text=True,
+                          timeout=60)
+
+
+@pytest.mark.parametrize(
+    ("env", "named"),
+    [
+        ({"DJANGO_DEBUG": "maybe", "SECRET_KEY": "x"}, "DJANGO_DEBUG"),
+        ({"DATABASE_URL": "mysql://root@localhost/db", "SECRET_KEY": "x"}, "DATABASE_URL"),
+        ({"DATABASE_URL": "not a url", "SECRET_KEY": "x"}, "DATABASE_URL"),
+        ({"CELERY_BROKER_URL": "kafka://localhost", "SECRET_KEY": "x"}, "CELERY_BROKER_URL"),
+        ({"CELERY_TASK_ALWAYS_EAGER": "sometimes", "SECRET_KEY": "x"}, "CELERY_TASK_ALWAYS_EAGER"),
+        ({"ALLOWED_HOSTS": " , ", "SECRET_KEY": "x"}, "ALLOWED_HOSTS"),
+        ({}, "SECRET_KEY"),  # required when not in debug mode
+    ],
+)
+def test_it_refuses_to_start_with_a_bad_value_and_names_the_variable(env, named, tmp_path):
+    result = start(env, tmp_path)
+    assert result.returncode != 0
+    assert named in result.stderr, result.stderr[-800:]
+
+
+def test_the_embedded_defaults_need_no_server(tmp_path):
+    result = start({"DJANGO_DEBUG": "true"}, tmp_path)
+    assert result.returncode == 0, result.stderr[-800:]
+    engine, broker, debug = result.stdout.split()
+    assert engine == "django.db.backends.sqlite3"
+    assert broker == "filesystem://"
+    assert debug == "True"
+    # Debug mode generates a secret key once and keeps it in the data folder.
+    assert (tmp_path / "secret_key").read_text().strip()
+
+
+def test_production_values_are_taken_from_the_environment(tmp_path):
+    result = start({"SECRET_KEY": "s3cret", "DATABASE_URL": "postgres://u@127.0.0.1:5432/x",
+                    "CELERY_BROKER_URL": "redis://127.0.0.1:6379/0"}, tmp_path)
+    assert result.returncode == 0, result.stderr[-800:]
+    assert result.stdout.split() == ["django.db.backends.postgresql", "redis://127.0.0.1:6379/0", "False"]
