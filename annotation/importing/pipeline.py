@@ -17,7 +17,7 @@ from typing import IO, Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.db import connection, transaction
+from django.db import connection, models, transaction
 from django.db.models import Count, OuterRef, Subquery
 from django.utils import timezone
 
@@ -86,13 +86,25 @@ class _KnownProblem:
 
 
 def insert_rows(model: type, fields: list[str], rows: list[tuple]) -> None:
-    """``executemany`` without building model instances: step rows are the bulk
-    of every import, and the ORM's per-object work costs more than SQLite's."""
+    """``executemany`` without building model instances: at import sizes the
+    ORM's per-object work costs several times what the database does.
+
+    Values of JSON and date-time fields are adapted by the field itself, so
+    each backend gets what it expects."""
     if not rows:
         return
     qn = connection.ops.quote_name
-    cols = ", ".join(qn(model._meta.get_field(f).column) for f in fields)
+    model_fields = [model._meta.get_field(f) for f in fields]
+    cols = ", ".join(qn(f.column) for f in model_fields)
     marks = ", ".join(["%s"] * len(fields))
+    adapt = [
+        i for i, f in enumerate(model_fields) if isinstance(f, (models.JSONField, models.DateTimeField))
+    ]
+    if adapt:
+        rows = [
+            tuple(model_fields[i].get_db_prep_save(v, connection) if i in adapt else v for i, v in enumerate(row))
+            for row in rows
+        ]
     with connection.cursor() as cursor:
         cursor.executemany(f"INSERT INTO {qn(model._meta.db_table)} ({cols}) VALUES ({marks})", rows)
 
@@ -220,22 +232,20 @@ class _Writer:
 
     def _write_problems(self) -> None:
         if self.new_problems:
-            objs = [
-                Problem(
-                    study=self.study,
-                    problem_id=rec.problem_id,
-                    statement=rec.statement,
-                    gold_answer=rec.gold_answer,
-                    domain=rec.domain,
-                    tags=rec.tags,
-                    meta={**rec.meta, **rec.extras()},
-                )
-                for _, rec in self.new_problems
-            ]
-            Problem.objects.bulk_create(objs, batch_size=500)
-            for obj in objs:
-                self.problems[obj.problem_id].pk = obj.pk
-            self.report.problems_created += len(objs)
+            now = timezone.now()
+            insert_rows(
+                Problem,
+                ["study", "problem_id", "statement", "gold_answer", "domain", "tags", "meta", "l_gold", "created_at"],
+                [
+                    (self.study.pk, rec.problem_id, rec.statement, rec.gold_answer, rec.domain, rec.tags,
+                     {**rec.meta, **rec.extras()}, 0, now)
+                    for _, rec in self.new_problems
+                ],
+            )
+            ids = [rec.problem_id for _, rec in self.new_problems]
+            for pid, pk in Problem.objects.filter(study=self.study, problem_id__in=ids).values_list("problem_id", "pk"):
+                self.problems[pid].pk = pk
+            self.report.problems_created += len(ids)
         with_skeleton = [rec for _, rec in self.new_problems if rec.skeleton] + [
             rec for _, rec in self.skeletons_for_existing
         ]
@@ -247,28 +257,26 @@ class _Writer:
         if not recs:
             return
         now = timezone.now()
-        skeletons = [
-            Skeleton(
-                problem_id=self.problems[rec.problem_id].pk,
-                version=1,
-                status=rec.skeleton_status,
-                created_at=now,
-                approved_at=now if rec.skeleton_status == "approved" else None,
-                note="imported",
-            )
-            for rec in recs
-        ]
-        Skeleton.objects.bulk_create(skeletons, batch_size=500)
+        problem_pks = [self.problems[rec.problem_id].pk for rec in recs]
+        insert_rows(
+            Skeleton,
+            ["problem", "version", "status", "created_at", "approved_at", "note"],
+            [
+                (pk, 1, rec.skeleton_status, now, now if rec.skeleton_status == "approved" else None, "imported")
+                for pk, rec in zip(problem_pks, recs)
+            ],
+        )
+        skeleton_pks = dict(Skeleton.objects.filter(problem_id__in=problem_pks, version=1).values_list("problem_id", "pk"))
         insert_rows(
             SkeletonStep,
             ["skeleton", "position", "text", "check_expr"],
             [
-                (skel.pk, k, step.text, step.check or "")
-                for skel, rec in zip(skeletons, recs)
+                (skeleton_pks[pk], k, step.text, step.check or "")
+                for pk, rec in zip(problem_pks, recs)
                 for k, step in enumerate(rec.skeleton or [], start=1)
             ],
         )
-        approved = [skel.problem_id for skel, rec in zip(skeletons, recs) if rec.skeleton_status == "approved"]
+        approved = [pk for pk, rec in zip(problem_pks, recs) if rec.skeleton_status == "approved"]
         if approved:
             # One UPDATE ... SET = (subquery) instead of a CASE per row.
             newest = Skeleton.objects.filter(problem=OuterRef("pk"), status=Skeleton.Status.APPROVED).order_by("-version")
@@ -325,17 +333,22 @@ class _Writer:
             new.append(p)
         if self.report.rejected and not self.writing:
             return
-        traces = [self._trace_obj(p) for p in new]
-        Trace.objects.bulk_create(traces, batch_size=1000)
-        rows = [(trace.pk, k, *_step_fields(s)) for trace, p in zip(traces, new) for k, s in enumerate(p.steps, start=1)]
+        now = timezone.now()
+        insert_rows(Trace, _TRACE_FIELDS, [self._trace_row(p, now) for p in new])
+        trace_pks = dict(
+            Trace.objects.filter(study=self.study, trace_id__in=[p.trace_id for p in new]).values_list("trace_id", "pk")
+        )
+        rows = [
+            (trace_pks[p.trace_id], k, *_step_fields(s)) for p in new for k, s in enumerate(p.steps, start=1)
+        ]
         insert_rows(Step, ["trace", "index", "text", "start", "end"], rows)
-        self.report.traces_created += len(traces)
+        self.report.traces_created += len(new)
         self.report.steps_created += len(rows)
-        labelled = [(trace, p) for trace, p in zip(traces, new) if p.record.labels]
+        labelled = [(trace_pks[p.trace_id], p) for p in new if p.record.labels]
         if labelled:
             step_pks: dict[tuple[int, int], int] = {
                 (t, i): pk
-                for t, i, pk in Step.objects.filter(trace_id__in=[t.pk for t, _ in labelled]).values_list(
+                for t, i, pk in Step.objects.filter(trace_id__in=[t for t, _ in labelled]).values_list(
                     "trace_id", "index", "pk"
                 )
             }
@@ -343,7 +356,7 @@ class _Writer:
         for trace_pk, p in relabel:
             self._upsert_labels(trace_pk, p)
 
-    def _trace_obj(self, p: _PendingTrace) -> Trace:
+    def _trace_row(self, p: _PendingTrace, now) -> tuple:
         rec = p.record
         known = self.problems[rec.problem_id]
         auto = None
@@ -357,34 +370,22 @@ class _Writer:
         else:
             correct, origin = None, Trace.AnswerOrigin.NONE
         n = len(p.steps)
-        return Trace(
-            study=self.study,
-            problem_id=known.pk,
-            model=rec.model,
-            trace_id=p.trace_id,
-            raw=rec.raw if rec.raw is not None else "\n".join(_text(s) for s in p.steps),
-            thought=p.thought,
-            answer=p.answer,
-            answer_correct=correct,
-            answer_origin=origin,
-            auto_answer_correct=auto,
-            n_steps=n,
-            empty=n == 0,
-            steps_hash=p.hash,
-            meta={**rec.meta, **rec.extras()},
-        )
+        raw = rec.raw if rec.raw is not None else "\n".join(_text(s) for s in p.steps)
+        # Order as _TRACE_FIELDS.
+        return (self.study.pk, known.pk, rec.model, p.trace_id, raw, p.thought, p.answer, correct, str(origin), auto,
+                n, n == 0, p.hash, False, {**rec.meta, **rec.extras()}, now)
 
-    def _write_new_labels(self, labelled: list[tuple[Trace, _PendingTrace]], step_pks: dict[tuple[int, int], int]) -> None:
+    def _write_new_labels(self, labelled: list[tuple[int, _PendingTrace]], step_pks: dict[tuple[int, int], int]) -> None:
         labels: list[StepLabel] = []
         reviews: list[TraceReview] = []
         now = timezone.now()
-        for trace, p in labelled:
+        for trace_pk, p in labelled:
             counts: dict[str, int] = {}
             for lab in p.record.labels:
                 user = self._user(lab.annotator)
                 labels.append(
                     StepLabel(
-                        step_id=step_pks[(trace.pk, lab.step)],
+                        step_id=step_pks[(trace_pk, lab.step)],
                         kind=StepLabel.Kind.HUMAN,
                         annotator=user,
                         verdict=lab.verdict,
@@ -400,10 +401,10 @@ class _Writer:
             for name, count in counts.items():
                 reviews.append(
                     TraceReview(
-                        trace=trace,
+                        trace_id=trace_pk,
                         annotator=self.users[name],
                         version=1,
-                        complete=count == trace.n_steps,
+                        complete=count == len(p.steps),
                         rating=p.record.rating if name == first else None,
                         updated_at=now,
                     )
@@ -473,6 +474,12 @@ class _Writer:
                 review.version += 1
                 review.updated_at = timezone.now()
                 review.save()
+
+
+_TRACE_FIELDS = [
+    "study", "problem", "model", "trace_id", "raw", "thought", "answer", "answer_correct", "answer_origin",
+    "auto_answer_correct", "n_steps", "empty", "steps_hash", "flagged", "meta", "created_at",
+]
 
 
 def _text(s: Any) -> str:
