@@ -55,6 +55,7 @@ INSTALLED_APPS = [
     "django_htmx",
     "annotation",
     "scoring",
+    "judges",
 ]
 
 MIDDLEWARE = [

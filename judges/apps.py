@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class JudgesConfig(AppConfig):
+    name = "judges"
+    verbose_name = "Judges"
