@@ -21,7 +21,7 @@ class Verdict(models.TextChoices):
 
 
 class StudyQuerySet(models.QuerySet):
-    def visible_to(self, user) -> "StudyQuerySet":
+    def visible_to(self, user) -> StudyQuerySet:
         if not user.is_authenticated:
             return self.none()
         return self.filter(memberships__user=user)
@@ -240,7 +240,7 @@ class JudgeConfig(models.Model):
 
 
 class TraceQuerySet(StudyScopedQuerySet):
-    def with_problem(self) -> "TraceQuerySet":
+    def with_problem(self) -> TraceQuerySet:
         return self.select_related("problem")
 
 

@@ -23,5 +23,5 @@ STORAGES = {
 }
 
 # WhiteNoise warns when STATIC_ROOT does not exist; tests never collect static.
-STATIC_ROOT = DATA_DIR / "staticfiles"
+STATIC_ROOT = DATA_DIR / "staticfiles"  # noqa: F405
 STATIC_ROOT.mkdir(exist_ok=True)

@@ -31,6 +31,8 @@ _HASHES = re.compile(r"^\s*####\s*(.+?)\s*$")
 def read_json_lines(stream: IO[bytes]) -> Iterator[tuple[int, Any]]:
     """Decode a JSONL byte stream line by line; bad lines become RecordErrors."""
     for line_no, raw in enumerate(stream, start=1):
+        if line_no == 1 and raw.startswith(b"\xef\xbb\xbf"):
+            raw = raw[3:]  # a BOM, as Windows tools write: not part of the JSON
         if not raw.strip():
             continue
         try:
@@ -91,6 +93,10 @@ def _wrap(entries: Iterable[tuple[int, Any]], convert) -> Iterator[Item]:
                 yield line_no, record
         except RecordError as exc:
             yield line_no, exc
+        except (TypeError, ValueError, AttributeError, KeyError, IndexError) as exc:
+            # A field of the wrong shape deep in a dataset record ("chosen_completion": "0",
+            # a completion that is not an object): a bad line, not a crashed import.
+            yield line_no, RecordError(f"unexpected shape for this format ({type(exc).__name__}: {exc})")
 
 
 # --- GSM8K -------------------------------------------------------------------
@@ -220,7 +226,8 @@ def _prm800k(line_no: int, obj: dict[str, Any]) -> Iterator[dict[str, Any]]:
         "kind": "trace",
         "problem_id": problem_id,
         "model": "prm800k" if obj.get("generation") is None else f"prm800k-gen{obj['generation']}",
-        "trace_id": _stable_id("prm800k", question["problem"], labeler, str(obj.get("timestamp")), str(line_no)),
+        # Position-independent, so the same record in another file is the same trace.
+        "trace_id": _stable_id("prm800k", question["problem"], labeler, str(obj.get("timestamp")), "\x1e".join(steps)),
         "steps": steps,
         "answer": raw_answer,
         "labels": labels,
@@ -237,7 +244,7 @@ def _processbench(line_no: int, obj: dict[str, Any]) -> Iterator[dict[str, Any]]
     if not isinstance(steps, list):
         raise RecordError('"steps" must be a list of strings')
     label = obj["label"]
-    if not isinstance(label, int) or label < -1 or label >= max(len(steps), 1):
+    if not isinstance(label, int) or isinstance(label, bool) or label < -1 or label >= max(len(steps), 1):
         raise RecordError(f'"label" {label!r} must be -1 or a 0-based step index below {len(steps)}')
     problem_id = _stable_id("processbench", obj["problem"])
     yield {

@@ -263,7 +263,7 @@ class _Writer:
             ["problem", "version", "status", "created_at", "approved_at", "note"],
             [
                 (pk, 1, rec.skeleton_status, now, now if rec.skeleton_status == "approved" else None, "imported")
-                for pk, rec in zip(problem_pks, recs)
+                for pk, rec in zip(problem_pks, recs, strict=True)
             ],
         )
         skeleton_pks = dict(Skeleton.objects.filter(problem_id__in=problem_pks, version=1).values_list("problem_id", "pk"))
@@ -272,11 +272,11 @@ class _Writer:
             ["skeleton", "position", "text", "check_expr"],
             [
                 (skeleton_pks[pk], k, step.text, step.check or "")
-                for pk, rec in zip(problem_pks, recs)
+                for pk, rec in zip(problem_pks, recs, strict=True)
                 for k, step in enumerate(rec.skeleton or [], start=1)
             ],
         )
-        approved = [pk for pk, rec in zip(problem_pks, recs) if rec.skeleton_status == "approved"]
+        approved = [pk for pk, rec in zip(problem_pks, recs, strict=True) if rec.skeleton_status == "approved"]
         if approved:
             # One UPDATE ... SET = (subquery) instead of a CASE per row.
             newest = Skeleton.objects.filter(problem=OuterRef("pk"), status=Skeleton.Status.APPROVED).order_by("-version")

@@ -1,0 +1,946 @@
+"""Mechanistic verifier: checks the arithmetic a reasoning step shows.
+
+A step's checkable arithmetic is (a) GSM8K calculator annotations
+``<<expr=result>>`` and (b) visible equations such as ``16 - 3 - 4 = 9``,
+``2 x 0.5 = 1.0``, ``$1,200 / 4 = $300`` or chains ``3 * 4 = 12 + 2 = 14``.
+
+Each claim is evaluated exactly. Numbers are read from their decimal text
+into ``fractions.Fraction`` (exact rationals: the arithmetic of sympy's
+``Rational`` without its import and dispatch cost, and the contract's type)
+and combined by a tiny recursive-descent parser over numbers, ``+ - * / ^``
+and parentheses; no text is ever evaluated as code.
+
+Tolerance is only for rounding the claim itself shows:
+
+* a stated result with ``d`` decimals may be the value rounded or truncated
+  to ``d`` decimals (``10 / 3 = 3.33`` and ``= 3.3`` hold, ``= 3.4`` does not);
+  an integer result must be exact (``10 / 3 = 3`` is false);
+* a number with 15+ significant digits is a float rendering
+  (``0.1 + 0.2 = 0.30000000000000004``): compared to 1e-12 relative;
+* an operand that shows a repeating decimal cut to 2+ decimals may stand for
+  its fraction (``33.33 * 3 = 100``, ``100% / 33.33% = 3``).
+
+Percent: ``50%`` is 0.5; a stated ``N%`` also matches a left side worth N
+(``10 / 20 * 100 = 50%``); in purely additive use a percent may be a unit
+(``28% - 0.5 = 27.5%``).
+
+Pure: no Django, no I/O.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from itertools import pairwise
+
+__all__ = ["Claim", "StepCheck", "find_claims", "check_step", "check_value"]
+
+
+@dataclass(frozen=True)
+class Claim:
+    text: str  # as it appears: an annotation's inner text, or the visible equation
+    lhs: str
+    rhs: str
+    value: Fraction | None  # exact value of lhs; None when undefined (division by zero)
+    stated: Fraction | None  # rhs value
+    ok: bool
+    source: str  # "annotation" | "equation"
+
+
+@dataclass(frozen=True)
+class StepCheck:
+    verdict: str  # "valid" | "invalid" | "neutral"
+    reason: str
+    claims: tuple[Claim, ...]
+    skeleton_refs: tuple[int, ...]  # 1-based skeleton step numbers
+    confidence: float | None  # 1.0 for invalid/valid, None for neutral
+
+
+# --------------------------------------------------------------------------
+# Tokens
+
+_VULGAR = {
+    "½": Fraction(1, 2), "⅓": Fraction(1, 3), "⅔": Fraction(2, 3), "¼": Fraction(1, 4),
+    "¾": Fraction(3, 4), "⅕": Fraction(1, 5), "⅖": Fraction(2, 5), "⅗": Fraction(3, 5),
+    "⅘": Fraction(4, 5), "⅙": Fraction(1, 6), "⅚": Fraction(5, 6), "⅛": Fraction(1, 8),
+    "⅜": Fraction(3, 8), "⅝": Fraction(5, 8), "⅞": Fraction(7, 8),
+}
+_VULGAR_CLASS = "".join(_VULGAR)
+_OPS = {
+    "+": "+", "-": "-", "\u2212": "-", "\u2013": "-", "*": "*", "×": "*", "·": "*",
+    "⋅": "*", "∗": "*", "/": "/", "÷": "/", "∕": "/", "^": "^", "**": "^",
+}
+_SUPERSCRIPTS = {"²": 2, "³": 3}
+
+# Alternatives are tried in order at each position. Words come first (most of
+# the text); digit-led look-alikes of arithmetic (dates, phone numbers, clock
+# times) come before numbers so "3/4/2020" and "3:30" never become operands.
+_TOKEN_RE = re.compile(
+    rf"""
+    (?P<ws>\s+)
+    |(?P<word>[^\W\d_{_VULGAR_CLASS}²³]+(?:[ \t]+[^\W\d_{_VULGAR_CLASS}²³]+)*)
+    |(?P<date>(?<!\d)(?:0?[1-9]|1[0-2])/(?:0?[1-9]|[12]\d|3[01])/(?:\d{{4}}|\d{{2}})(?![\d/]))
+    |(?P<phone>(?<!\d)\d{{3}}-\d{{3}}-\d{{4}}(?!\d))
+    |(?P<clock>\d+(?::\d+)+)
+    |(?P<num>
+        (?P<cur>[$£€]\s?)?
+        (?:
+          (?P<int>\d{{1,3}}(?:,\d{{3}})+(?!\d|,\d)|\d+)(?P<frac>\.\d+)?(?P<vul1>[{_VULGAR_CLASS}])?
+          |(?P<dot>\.\d+)
+          |(?P<vul2>[{_VULGAR_CLASS}])
+        )
+        (?P<pct>\s?%)?
+      )
+    |(?P<op>\*\*|[-+*/^×·⋅∗÷∕\u2212\u2013])
+    |(?P<eq>=+(?!>))
+    |(?P<lp>\()
+    |(?P<rp>\))
+    |(?P<sup>[²³])
+    |(?P<deg>°)
+    |(?P<other>.)
+    """,
+    re.VERBOSE | re.DOTALL,
+)
+
+
+_ZERO = Fraction(0)
+_MAX_DIGITS = 4000  # Python refuses int() of longer digit strings
+
+
+class _Tok:
+    __slots__ = ("kind", "text", "start", "end", "glued", "op", "value", "shown",
+                 "approx", "decimals", "sig", "pct")
+
+    def __init__(self, kind: str, text: str, start: int, end: int, glued: bool, op: str = ""):
+        self.kind = kind  # num op sup lp rp eq word unit other
+        self.text = text
+        self.start = start
+        self.end = end
+        self.glued = glued  # no whitespace between this token and the previous one
+        self.op = op  # normalized operator: + - * / ^
+        self.value: Fraction = _ZERO  # num: exact value ("50%" is 1/2)
+        self.shown: Fraction = _ZERO  # num: value without the percent sign
+        self.approx: Fraction | None = None  # num: the fraction a cut repeating decimal stands for
+        self.decimals = 0  # num: decimals shown
+        self.sig = 0  # num: significant digits shown
+        self.pct = False
+
+    def __repr__(self) -> str:  # for debugging
+        return f"<{self.kind} {self.text!r}>"
+
+
+def _reconstruct(shown: Fraction, decimals: int) -> Fraction | None:
+    """The simple fraction a decimal cut to ``decimals`` places stands for
+    (33.33 -> 100/3, 0.67 -> 2/3, 0.14 -> 1/7), if any."""
+    if decimals < 2 or decimals > 6:
+        return None
+    for q in (3, 6, 7, 9, 11, 12):
+        cand = Fraction(round(shown * q), q)
+        d = cand.denominator
+        while d % 2 == 0:
+            d //= 2
+        while d % 5 == 0:
+            d //= 5
+        if d != 1 and cand != shown and _shows(cand, shown, decimals):
+            return cand
+    return None
+
+
+def _num_token(m: re.Match, start: int, end: int, glued: bool) -> _Tok:
+    int_part, frac_part, dot = m.group("int", "frac", "dot")
+    if dot:
+        int_part, frac_part = "0", dot
+    return _make_num(m.group(0), start, end, glued, int_part, frac_part,
+                     m.group("vul1") or m.group("vul2"), bool(m.group("pct")))
+
+
+def _make_num(text: str, start: int, end: int, glued: bool, int_part: str | None,
+              frac_part: str | None, vul: str | None = None, pct: bool = False) -> _Tok:
+    t = _Tok("num", text, start, end, glued)
+    value = _ZERO
+    digits = ""
+    if int_part is not None:
+        digits = int_part.replace(",", "") if "," in int_part else int_part
+        if len(digits) + len(frac_part or "") > _MAX_DIGITS:
+            t.kind = "other"  # not arithmetic anyone shows; int() would refuse it anyway
+            return t
+        if frac_part:
+            t.decimals = len(frac_part) - 1
+            digits += frac_part[1:]
+            value = Fraction(int(digits), 10**t.decimals)
+        else:
+            value = Fraction(int(digits))
+    if vul:
+        value += _VULGAR[vul]
+    t.sig = len(digits.lstrip("0"))
+    t.shown = value
+    if t.decimals >= 2:
+        t.approx = _reconstruct(value, t.decimals)
+    if pct:
+        t.pct = True
+        value = value / 100
+    t.value = value
+    return t
+
+
+# Most calculator annotations are bare arithmetic ("16-3-4=9"): a lean lexer.
+_BARE_RE = re.compile(r"(?:\d+(?:\.\d+)?|\.\d+|\*\*|[-+*/^()=])+")
+_BARE_TOKEN_RE = re.compile(r"(\d+)(\.\d+)?|(\.\d+)|(\*\*|[-+*/^])|(\()|(\))|(=)")
+_BARE_KINDS = (None, None, None, None, "op", "lp", "rp", "eq")
+
+
+def _tokenize_bare(text: str) -> list[_Tok]:
+    toks = []
+    for m in _BARE_TOKEN_RE.finditer(text):
+        start, end = m.span()
+        idx = m.lastindex
+        if idx <= 3:
+            if idx == 3:
+                t = _make_num(m.group(0), start, end, True, "0", m.group(3))
+            else:
+                t = _make_num(m.group(0), start, end, True, m.group(1), m.group(2))
+        else:
+            kind = _BARE_KINDS[idx]
+            t = _Tok(kind, m.group(0), start, end, True, _OPS[m.group(0)] if kind == "op" else "")
+        toks.append(t)
+    return toks
+
+
+def _plain_tokens(s: str, offset: int, glued: bool) -> list[_Tok]:
+    # Inside an annotation "12/3/12" or "555-123-4567" is arithmetic.
+    out = []
+    for m in re.finditer(r"\d+|[-/]", s):
+        t = _Tok("num" if m.group(0)[0].isdigit() else "op", m.group(0),
+                 m.start() + offset, m.end() + offset, glued if not out else True)
+        if t.kind == "num":
+            t.value = t.shown = Fraction(int(t.text))
+            t.sig = len(t.text.lstrip("0"))
+        else:
+            t.op = t.text
+        out.append(t)
+    return out
+
+
+def _tokenize(text: str, visible: bool) -> list[_Tok]:
+    if not visible and _BARE_RE.fullmatch(text):
+        return _tokenize_bare(text)
+    toks: list[_Tok] = []
+    prev_end = -1
+    for m in _TOKEN_RE.finditer(text):
+        kind = m.lastgroup
+        if kind == "ws":
+            continue
+        start, end = m.span()
+        glued = start == prev_end
+        prev_end = end
+        if kind == "num":
+            toks.append(_num_token(m, start, end, glued))
+        elif kind == "op":
+            toks.append(_Tok("op", m.group(0), start, end, glued, _OPS[m.group(0)]))
+        elif kind == "sup":
+            t = _Tok("sup", m.group(0), start, end, glued)
+            t.value = Fraction(_SUPERSCRIPTS[m.group(0)])
+            toks.append(t)
+        elif kind in ("date", "phone"):
+            if visible:
+                toks.append(_Tok("other", m.group(0), start, end, glued))
+            else:
+                toks.extend(_plain_tokens(m.group(0), start, glued))
+        elif kind == "clock":
+            toks.append(_Tok("other", m.group(0), start, end, glued))
+        elif kind == "deg":  # "90° - 30° = 60°": a unit when it follows a number
+            unit = glued and toks and toks[-1].kind == "num"
+            toks.append(_Tok("unit" if unit else "other", m.group(0), start, end, glued))
+        else:
+            toks.append(_Tok(kind, m.group(0), start, end, glued))
+    # "2 x 0.5", "2x3", "5 X $4": an x between two operands is multiplication;
+    # "x = 5", "2x + 1", "33 + x" stay words (variables are not checkable).
+    for i in range(1, len(toks) - 1):
+        t = toks[i]
+        if t.kind == "word" and (t.text == "x" or t.text == "X"):
+            if toks[i - 1].kind in ("num", "rp", "sup") and toks[i + 1].kind in ("num", "lp"):
+                t.kind, t.op = "op", "*"
+    if visible:
+        _mark_units(toks)
+    return toks
+
+
+def _mark_units(toks: list[_Tok]) -> None:
+    # "60 pounds / 2 = 30", "5 minutes - 3 minutes = 2 minutes": a short label
+    # between a number and an operator (or "=") is a unit, not a variable.
+    for i in range(1, len(toks) - 1):
+        t = toks[i]
+        if t.kind != "word" or toks[i - 1].kind not in ("num", "sup"):
+            continue
+        nxt = toks[i + 1]
+        if nxt.kind != "eq" and not (nxt.kind == "op" and nxt.op != "^"):
+            continue
+        words = t.text.lower().split()
+        if len(words) > 3 or any(
+            len(w) == 1 or w in _JOINING_WORDS or w in _SCALE_WORDS or w in _NOT_UNITS
+            or w in _QUANTITY_WORDS for w in words
+        ):
+            continue
+        if t.glued and words[0] not in _GLUED_UNITS:
+            continue  # "2x", "25k"
+        t.kind = "unit"
+
+
+# --------------------------------------------------------------------------
+# Parser / evaluator
+
+
+class _Unparsable(Exception):
+    pass
+
+
+_MAX_POW_BITS = 4096
+# How a number token is read: literally, with percent as a unit, with cut
+# repeating decimals as their fractions, or both.
+_LITERAL, _PCT_UNIT, _APPROX, _BOTH = 0, 1, 2, 3
+
+
+def _tok_value(t: _Tok, mode: int) -> Fraction:
+    if mode == _LITERAL:
+        return t.value
+    if mode & _APPROX and t.approx is not None:
+        return t.approx if (mode & _PCT_UNIT or not t.pct) else t.approx / 100
+    return t.shown if (mode & _PCT_UNIT) else t.value
+
+
+class _Parser:
+    """expr := term (('+'|'-') term)* ; term := unary (('*'|'/') unary)* ;
+    unary := ('+'|'-') unary | power ; power := atom ('^' unary | sup)* ;
+    atom := NUM | '(' expr ')' ; a number or ')' glued to '(' multiplies."""
+
+    __slots__ = ("toks", "n", "i", "n_ops", "mode", "undefined")
+
+    def __init__(self, toks: Sequence[_Tok], mode: int = _LITERAL):
+        self.toks = toks
+        self.n = len(toks)
+        self.i = 0
+        self.n_ops = 0  # binary operators seen
+        self.mode = mode
+        self.undefined = False  # a division by zero was met
+
+    def parse(self) -> Fraction:
+        if not self.toks:
+            raise _Unparsable
+        v = self.expr()
+        if self.i != self.n:
+            raise _Unparsable
+        return v
+
+    def expr(self) -> Fraction:
+        v = self.term()
+        toks = self.toks
+        while self.i < self.n:
+            t = toks[self.i]
+            if t.kind != "op" or (t.op != "+" and t.op != "-"):
+                break
+            self.i += 1
+            self.n_ops += 1
+            r = self.term()
+            v = v + r if t.op == "+" else v - r
+        return v
+
+    def term(self) -> Fraction:
+        v = self.unary()
+        toks = self.toks
+        while self.i < self.n:
+            t = toks[self.i]
+            if t.kind == "op" and (t.op == "*" or t.op == "/"):
+                self.i += 1
+            elif t.kind == "lp" and t.glued and toks[self.i - 1].kind in ("num", "rp"):
+                pass  # implicit multiplication: 2(3), (1+2)(3)
+            else:
+                break
+            self.n_ops += 1
+            r = self.unary()
+            if t.op == "/":
+                if r == 0:
+                    self.undefined = True
+                else:
+                    v = v / r
+            else:
+                v = v * r
+        return v
+
+    def unary(self) -> Fraction:
+        if self.i < self.n:
+            t = self.toks[self.i]
+            if t.kind == "op" and (t.op == "+" or t.op == "-"):
+                self.i += 1
+                v = self.unary()
+                return -v if t.op == "-" else v
+        return self.power()
+
+    def power(self) -> Fraction:
+        v = self.atom()
+        toks = self.toks
+        while self.i < self.n:
+            t = toks[self.i]
+            if t.kind == "sup":
+                self.i += 1
+                e = t.value
+            elif t.kind == "op" and t.op == "^":
+                self.i += 1
+                e = self.unary()
+            else:
+                break
+            self.n_ops += 1
+            v = self._pow(v, e)
+        return v
+
+    def _pow(self, base: Fraction, e: Fraction) -> Fraction:
+        if e.denominator != 1:
+            raise _Unparsable  # roots are not rational in general: not checkable
+        k = int(e)
+        bits = max(base.numerator.bit_length(), base.denominator.bit_length())
+        if abs(k) * bits > _MAX_POW_BITS:
+            raise _Unparsable
+        if base == 0 and k < 0:
+            self.undefined = True
+            return base
+        return base**k
+
+    def atom(self) -> Fraction:
+        if self.i >= self.n:
+            raise _Unparsable
+        t = self.toks[self.i]
+        if t.kind == "num":
+            self.i += 1
+            if self.i < self.n and self.toks[self.i].kind == "num":
+                raise _Unparsable  # "3 4", "100%.01": juxtaposed numbers
+            return _tok_value(t, self.mode)
+        if t.kind == "lp":
+            self.i += 1
+            v = self.expr()
+            if self.i >= self.n or self.toks[self.i].kind != "rp":
+                raise _Unparsable
+            self.i += 1
+            return v
+        raise _Unparsable
+
+
+class _Seg:
+    """A parsed expression: one side of an equation."""
+
+    __slots__ = ("toks", "text", "start", "end", "value", "alts", "n_ops")
+
+    def __init__(self, toks: list[_Tok], span: tuple[int, int], src: str,
+                 value: Fraction | None, n_ops: int):
+        self.toks = toks  # without unit words
+        self.start, self.end = span
+        self.text = src[self.start:self.end]
+        self.value = value  # None: undefined (division by zero)
+        self.n_ops = n_ops
+        self.alts: list[Fraction] = []  # values under the other readings of its numbers
+
+
+def _segment(toks: list[_Tok] | None, src: str) -> _Seg | None:
+    """Parse a run of tokens; None when it is not arithmetic."""
+    if not toks:
+        return None
+    span = (toks[0].start, toks[-1].end)
+    # "3/4 cup", "1/4 container": a quantity, not a division to check.
+    quantity = len(toks) == 4 and [t.kind for t in toks] == ["num", "op", "num", "unit"] \
+        and toks[1].op == "/"
+    toks = [t for t in toks if t.kind != "unit"]  # "60 pounds / 2": units are labels
+    p = _Parser(toks)
+    try:
+        value = p.parse()
+    except (_Unparsable, RecursionError):
+        return None
+    seg = _Seg(toks, span, src, None if p.undefined else value, 0 if quantity else p.n_ops)
+    if seg.value is None or not p.n_ops:
+        return seg
+    modes = []
+    if any(t.kind == "num" and t.pct for t in toks) and _percent_is_additive(toks):
+        modes.append(_PCT_UNIT)
+    if any(t.kind == "num" and t.approx is not None for t in toks):
+        modes.append(_APPROX)
+        if modes[0] == _PCT_UNIT:
+            modes.append(_BOTH)
+    for mode in modes:
+        p = _Parser(toks, mode)
+        try:
+            alt = p.parse()
+        except _Unparsable:
+            continue
+        if not p.undefined and alt != value:
+            seg.alts.append(alt)
+    return seg
+
+
+def _percent_is_additive(toks: list[_Tok]) -> bool:
+    for i, t in enumerate(toks):
+        if t.kind == "num" and t.pct:
+            before = toks[i - 1] if i else None
+            after = toks[i + 1] if i + 1 < len(toks) else None
+            for nb in (before, after):
+                if nb is not None and (nb.kind == "sup" or (nb.kind == "op" and nb.op in "*/^")):
+                    return False
+    return True
+
+
+# --------------------------------------------------------------------------
+# Comparison with the tolerance the claim itself shows
+
+
+def _shows(value: Fraction, stated: Fraction, decimals: int, whole: bool = False) -> bool:
+    """Is ``stated`` (shown with ``decimals`` places) ``value`` rounded or
+    truncated to that many places? Whole numbers must be exact unless
+    ``whole`` (percentages: "1 / 7 * 100% = 14%")."""
+    if value == stated:
+        return True
+    if decimals <= 0 and not whole:
+        return False
+    scale = 10**decimals
+    s = stated * scale
+    if s.denominator != 1:
+        return False
+    q = value * scale
+    s_int = s.numerator
+    return s_int == math.trunc(q) or abs(q - s_int) <= Fraction(1, 2)
+
+
+_FLOAT_REL = Fraction(1, 10**12)
+
+
+def _close(value: Fraction, stated: Fraction, decimals: int, floatish: bool,
+           whole: bool = False) -> bool:
+    if _shows(value, stated, decimals, whole):
+        return True
+    return floatish and abs(value - stated) <= _FLOAT_REL * max(abs(value), abs(stated))
+
+
+def _floatish(seg: _Seg) -> bool:
+    return any(t.kind == "num" and t.sig >= 15 for t in seg.toks)
+
+
+def _judge_pair(left: _Seg, right: _Seg) -> tuple[bool, Fraction | None, _Tok | None]:
+    """(holds, stated value, leading token when only a running total matched)."""
+    lvals = [left.value, *left.alts]
+    floatish = _floatish(left) or _floatish(right)
+    nums = [t for t in right.toks if t.kind == "num"]
+    if right.n_ops == 0 and len(nums) == 1:
+        t = nums[0]
+        for v in lvals:
+            if _close(v, right.value, t.decimals, floatish):
+                return True, right.value, None
+        if t.pct:
+            # "1 / 7 = 14%" (a percentage shown whole is conventionally
+            # rounded), and "10 / 20 * 100 = 50%" states fifty percent too.
+            for c, places in ((right.value, t.decimals + 2), (right.value * 100, t.decimals)):
+                for v in lvals:
+                    if _close(v, c, places, floatish, whole=True):
+                        return True, c, None
+        return False, right.value, None
+    rvals = [right.value, *right.alts]
+    if any(_close(v, r, 0, floatish) for v in lvals for r in rvals):
+        return True, right.value, None
+    # A running total: "3 * 4 = 12 + 2 = 14" says 3 * 4 = 12.
+    lead = right.toks[0]
+    if lead.kind == "num" and len(right.toks) > 1:
+        nxt = right.toks[1]
+        if nxt.kind == "op" and nxt.op != "^":
+            for v in lvals:
+                if _close(v, lead.value, lead.decimals, floatish or lead.sig >= 15):
+                    return True, lead.value, lead
+    return False, right.value, None
+
+
+def _pair_claims(chain: list[_Seg | None], src: str, source: str,
+                 anchor: int | None = None) -> list[tuple[Claim, int, int, int]]:
+    """Claims of one chain ``e0 = e1 = ... = ek`` as (claim, position,
+    rhs start, rhs end). A pair ``L = R`` is a claim when L has an operator:
+    "1 hour = 60 minutes" and "x = 5" are not arithmetic."""
+    out = []
+    for left, right in pairwise(chain):
+        if left is None or right is None or left.n_ops == 0:
+            continue
+        if left.value is None:
+            ok, stated, lead = False, right.value, None
+        elif right.value is None:
+            continue
+        else:
+            ok, stated, lead = _judge_pair(left, right)
+        if lead is not None:
+            rhs_text, rhs_start, rhs_end = lead.text, lead.start, lead.end
+        else:
+            rhs_text, rhs_start, rhs_end = right.text, right.start, right.end
+        claim = Claim(text=src[left.start:rhs_end], lhs=left.text, rhs=rhs_text,
+                      value=left.value, stated=stated, ok=ok, source=source)
+        out.append((claim, left.start if anchor is None else anchor, rhs_start, rhs_end))
+    return out
+
+
+# --------------------------------------------------------------------------
+# Finding claims
+
+_ANNOTATION_RE = re.compile(r"<<([^<>]*)>>")
+_ARITH = frozenset(("num", "op", "lp", "rp", "sup", "unit"))
+
+# After a number, these words join it to what follows ("50% of 20 + 5",
+# "3 times 4 + 2", "12 divided by 4 + 2", "12 apples x 3"): the expression
+# after them is not the whole left side.
+_JOINING_WORDS = frozenset(
+    "of times by plus minus over into than from per x in for at on each every".split()
+)
+# ... and these join even when no number precedes them ("$3.5/gallon x 2/5",
+# "divided by 4 + 2"): the left operand is text.
+_ALWAYS_JOINING = frozenset("x times multiplied divided".split())
+# Quantity words do so anywhere: "half of 20 + 5", "twice 3 + 4".
+_QUANTITY_WORDS = frozenset(
+    "half halves twice double triple thrice quarter quarters third thirds fourth fourths "
+    "fifth fifths sixth sixths eighth eighths tenth tenths percent".split()
+)
+# Words that are not a unit label between a number and an operator.
+_NOT_UNITS = frozenset(
+    "is are was were be so then thus the a an to for each every more less left remaining "
+    "total or if that which this it he she they we i you his her their its has have had "
+    "gets got makes made needs will would can could should at on in with than because "
+    "since as when while but after before until there here now not no".split()
+)
+# Words after a stated number that scale it: "= 1.2 million", "= 50k".
+_SCALE_WORDS = frozenset(
+    "k m b bn mn mil million millions billion billions thousand thousands hundred "
+    "hundreds dozen dozens lakh crore trillion".split()
+)
+# Glued suffixes that leave the stated number as it is: "= 12kg", "= 3rd".
+_GLUED_UNITS = frozenset(
+    "cm mm km kg g mg lb lbs oz ft yd mi in hr hrs h min mins s sec secs ms ml l "
+    "mph kph kmh am pm st nd rd th gal qt pt".split()
+)
+_BAD_GLUED = frozenset(".,#@_&'’\\<>}]|!")
+_SIGN_MAY_FOLLOW = frozenset("([{,:;$\"“'")
+
+
+def _first_word(t: _Tok) -> str:
+    return t.text.split(None, 1)[0].lower()
+
+
+def _chains_in_annotation(inner: str) -> list[list[_Seg | None]]:
+    if "=" not in inner:
+        return []
+    toks = _tokenize(inner, visible=False)
+    parts: list[list[_Tok]] = [[]]
+    for t in toks:
+        if t.kind == "eq":
+            parts.append([])
+        else:
+            parts[-1].append(t)
+    chain = []
+    for part in parts:
+        if all(t.kind in _ARITH for t in part):
+            chain.append(_segment(part, inner))
+        else:
+            chain.append(None)  # "3*A", "500/month*12", "2:15+2:38"
+    return [chain]
+
+
+def _left_run(toks: list[_Tok], eq: int) -> list[_Tok] | None:
+    """The expression ending just before ``toks[eq]``, or None when it is
+    tangled with the surrounding text (variables, joining words, ...)."""
+    j = eq
+    while j > 0 and toks[j - 1].kind in _ARITH:
+        j -= 1
+    run = toks[j:eq]
+    if not run:
+        return None
+    boundary = toks[j - 1] if j > 0 else None
+    # Start after the last unmatched "(": "(so 3 + 4 = 7)".
+    depth = 0
+    for k in range(len(run) - 1, -1, -1):
+        kind = run[k].kind
+        if kind == "rp":
+            depth += 1
+        elif kind == "lp":
+            if depth == 0:
+                boundary, run = run[k], run[k + 1:]
+                break
+            depth -= 1
+    if not run:
+        return None
+    first = run[0]
+    # Markdown bold: "**3 + 4 = 7**".
+    if first.kind == "op" and first.text == "**" and len(run) > 1 and run[1].glued and (
+        boundary is None or not first.glued or boundary.text in (":", "*")
+    ):
+        boundary, run = first, run[1:]
+        first = run[0]
+    if first.kind == "op":
+        if first.op != "+" and first.op != "-":
+            return None  # "2x * 3": the real left operand is text
+        # A sign is unary only when glued to its operand and set apart from
+        # what precedes it ("is -3 + 5"); "x - 3 + 4" continues a variable sum.
+        if len(run) < 2 or not run[1].glued:
+            return None
+        if boundary is not None and first.glued and boundary.text not in _SIGN_MAY_FOLLOW:
+            return None  # "x-3+4", "\sqrt{16}+1+2"
+    if boundary is not None:
+        if first.glued and (boundary.kind in ("word", "num") or boundary.text in _BAD_GLUED):
+            return None  # "x2 + 3", "3:30", "v1.2", "3,2 + 1"
+        if boundary.kind == "word":
+            words = boundary.text.lower().split()
+            if words[-1] in _QUANTITY_WORDS or words[-1] in _ALWAYS_JOINING or (
+                len(words) > 1 and (words[-2] in _QUANTITY_WORDS or words[-2] in _ALWAYS_JOINING)
+            ):
+                return None
+            # (a word boundary is always toks[j - 1]: cuts only give "(" or "**")
+            if words[-1] in _JOINING_WORDS and len(words) <= 3:
+                if j > 1 and toks[j - 2].kind in ("num", "rp", "sup", "unit"):
+                    return None
+    return run
+
+
+def _right_run(toks: list[_Tok], eq: int) -> tuple[list[_Tok] | None, int]:
+    """The expression right after ``toks[eq]`` (None when tangled with
+    the text), and the index of the token after it."""
+    n = len(toks)
+    j = eq + 1
+    while j < n and toks[j].kind in _ARITH:
+        j += 1
+    run = toks[eq + 1:j]
+    nxt = toks[j] if j < n else None
+    if nxt is not None and nxt.kind == "eq":
+        return run, j  # a chain goes on: the whole run is a middle term
+    # Stop before the first unmatched ")": "(3 + 4 = 7)".
+    depth = 0
+    for k, t in enumerate(run):
+        if t.kind == "lp":
+            depth += 1
+        elif t.kind == "rp":
+            if depth == 0:
+                run, nxt = run[:k], t
+                break
+            depth -= 1
+    # Dangling operators belong to the text: "= 12/day", "= 7**".
+    while run and run[-1].kind == "op":
+        nxt = run[-1]
+        run = run[:-1]
+    if not run:
+        return None, j
+    if nxt is not None:
+        if nxt.kind == "word":
+            if _first_word(nxt) in _SCALE_WORDS:
+                return None, j
+            if nxt.glued and _first_word(nxt) not in _GLUED_UNITS:
+                return None, j  # "= 6x", "= 25k"
+        elif nxt.kind == "other" and nxt.glued and nxt.text in _BAD_GLUED:
+            # "= 3,2 million", "= 3:30", "= 4.5.6"; not a sentence's full stop
+            after = toks[j + 1] if j + 1 < n else None  # nxt is toks[j] here
+            if nxt.text not in ".," or (after is not None and after.glued):
+                return None, j
+    return run, j
+
+
+def _chains_in_visible(toks: list[_Tok], src: str) -> list[list[_Seg | None]]:
+    chains = []
+    i = 0
+    n = len(toks)
+    while i < n:
+        if toks[i].kind != "eq":
+            i += 1
+            continue
+        chain: list[_Seg | None] = [_segment(_left_run(toks, i), src)]
+        eq = i
+        while True:
+            run, j = _right_run(toks, eq)
+            chain.append(_segment(run, src))
+            if run is not None and j < n and toks[j].kind == "eq":
+                eq = j
+                continue
+            break
+        chains.append(chain)
+        i = eq + 1
+    return chains
+
+
+def _visible_and_annotations(step_text: str) -> tuple[str, list[tuple[int, str]]]:
+    """Step text with the ``<<...>>`` markup removed (what a reader sees),
+    and (position in that text, inner text) for each annotation."""
+    if "<<" not in step_text:
+        return step_text, []
+    parts = []
+    anns = []
+    pos = 0
+    length = 0
+    for m in _ANNOTATION_RE.finditer(step_text):
+        parts.append(step_text[pos:m.start()])
+        length += m.start() - pos
+        anns.append((length, m.group(1)))
+        pos = m.end()
+    parts.append(step_text[pos:])
+    return "".join(parts), anns
+
+
+_LATEX_SUBS = [
+    (re.compile(r"\\[dt]?frac\s*\{([^{}]*)\}\s*\{([^{}]*)\}"), r"((\1)/(\2))"),
+    (re.compile(r"\^\s*\{?\\circ\}?"), "°"),
+    (re.compile(r" ?\\(?:times|cdot|ast)(?![A-Za-z]) ?"), " × "),
+    (re.compile(r" ?\\div(?![A-Za-z]) ?"), " ÷ "),
+    (re.compile(r"\\(?:left|right)(?![A-Za-z])"), ""),
+    (re.compile(r"\\[()[\]]"), " "),  # \( \) \[ \] delimiters
+    (re.compile(r"(?<!\\)\$"), " "),  # $ math delimiters, once the text is LaTeX
+    (re.compile(r"\\([$%])"), r"\1"),
+    (re.compile(r"(?<=\d)(?:\{,\}|\\,|,\\!)(?=\d{3})"), ","),
+    (re.compile(r"\\(?:text|mathrm|textbf|mathbf|boxed|operatorname)\s*\{([^{}]*)\}"), r" \1 "),
+    (re.compile(r"\\(?:approx|neq|ne|leq|geq|le|ge|lt|gt|equiv|sim)(?![A-Za-z])"), " ≈ "),
+    (re.compile(r"\\[,;:! ]"), " "),
+    (re.compile(r"\^\{([^{}]*)\}"), r"^(\1)"),
+]
+
+
+_FRAC = _LATEX_SUBS[0][0]
+
+
+def _unlatex(text: str) -> str:
+    if "\\" not in text and "^{" not in text:
+        return text
+    for _ in range(4):  # nested fractions, innermost first
+        text, n = _FRAC.subn(_LATEX_SUBS[0][1], text)
+        if not n:
+            break
+    for pattern, repl in _LATEX_SUBS[1:]:
+        text = pattern.sub(repl, text)
+    return text
+
+
+def find_claims(step_text: str) -> list[Claim]:
+    """Every checkable arithmetic claim of a step, in reading order."""
+    text = _unlatex(step_text or "")
+    visible, anns = _visible_and_annotations(text)
+
+    ann_claims: list[tuple[Claim, int]] = []
+    for anchor, inner in anns:
+        for chain in _chains_in_annotation(inner):
+            for claim, _, _, _ in _pair_claims(chain, inner, "annotation", anchor):
+                ann_claims.append((claim, anchor))
+
+    found: list[tuple[int, int, Claim]] = [(pos, 0, c) for c, pos in ann_claims]
+    if "=" in visible:
+        toks = _tokenize(visible, visible=True)
+        for chain in _chains_in_visible(toks, visible):
+            for claim, pos, r0, r1 in _pair_claims(chain, visible, "equation"):
+                # The visible twin of an annotation ("16 - 3 = <<16-3=13>>13")
+                # is the same claim; keep it only when it says something else
+                # that is false ("2 * 3 = <<2*3=6>>7").
+                twins = [a for a, p in ann_claims if r0 <= p <= r1]
+                if twins and (claim.ok or any(
+                    not a.ok and a.stated == claim.stated for a in twins
+                )):
+                    continue
+                found.append((pos, 1, claim))
+    found.sort(key=lambda x: (x[0], x[1]))
+    return [c for _, _, c in found]
+
+
+# --------------------------------------------------------------------------
+# Step verdicts
+
+
+def _fmt(v: Fraction | None, min_decimals: int = 0) -> str:
+    if v is None:
+        return "undefined (division by zero)"
+    if v.denominator == 1:
+        return str(v.numerator)
+    sign = "-" if v < 0 else ""
+    a = abs(v)
+    d = a.denominator
+    places = 0
+    while d % 10 == 0:
+        d //= 10
+        places += 1
+    while d % 2 == 0 or d % 5 == 0:
+        d //= 2 if d % 2 == 0 else 5
+        places += 1
+    if d == 1 and places <= 20:
+        exact = True
+    else:
+        exact = False
+        places = max(6, min_decimals + 2)
+    digits = f"{math.floor(a * 10**places):0{places + 1}d}"
+    out = f"{sign}{digits[:-places]}.{digits[-places:]}"
+    return out if exact else out + "…"
+
+
+def _describe_false(c: Claim) -> str:
+    decimals = len(c.rhs.rsplit(".", 1)[1]) if "." in c.rhs else 0
+    return f'claim "{c.text}" is false: {c.lhs} = {_fmt(c.value, decimals)}'
+
+
+_CHECK_CACHE: dict[str, tuple[Fraction, int] | None] = {}
+
+
+def _check_info(check: str | None) -> tuple[Fraction, int] | None:
+    """(value, decimals shown) of a skeleton check's result."""
+    if not check:
+        return None
+    if check in _CHECK_CACHE:
+        return _CHECK_CACHE[check]
+    inner = check.strip()
+    m = _ANNOTATION_RE.fullmatch(inner)
+    if m:
+        inner = m.group(1)
+    toks = _tokenize(_unlatex(inner), visible=False)
+    last: list[_Tok] = []
+    for t in toks:
+        if t.kind == "eq":
+            last = []
+        else:
+            last.append(t)
+    info = None
+    if last and all(t.kind in _ARITH for t in last):
+        seg = _segment(last, inner)
+        if seg is not None and seg.value is not None:
+            nums = [t for t in last if t.kind == "num"]
+            decimals = nums[0].decimals if seg.n_ops == 0 and len(nums) == 1 else 0
+            info = (seg.value, decimals)
+    if len(_CHECK_CACHE) < 50_000:
+        _CHECK_CACHE[check] = info
+    return info
+
+
+def check_value(check: str | None) -> Fraction | None:
+    """Value of a skeleton ``check`` result: ``"16-3-4=9"`` -> 9."""
+    info = _check_info(check)
+    return info[0] if info else None
+
+
+def _derives(claim: Claim, target: Fraction, decimals: int) -> bool:
+    if not claim.ok or claim.value is None:
+        return False
+    if target == claim.value or target == claim.stated:
+        return True
+    return decimals > 0 and _shows(claim.value, target, decimals)
+
+
+def check_step(step_text: str, skeleton_checks: Sequence[str | None] = ()) -> StepCheck:
+    """Verdict of one step from the arithmetic it shows.
+
+    ``skeleton_checks`` are the problem's skeleton ``check`` expressions in
+    order; the step refers to skeleton step k (1-based) when one of its true
+    claims derives the value of k's check result.
+    """
+    claims = tuple(find_claims(step_text))
+    refs = []
+    for k, check in enumerate(skeleton_checks, start=1):
+        info = _check_info(check)
+        if info is not None and any(_derives(c, info[0], info[1]) for c in claims):
+            refs.append(k)
+    false = [c for c in claims if not c.ok]
+    if false:
+        reason = "; ".join(_describe_false(c) for c in false)
+        return StepCheck("invalid", reason, claims, tuple(refs), 1.0)
+    if claims:
+        if len(claims) == 1:
+            reason = f'claim "{claims[0].text}" holds'
+        else:
+            reason = f"all {len(claims)} claims hold"
+        return StepCheck("valid", reason, claims, tuple(refs), 1.0)
+    return StepCheck("neutral", "nothing checkable", claims, tuple(refs), None)
