@@ -64,12 +64,6 @@ class LabelHistoryAdmin(admin.ModelAdmin):
         return False
 
 
-@admin.register(m.JudgeConfig)
-class JudgeConfigAdmin(admin.ModelAdmin):
-    list_display = ["name", "study", "provider", "model", "mode", "version"]
-    list_filter = ["provider", "mode"]
-
-
 @admin.register(m.Job)
 class JobAdmin(admin.ModelAdmin):
     list_display = ["pk", "study", "kind", "status", "done", "total", "created_at"]

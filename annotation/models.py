@@ -41,7 +41,7 @@ class Study(models.Model):
     blind = models.BooleanField(default=True)
     segmenter = models.CharField(max_length=20, choices=Segmenter.choices, default=Segmenter.LINES)
     primary_judge = models.ForeignKey(
-        "annotation.JudgeConfig", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+        "judges.JudgeConfig", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     default_profile = models.ForeignKey(
         "scoring.ScoringProfile", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
@@ -184,61 +184,6 @@ class SkeletonStep(models.Model):
         return f"{self.position}. {self.text[:60]}"
 
 
-class JudgeConfig(models.Model):
-    """A label source that is not a person. Configuration only: API keys are
-    named by environment variable and never stored."""
-
-    class Provider(models.TextChoices):
-        MECHANISTIC = "mechanistic"
-        LLM = "llm"
-        FAKE = "fake"
-
-    class Mode(models.TextChoices):
-        SKELETON = "skeleton"
-        REFERENCE_FREE = "reference-free"
-
-    class OutputMode(models.TextChoices):
-        AUTO = "auto"
-        JSON_SCHEMA = "json_schema"
-        JSON_OBJECT = "json_object"
-        PROMPT = "prompt"
-
-    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="judges")
-    name = models.CharField(max_length=100)
-    provider = models.CharField(max_length=20, choices=Provider.choices, default=Provider.LLM)
-    model = models.CharField(max_length=200, blank=True)
-    base_url = models.CharField(max_length=500, blank=True)
-    api_key_env = models.CharField(max_length=100, blank=True)
-    temperature = models.FloatField(default=0.0)
-    max_tokens = models.PositiveIntegerField(default=2048)
-    mode = models.CharField(max_length=20, choices=Mode.choices, default=Mode.SKELETON)
-    output_mode = models.CharField(max_length=20, choices=OutputMode.choices, default=OutputMode.AUTO)
-    prompt_template = models.TextField(blank=True)
-    prompt_version = models.CharField(max_length=50, default="1")
-    concurrency = models.PositiveSmallIntegerField(default=4)
-    rate_limit_per_minute = models.PositiveIntegerField(null=True, blank=True)
-    max_retries = models.PositiveSmallIntegerField(default=4)
-    # Bumped on every configuration change; part of the response cache key.
-    version = models.PositiveIntegerField(default=1)
-    created_at = models.DateTimeField(default=timezone.now)
-    updated_at = models.DateTimeField(auto_now=True)
-
-    objects = StudyScopedQuerySet.as_manager()
-
-    class Meta:
-        ordering = ["study", "name"]
-        constraints = [
-            models.UniqueConstraint(fields=["study", "name"], name="judge_unique_name_per_study"),
-        ]
-
-    def __str__(self) -> str:
-        return self.name
-
-    @property
-    def source(self) -> str:
-        return f"judge:{self.name}"
-
-
 class TraceQuerySet(StudyScopedQuerySet):
     def with_problem(self) -> TraceQuerySet:
         return self.select_related("problem")
@@ -324,7 +269,7 @@ class StepLabel(models.Model):
     annotator = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE, related_name="step_labels"
     )
-    judge = models.ForeignKey(JudgeConfig, null=True, blank=True, on_delete=models.CASCADE, related_name="labels")
+    judge = models.ForeignKey("judges.JudgeConfig", null=True, blank=True, on_delete=models.CASCADE, related_name="labels")
     verdict = models.CharField(max_length=10, choices=Verdict.choices)
     skeleton_refs = models.JSONField(default=list, blank=True)
     confidence = models.FloatField(null=True, blank=True)
