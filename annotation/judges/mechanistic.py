@@ -2,7 +2,9 @@
 
 A step's checkable arithmetic is (a) GSM8K calculator annotations
 ``<<expr=result>>`` and (b) visible equations such as ``16 - 3 - 4 = 9``,
-``2 x 0.5 = 1.0``, ``$1,200 / 4 = $300`` or chains ``3 * 4 = 12 + 2 = 14``.
+``2 x 0.5 = 1.0``, ``$1,200 / 4 = $300``, ``60 pounds / 2 = 30 pounds`` or
+chains ``3 * 4 = 12 + 2 = 14`` (a running total: 3 * 4 = 12, 12 + 2 = 14).
+A visible equation and the annotation behind its result are one claim.
 
 Each claim is evaluated exactly. Numbers are read from their decimal text
 into ``fractions.Fraction`` (exact rationals: the arithmetic of sympy's
@@ -14,15 +16,23 @@ Tolerance is only for rounding the claim itself shows:
 
 * a stated result with ``d`` decimals may be the value rounded or truncated
   to ``d`` decimals (``10 / 3 = 3.33`` and ``= 3.3`` hold, ``= 3.4`` does not);
-  an integer result must be exact (``10 / 3 = 3`` is false);
+  a whole-number result must be exact (``10 / 3 = 3`` is false), except a
+  percentage (``1 / 7 * 100% = 14%``);
 * a number with 15+ significant digits is a float rendering
   (``0.1 + 0.2 = 0.30000000000000004``): compared to 1e-12 relative;
 * an operand that shows a repeating decimal cut to 2+ decimals may stand for
   its fraction (``33.33 * 3 = 100``, ``100% / 33.33% = 3``).
 
 Percent: ``50%`` is 0.5; a stated ``N%`` also matches a left side worth N
-(``10 / 20 * 100 = 50%``); in purely additive use a percent may be a unit
-(``28% - 0.5 = 27.5%``).
+(``10 / 20 * 100 = 50%``); ``A - p%`` may mean A less p% of A
+(``$80 - 50% = $40``); and when the result is a percentage, a percent in a
+sum may be a unit (``28% - 0.5 = 27.5%``).
+
+What is not read, to keep false alarms rare: variables (``x = 5``,
+``2x + 3 = 7``), conversions without an operator (``1 hour = 60 minutes``),
+dates, clock times, phone numbers, ranges (``Week 1-2 = 10 hours``), scaled
+results (``= 1.2 million``, ``= 75k``), and left sides tangled with words
+(``50% of 20 + 5 = 15``, ``3 times 4 + 2 = 14``).
 
 Pure: no Django, no I/O.
 """
@@ -298,9 +308,10 @@ class _Unparsable(Exception):
 
 
 _MAX_POW_BITS = 4096
-# How a number token is read: literally, with percent as a unit, with cut
-# repeating decimals as their fractions, or both.
-_LITERAL, _PCT_UNIT, _APPROX, _BOTH = 0, 1, 2, 3
+# How a number token is read: literally, with percent as a unit ("28% - 0.5
+# = 27.5%"), with cut repeating decimals as their fractions, or both; and
+# whether "A - p%" means A less p% of A ("$80 - 50% = $40").
+_LITERAL, _PCT_UNIT, _APPROX, _BOTH, _PCT_OF = 0, 1, 2, 3, 4
 
 
 def _tok_value(t: _Tok, mode: int) -> Fraction:
@@ -343,9 +354,21 @@ class _Parser:
                 break
             self.i += 1
             self.n_ops += 1
+            if self.mode & _PCT_OF and self._lone_percent():
+                p = toks[self.i].value
+                self.i += 1
+                v = v * (1 + p) if t.op == "+" else v * (1 - p)
+                continue
             r = self.term()
             v = v + r if t.op == "+" else v - r
         return v
+
+    def _lone_percent(self) -> bool:
+        t = self.toks[self.i] if self.i < self.n else None
+        if t is None or t.kind != "num" or not t.pct:
+            return False
+        nxt = self.toks[self.i + 1] if self.i + 1 < self.n else None
+        return nxt is None or not (nxt.kind == "sup" or (nxt.kind == "op" and nxt.op in "*/^"))
 
     def term(self) -> Fraction:
         v = self.unary()
@@ -438,7 +461,7 @@ class _Seg:
         self.text = src[self.start:self.end]
         self.value = value  # None: undefined (division by zero)
         self.n_ops = n_ops
-        self.alts: list[Fraction] = []  # values under the other readings of its numbers
+        self.alts: list[tuple[int, Fraction]] = []  # (mode, value) under other readings
 
 
 def _segment(toks: list[_Tok] | None, src: str) -> _Seg | None:
@@ -460,7 +483,7 @@ def _segment(toks: list[_Tok] | None, src: str) -> _Seg | None:
         return seg
     modes = []
     if any(t.kind == "num" and t.pct for t in toks) and _percent_is_additive(toks):
-        modes.append(_PCT_UNIT)
+        modes += [_PCT_UNIT, _PCT_OF]
     if any(t.kind == "num" and t.approx is not None for t in toks):
         modes.append(_APPROX)
         if modes[0] == _PCT_UNIT:
@@ -472,7 +495,7 @@ def _segment(toks: list[_Tok] | None, src: str) -> _Seg | None:
         except _Unparsable:
             continue
         if not p.undefined and alt != value:
-            seg.alts.append(alt)
+            seg.alts.append((mode, alt))
     return seg
 
 
@@ -524,7 +547,10 @@ def _floatish(seg: _Seg) -> bool:
 
 def _judge_pair(left: _Seg, right: _Seg) -> tuple[bool, Fraction | None, _Tok | None]:
     """(holds, stated value, leading token when only a running total matched)."""
-    lvals = [left.value, *left.alts]
+    # Percent as a unit only when the result is a percentage too: "28% - 0.5 =
+    # 27.5%", but not "$50 + 10% = $60".
+    pct_result = any(t.kind == "num" and t.pct for t in right.toks)
+    lvals = [left.value, *(v for mode, v in left.alts if pct_result or not mode & _PCT_UNIT)]
     floatish = _floatish(left) or _floatish(right)
     nums = [t for t in right.toks if t.kind == "num"]
     if right.n_ops == 0 and len(nums) == 1:
@@ -540,7 +566,7 @@ def _judge_pair(left: _Seg, right: _Seg) -> tuple[bool, Fraction | None, _Tok | 
                     if _close(v, c, places, floatish, whole=True):
                         return True, c, None
         return False, right.value, None
-    rvals = [right.value, *right.alts]
+    rvals = [right.value, *(v for _, v in right.alts)]
     if any(_close(v, r, 0, floatish) for v in lvals for r in rvals):
         return True, right.value, None
     # A running total: "3 * 4 = 12 + 2 = 14" says 3 * 4 = 12.
@@ -552,6 +578,18 @@ def _judge_pair(left: _Seg, right: _Seg) -> tuple[bool, Fraction | None, _Tok | 
                 if _close(v, lead.value, lead.decimals, floatish or lead.sig >= 15):
                     return True, lead.value, lead
     return False, right.value, None
+
+
+def _is_range(left: _Seg, stated: Fraction | None) -> bool:
+    """"Week 1-2 = 10 hours": a glued a-b with a < b whose stated value is
+    neither a - b nor b - a (a dropped sign) names a range, not a subtraction."""
+    toks = left.toks
+    if len(toks) != 3 or left.end - left.start != sum(len(t.text) for t in toks):
+        return False
+    a, op, b = toks
+    if a.kind != "num" or b.kind != "num" or op.op != "-" or a.decimals or b.decimals:
+        return False
+    return a.value < b.value and stated not in (a.value - b.value, b.value - a.value)
 
 
 def _pair_claims(chain: list[_Seg | None], src: str, source: str,
@@ -569,6 +607,8 @@ def _pair_claims(chain: list[_Seg | None], src: str, source: str,
             continue
         else:
             ok, stated, lead = _judge_pair(left, right)
+            if not ok and source == "equation" and _is_range(left, stated):
+                continue
         if lead is not None:
             rhs_text, rhs_start, rhs_end = lead.text, lead.start, lead.end
         else:
@@ -845,25 +885,32 @@ def find_claims(step_text: str) -> list[Claim]:
 
 
 def _fmt(v: Fraction | None, min_decimals: int = 0) -> str:
+    """A value for a reason: exact when it terminates, else cut with "…"."""
     if v is None:
         return "undefined (division by zero)"
-    if v.denominator == 1:
-        return str(v.numerator)
+    if v == 0:
+        return "0"
     sign = "-" if v < 0 else ""
     a = abs(v)
+    places = max(6, min_decimals + 2)
+    if max(a.numerator.bit_length(), a.denominator.bit_length()) > 3000 or a < Fraction(1, 10**places):
+        # Too long to print (str() refuses ints past 4300 digits) or too small for fixed places.
+        exp10 = math.log10(a.numerator) - math.log10(a.denominator)
+        e = math.floor(exp10)
+        return f"{sign}{10 ** (exp10 - e):.6f}e{e}"
+    if a.denominator == 1:
+        return f"{sign}{a.numerator}"
     d = a.denominator
-    places = 0
+    exact_places = 0
     while d % 10 == 0:
         d //= 10
-        places += 1
+        exact_places += 1
     while d % 2 == 0 or d % 5 == 0:
         d //= 2 if d % 2 == 0 else 5
-        places += 1
-    if d == 1 and places <= 20:
-        exact = True
-    else:
-        exact = False
-        places = max(6, min_decimals + 2)
+        exact_places += 1
+    exact = d == 1 and exact_places <= 20
+    if exact:
+        places = exact_places
     digits = f"{math.floor(a * 10**places):0{places + 1}d}"
     out = f"{sign}{digits[:-places]}.{digits[-places:]}"
     return out if exact else out + "…"
