@@ -18,16 +18,14 @@ from tests.conftest import jsonl
 
 pytestmark = pytest.mark.django_db
 
+from tests.data_paths import GSM8K_SOLUTIONS as SOLUTIONS  # noqa: E402
+from tests.data_paths import GSM8K_TEST_HEAD as TEST  # noqa: E402
+
 User = get_user_model()
 
-GSM8K_DIR = Path("/work/shared/data/gsm8k")
-SOLUTIONS = GSM8K_DIR / "example_model_solutions.jsonl"
-TEST = GSM8K_DIR / "test.jsonl"
 
 
 def head(path: Path, n: int) -> bytes:
-    if not path.is_file():
-        pytest.skip(f"{path} is not available")
     with path.open("rb") as fh:
         return b"".join(islice(fh, n))
 

@@ -17,7 +17,7 @@ from tests.conftest import jsonl
 
 pytestmark = pytest.mark.django_db
 
-GSM8K_SOLUTIONS = Path("/work/shared/data/gsm8k/example_model_solutions.jsonl")
+from tests.data_paths import GSM8K_SOLUTIONS  # noqa: E402
 
 GOOD = jsonl(
     {"kind": "problem", "problem_id": "p1", "statement": "2+2?", "gold_answer": "4"},
@@ -126,7 +126,7 @@ def test_the_text_report_of_a_good_file(tmp_path):
 def test_each_run_is_recorded_as_an_import_job_with_its_report(tmp_path):
     path = write(tmp_path, GOOD)
     _, out = run(path, json=True)
-    job = Job.objects.get()
+    job = Job.objects.get(kind=Job.Kind.IMPORT)
     assert job.kind == Job.Kind.IMPORT and job.status == Job.Status.SUCCEEDED
     assert job.study.name == "CLI study"
     assert job.params["format"] == "reasonaudit" and job.params["skip_invalid"] is False
@@ -147,7 +147,7 @@ def test_the_format_option_picks_the_adapter(tmp_path):
     status, out = run(write(tmp_path, jsonl(*rows)), format="trl-stepwise", json=True)
     assert status == 0
     assert json.loads(out)["traces_created"] == 1
-    assert Job.objects.get().params["format"] == "trl-stepwise"
+    assert Job.objects.get(kind=Job.Kind.IMPORT).params["format"] == "trl-stepwise"
 
 
 def test_a_missing_file_is_a_command_error(tmp_path):
@@ -157,8 +157,6 @@ def test_a_missing_file_is_a_command_error(tmp_path):
 
 
 def test_the_full_gsm8k_model_solutions_file(tmp_path):
-    if not GSM8K_SOLUTIONS.is_file():
-        pytest.skip(f"{GSM8K_SOLUTIONS} is not available")
     expected = Counter()
     totals = Counter()
     with GSM8K_SOLUTIONS.open() as fh:

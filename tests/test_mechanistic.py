@@ -8,15 +8,14 @@ import json
 import re
 import time
 from fractions import Fraction
-from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from annotation.judges.mechanistic import Claim, StepCheck, check_step, check_value, find_claims
+from tests.data_paths import GSM8K_SOLUTIONS as GSM8K
 
-GSM8K = Path(__file__).resolve().parents[2] / "shared" / "data" / "gsm8k" / "example_model_solutions.jsonl"
 MODELS = ("6b_finetuning", "6b_verification", "175b_finetuning", "175b_verification")
 
 

@@ -6,7 +6,6 @@ import json
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -26,8 +25,8 @@ from annotation.parsing import (
     segment,
     split_tagged,
 )
+from tests.data_paths import GSM8K_SOLUTIONS
 
-GSM8K_SOLUTIONS = Path("/work/shared/data/gsm8k/example_model_solutions.jsonl")
 MODEL_KEYS = (
     "6b_finetuning",
     "6b_verification",
@@ -560,7 +559,6 @@ def test_check_answer_main_thread_passes_integer_timeout(
 # --------------------------------------------------------------------------
 
 
-@pytest.mark.skipif(not GSM8K_SOLUTIONS.exists(), reason="GSM8K data not available")
 def test_gsm8k_example_model_solutions() -> None:
     total = agree = 0
     disagreements: list[str] = []

@@ -74,7 +74,7 @@ def test_only_owners_can_upload(client, member, owner, study):
     client.force_login(owner)
     response = client.post(reverse("study-import", args=[study.pk]), {"file": SimpleUploadedFile("a.jsonl", data), "format": "reasonaudit"})
     assert response.status_code == 302
-    job = Job.objects.get(study=study)
+    job = Job.objects.get(study=study, kind=Job.Kind.IMPORT)
     assert response["Location"] == reverse("job", args=[job.pk])
 
 
@@ -85,7 +85,7 @@ def test_a_web_upload_runs_the_same_import_and_shows_its_report(client, owner, s
     client.force_login(owner)
     with django_capture_on_commit_callbacks(execute=True):
         client.post(reverse("study-import", args=[study.pk]), {"file": SimpleUploadedFile("a.jsonl", data), "format": "reasonaudit"})
-    job = Job.objects.get(study=study)
+    job = Job.objects.get(study=study, kind=Job.Kind.IMPORT)
     assert job.status == Job.Status.FAILED
     page = client.get(reverse("job", args=[job.pk])).content.decode()
     assert "line 2: expected a JSON object, got list" in page

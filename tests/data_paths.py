@@ -1,0 +1,8 @@
+"""Where the tests find real data: the copy bundled with the project, so a
+fresh clone runs every test (nothing skips for want of ../shared)."""
+
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+GSM8K_SOLUTIONS = ROOT / "annotation" / "demo_data" / "gsm8k" / "example_model_solutions.jsonl"
+GSM8K_TEST_HEAD = ROOT / "tests" / "data" / "gsm8k" / "test_head.jsonl"
