@@ -10,9 +10,28 @@ labels     verdict constants, human consensus, ``final`` label source, completen
 hazard     discrete Nelson-Aalen / Kaplan-Meier hazard profile and H(t) lookup
 scores     vectorised per-trace scores
 aggregate  bootstrap intervals, leaderboard, first-error histogram
+agreement  agreement between label sources / annotators, calibration, omega tuning
 """
 
 from .aggregate import bootstrap_ci, first_error_histogram, leaderboard, to_records
+from .agreement import (
+    agreement_by_position,
+    agreement_metrics,
+    annotator_agreement,
+    calibration,
+    cohen_kappa,
+    correlation,
+    disagreements,
+    first_error_agreement,
+    mean_ratings,
+    paired_steps,
+    paired_traces,
+    processbench_f1,
+    rating_correlation,
+    score_correlation,
+    step_agreement,
+    tune_omega,
+)
 from .hazard import HazardLookup, hazard_from_scores, hazard_lookup, hazard_profile, pinned_hazard_table
 from .labels import (
     INVALID,
@@ -54,4 +73,21 @@ __all__ = [
     "pinned_hazard_table",
     "score_traces",
     "to_records",
+    # agreement.py
+    "agreement_by_position",
+    "agreement_metrics",
+    "annotator_agreement",
+    "calibration",
+    "cohen_kappa",
+    "correlation",
+    "disagreements",
+    "first_error_agreement",
+    "mean_ratings",
+    "paired_steps",
+    "paired_traces",
+    "processbench_f1",
+    "rating_correlation",
+    "score_correlation",
+    "step_agreement",
+    "tune_omega",
 ]
