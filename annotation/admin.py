@@ -71,3 +71,10 @@ class JobAdmin(admin.ModelAdmin):
 
 
 admin.site.register(m.TraceReview)
+
+
+@admin.register(m.Assignment)
+class AssignmentAdmin(admin.ModelAdmin):
+    list_display = ["study", "trace", "annotator", "position"]
+    list_filter = ["study"]
+    raw_id_fields = ["trace", "annotator"]

@@ -224,6 +224,8 @@ class Trace(models.Model):
         indexes = [
             # Trace list and leaderboard filtered by model.
             models.Index(fields=["study", "model"], name="trace_study_model_idx"),
+            # The web trace list's order (problem, model) without sorting the study.
+            models.Index(fields=["study", "problem", "model", "id"], name="trace_study_problem_model_idx"),
         ]
 
     def __str__(self) -> str:
@@ -342,6 +344,9 @@ class TraceReview(models.Model):
     flag = models.CharField(max_length=20, choices=Flag.choices, blank=True, default="")
     skipped = models.BooleanField(default=False)
     updated_at = models.DateTimeField(default=timezone.now)
+    # Where the last change came from ("web", "api", "import"): named in the
+    # 409 message so a reviewer knows which tab or script overtook them.
+    updated_via = models.CharField(max_length=20, blank=True)
 
     class Meta:
         constraints = [
@@ -350,6 +355,32 @@ class TraceReview(models.Model):
                 condition=Q(rating__isnull=True) | Q(rating__gte=0, rating__lte=10), name="tracereview_rating_0_10"
             ),
         ]
+
+
+class Assignment(models.Model):
+    """A trace in an annotator's queue. Made by an owner (round-robin, ``k``
+    annotators per trace, stratified by model); the queue is read in
+    ``position`` order, which interleaves the models."""
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="assignments")
+    trace = models.ForeignKey(Trace, on_delete=models.CASCADE, related_name="assignments")
+    annotator = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="assignments")
+    position = models.PositiveIntegerField()
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["study", "annotator", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["trace", "annotator"], name="assignment_one_per_annotator"),
+        ]
+        indexes = [
+            # "My queue": an annotator's assignments in a study, in order.
+            models.Index(fields=["study", "annotator", "position"], name="assignment_queue_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.trace_id} -> {self.annotator_id} #{self.position}"
 
 
 class Job(models.Model):

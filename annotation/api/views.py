@@ -2,17 +2,32 @@
 
 from __future__ import annotations
 
-from django.db.models import Prefetch
+from django.contrib.auth import get_user_model
+from django.db.models import Exists, F, OuterRef, Prefetch
+from django.http import Http404
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import extend_schema
+from django.urls import reverse
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import generics, status
 from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from annotation import jobs, services
+from annotation import jobs, members, review, services, skeletons
 from annotation.api import serializers as s
-from annotation.models import Job, Membership, Step, Study, Trace
+from annotation.models import (
+    Assignment,
+    Job,
+    Membership,
+    Problem,
+    Skeleton,
+    SkeletonStep,
+    Step,
+    StepLabel,
+    Study,
+    Trace,
+    TraceReview,
+)
 
 
 def _roles(user) -> dict[int, str]:
@@ -98,30 +113,358 @@ class ImportDetail(JobDetail):
     http_method_names = ["get"]
 
 
+def _error(status_code: int, detail: str, errors: list[tuple[str, str]] | None = None) -> Response:
+    return Response({"detail": detail, "errors": [{"field": f, "message": m} for f, m in errors or []]},
+                    status=status_code)
+
+
+def _invalid(exc: review.ReviewError | skeletons.SkeletonError) -> Response:
+    field, message = exc.errors[0]
+    return _error(status.HTTP_400_BAD_REQUEST, f"{field}: {message}" if field else message, exc.errors)
+
+
+def _conflict(exc: review.Conflict) -> Response:
+    return _error(status.HTTP_409_CONFLICT, str(exc), [("version", f"the current version is {exc.current_version}")])
+
+
+def _trace_and_membership(user, pk: int) -> tuple[Trace, Membership]:
+    trace = (
+        Trace.objects.select_related("study", "problem")
+        .filter(pk=pk, study__memberships__user=user)
+        .annotate(my_role=F("study__memberships__role"))
+        .first()
+    )
+    if trace is None:
+        raise Http404("No such trace")
+    return trace, Membership(study=trace.study, user=user, role=trace.my_role)
+
+
+def _label_row(lab: StepLabel, index: int) -> dict:
+    source = {"human": "human", "adjudication": "final"}.get(lab.kind) or f"judge:{lab.judge.name}"
+    return {"step": index, "source": source, "annotator": review.source_name(lab) if lab.kind != "judge" else lab.judge.name,
+            "verdict": lab.verdict, "skeleton_refs": list(lab.skeleton_refs or []), "confidence": lab.confidence,
+            "reason": lab.reason}
+
+
+def _bool_param(name: str, description: str) -> OpenApiParameter:
+    return OpenApiParameter(name, bool, description=description)
+
+
+@extend_schema_view(get=extend_schema(parameters=[
+    OpenApiParameter("model", str), OpenApiParameter("domain", str),
+    _bool_param("answer_correct", "the answer verdict"),
+    _bool_param("lucky_guess", "a lucky guess by the final labels under the default profile (needs scores)"),
+    _bool_param("flagged", "flagged by any reviewer"),
+    _bool_param("needs_review", "true: not labelled completely by you"),
+    _bool_param("disagreement", "labels of some step disagree (for a blinded annotator: only traces they finished)"),
+]))
 class StudyTraces(generics.ListAPIView):
+    """Traces of a study with filters; paginated."""
+
     serializer_class = s.TraceListSerializer
 
     def get_queryset(self):
-        study, _ = services.check_membership(self.request.user, self.kwargs["pk"])
+        study, membership = services.check_membership(self.request.user, self.kwargs["pk"])
         qs = Trace.objects.filter(study=study).select_related("problem").order_by("pk")
+        return review.filter_traces(qs, self.request.query_params, study, membership)
+
+
+class TraceDetail(APIView):
+    @extend_schema(responses=s.TraceDetailSerializer)
+    def get(self, request, pk: int):
+        trace, membership = _trace_and_membership(request.user, pk)
+        my_review = TraceReview.objects.filter(trace=trace, annotator=request.user).first()
+        revealed = review.is_revealed(membership, my_review)
+        steps = list(trace.steps.order_by("index"))
+        index = {st.pk: st.index for st in steps}
+        labels = [_label_row(lab, index[lab.step_id]) for lab in review.visible_labels(trace, request.user, revealed)]
+        labels.sort(key=lambda r: (r["step"], r["source"], r["annotator"]))
+        trace._prefetched_objects_cache = {"steps": steps}
+        context = {"request": request, "labels": labels, "labels_hidden": not revealed}
+        return Response(s.TraceDetailSerializer(trace, context=context).data)
+
+
+class TraceLabels(APIView):
+    """The requesting user's labels on a trace, with the version to send back."""
+
+    def _state(self, request, trace: Trace) -> dict:
+        my_review = TraceReview.objects.filter(trace=trace, annotator=request.user).first()
+        rows = (
+            StepLabel.objects.filter(step__trace=trace, kind=StepLabel.Kind.HUMAN, annotator=request.user)
+            .order_by("step__index").values_list("step__index", "verdict", "skeleton_refs", "reason")
+        )
+        return {
+            "version": my_review.version if my_review else 0,
+            "complete": bool(my_review and my_review.complete),
+            "rating": my_review.rating if my_review else None,
+            "labels": [{"step": i, "verdict": v, "skeleton_refs": list(r or []), "note": n} for i, v, r, n in rows],
+            "answer_correct": trace.answer_correct,
+            "answer_origin": trace.answer_origin,
+            "skipped": bool(my_review and my_review.skipped),
+            "flag": my_review.flag if my_review else "",
+            "html_url": request.build_absolute_uri(trace.get_absolute_url()),
+        }
+
+    @extend_schema(responses=s.LabelsOutSerializer)
+    def get(self, request, pk: int):
+        trace, _ = _trace_and_membership(request.user, pk)
+        return Response(self._state(request, trace))
+
+    @extend_schema(request=s.LabelsSerializer, responses={200: s.LabelsOutSerializer, 409: None})
+    def put(self, request, pk: int):
+        trace, _ = _trace_and_membership(request.user, pk)
+        ser = s.LabelsSerializer(data=request.data)
+        ser.is_valid(raise_exception=True)
+        data = ser.validated_data
+        try:
+            review.do_save_labels(
+                trace, request.user, version=data["version"], complete=data.get("complete"),
+                rating=data["rating"] if "rating" in data else review.UNSET,
+                labels=[review.LabelIn(lab["step"], lab["verdict"], lab["skeleton_refs"], lab["note"])
+                        for lab in data["labels"]],
+                answer_correct=data["answer_correct"] if "answer_correct" in data else review.UNSET,
+                via=review.VIA_API,
+            )
+        except review.ReviewError as exc:
+            return _invalid(exc)
+        except review.Conflict as exc:
+            return _conflict(exc)
+        trace.refresh_from_db(fields=["answer_correct", "answer_origin"])
+        return Response(self._state(request, trace))
+
+
+# --------------------------------------------------------------------------
+# Problems and skeletons
+
+
+@extend_schema_view(get=extend_schema(parameters=[
+    OpenApiParameter("domain", str), OpenApiParameter("tag", str, description="one whole tag"),
+    _bool_param("has_skeleton", "has an approved skeleton"),
+]))
+class StudyProblems(generics.ListAPIView):
+    """Problems of a study. Filters: ``domain``, ``tag``, ``has_skeleton`` (true/false)."""
+
+    serializer_class = s.ProblemDetailSerializer
+
+    def get_queryset(self):
+        study, _ = services.check_membership(self.request.user, self.kwargs["pk"])
+        qs = Problem.objects.filter(study=study).select_related("approved_skeleton").order_by("problem_id")
         params = self.request.query_params
-        if params.get("model"):
-            qs = qs.filter(model=params["model"])
         if params.get("domain"):
-            qs = qs.filter(problem__domain=params["domain"])
-        if params.get("answer_correct") in ("true", "false"):
-            qs = qs.filter(answer_correct=params["answer_correct"] == "true")
-        if params.get("flagged") in ("true", "false"):
-            qs = qs.filter(flagged=params["flagged"] == "true")
+            qs = qs.filter(domain=params["domain"])
+        if params.get("tag"):
+            from annotation.views import _filter_tag
+
+            qs = _filter_tag(qs, params["tag"])
+        flag = review._flag(params.get("has_skeleton"))
+        if flag is not None:
+            qs = qs.filter(approved_skeleton__isnull=not flag)
         return qs
 
 
-class TraceDetail(generics.RetrieveAPIView):
-    serializer_class = s.TraceSerializer
+def _problem(request, pk: int) -> tuple[Problem, Membership]:
+    problem = get_object_or_404(Problem.objects.select_related("approved_skeleton"), pk=pk)
+    _, membership = services.check_membership(request.user, problem.study_id)
+    return problem, membership
 
-    def get_queryset(self):
-        return (
-            Trace.objects.visible_to(self.request.user)
-            .select_related("problem")
-            .prefetch_related(Prefetch("steps", queryset=Step.objects.order_by("index")))
-        )
+
+class ProblemDetail(APIView):
+    @extend_schema(responses=s.ProblemDetailSerializer)
+    def get(self, request, pk: int):
+        problem, _ = _problem(request, pk)
+        return Response(s.ProblemDetailSerializer(problem, context={"request": request}).data)
+
+    @extend_schema(request=s.ProblemUpdateSerializer, responses=s.ProblemDetailSerializer)
+    def patch(self, request, pk: int):
+        problem, membership = _problem(request, pk)
+        services.check_role(membership, Membership.Role.OWNER)
+        ser = s.ProblemUpdateSerializer(problem, data=request.data, partial=True)
+        ser.is_valid(raise_exception=True)
+        ser.save()
+        return Response(s.ProblemDetailSerializer(problem, context={"request": request}).data)
+
+
+class ProblemSkeletons(APIView):
+    @extend_schema(responses=s.SkeletonSerializer(many=True))
+    def get(self, request, pk: int):
+        problem, _ = _problem(request, pk)
+        qs = (problem.skeletons.select_related("created_by", "approved_by", "problem")
+              .prefetch_related(Prefetch("steps", queryset=SkeletonStep.objects.order_by("position")))
+              .order_by("-version"))
+        return Response(s.SkeletonSerializer(qs, many=True, context={"request": request}).data)
+
+    @extend_schema(request=s.SkeletonCreateSerializer, responses={201: s.SkeletonSerializer})
+    def post(self, request, pk: int):
+        problem, membership = _problem(request, pk)
+        ser = s.SkeletonCreateSerializer(data=request.data)
+        ser.is_valid(raise_exception=True)
+        approve = ser.validated_data["status"] == "approved"
+        if approve:
+            services.check_role(membership, Membership.Role.OWNER, Membership.Role.ADJUDICATOR)
+        try:
+            sk = skeletons.do_save_skeleton(problem, request.user, ser.validated_data["steps"],
+                                            note=ser.validated_data["note"], approve=approve)
+        except skeletons.SkeletonError as exc:
+            return _invalid(exc)
+        sk = Skeleton.objects.select_related("problem", "created_by", "approved_by").get(pk=sk.pk)
+        return Response(s.SkeletonSerializer(sk, context={"request": request}).data, status=status.HTTP_201_CREATED)
+
+
+class SkeletonDetail(APIView):
+    def _get(self, request, pk: int) -> tuple[Skeleton, Membership]:
+        sk = get_object_or_404(Skeleton.objects.select_related("problem", "created_by", "approved_by"), pk=pk)
+        _, membership = services.check_membership(request.user, sk.problem.study_id)
+        return sk, membership
+
+    @extend_schema(responses=s.SkeletonSerializer)
+    def get(self, request, pk: int):
+        sk, _ = self._get(request, pk)
+        return Response(s.SkeletonSerializer(sk, context={"request": request}).data)
+
+    @extend_schema(request=s.SkeletonUpdateSerializer, responses=s.SkeletonSerializer)
+    def patch(self, request, pk: int):
+        sk, membership = self._get(request, pk)
+        services.check_role(membership, Membership.Role.OWNER, Membership.Role.ADJUDICATOR)
+        s.SkeletonUpdateSerializer(data=request.data).is_valid(raise_exception=True)
+        skeletons.do_approve_skeleton(sk, request.user)
+        sk = Skeleton.objects.select_related("problem", "created_by", "approved_by").get(pk=sk.pk)
+        return Response(s.SkeletonSerializer(sk, context={"request": request}).data)
+
+
+# --------------------------------------------------------------------------
+# Adjudication
+
+
+def _disagreement_row(request, step: Step) -> dict:
+    labels = list(step.labels.all())
+    final = next((lab for lab in labels if lab.kind == StepLabel.Kind.ADJUDICATION), None)
+    return {
+        "step_id": step.pk, "trace": step.trace_id, "step": step.index, "text": step.text,
+        "labels": [_label_row(lab, step.index) for lab in labels if lab.kind != StepLabel.Kind.ADJUDICATION],
+        "final": _label_row(final, step.index) if final else None,
+        "version": final.version if final else 0,
+        "html_url": request.build_absolute_uri(reverse("trace", args=[step.trace_id]) + f"#s{step.index}"),
+    }
+
+
+class StudyDisagreements(generics.GenericAPIView):
+    """Steps whose labels disagree (``?status=open|resolved|all``); adjudicators and owners."""
+
+    serializer_class = s.DisagreementSerializer
+
+    def get(self, request, pk: int):
+        study, membership = services.check_membership(request.user, pk)
+        services.check_role(membership, Membership.Role.OWNER, Membership.Role.ADJUDICATOR)
+        status_ = request.query_params.get("status", "open")
+        qs = review.disagreement_steps(study, status_ if status_ in ("open", "resolved", "all") else "open")
+        qs = qs.prefetch_related(Prefetch("labels", queryset=StepLabel.objects.select_related("annotator", "judge")
+                                          .order_by("kind", "pk")))
+        page = self.paginate_queryset(qs)
+        return self.get_paginated_response([_disagreement_row(request, st) for st in page])
+
+
+class StepAdjudication(APIView):
+    """The final label of one step: GET it, PUT a decision (adjudicators and owners)."""
+
+    def _step(self, request, pk: int) -> tuple[Step, Membership]:
+        step = get_object_or_404(Step.objects.select_related("trace__problem", "trace__study"), pk=pk)
+        _, membership = services.check_membership(request.user, step.trace.study_id)
+        services.check_role(membership, Membership.Role.OWNER, Membership.Role.ADJUDICATOR)
+        return step, membership
+
+    def _row(self, request, step: Step) -> dict:
+        step = Step.objects.prefetch_related(
+            Prefetch("labels", queryset=StepLabel.objects.select_related("annotator", "judge").order_by("kind", "pk"))
+        ).get(pk=step.pk)
+        return _disagreement_row(request, step)
+
+    @extend_schema(responses=s.DisagreementSerializer)
+    def get(self, request, pk: int):
+        step, _ = self._step(request, pk)
+        return Response(self._row(request, step))
+
+    @extend_schema(request=s.AdjudicationSerializer, responses={200: s.DisagreementSerializer, 409: None})
+    def put(self, request, pk: int):
+        step, _ = self._step(request, pk)
+        ser = s.AdjudicationSerializer(data=request.data)
+        ser.is_valid(raise_exception=True)
+        d = ser.validated_data
+        try:
+            review.do_adjudicate(step, request.user, version=d["version"], verdict=d["verdict"],
+                                 skeleton_refs=d["skeleton_refs"], reason=d["reason"], via=review.VIA_API)
+        except review.ReviewError as exc:
+            return _invalid(exc)
+        except review.Conflict as exc:
+            return _conflict(exc)
+        return Response(self._row(request, step))
+
+
+# --------------------------------------------------------------------------
+# Queues and members
+
+
+class StudyQueue(generics.GenericAPIView):
+    """My queue: assigned traces in order, with my status (``?status=todo|done|skipped|all``)."""
+
+    serializer_class = s.QueueItemSerializer
+
+    def get(self, request, pk: int):
+        study, membership = services.check_membership(request.user, pk)
+        mine = TraceReview.objects.filter(trace=OuterRef("trace"), annotator=request.user)
+        qs = (Assignment.objects.filter(study=study, annotator=request.user).select_related("trace__problem")
+              .annotate(done=Exists(mine.filter(complete=True)), skipped=Exists(mine.filter(skipped=True)),
+                        started=Exists(mine.filter(version__gt=0)))
+              .order_by("position"))
+        qs = review.filter_traces(qs, request.query_params, study, membership, prefix="trace__")
+        wanted = request.query_params.get("status", "all")
+        if wanted == "todo":
+            qs = qs.filter(done=False, skipped=False)
+        elif wanted == "done":
+            qs = qs.filter(done=True)
+        elif wanted == "skipped":
+            qs = qs.filter(skipped=True, done=False)
+        page = self.paginate_queryset(qs)
+        rows = [{"position": a.position, "trace": s.TraceListSerializer(a.trace, context={"request": request}).data,
+                 "status": "done" if a.done else "skipped" if a.skipped else "started" if a.started else "todo"}
+                for a in page]
+        return self.get_paginated_response(rows)
+
+
+class StudyAssignments(APIView):
+    @extend_schema(request=s.AssignmentRequestSerializer, responses={201: None})
+    def post(self, request, pk: int):
+        study, membership = services.check_membership(request.user, pk)
+        services.check_role(membership, Membership.Role.OWNER)
+        ser = s.AssignmentRequestSerializer(data=request.data)
+        ser.is_valid(raise_exception=True)
+        d = ser.validated_data
+        users = {u.username: u for u in get_user_model().objects.filter(username__in=d["annotators"])}
+        missing = [u for u in d["annotators"] if u not in users]
+        if missing:
+            return _error(400, f"annotators: no user named {missing[0]!r}", [("annotators", f"unknown: {', '.join(missing)}")])
+        try:
+            n = review.do_assign(study, request.user, [users[u] for u in d["annotators"]], d["k"],
+                                 stratify=d["stratify"], only_unassigned=d["only_unassigned"])
+        except review.AssignError as exc:
+            return _error(400, str(exc), [("annotators", str(exc))])
+        return Response({"created": n, "progress": review.annotator_progress(study)}, status=status.HTTP_201_CREATED)
+
+
+class StudyMembers(APIView):
+    @extend_schema(responses=s.MembershipSerializer(many=True))
+    def get(self, request, pk: int):
+        study, _ = services.check_membership(request.user, pk)
+        rows = Membership.objects.filter(study=study).select_related("user").order_by("user__username")
+        return Response(s.MembershipSerializer(rows, many=True).data)
+
+    @extend_schema(request=s.MemberRequestSerializer, responses=s.MembershipSerializer)
+    def post(self, request, pk: int):
+        study, membership = services.check_membership(request.user, pk)
+        services.check_role(membership, Membership.Role.OWNER)
+        ser = s.MemberRequestSerializer(data=request.data)
+        ser.is_valid(raise_exception=True)
+        try:
+            m, _ = members.do_set_role(study, ser.validated_data["username"], ser.validated_data["role"])
+        except members.MemberError as exc:
+            return _error(400, str(exc), [("username", str(exc))])
+        return Response(s.MembershipSerializer(m).data)

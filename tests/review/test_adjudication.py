@@ -1,0 +1,112 @@
+"""Adjudication: which steps disagree, the final label with its reason and
+version (409), the history, and the web page and API."""
+
+from __future__ import annotations
+
+import pytest
+from django.urls import reverse
+from rest_framework.test import APIClient
+
+from annotation import review
+from annotation.models import LabelHistory, Step, StepLabel, Trace
+from tests.review.conftest import human_label, judge, judge_label
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def trace(seeded):
+    return Trace.objects.select_related("problem", "study").get(trace_id="p0/m1")
+
+
+def _open(study):
+    return sorted(review.disagreement_steps(study, "open").values_list("trace__trace_id", "index"))
+
+
+def test_which_steps_disagree(seeded, trace, member, annotator2):
+    primary = judge(seeded)
+    other = judge(seeded, "other-judge", primary=False)
+    human_label(trace, 1, member, "valid")
+    human_label(trace, 1, annotator2, "invalid")  # human vs human
+    human_label(trace, 2, member, "valid")
+    judge_label(trace, 2, primary, "invalid")  # human vs the primary judge
+    human_label(trace, 3, member, "valid")
+    judge_label(trace, 3, other, "invalid")  # another judge does not count
+    judge_label(trace, 1, other, "neutral")
+    t2 = Trace.objects.get(trace_id="p1/m1")
+    judge_label(t2, 1, primary, "invalid")  # a judge alone is no disagreement
+    human_label(t2, 2, member, "neutral")
+    human_label(t2, 2, annotator2, "neutral")  # agreement
+    assert _open(seeded) == [("p0/m1", 1), ("p0/m1", 2)]
+    progress = review.study_progress([seeded.pk], member)[seeded.pk]
+    assert progress["disagreements"] == 2 and progress["judged"] == 2
+
+
+def test_adjudicating_settles_a_step_and_keeps_everything(seeded, trace, member, annotator2, adjudicator):
+    human_label(trace, 1, member, "valid")
+    human_label(trace, 1, annotator2, "invalid")
+    step = Step.objects.get(trace=trace, index=1)
+    final = review.do_adjudicate(step, adjudicator, version=0, verdict="invalid", skeleton_refs=[1],
+                                 reason="bob is right", via="api")
+    assert (final.kind, final.version, final.annotator) == ("adjudication", 1, adjudicator)
+    assert _open(seeded) == [] and list(review.disagreement_steps(seeded, "resolved")) == [step]
+    assert StepLabel.objects.filter(step=step, kind="human").count() == 2
+    with pytest.raises(review.Conflict, match="adam set the final verdict of this step to invalid"):
+        review.do_adjudicate(step, adjudicator, version=0, verdict="valid", skeleton_refs=[], reason="changed my mind")
+    review.do_adjudicate(step, adjudicator, version=1, verdict="valid", skeleton_refs=[], reason="changed my mind")
+    history = list(LabelHistory.objects.filter(kind="adjudication").order_by("pk").values_list("before", "after", "via"))
+    assert history[0][0] is None and history[0][1]["verdict"] == "invalid" and history[0][2] == "api"
+    assert history[1][0]["verdict"] == "invalid" and history[1][1]["verdict"] == "valid"
+
+
+def test_a_reason_is_required(trace, adjudicator):
+    step = Step.objects.get(trace=trace, index=1)
+    with pytest.raises(review.ReviewError) as exc:
+        review.do_adjudicate(step, adjudicator, version=0, verdict="invalid", skeleton_refs=[9], reason=" ")
+    fields = [f for f, _ in exc.value.errors]
+    assert fields == ["reason", "skeleton_refs"]
+
+
+def test_the_adjudication_page(client, seeded, trace, member, annotator2, adjudicator):
+    human_label(trace, 1, member, "valid", note="ALICE-NOTE")
+    human_label(trace, 1, annotator2, "invalid", note="BOB-NOTE")
+    client.force_login(adjudicator)
+    page = client.get(reverse("adjudication", args=[seeded.pk])).content.decode()
+    assert "ALICE-NOTE" in page and "BOB-NOTE" in page and "Set final verdict" in page
+    step = Step.objects.get(trace=trace, index=1)
+    response = client.post(reverse("adjudicate", args=[step.pk]),
+                           {"version": 0, "verdict": "invalid", "refs": ["1"], "reason": "off by one"},
+                           HTTP_HX_REQUEST="true")
+    assert response.status_code == 200
+    fragment = response.content.decode()
+    assert "Final verdict saved" in fragment and "final: invalid by adam" in fragment and "<html" not in fragment
+    stale = client.post(reverse("adjudicate", args=[step.pk]),
+                        {"version": 0, "verdict": "valid", "reason": "no"}, HTTP_HX_REQUEST="true")
+    assert stale.status_code == 409 and "Nothing was saved" in stale.content.decode()
+    # The fragment carries the new version so the adjudicator can decide again.
+    assert 'name="version" value="1"' in stale.content.decode()
+    assert "No open disagreements" in client.get(reverse("adjudication", args=[seeded.pk])).content.decode()
+    settled = client.get(reverse("adjudication", args=[seeded.pk]) + "?status=resolved").content.decode()
+    assert "off by one" in settled
+
+
+def test_the_adjudication_api(seeded, trace, member, annotator2, adjudicator):
+    human_label(trace, 2, member, "valid")
+    human_label(trace, 2, annotator2, "neutral", note="unsure")
+    api = APIClient()
+    api.force_authenticate(adjudicator)
+    rows = api.get(f"/api/v1/studies/{seeded.pk}/disagreements/").json()
+    assert rows["count"] == 1
+    row = rows["results"][0]
+    assert row["step"] == 2 and row["final"] is None and row["version"] == 0
+    assert {(lab["annotator"], lab["verdict"], lab["reason"]) for lab in row["labels"]} == {
+        ("alice", "valid", ""), ("bob", "neutral", "unsure")}
+    url = f"/api/v1/steps/{row['step_id']}/adjudication/"
+    ok = api.put(url, {"version": 0, "verdict": "neutral", "reason": "genuinely ambiguous"}, format="json")
+    assert ok.status_code == 200 and ok.json()["final"]["source"] == "final" and ok.json()["version"] == 1
+    stale = api.put(url, {"version": 0, "verdict": "valid", "reason": "x"}, format="json")
+    assert stale.status_code == 409 and stale.json()["errors"] == [{"field": "version", "message": "the current version is 1"}]
+    missing = api.put(url, {"version": 1, "verdict": "valid"}, format="json")
+    assert missing.status_code == 400 and missing.json()["errors"][0]["field"] == "reason"
+    assert api.get(f"/api/v1/studies/{seeded.pk}/disagreements/").json()["count"] == 0
+    assert api.get(f"/api/v1/studies/{seeded.pk}/disagreements/?status=resolved").json()["count"] == 1

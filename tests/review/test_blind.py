@@ -1,0 +1,99 @@
+"""Blind mode: an annotator sees no judge verdicts and no other labels on a
+trace until they have labelled it completely -- on the web and in the API.
+Owners and adjudicators are never blinded; open studies blind nobody."""
+
+from __future__ import annotations
+
+import pytest
+from django.urls import reverse
+from rest_framework.test import APIClient
+
+from annotation import review
+from annotation.models import Study, Trace
+from tests.review.conftest import human_label, judge, judge_label
+
+pytestmark = pytest.mark.django_db
+
+SECRET_JUDGE = "JUDGE-SECRET-REASON"
+SECRET_HUMAN = "BOB-SECRET-NOTE"
+
+
+@pytest.fixture
+def labelled(seeded, annotator2):
+    trace = Trace.objects.select_related("problem", "study").get(trace_id="p0/m1")
+    config = judge(seeded)
+    judge_label(trace, 1, config, "invalid", reason=SECRET_JUDGE)
+    human_label(trace, 2, annotator2, "invalid", note=SECRET_HUMAN)
+    return trace
+
+
+def _page(client, user, trace) -> str:
+    client.force_login(user)
+    return client.get(reverse("trace", args=[trace.pk])).content.decode()
+
+
+def _api(user, trace) -> dict:
+    client = APIClient()
+    client.force_authenticate(user)
+    return client.get(f"/api/v1/traces/{trace.pk}/").json()
+
+
+def test_an_annotator_sees_nothing_of_the_others_until_done(client, member, labelled):
+    page = _page(client, member, labelled)
+    assert SECRET_JUDGE not in page and SECRET_HUMAN not in page and "gpt-judge" not in page
+    assert "Blind review" in page
+    body = _api(member, labelled)
+    assert body["labels_hidden"] is True and body["labels"] == []
+    assert SECRET_JUDGE not in str(body) and SECRET_HUMAN not in str(body)
+
+
+def test_a_partly_labelled_trace_stays_blind_and_shows_only_my_labels(client, member, labelled):
+    review.do_save_labels(labelled, member, version=0, labels=[review.LabelIn(1, "valid"), review.LabelIn(2, "valid")])
+    body = _api(member, labelled)
+    assert body["labels_hidden"] is True
+    assert [(r["step"], r["source"], r["annotator"]) for r in body["labels"]] == [(1, "human", "alice"), (2, "human", "alice")]
+    assert SECRET_JUDGE not in _page(client, member, labelled)
+
+
+def test_finishing_the_trace_reveals_everything_side_by_side(client, member, labelled):
+    review.do_save_labels(labelled, member, version=0, labels=[review.LabelIn(i, "valid") for i in (1, 2, 3)])
+    page = _page(client, member, labelled)
+    assert SECRET_JUDGE in page and SECRET_HUMAN in page and "judge:gpt-judge" in page
+    assert 'class="others disagree"' in page  # they differ from mine on steps 1 and 2
+    body = _api(member, labelled)
+    assert body["labels_hidden"] is False
+    sources = {(r["step"], r["source"], r["annotator"]) for r in body["labels"]}
+    assert {(1, "judge:gpt-judge", "gpt-judge"), (2, "human", "bob"), (3, "human", "alice")} <= sources
+
+
+@pytest.mark.parametrize("role", ["owner", "adjudicator"])
+def test_owners_and_adjudicators_are_not_blinded(client, request, labelled, role):
+    user = request.getfixturevalue(role)
+    page = _page(client, user, labelled)
+    assert SECRET_JUDGE in page and SECRET_HUMAN in page and "not blinded" in page
+    assert _api(user, labelled)["labels_hidden"] is False
+
+
+def test_an_open_study_blinds_nobody(client, member, labelled):
+    Study.objects.filter(pk=labelled.study_id).update(blind=False)
+    assert SECRET_JUDGE in _page(client, member, labelled)
+    assert _api(member, labelled)["labels_hidden"] is False
+
+
+def test_the_labels_endpoint_only_ever_returns_my_own(member, labelled):
+    client = APIClient()
+    client.force_authenticate(member)
+    assert client.get(f"/api/v1/traces/{labelled.pk}/labels/").json()["labels"] == []
+
+
+def test_the_disagreement_filter_leaks_nothing_to_a_blinded_annotator(client, member, annotator2, labelled):
+    # bob disagrees with the judge on step 2 only if he labelled it -- he did; make a real disagreement.
+    judge_label(labelled, 2, Study.objects.get(pk=labelled.study_id).primary_judge, "valid")
+    client.force_login(member)
+    url = reverse("trace-list", args=[labelled.study_id]) + "?disagreement=true"
+    assert labelled.trace_id not in client.get(url).content.decode()
+    api = APIClient()
+    api.force_authenticate(member)
+    assert api.get(f"/api/v1/studies/{labelled.study_id}/traces/?disagreement=true").json()["count"] == 0
+    review.do_save_labels(labelled, member, version=0, labels=[review.LabelIn(i, "valid") for i in (1, 2, 3)])
+    assert api.get(f"/api/v1/studies/{labelled.study_id}/traces/?disagreement=true").json()["count"] == 1
