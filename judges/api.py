@@ -1,0 +1,117 @@
+"""REST API for judges and judge runs: thin views over judges.services."""
+
+from __future__ import annotations
+
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import extend_schema
+from rest_framework import generics, status
+from rest_framework.exceptions import APIException, ValidationError
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from annotation import services as study_services
+from annotation.api.serializers import JobSerializer
+from annotation.models import Membership
+from judges import serializers as s
+from judges import services
+from judges.models import JudgeConfig, JudgeRun
+
+
+class Conflict(APIException):
+    status_code = status.HTTP_409_CONFLICT
+    default_detail = "conflict"
+
+
+def _save(study, data: dict, *, judge=None, user=None) -> JudgeConfig:
+    data = dict(data)
+    prompt_version = data.pop("prompt_version", None)
+    try:
+        judge, _ = services.do_save_judge(study, data, judge=judge, user=user, prompt_version=prompt_version)
+    except ValueError as exc:
+        raise ValidationError({"prompt_version" if prompt_version else "non_field_errors": [str(exc)]}) from None
+    return judge
+
+
+class StudyJudges(generics.ListCreateAPIView):
+    """GET: the study's judges (members). POST: a new LLM judge (owners)."""
+
+    serializer_class = s.JudgeSerializer
+
+    def _study(self):
+        if not hasattr(self, "_membership"):
+            self._study_obj, self._membership = study_services.check_membership(self.request.user, self.kwargs["pk"])
+        return self._study_obj, self._membership
+
+    def get_queryset(self):
+        study, _ = self._study()
+        return JudgeConfig.objects.filter(study=study).order_by("name")
+
+    def get_serializer_context(self):
+        context = super().get_serializer_context()
+        if "pk" in self.kwargs and self.request.user.is_authenticated:
+            context["study"] = self._study()[0]
+        return context
+
+    def create(self, request, *args, **kwargs):
+        study, membership = self._study()
+        study_services.check_role(membership, Membership.Role.OWNER)
+        ser = self.get_serializer(data=request.data)
+        ser.is_valid(raise_exception=True)
+        judge = _save(study, ser.validated_data, user=request.user)
+        return Response(self.get_serializer(judge).data, status=status.HTTP_201_CREATED)
+
+
+class JudgeDetail(APIView):
+    @extend_schema(responses=s.JudgeDetailSerializer)
+    def get(self, request, pk: int):
+        judge, _ = services.check_judge(request.user, pk)
+        return Response(s.JudgeDetailSerializer(judge, context={"request": request, "study": judge.study}).data)
+
+    @extend_schema(request=s.JudgeSerializer, responses=s.JudgeDetailSerializer)
+    def patch(self, request, pk: int):
+        judge, membership = services.check_judge(request.user, pk)
+        study_services.check_role(membership, Membership.Role.OWNER)
+        if judge.builtin:
+            raise ValidationError({"non_field_errors": ["the built-in mechanistic judge has no settings to change"]})
+        context = {"request": request, "study": judge.study}
+        ser = s.JudgeSerializer(judge, data=request.data, partial=True, context=context)
+        ser.is_valid(raise_exception=True)
+        judge = _save(judge.study, ser.validated_data, judge=judge, user=request.user)
+        return Response(s.JudgeDetailSerializer(judge, context=context).data)
+
+
+class StudyJudgeRuns(generics.ListAPIView):
+    """GET: the study's judge runs, newest first. POST: start a run (owners) -> 202 with its job."""
+
+    serializer_class = s.JudgeRunSerializer
+
+    def get_queryset(self):
+        study, _ = study_services.check_membership(self.request.user, self.kwargs["pk"])
+        return (JudgeRun.objects.filter(judge__study=study).select_related("judge", "job")
+                .order_by("-created_at", "-pk"))
+
+    @extend_schema(request=s.JudgeRunRequestSerializer, responses={202: JobSerializer})
+    def post(self, request, pk: int):
+        study, membership = study_services.check_membership(request.user, pk)
+        study_services.check_role(membership, Membership.Role.OWNER)
+        ser = s.JudgeRunRequestSerializer(data=request.data, context={"study": study})
+        ser.is_valid(raise_exception=True)
+        data = ser.validated_data
+        filters = {key: data.get(key) for key in services.FILTER_KEYS}
+        try:
+            run = services.do_start_run(data["judge"], scope=data["traces"], filters=filters, force=data["force"],
+                                        budget_usd=data.get("budget_usd"), user=request.user)
+        except services.RunConflict as exc:
+            raise Conflict(str(exc)) from None
+        except ValueError as exc:
+            raise ValidationError({"non_field_errors": [str(exc)]}) from None
+        run.job.refresh_from_db()
+        return Response(JobSerializer(run.job, context={"request": request}).data, status=status.HTTP_202_ACCEPTED)
+
+
+class JudgeRunDetail(generics.RetrieveAPIView):
+    serializer_class = s.JudgeRunSerializer
+
+    def get_object(self):
+        qs = JudgeRun.objects.visible_to(self.request.user).select_related("judge", "job")
+        return get_object_or_404(qs, pk=self.kwargs["pk"])

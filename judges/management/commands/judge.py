@@ -1,0 +1,99 @@
+import sys
+import time
+
+from django.core.management.base import BaseCommand, CommandError
+
+from annotation import jobs
+from annotation.management.commands._progress import Bar
+from annotation.models import Job, Study
+from judges import services
+from judges.models import JudgeConfig, JudgeRun
+from reasonaudit.celery import app as celery_app
+
+
+class Command(BaseCommand):
+    requires_system_checks: list[str] = []
+    help = "Queue a judge run over a study's traces; --wait follows it to the end (exit 1 if it failed)."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--study", required=True)
+        parser.add_argument("--judge", required=True, help="judge name, e.g. mechanistic")
+        parser.add_argument("--traces", choices=JudgeRun.Scope.values, default=JudgeRun.Scope.ALL)
+        parser.add_argument("--model", help="only the traces of this model")
+        parser.add_argument("--force", action="store_true", help="ask again even where a cached answer exists")
+        parser.add_argument("--budget", type=float, help="stop once the estimated cost reaches this many USD")
+        parser.add_argument("--wait", action="store_true", help="show progress and wait for the end")
+        parser.add_argument("--cancel", action="store_true", help="cancel the judge's run in progress instead")
+
+    def handle(self, *args, **opts):
+        study = Study.objects.filter(name=opts["study"]).first()
+        if study is None:
+            raise CommandError(f"no study named {opts['study']!r}")
+        judge = JudgeConfig.objects.filter(study=study, name=opts["judge"]).first()
+        if judge is None:
+            names = ", ".join(study.judges.values_list("name", flat=True))
+            raise CommandError(f"no judge named {opts['judge']!r} in {study.name!r} (judges: {names})")
+        if opts["cancel"]:
+            return self._cancel(judge)
+        eager = celery_app.conf.task_always_eager
+        try:
+            run = services.do_start_run(judge, scope=opts["traces"], filters={"model": opts["model"]},
+                                        force=opts["force"], budget_usd=opts["budget"], queue=not eager)
+        except (services.RunConflict, ValueError) as exc:
+            raise CommandError(str(exc)) from None
+        job = run.job
+        self.stdout.write(f"judge run {run.pk} (job {job.pk}): {judge.name} over {job.total} trace"
+                          f"{'s' if job.total != 1 else ''}")
+        if not (opts["wait"] or eager):
+            self.stdout.write(f"queued; follow it with: judge --study {study.name!r} --judge {judge.name} ... --wait, "
+                              f"or on the web page of job {job.pk}")
+            return
+        bar = Bar(f"judge {judge.name}", unit="trace", unit_scale=False, enabled=sys.stderr.isatty() or opts["wait"])
+        if eager:
+            job = services.run_inline(run, progress=bar)
+        else:
+            job = self._follow(job, bar)
+        bar.close()
+        self._report(run, job)
+        if job.status != Job.Status.SUCCEEDED:
+            sys.exit(1)
+
+    def _follow(self, job: Job, bar: Bar) -> Job:
+        last, changed = None, time.monotonic()
+        try:
+            while True:
+                job.refresh_from_db()
+                progress = jobs.live_progress(job)
+                bar(progress["done"], progress["total"])
+                if job.finished:
+                    return job
+                if progress != last:
+                    last, changed = progress, time.monotonic()
+                elif time.monotonic() - changed > services.lease_seconds():
+                    # No progress for a whole lease: a worker may have died with our chunk.
+                    services.resume_stalled()
+                    changed = time.monotonic()
+                time.sleep(0.5)
+        except KeyboardInterrupt:
+            bar.close()
+            raise CommandError(f"stopped waiting; job {job.pk} goes on (cancel it with --cancel)") from None
+
+    def _report(self, run: JudgeRun, job: Job) -> None:
+        run.refresh_from_db()
+        self.stdout.write(
+            f"{job.status}: {job.done} of {job.total} traces judged, {job.failed} failed; labels "
+            f"{run.labels_created} new, {run.labels_changed} changed, {run.labels_unchanged} unchanged; "
+            f"{run.requests} requests, {run.cache_hits} cache hits, {run.prompt_tokens}+{run.completion_tokens} tokens, "
+            f"${run.cost_usd:.4f}; {run.warnings} warnings"
+        )
+        if job.error:
+            self.stderr.write(job.error)
+
+    def _cancel(self, judge: JudgeConfig) -> None:
+        active = list(services.active_runs([judge]))
+        if not active:
+            self.stdout.write(f"judge {judge.name} has no run in progress")
+            return
+        for run in active:
+            job = jobs.cancel(run.job)
+            self.stdout.write(f"run {run.pk} (job {job.pk}): {'cancelled' if job.finished else 'cancel requested'}")

@@ -1,0 +1,244 @@
+"""The LLM judge protocol: the prompt a judge sees and the answer it must give
+(interfaces.md § Judge output). No ORM and no I/O: the provider and the
+prompt preview both call these functions.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Literal
+
+from django.template import Context, Engine, TemplateSyntaxError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from judges.providers.base import LabelOut, TraceInput
+
+SKELETON = "skeleton"
+REFERENCE_FREE = "reference-free"
+
+SYSTEM_MESSAGE = (
+    "You audit step-by-step solutions to math problems. You judge every step on its own: "
+    "is what it claims true and does it follow from the problem and the steps before it? "
+    "You answer with one JSON object and nothing else."
+)
+
+DEFAULT_TEMPLATE = """Problem:
+{{ problem }}
+
+Gold answer: {{ gold_answer }}
+{% if mode == "skeleton" %}
+Reference skeleton (the minimal steps of a correct solution):
+{% for s in skeleton %}S{{ s.number }}. {{ s.text }}
+{% empty %}(no approved skeleton)
+{% endfor %}{% endif %}
+The model's solution, {{ n_steps }} step{{ n_steps|pluralize }}:
+{% for s in steps %}Step {{ s.number }}: {{ s.text }}
+{% endfor %}
+Final answer given: {{ answer|default:"(none)" }}
+
+Label every step:
+- "valid": what the step says is correct and follows from what came before;
+- "invalid": the step contains an error (wrong arithmetic, a false claim, a wrong use of the problem's facts);
+- "neutral": the step plans, restates or says nothing that can be checked.
+{% if mode == "skeleton" %}For every step give skeleton_refs: the numbers of the skeleton steps it correctly establishes (an empty list if none).
+{% endif %}Give a confidence between 0 and 1 and a short reason for every step, and say whether the final answer is correct (answer_correct).
+"""
+
+# Prompts are text, not HTML: no autoescaping, and a missing variable renders empty.
+_ENGINE = Engine(autoescape=False, string_if_invalid="", libraries={}, builtins=[])
+
+
+def compile_template(source: str):
+    """The compiled template, or TemplateSyntaxError with Django's message."""
+    return _ENGINE.from_string(source)
+
+
+def template_error(source: str) -> str | None:
+    try:
+        compile_template(source)
+    except TemplateSyntaxError as exc:
+        return str(exc)
+    return None
+
+
+def output_schema(mode: str) -> dict:
+    """JSON schema of the judge's answer (sent with json_schema, shown in the prompt otherwise)."""
+    step: dict = {
+        "type": "object",
+        "properties": {
+            "step": {"type": "integer", "minimum": 1},
+            "verdict": {"type": "string", "enum": ["valid", "invalid", "neutral"]},
+            "confidence": {"type": "number", "minimum": 0, "maximum": 1},
+            "reason": {"type": "string"},
+        },
+        "required": ["step", "verdict", "reason"],
+    }
+    if mode == SKELETON:
+        step["properties"]["skeleton_refs"] = {"type": "array", "items": {"type": "integer", "minimum": 1}}
+        step["required"].append("skeleton_refs")
+    return {
+        "type": "object",
+        "properties": {"steps": {"type": "array", "items": step}, "answer_correct": {"type": "boolean"}},
+        "required": ["steps"],
+    }
+
+
+def _example(mode: str) -> str:
+    step = {"step": 1, "verdict": "valid", "confidence": 0.9, "reason": "computes the eggs left correctly"}
+    if mode == SKELETON:
+        step = {"step": 1, "verdict": "valid", "skeleton_refs": [1], "confidence": 0.9,
+                "reason": "computes the eggs left correctly"}
+    return json.dumps({"steps": [step], "answer_correct": True})
+
+
+def output_instructions(mode: str, output_mode: str) -> str:
+    """What follows the rendered template. With json_schema the server enforces
+    the shape; otherwise the schema travels in the prompt."""
+    text = f"\n\nReply with one JSON object, for example:\n{_example(mode)}\n"
+    if output_mode != "json_schema":
+        text += f"It must follow this JSON schema:\n{json.dumps(output_schema(mode))}\n"
+    return text
+
+
+def template_context(trace: TraceInput, mode: str) -> dict:
+    return {
+        "problem": trace.problem,
+        "gold_answer": trace.gold_answer,
+        "mode": mode,
+        "skeleton": [{"number": k, "text": text} for k, (text, _check) in enumerate(trace.skeleton, start=1)]
+        if mode == SKELETON else [],
+        "steps": [{"number": k, "text": text} for k, text in enumerate(trace.steps, start=1)],
+        "n_steps": len(trace.steps),
+        "answer": trace.answer,
+        "model": trace.model,
+        "trace_id": trace.trace_id,
+    }
+
+
+def render_prompt(template: str, trace: TraceInput, mode: str, output_mode: str) -> str:
+    body = compile_template(template or DEFAULT_TEMPLATE).render(Context(template_context(trace, mode), autoescape=False))
+    return body.rstrip() + output_instructions(mode, output_mode)
+
+
+def messages(template: str, trace: TraceInput, mode: str, output_mode: str) -> list[dict[str, str]]:
+    return [
+        {"role": "system", "content": SYSTEM_MESSAGE},
+        {"role": "user", "content": render_prompt(template, trace, mode, output_mode)},
+    ]
+
+
+def response_format(mode: str, output_mode: str) -> dict | None:
+    if output_mode == "json_schema":
+        return {"type": "json_schema", "json_schema": {"name": "step_verdicts", "schema": output_schema(mode)}}
+    if output_mode == "json_object":
+        return {"type": "json_object"}
+    return None
+
+
+# --------------------------------------------------------------------------
+# The answer
+
+
+class _StepOut(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    step: int
+    verdict: Literal["valid", "invalid", "neutral"]
+    skeleton_refs: list[int] = Field(default_factory=list)
+    confidence: float | None = Field(default=None, ge=0, le=1)
+    reason: str = ""
+
+    @field_validator("verdict", mode="before")
+    @classmethod
+    def _lower(cls, v):
+        return v.strip().lower() if isinstance(v, str) else v
+
+    @field_validator("reason", mode="before")
+    @classmethod
+    def _none_is_empty(cls, v):
+        return "" if v is None else v
+
+    @field_validator("skeleton_refs", mode="before")
+    @classmethod
+    def _null_refs(cls, v):
+        return [] if v is None else v
+
+
+class _JudgeOut(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    steps: list[_StepOut]
+    answer_correct: bool | None = None
+
+
+class MalformedOutput(ValueError):
+    """The content is not valid JSON of the judge output shape: a failed attempt."""
+
+
+@dataclass
+class ParsedOutput:
+    labels: list[LabelOut]
+    answer_correct: bool | None
+    warnings: list[str] = field(default_factory=list)
+
+
+_FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL | re.IGNORECASE)
+
+
+def extract_json(text: str) -> dict:
+    """The first JSON object in ``text``: the whole text, a fenced block, or
+    the first ``{...}`` that parses (models like to talk around their JSON)."""
+    text = (text or "").strip()
+    candidates = [text] + [m.group(1).strip() for m in _FENCE.finditer(text)]
+    for candidate in candidates:
+        try:
+            value = json.loads(candidate)
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            return value
+    decoder = json.JSONDecoder()
+    for m in re.finditer(r"\{", text):
+        try:
+            value, _ = decoder.raw_decode(text, m.start())
+        except ValueError:
+            continue
+        if isinstance(value, dict) and "steps" in value:
+            return value
+    raise MalformedOutput("no JSON object in the answer" if text else "the answer is empty")
+
+
+def parse_output(content: str | None, n_steps: int, n_skeleton: int, mode: str) -> ParsedOutput:
+    """Validate an answer. Steps outside 1..N and skeleton references outside
+    1..L are dropped with a warning; a step given twice keeps its first entry."""
+    data = extract_json(content or "")
+    try:
+        out = _JudgeOut.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise MalformedOutput(f"{where}: {first['msg']}" if where else first["msg"]) from None
+    warnings: list[str] = []
+    labels: list[LabelOut] = []
+    seen: set[int] = set()
+    for s in out.steps:
+        if not 1 <= s.step <= n_steps:
+            warnings.append(f"step {s.step} is outside 1..{n_steps}; ignored")
+            continue
+        if s.step in seen:
+            warnings.append(f"step {s.step} was labelled twice; kept the first")
+            continue
+        seen.add(s.step)
+        refs: list[int] = []
+        if mode == SKELETON:
+            for r in s.skeleton_refs:
+                if 1 <= r <= n_skeleton:
+                    if r not in refs:
+                        refs.append(r)
+                else:
+                    warnings.append(f"step {s.step}: skeleton step {r} is outside 1..{n_skeleton}; ignored")
+        labels.append(LabelOut(s.step, s.verdict, sorted(refs), s.confidence, s.reason.strip()))
+    labels.sort(key=lambda label: label.step)
+    return ParsedOutput(labels, out.answer_correct, warnings)

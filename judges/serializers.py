@@ -1,0 +1,87 @@
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from annotation.api.serializers import HtmlUrlMixin, JobSerializer
+from judges.models import JudgeConfig, JudgeRun, validate_template
+
+# What a user sets on an LLM judge (the web form shows the same fields).
+EDITABLE_FIELDS = [
+    "name", "model", "base_url", "api_key_env", "temperature", "max_tokens", "mode", "output_mode", "concurrency",
+    "rate_limit_per_minute", "max_retries", "timeout_seconds", "price_input_per_mtok", "price_output_per_mtok",
+]
+
+
+class JudgeSerializer(HtmlUrlMixin, serializers.ModelSerializer):
+    source = serializers.CharField(read_only=True)
+    prompt_template = serializers.CharField(required=False, allow_blank=False, trim_whitespace=False,
+                                            validators=[validate_template],
+                                            help_text="a new value makes a new prompt version")
+    prompt_version = serializers.CharField(required=False, max_length=50,
+                                           help_text="the prompt version to use (or to name a new template)")
+
+    class Meta:
+        model = JudgeConfig
+        fields = ["id", "study", "source", "provider", *EDITABLE_FIELDS, "output_mode_resolved", "prompt_version",
+                  "prompt_template", "version", "created_at", "updated_at", "html_url"]
+        read_only_fields = ["id", "study", "source", "provider", "output_mode_resolved", "version", "created_at",
+                            "updated_at"]
+        # Uniqueness per study is checked in validate(): the study comes from the URL.
+        validators: list = []
+
+    def validate(self, attrs):
+        study = self.context["study"]
+        name = attrs.get("name")
+        if name is not None:
+            taken = JudgeConfig.objects.filter(study=study, name=name)
+            if self.instance is not None:
+                taken = taken.exclude(pk=self.instance.pk)
+            if taken.exists():
+                raise serializers.ValidationError({"name": f"the study has a judge named {name!r} already"})
+        if self.instance is None:
+            for key in ("name", "model", "base_url"):
+                if not attrs.get(key):
+                    raise serializers.ValidationError({key: "this field is required"})
+        return attrs
+
+
+class JudgeDetailSerializer(JudgeSerializer):
+    disagreements = serializers.SerializerMethodField()
+
+    class Meta(JudgeSerializer.Meta):
+        fields = JudgeSerializer.Meta.fields + ["disagreements"]
+
+    def get_disagreements(self, obj: JudgeConfig) -> int:
+        from judges import services
+
+        return services.disagreements(obj.study, obj).count()
+
+
+class JudgeRunRequestSerializer(serializers.Serializer):
+    judge = serializers.CharField(help_text="name of one of the study's judges")
+    traces = serializers.ChoiceField(choices=JudgeRun.Scope.choices, default=JudgeRun.Scope.ALL)
+    model = serializers.CharField(required=False, allow_blank=True)
+    domain = serializers.CharField(required=False, allow_blank=True)
+    answer_correct = serializers.BooleanField(required=False, allow_null=True, default=None)
+    trace_ids = serializers.ListField(child=serializers.CharField(), required=False, max_length=100_000)
+    force = serializers.BooleanField(default=False, help_text="ignore cached answers")
+    budget_usd = serializers.FloatField(required=False, allow_null=True, min_value=0)
+
+    def validate_judge(self, value: str) -> JudgeConfig:
+        judge = JudgeConfig.objects.filter(study=self.context["study"], name=value).first()
+        if judge is None:
+            raise serializers.ValidationError(f"no judge named {value!r} in this study")
+        return judge
+
+
+class JudgeRunSerializer(HtmlUrlMixin, serializers.ModelSerializer):
+    judge = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    job = JobSerializer(read_only=True)
+
+    class Meta:
+        model = JudgeRun
+        fields = ["id", "judge", "scope", "filters", "force", "budget_usd", "judge_version", "prompt_version", "job",
+                  "requests", "cache_hits", "prompt_tokens", "completion_tokens", "cost_usd", "warnings",
+                  "labels_created", "labels_changed", "labels_unchanged", "labels_removed", "stop_reason",
+                  "created_at", "html_url"]
+        read_only_fields = fields

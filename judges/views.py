@@ -1,0 +1,188 @@
+"""Web pages for judges: list, configuration form, prompt editor with history
+and preview, starting a run and following it. Each view starts with an access
+helper that returns the objects or raises (404 for non-members, 403 for
+members who may not change things), then delegates to judges.services."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.core.paginator import Paginator
+from django.db.models import Prefetch, Q
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+from kombu.exceptions import OperationalError as BrokerError
+
+from annotation import jobs
+from annotation import services as study_services
+from annotation.models import Membership, StepLabel, Study, Trace
+from judges import protocol, services
+from judges.forms import JudgeConfigForm, PromptForm, RunForm
+from judges.models import JudgeConfig, JudgeRun, JudgeTraceResult
+
+
+def _study_for(request: HttpRequest, study_id: int) -> tuple[Study, Membership]:
+    return study_services.check_membership(request.user, study_id)
+
+
+def _judge_for(request: HttpRequest, judge_id: int) -> tuple[JudgeConfig, Membership]:
+    return services.check_judge(request.user, judge_id)
+
+
+def _owner_only(membership: Membership) -> None:
+    if not membership.is_owner:
+        raise PermissionDenied("only owners of the study manage its judges")
+
+
+def _models(study: Study) -> list[str]:
+    return list(Trace.objects.filter(study=study).values_list("model", flat=True).distinct().order_by("model"))
+
+
+@login_required
+def judge_list(request: HttpRequest, study_id: int) -> HttpResponse:
+    study, membership = _study_for(request, study_id)
+    context = {"study": study, "membership": membership, "judges": services.judge_list(study)}
+    return render(request, "judges/list.html", context)
+
+
+@login_required
+def judge_create(request: HttpRequest, study_id: int) -> HttpResponse:
+    study, membership = _study_for(request, study_id)
+    _owner_only(membership)
+    form = JudgeConfigForm(request.POST or None, study=study, instance=JudgeConfig(study=study))
+    if request.method == "POST" and form.is_valid():
+        judge, _ = services.do_save_judge(study, form.cleaned_data, user=request.user)
+        messages.success(request, f"Judge {judge.name} created. Its prompt is the default one; edit it below.")
+        return redirect("judge", judge_id=judge.pk)
+    status = 400 if request.method == "POST" else 200
+    return render(request, "judges/form.html", {"study": study, "form": form, "judge": None}, status=status)
+
+
+@login_required
+def judge_edit(request: HttpRequest, judge_id: int) -> HttpResponse:
+    judge, membership = _judge_for(request, judge_id)
+    _owner_only(membership)
+    if judge.builtin:
+        raise Http404("The built-in judge has no settings")
+    form = JudgeConfigForm(request.POST or None, study=judge.study, instance=judge)
+    if request.method == "POST" and form.is_valid():
+        judge, _ = services.do_save_judge(judge.study, form.cleaned_data, judge=judge, user=request.user)
+        messages.success(request, f"Saved; judge {judge.name} is at version {judge.version}.")
+        return redirect("judge", judge_id=judge.pk)
+    status = 400 if request.method == "POST" else 200
+    return render(request, "judges/form.html", {"study": judge.study, "form": form, "judge": judge}, status=status)
+
+
+@login_required
+def judge_detail(request: HttpRequest, judge_id: int) -> HttpResponse:
+    judge, membership = _judge_for(request, judge_id)
+    runs = list(judge.runs.select_related("job").order_by("-created_at", "-pk")[:10])
+    failed = (JudgeTraceResult.objects.filter(judge=judge, status=JudgeTraceResult.Status.FAILED)
+              .select_related("trace").order_by("trace__trace_id")[:50])
+    context = {
+        "study": judge.study,
+        "judge": judge,
+        "membership": membership,
+        "runs": [(run, jobs.live_progress(run.job)) for run in runs],
+        "failed": failed,
+        "n_failed": JudgeTraceResult.objects.filter(judge=judge, status=JudgeTraceResult.Status.FAILED).count(),
+        "n_disagreements": services.disagreements(judge.study, judge).count(),
+        "run_form": RunForm(models=_models(judge.study)) if membership.is_owner else None,
+    }
+    return render(request, "judges/detail.html", context)
+
+
+@login_required
+def judge_prompt(request: HttpRequest, judge_id: int) -> HttpResponse:
+    """Prompt editor: history, the current (or a past) version, and a preview
+    on a real trace. Members may preview; owners save new versions."""
+    judge, membership = _judge_for(request, judge_id)
+    if not judge.uses_prompt:
+        raise Http404("The mechanistic judge has no prompt")
+    history = judge.prompts.select_related("created_by").order_by("-created_at", "-pk")
+    shown = history.filter(version=request.GET["version"]).first() if request.GET.get("version") else None
+    preview = None
+    if request.method == "POST":
+        form = PromptForm(request.POST)
+        if request.POST.get("action") == "save":
+            _owner_only(membership)
+            if form.is_valid():
+                prompt = services.do_save_prompt(judge, form.cleaned_data["template"], user=request.user,
+                                                 note=form.cleaned_data["note"])
+                if prompt is None:
+                    messages.info(request, "The prompt is unchanged; no new version.")
+                else:
+                    messages.success(request, f"Saved as prompt version {prompt.version}.")
+                return redirect("judge-prompt", judge_id=judge.pk)
+        else:
+            preview = _preview(judge, form)
+    else:
+        template = shown.template if shown else (judge.prompt_template or protocol.DEFAULT_TEMPLATE)
+        form = PromptForm(initial={"template": template, "trace": request.GET.get("trace", "")})
+        if request.GET.get("trace"):
+            preview = _preview(judge, PromptForm({"template": template, "trace": request.GET["trace"]}))
+    context = {"study": judge.study, "judge": judge, "membership": membership, "form": form, "history": history,
+               "shown": shown, "preview": preview}
+    if request.htmx and request.method == "POST":
+        return render(request, "judges/prompt.html#preview", context)
+    return render(request, "judges/prompt.html", context, status=400 if form.errors else 200)
+
+
+def _preview(judge: JudgeConfig, form: PromptForm) -> dict:
+    if not form.is_valid():
+        return {"error": "; ".join(e for errors in form.errors.values() for e in errors)}
+    wanted = form.cleaned_data["trace"].strip()
+    traces = Trace.objects.filter(study=judge.study)
+    if wanted:
+        lookup = Q(trace_id=wanted) | Q(pk=int(wanted)) if wanted.isdigit() else Q(trace_id=wanted)
+        trace = traces.filter(lookup).first()
+    else:
+        trace = traces.order_by("pk").first()
+    if trace is None:
+        return {"error": f"no trace {wanted!r} in this study" if wanted else "the study has no traces yet"}
+    return {"trace": trace, "messages": services.preview_prompt(judge, form.cleaned_data["template"], trace)}
+
+
+@login_required
+@require_POST
+def judge_run_start(request: HttpRequest, judge_id: int) -> HttpResponse:
+    judge, membership = _judge_for(request, judge_id)
+    _owner_only(membership)
+    form = RunForm(request.POST, models=_models(judge.study))
+    if not form.is_valid():
+        messages.error(request, "; ".join(e for errors in form.errors.values() for e in errors))
+        return redirect("judge", judge_id=judge.pk)
+    data = form.cleaned_data
+    try:
+        run = services.do_start_run(judge, scope=data["traces"], filters={"model": data["model"]},
+                                    force=data["force"], budget_usd=data["budget_usd"], user=request.user)
+    except services.RunConflict as exc:
+        messages.error(request, str(exc))
+        return redirect("judge", judge_id=judge.pk)
+    except BrokerError:
+        messages.error(request, "The task queue is not reachable; try again later.")
+        return redirect("judge", judge_id=judge.pk)
+    return redirect("judge-run", run_id=run.pk)
+
+
+@login_required
+def judge_run(request: HttpRequest, run_id: int) -> HttpResponse:
+    run = get_object_or_404(JudgeRun.objects.visible_to(request.user).select_related("job", "judge__study"), pk=run_id)
+    failed = run.results.filter(status=JudgeTraceResult.Status.FAILED).select_related("trace").order_by("trace_id")[:50]
+    context = {"run": run, "job": run.job, "judge": run.judge, "study": run.judge.study,
+               "progress": jobs.live_progress(run.job), "failed": failed}
+    template = "judges/run.html#stats" if request.htmx else "judges/run.html"
+    return render(request, template, context)
+
+
+@login_required
+def judge_disagreements(request: HttpRequest, judge_id: int) -> HttpResponse:
+    judge, membership = _judge_for(request, judge_id)
+    steps = services.disagreements(judge.study, judge).select_related("trace").prefetch_related(
+        Prefetch("labels", queryset=StepLabel.objects.filter(kind=StepLabel.Kind.HUMAN).select_related("annotator"),
+                 to_attr="human_labels")
+    )
+    page = Paginator(steps, 50).get_page(request.GET.get("page"))
+    return render(request, "judges/disagreements.html", {"study": judge.study, "judge": judge, "page": page})

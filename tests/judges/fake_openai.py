@@ -1,0 +1,198 @@
+"""A fake OpenAI-compatible chat completions server on a real socket
+(127.0.0.1, a free port), for the real ``openai`` client to talk to.
+
+It answers every request with verdicts for the steps it finds in the prompt
+("Step N: text" lines; a step containing WRONG is invalid), and can be told
+to misbehave: HTTP errors (with Retry-After), slow answers, malformed
+content, steps out of range, and llama-cpp-python's refusal of json_schema
+response formats. Faults queued with ``inject`` hit the next requests in
+arrival order; ``rule`` faults hit every request they match.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+LLAMA_CPP_REFUSAL = (
+    "[{'type': 'literal_error', 'loc': ('body', 'response_format', 'type'), "
+    "'msg': \"Input should be 'text' or 'json_object'\", 'input': 'json_schema', "
+    "'ctx': {'expected': \"'text' or 'json_object'\"}}]"
+)
+STEP_LINE = re.compile(r"^Step (\d+): (.*)$", re.MULTILINE)
+
+
+@dataclass
+class Fault:
+    status: int | None = None  # answer with this HTTP error
+    message: str = "injected failure"
+    retry_after: str | None = None
+    delay: float = 0.0  # seconds before answering
+    content: str | None = None  # answer with this message content instead
+    extra_steps: tuple[int, ...] = ()  # add verdicts for these (out of range) step numbers
+    drop_steps: tuple[int, ...] = ()  # leave these steps out
+
+
+@dataclass
+class Seen:
+    body: dict
+    status: int
+    started: float
+    finished: float = 0.0
+    authorization: str = ""
+
+
+@dataclass
+class FakeOpenAI:
+    latency: float = 0.0
+    reject_json_schema: bool = False  # as llama-cpp-python's server does
+    reject_response_format: bool = False  # refuse any response_format (400)
+    usage: tuple[int, int] = (100, 20)  # prompt, completion tokens per answer
+    requests: list[Seen] = field(default_factory=list)
+    on_request: Callable[[dict], None] | None = None
+
+    def __post_init__(self) -> None:
+        self.lock = threading.Lock()
+        self.queue: deque[Fault] = deque()
+        self.rules: list[tuple[Callable[[dict], bool], Fault]] = []
+        self.in_flight = 0
+        self.max_in_flight = 0
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+            # Buffered: headers and body leave in one segment (no Nagle / delayed-ACK stall of ~40 ms).
+            wbufsize = -1
+
+            def log_message(self, *args) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                fake._handle(self)
+
+            def do_GET(self) -> None:  # /stats, for a server in another process
+                with fake.lock:
+                    data = json.dumps({"count": len(fake.requests), "max_in_flight": fake.max_in_flight}).encode()
+                self.send_response(200)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+
+    # -- control --------------------------------------------------------------
+
+    def start(self) -> FakeOpenAI:
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_port}/v1"
+
+    @property
+    def count(self) -> int:
+        with self.lock:
+            return len(self.requests)
+
+    def inject(self, *faults: Fault) -> None:
+        with self.lock:
+            self.queue.extend(faults)
+
+    def rule(self, when: Callable[[dict], bool], fault: Fault) -> None:
+        with self.lock:
+            self.rules.append((when, fault))
+
+    def formats(self) -> list[str | None]:
+        with self.lock:
+            return [(r.body.get("response_format") or {}).get("type") for r in self.requests]
+
+    # -- serving --------------------------------------------------------------
+
+    def _handle(self, handler: BaseHTTPRequestHandler) -> None:
+        length = int(handler.headers.get("content-length") or 0)
+        body = json.loads(handler.rfile.read(length) or b"{}")
+        seen = Seen(body, 200, time.monotonic(), authorization=handler.headers.get("authorization", ""))
+        with self.lock:
+            self.requests.append(seen)
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+            fault = self.queue.popleft() if self.queue else None
+            if fault is None:
+                fault = next((f for when, f in self.rules if when(body)), None)
+        try:
+            if self.on_request:
+                self.on_request(body)
+            fault = fault or Fault()
+            time.sleep(self.latency + fault.delay)
+            fmt = (body.get("response_format") or {}).get("type")
+            if self.reject_json_schema and fmt == "json_schema":
+                status, payload = 500, {"error": {"code": 500, "message": LLAMA_CPP_REFUSAL, "type": "internal_server_error"}}
+            elif self.reject_response_format and fmt:
+                status, payload = 400, {"error": {"message": "response_format is not supported by this model",
+                                                  "type": "invalid_request_error"}}
+            elif fault.status:
+                status, payload = fault.status, {"error": {"message": fault.message, "type": "server_error"}}
+            else:
+                status, payload = 200, self._completion(body, fault)
+            seen.status = status
+            data = json.dumps(payload).encode()
+            handler.send_response(status)
+            handler.send_header("content-type", "application/json")
+            handler.send_header("content-length", str(len(data)))
+            if fault.retry_after is not None:
+                handler.send_header("retry-after", fault.retry_after)
+            handler.end_headers()
+            handler.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client gave up (timeout)
+        finally:
+            seen.finished = time.monotonic()
+            with self.lock:
+                self.in_flight -= 1
+
+    def _completion(self, body: dict, fault: Fault) -> dict:
+        if fault.content is not None:
+            content = fault.content
+        else:
+            prompt = body["messages"][-1]["content"]
+            steps = []
+            for m in STEP_LINE.finditer(prompt):
+                n = int(m.group(1))
+                if n in fault.drop_steps:
+                    continue
+                verdict = "invalid" if "WRONG" in m.group(2) else "valid"
+                steps.append({"step": n, "verdict": verdict, "skeleton_refs": [], "confidence": 0.8,
+                              "reason": f"step {n} looks {verdict}"})
+            for n in fault.extra_steps:
+                steps.append({"step": n, "verdict": "valid", "skeleton_refs": [], "confidence": 0.5, "reason": "extra"})
+            content = json.dumps({"steps": steps, "answer_correct": True})
+            if body.get("response_format") is None:
+                content = f"Here is my assessment.\n```json\n{content}\n```"
+        pt, ct = self.usage
+        return {
+            "id": "chatcmpl-fake", "object": "chat.completion", "created": int(time.time()), "model": body.get("model"),
+            "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}],
+            "usage": {"prompt_tokens": pt, "completion_tokens": ct, "total_tokens": pt + ct},
+        }
+
+
+if __name__ == "__main__":  # a server of its own process: python -m tests.judges.fake_openai LATENCY
+    import sys
+
+    server = FakeOpenAI(latency=float(sys.argv[1]) if len(sys.argv) > 1 else 0.0)
+    print(server.url, flush=True)
+    server.server.serve_forever()
