@@ -14,7 +14,7 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from reasonaudit.env import env_bool, env_int, env_list, env_url
+from reasonaudit.env import env_bool, env_float, env_int, env_list, env_url
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 DATA_DIR = Path(os.environ.get("REASONAUDIT_DATA_DIR", BASE_DIR / "data")).resolve()
@@ -208,6 +208,14 @@ IMPORT_MAX_BYTES = env_int("REASONAUDIT_IMPORT_MAX_BYTES", 512 * 1024 * 1024, mi
 DATA_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
 FILE_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
 ANSWER_CHECK_TIMEOUT = 5.0
+
+# Judge runs (docs/configuration.md); seconds.
+JUDGE_RETRY_BASE_SECONDS = env_float("JUDGE_RETRY_BASE_SECONDS", 1.0)
+JUDGE_RETRY_MAX_SECONDS = env_float("JUDGE_RETRY_MAX_SECONDS", 30.0)
+JUDGE_RETRY_AFTER_MAX_SECONDS = env_float("JUDGE_RETRY_AFTER_MAX_SECONDS", 120.0)
+JUDGE_CHUNK_LEASE_SECONDS = env_float("JUDGE_CHUNK_LEASE_SECONDS", 300.0, minimum=1.0)
+JUDGE_CANCEL_CHECK_SECONDS = env_float("JUDGE_CANCEL_CHECK_SECONDS", 0.5, minimum=0.01)
+JUDGE_TASK_SECONDS = env_float("JUDGE_TASK_SECONDS", 60.0, minimum=1.0)
 
 LOGGING = {
     "version": 1,

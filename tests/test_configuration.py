@@ -33,6 +33,8 @@ def start(env: dict[str, str], tmp_path: Path) -> subprocess.CompletedProcess:
         ({"CELERY_BROKER_URL": "kafka://localhost", "SECRET_KEY": "x"}, "CELERY_BROKER_URL"),
         ({"CELERY_TASK_ALWAYS_EAGER": "sometimes", "SECRET_KEY": "x"}, "CELERY_TASK_ALWAYS_EAGER"),
         ({"ALLOWED_HOSTS": " , ", "SECRET_KEY": "x"}, "ALLOWED_HOSTS"),
+        ({"JUDGE_TASK_SECONDS": "soon", "SECRET_KEY": "x"}, "JUDGE_TASK_SECONDS"),
+        ({"REASONAUDIT_IMPORT_MAX_BYTES": "-5", "SECRET_KEY": "x"}, "REASONAUDIT_IMPORT_MAX_BYTES"),
         ({}, "SECRET_KEY"),  # required when not in debug mode
     ],
 )
