@@ -209,6 +209,9 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
 FILE_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
 ANSWER_CHECK_TIMEOUT = 5.0
 
+# A burst of label saves becomes one score recompute this many seconds later.
+SCORING_DEBOUNCE_SECONDS = env_int("SCORING_DEBOUNCE_SECONDS", 5, minimum=0)
+
 # Judge runs (docs/configuration.md); seconds.
 JUDGE_RETRY_BASE_SECONDS = env_float("JUDGE_RETRY_BASE_SECONDS", 1.0)
 JUDGE_RETRY_MAX_SECONDS = env_float("JUDGE_RETRY_MAX_SECONDS", 30.0)

@@ -6,9 +6,14 @@ its inputs (profiles) and outputs (scores) so pages read, never recompute.
 
 from __future__ import annotations
 
+import uuid
+
 from django.conf import settings
 from django.db import models
+from django.urls import reverse
 from django.utils import timezone
+
+from scoring.core import Profile
 
 
 class ScoringProfile(models.Model):
@@ -33,3 +38,84 @@ class ScoringProfile(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} v{self.version}"
+
+    def get_absolute_url(self) -> str:
+        return reverse("scoring-profiles", args=[self.study_id]) + f"#profile-{self.name}"
+
+    def as_profile(self) -> Profile:
+        """The validated core profile (missing keys take the paper's defaults)."""
+        return Profile.from_dict(self.params)
+
+
+class ScoreSet(models.Model):
+    """The stored scores of one study for one label source under one profile
+    version: written whole by one recompute, replaced whole by the next."""
+
+    study = models.ForeignKey("annotation.Study", on_delete=models.CASCADE, related_name="score_sets")
+    source = models.CharField(max_length=120)  # human | final | judge:NAME
+    profile = models.ForeignKey(ScoringProfile, on_delete=models.CASCADE, related_name="score_sets")
+    computed_at = models.DateTimeField(default=timezone.now)
+    # New on every write; part of every cache key derived from these scores
+    # (primary keys are reused after rollbacks, a token is not).
+    token = models.CharField(max_length=32, default="")
+    n_traces = models.PositiveIntegerField(default=0)
+    # The study-wide hazard table the scores were computed with.
+    hazard = models.JSONField(default=list, blank=True)
+    job = models.ForeignKey("annotation.Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["study", "source", "profile"], name="scoreset_unique_source_profile"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.study} / {self.source} / {self.profile}"
+
+    def new_token(self) -> None:
+        self.token = uuid.uuid4().hex
+
+
+class TraceScore(models.Model):
+    """One trace's scores from one label source under one profile version
+    (through its score set). Only traces whose labels from the source are
+    complete have a row; empty traces are complete by definition."""
+
+    # A derived table, rebuilt whole by every recompute: no database-level
+    # foreign keys, whose per-row checks at commit cost as much as writing
+    # the rows. Integrity is the application's: rows are written only for
+    # traces the same recompute read, and deleting a score set or a trace
+    # cascades here through Django's collector (on_delete=CASCADE works
+    # without a constraint). A trace deleted between the read and the write
+    # leaves rows that no page joins to, gone at the next recompute.
+    # No index of its own: the unique constraint below leads with it.
+    score_set = models.ForeignKey(ScoreSet, on_delete=models.CASCADE, related_name="scores", db_index=False,
+                                  db_constraint=False)
+    # Indexed (the default): cascades from deleted traces.
+    trace = models.ForeignKey("annotation.Trace", on_delete=models.CASCADE, related_name="scores",
+                              db_constraint=False)
+    n_steps = models.PositiveIntegerField()
+    l_gold = models.PositiveIntegerField()
+    coverage = models.PositiveIntegerField()
+    first_error = models.PositiveIntegerField(null=True)
+    answer_correct = models.BooleanField()
+    s_base = models.FloatField(null=True)
+    p_fmt = models.FloatField()
+    p_haz = models.FloatField()
+    s_hcrs = models.FloatField(null=True)
+    s_prm = models.FloatField()
+    s_prm_haz = models.FloatField()
+    process = models.FloatField()
+    holistic = models.FloatField()
+    lucky_guess = models.BooleanField()
+    empty = models.BooleanField()
+    validity_rate = models.FloatField(null=True)  # share of steps not invalid (SVR per trace)
+    all_valid = models.BooleanField(null=True)  # no invalid step (VSR per trace)
+
+    class Meta:
+        constraints = [
+            # Also the index of every page read: WHERE score_set_id = ...
+            models.UniqueConstraint(fields=["score_set", "trace"], name="tracescore_one_per_set"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.trace_id} in set {self.score_set_id}"

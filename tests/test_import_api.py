@@ -58,7 +58,7 @@ def test_the_owner_uploads_a_file_and_the_job_runs_after_commit(owner, study, dj
         # Answered before the transaction committed: the import has not run yet.
         assert job["status"] == "queued"
         assert Trace.objects.count() == 0
-    assert len(callbacks) == 1
+    assert len(callbacks) == 2  # the import, then the score recompute it triggers
     assert job["kind"] == "import" and job["study"] == study.pk
     assert job["params"]["format"] == "reasonaudit" and job["params"]["skip_invalid"] is False
     assert job["html_url"].endswith(f"/jobs/{job['id']}/")

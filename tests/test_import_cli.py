@@ -136,7 +136,7 @@ def test_each_run_is_recorded_as_an_import_job_with_its_report(tmp_path):
     assert job.finished_at is not None and job.error == ""
 
     run(write(tmp_path, BAD, "bad.jsonl"), json=True)
-    failed = Job.objects.exclude(pk=job.pk).get()
+    failed = Job.objects.filter(kind=Job.Kind.IMPORT).exclude(pk=job.pk).get()
     assert failed.status == Job.Status.FAILED
     assert [r["line"] for r in failed.result["rejected"]] == [2, 4]
     assert "2 line(s) rejected" in failed.error

@@ -95,13 +95,19 @@ def test_the_data_migration_adds_the_judge_to_existing_studies(study):
     assert study.primary_judge.name == MECHANISTIC
 
 
-def test_the_demo_signal_runs_the_mechanistic_judge_in_process(study, do_import):
-    do_import(jsonl({"kind": "problem", "problem_id": "p", "statement": "s", "gold_answer": "7"},
-                    {"kind": "trace", "problem_id": "p", "model": "m", "steps": ["3 + 4 = 8", "so 7"], "answer": "7"}))
-    data_changed.send(sender=Study, study=study, reason="demo")
-    labels = dict(StepLabel.objects.filter(judge__name=MECHANISTIC).values_list("step__index", "verdict"))
-    assert labels == {1: "invalid", 2: "neutral"}
-    assert Job.objects.get(kind=Job.Kind.JUDGE).status == Job.Status.SUCCEEDED
+def test_the_demo_command_judges_in_process(study, do_import, settings, tmp_path, monkeypatch):
+    from django.core.management import call_command
+
+    from annotation.management.commands import demo
+
+    small = tmp_path / "demo.jsonl"
+    small.write_bytes(b"".join(GSM8K.read_bytes().splitlines(keepends=True)[:5]))
+    monkeypatch.setattr(demo, "DEMO_FILE", small)
+    call_command("demo", password="pw-demo-123", stdout=io.StringIO())
+    demo_study = Study.objects.get(name=demo.DEMO_STUDY)
+    labels = StepLabel.objects.filter(judge__name=MECHANISTIC, step__trace__study=demo_study)
+    assert labels.count() == sum(demo_study.traces.values_list("n_steps", flat=True)) > 0
+    assert Job.objects.get(study=demo_study, kind=Job.Kind.JUDGE).status == Job.Status.SUCCEEDED
 
 
 def _started_run(study, judge=None) -> JudgeRun:

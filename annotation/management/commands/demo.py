@@ -1,3 +1,4 @@
+import sys
 from pathlib import Path
 
 from django.conf import settings
@@ -5,6 +6,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from annotation import services
+from annotation.management.commands._progress import Bar
 from annotation.models import Membership, Study
 
 DEMO_STUDY = "GSM8K demo"
@@ -51,7 +53,21 @@ class Command(BaseCommand):
         self.stdout.write(self.style.SUCCESS(f"demo study ready: {study.name} (id {study.pk})"))
 
     def _post_import(self, study: Study) -> None:
-        """Judge and score the demo where those parts are installed."""
-        from annotation import signals
+        """Judge with the built-in mechanistic verifier and score, in this
+        process: the demo must be complete before any worker is running."""
+        from judges import services as judge_services
+        from judges.models import JudgeRun
+        from scoring import services as scoring_services
 
-        signals.data_changed.send(sender=Study, study=study, reason="demo")
+        judge = judge_services.ensure_mechanistic(study)
+        if judge_services.traces_in_scope(judge, JudgeRun.Scope.UNLABELLED).exists():
+            run = judge_services.do_start_run(judge, scope=JudgeRun.Scope.UNLABELLED, queue=False)
+            bar = Bar("mechanistic judge", unit="trace", unit_scale=False, enabled=sys.stderr.isatty())
+            job = judge_services.run_inline(run, progress=bar)
+            bar.close()
+            self.stdout.write(f"mechanistic judge: {job.done} traces labelled ({job.status})")
+        bar = Bar("scoring", unit="step", unit_scale=False, enabled=sys.stderr.isatty())
+        result = scoring_services.recompute(study, progress=bar)
+        bar.close()
+        self.stdout.write(f"scores: {result['rows']} rows for sources {', '.join(result['sources']) or 'none'} "
+                          f"under profiles {', '.join(result['profiles'])} in {sum(result['seconds'].values()):.1f} s")

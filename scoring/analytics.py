@@ -1,0 +1,350 @@
+"""What the analytics pages, the API and the exports show, computed from
+stored scores (never by rescoring) and cached per score-set version.
+
+Answer accuracy and trace counts come from the traces themselves (one
+grouped query, always fresh): they do not depend on labels, so a model
+with traces but no labels still has a leaderboard row, with null process
+metrics. Everything else aggregates the stored scores of traces whose
+labels from the chosen source are complete.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from django.core.cache import cache
+from django.db.models import Count, Q
+
+from annotation.models import Membership, Study, Trace
+from scoring import core, services, sources, storage
+from scoring.core.aggregate import LEADERBOARD_COLUMNS
+from scoring.core.hazard import HAZARD_COLUMNS
+from scoring.models import ScoreSet, ScoringProfile
+
+CACHE_SECONDS = 24 * 3600
+SCATTER_MAX_POINTS = 2000
+GROUPS = ("model", "domain")
+#: The API's leaderboard row, in order (docs/interfaces.md).
+LEADERBOARD_FIELDS = ["model"] + LEADERBOARD_COLUMNS
+SCORE_EXPORT_FIELDS = [
+    "trace_id", "problem_id", "model", "source", "profile", "n_steps", "l_gold", "coverage", "first_error",
+    "answer_correct", "s_base", "p_fmt", "p_haz", "s_hcrs", "s_prm", "s_prm_haz", "process", "holistic",
+    "lucky_guess", "empty",
+]
+HAZARD_FIELDS = list(HAZARD_COLUMNS)
+
+
+class BadFilter(ValueError):
+    """A filter value that names nothing in the study; str() starts with the field."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+# ---------------------------------------------------------------------------
+# The selection every page, endpoint and export works on
+# ---------------------------------------------------------------------------
+@dataclass
+class Selection:
+    study: Study
+    source: str
+    profile: ScoringProfile
+    profiles: dict[str, ScoringProfile]
+    judges: list[str]
+    model: str = ""
+    domain: str = ""
+    group: str = "model"
+    membership: Membership | None = None
+    _score_sets: dict[tuple[str, int], ScoreSet | None] = field(default_factory=dict)
+
+    @property
+    def sources(self) -> list[str]:
+        return sources.available_sources(self.study, self.judges)
+
+    @property
+    def score_set(self) -> ScoreSet | None:
+        return self.score_set_for(self.source, self.profile)
+
+    def score_set_for(self, source: str, profile: ScoringProfile) -> ScoreSet | None:
+        key = (source, profile.pk)
+        if key not in self._score_sets:
+            self._score_sets[key] = ScoreSet.objects.filter(study=self.study, source=source, profile=profile).first()
+        return self._score_sets[key]
+
+    def prefetch_score_sets(self, profiles: list[ScoringProfile]) -> None:
+        """Load the score sets of several profiles for the current source in one query."""
+        found = {
+            (s.source, s.profile_id): s
+            for s in ScoreSet.objects.filter(study=self.study, source=self.source, profile__in=profiles)
+        }
+        for p in profiles:
+            self._score_sets[(self.source, p.pk)] = found.get((self.source, p.pk))
+
+    def params(self, **changes: str) -> dict[str, str]:
+        """The GET parameters of this selection (for links), with changes."""
+        base = {"source": self.source, "profile": self.profile.name, "model": self.model, "domain": self.domain}
+        if self.group != "model":
+            base["group"] = self.group
+        base.update(changes)
+        return {k: v for k, v in base.items() if v}
+
+    @property
+    def restricted_user(self):
+        """The annotator of a blind study, who sees trace-level scores only on
+        traces they have labelled completely; None when all are visible."""
+        m = self.membership
+        if m is None or not self.study.blind or m.can_adjudicate:
+            return None
+        return m.user
+
+
+def select(study: Study, params, membership: Membership | None = None) -> Selection:
+    """Parse source, profile, model, domain and group from GET parameters."""
+    profiles = services.ensure_profiles(study)
+    judges = sources.judge_names(study)
+    try:
+        source = services.resolve_source(study, params.get("source"), judges)
+    except sources.UnknownSource as exc:
+        raise BadFilter("source", str(exc)) from None
+    try:
+        profile = services.resolve_profile(study, params.get("profile"), profiles)
+    except services.UnknownProfile as exc:
+        raise BadFilter("profile", str(exc)) from None
+    group = params.get("group") or "model"
+    if group not in GROUPS:
+        raise BadFilter("group", f"choose one of {', '.join(GROUPS)}")
+    return Selection(
+        study=study, source=source, profile=profile, profiles=profiles, judges=judges,
+        model=(params.get("model") or "").strip(), domain=(params.get("domain") or "").strip(), group=group,
+        membership=membership,
+    )
+
+
+# ---------------------------------------------------------------------------
+# Trace counts (fresh) and the filter choices
+# ---------------------------------------------------------------------------
+def trace_counts(study: Study) -> pd.DataFrame:
+    """model, domain, traces, correct, with_steps: one grouped query."""
+    rows = (
+        Trace.objects.filter(study=study)
+        .values_list("model", "problem__domain")
+        .annotate(
+            traces=Count("id"),
+            correct=Count("id", filter=Q(answer_correct=True)),
+            with_steps=Count("id", filter=Q(n_steps__gt=0)),
+        )
+        .order_by()
+    )
+    df = pd.DataFrame.from_records(list(rows), columns=["model", "domain", "traces", "correct", "with_steps"])
+    return df.astype({"traces": "int64", "correct": "int64", "with_steps": "int64"})
+
+
+def choices(counts: pd.DataFrame) -> dict[str, list[str]]:
+    return {"models": sorted(counts["model"].unique().tolist()),
+            "domains": sorted(d for d in counts["domain"].unique().tolist() if d)}
+
+
+def _filter_counts(counts: pd.DataFrame, sel: Selection) -> pd.DataFrame:
+    if sel.model:
+        counts = counts.loc[counts["model"] == sel.model]
+    if sel.domain:
+        counts = counts.loc[counts["domain"] == sel.domain]
+    return counts
+
+
+# ---------------------------------------------------------------------------
+# Cached summaries of one score set
+# ---------------------------------------------------------------------------
+def _key(kind: str, score_set: ScoreSet, *parts: str) -> str:
+    digest = hashlib.sha1("\x1f".join(parts).encode()).hexdigest()[:16]
+    return f"scoring:{kind}:{score_set.pk}:{score_set.token}:{digest}"
+
+
+def _cached(key: str, compute):
+    value = cache.get(key)
+    if value is None:
+        value = compute()
+        cache.set(key, value, CACHE_SECONDS)
+    return value
+
+
+def scored_leaderboard(score_set: ScoreSet, group: str, model: str = "", domain: str = "") -> dict[str, dict]:
+    """Score-derived leaderboard columns per group (bootstrap included) plus
+    ``scored`` (traces with stored scores) and ``verified`` (those with steps)."""
+
+    def compute() -> dict[str, dict]:
+        frame = storage.read_scores(score_set, model=model, domain=domain)
+        if frame.empty:
+            return {}
+        table = core.leaderboard(frame, group_col=group)
+        out = {}
+        sizes = frame.groupby(group)["n_steps"].agg(scored="size", verified=lambda s: int((s >= 1).sum()))
+        for rec in core.to_records(table):
+            key = rec.pop(group)
+            rec["scored"] = int(sizes.loc[key, "scored"])
+            rec["verified"] = int(sizes.loc[key, "verified"])
+            out[key] = rec
+        return out
+
+    return _cached(_key("leaderboard", score_set, group, model, domain), compute)
+
+
+def _box(values: np.ndarray) -> dict[str, Any] | None:
+    v = values[~np.isnan(values)]
+    if len(v) == 0:
+        return None
+    q1, med, q3 = np.percentile(v, [25, 50, 75])
+    iqr = q3 - q1
+    lo = float(v[v >= q1 - 1.5 * iqr].min())
+    hi = float(v[v <= q3 + 1.5 * iqr].max())
+    return {"n": int(len(v)), "min": float(v.min()), "q1": float(q1), "median": float(med), "q3": float(q3),
+            "max": float(v.max()), "mean": float(v.mean()), "lowerfence": lo, "upperfence": hi}
+
+
+def summary(score_set: ScoreSet, model: str = "", domain: str = "", tau: float = 3.0) -> dict[str, Any]:
+    """Hazard per model and overall, first-error histogram, distributions,
+    scatter sample and answer x process quadrants -- one read, cached."""
+
+    def compute() -> dict[str, Any]:
+        frame = storage.read_scores(score_set, model=model, domain=domain)
+        out: dict[str, Any] = {"n": int(len(frame))}
+        out["hazard_all"] = core.to_records(core.hazard_from_scores(frame)) if len(frame) else []
+        out["hazard"] = {
+            str(m): core.to_records(core.hazard_from_scores(g)) for m, g in frame.groupby("model", sort=True)
+        }
+        out["histogram"] = core.to_records(core.first_error_histogram(frame, "model")) if len(frame) else []
+        dist = {}
+        quadrants = {}
+        for m, g in frame.groupby("model", sort=True):
+            dist[str(m)] = {metric: _box(g[metric].to_numpy(dtype=float, na_value=np.nan))
+                            for metric in ("process", "holistic", "s_hcrs")}
+            a = g["answer_correct"].to_numpy(dtype=bool)
+            low = g["process"].to_numpy(dtype=float) <= tau + core.scores.LUCKY_EPS
+            quadrants[str(m)] = {"correct_low": int((a & low).sum()), "correct_high": int((a & ~low).sum()),
+                                 "wrong_low": int((~a & low).sum()), "wrong_high": int((~a & ~low).sum())}
+        out["distributions"] = dist
+        out["quadrants"] = quadrants
+        pick = np.arange(len(frame))
+        if len(frame) > SCATTER_MAX_POINTS:
+            pick = np.sort(np.random.default_rng(0).choice(len(frame), SCATTER_MAX_POINTS, replace=False))
+        sample = frame.iloc[pick]
+        out["scatter"] = {
+            "shown": int(len(sample)),
+            "points": {
+                str(m): {"process": g["process"].round(4).tolist(),
+                         "answer_correct": g["answer_correct"].astype(int).tolist()}
+                for m, g in sample.groupby("model", sort=True)
+            },
+        }
+        return out
+
+    return _cached(_key("summary", score_set, model, domain, repr(tau)), compute)
+
+
+def warm(study: Study, profile: ScoringProfile) -> None:
+    """Fill the caches the study's first page view needs (default filters)."""
+    for score_set in ScoreSet.objects.filter(study=study, profile=profile, source=sources.FINAL):
+        scored_leaderboard(score_set, "model")
+        summary(score_set, tau=profile.as_profile().tau)
+
+
+# ---------------------------------------------------------------------------
+# Page and API data
+# ---------------------------------------------------------------------------
+def leaderboard(sel: Selection, counts: pd.DataFrame | None = None, score_set: ScoreSet | None = None,
+                group: str | None = None) -> list[dict[str, Any]]:
+    """One row per model (or domain): the API's fields plus ``scored`` and
+    ``verified`` (pages only; the API drops them)."""
+    group = group or sel.group
+    counts = _filter_counts(trace_counts(sel.study) if counts is None else counts, sel)
+    per_group = counts.groupby(group, sort=True)[["traces", "correct", "with_steps"]].sum()
+    score_set = sel.score_set if score_set is None else score_set
+    scored = scored_leaderboard(score_set, group, sel.model, sel.domain) if score_set else {}
+    rows = []
+    for key, c in per_group.iterrows():
+        s = scored.get(key, {})
+        row: dict[str, Any] = {group: key, "traces": int(c["traces"]),
+                               "answer_accuracy": float(c["correct"] / c["traces"]) if c["traces"] else None}
+        for col in LEADERBOARD_COLUMNS[2:]:
+            row[col] = s.get(col)
+        row["scored"] = s.get("scored", 0)
+        row["verified"] = s.get("verified", 0)
+        row["with_steps"] = int(c["with_steps"])
+        rows.append(row)
+    return rows
+
+
+def api_leaderboard_rows(rows: list[dict[str, Any]], group: str = "model") -> list[dict[str, Any]]:
+    fields = [group] + LEADERBOARD_COLUMNS
+    return [{f: r[f] for f in fields} for r in rows]
+
+
+def hazard_rows(sel: Selection) -> list[dict[str, Any]]:
+    score_set = sel.score_set
+    if score_set is None:
+        return []
+    data = summary(score_set, domain=sel.domain, tau=sel.profile.as_profile().tau)
+    if sel.model:
+        return data["hazard"].get(sel.model, [])
+    return data["hazard_all"]
+
+
+TIER_TEXT = {
+    0: "Level 0 — outcome only: the traces carry no reasoning steps, so only answer accuracy can be reported.",
+    1: "Level 1 — trace present: reasoning steps exist but none is verified by this label source; "
+       "claims about the quality of the reasoning are not supported yet.",
+    2: "Level 2 — trace verified: every step of the verified traces has a label, so step validity (SVR) "
+       "and verified solutions (VSR) are measured.",
+}
+
+
+def evidence_tiers(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per model: the strongest evidence level the data supports, and why."""
+    cards = []
+    for r in rows:
+        verified, with_steps = r["verified"], r["with_steps"]
+        level = 2 if verified else (1 if with_steps else 0)
+        share = verified / with_steps if with_steps else None
+        if level == 2 and verified < with_steps:
+            scope = (f"Verified on {verified} of {with_steps} traces with steps ({share:.0%}); "
+                     "process claims hold for that subset only.")
+        elif level == 2:
+            scope = f"All {verified} traces with steps are verified."
+        elif level == 1:
+            scope = f"{with_steps} of {r['traces']} traces have steps; label them (or run a judge) to reach Level 2."
+        else:
+            scope = f"{r['traces']} trace{'' if r['traces'] == 1 else 's'}, none with steps."
+        cards.append({"model": r.get("model", ""), "level": level, "text": TIER_TEXT[level], "scope": scope,
+                      "traces": r["traces"], "with_steps": with_steps, "verified": verified, "share": share,
+                      "answer_accuracy": r["answer_accuracy"], "svr": r["svr"], "vsr": r["vsr"]})
+    return cards
+
+
+def ablation_profiles(sel: Selection) -> list[ScoringProfile]:
+    """The study's default profile, then each ablation."""
+    default = services.default_profile(sel.study, sel.profiles)
+    names = [default.name] + [n for n in services.ABLATION_NAMES if n != default.name]
+    return [sel.profiles[n] for n in names if n in sel.profiles]
+
+
+def score_export_rows(sel: Selection, frame: pd.DataFrame) -> pd.DataFrame:
+    """Stored scores (read with every value column) as score-export rows."""
+    out = frame.copy()
+    out["source"] = sel.source
+    out["profile"] = sel.profile.name
+    return out[SCORE_EXPORT_FIELDS]
+
+
+def read_export_frame(sel: Selection, *, lucky_only: bool = False) -> pd.DataFrame:
+    score_set = sel.score_set
+    if score_set is None:
+        return pd.DataFrame(columns=SCORE_EXPORT_FIELDS)
+    frame = storage.read_scores(score_set, model=sel.model, domain=sel.domain, columns=storage.VALUE_COLUMNS,
+                                only_reviewed_by=sel.restricted_user, lucky_only=lucky_only)
+    return score_export_rows(sel, frame)

@@ -1,0 +1,242 @@
+"""Label sources: read a study's traces and labels into pandas (raw SQL, never
+model instances) and derive the step labels of each source.
+
+Sources (docs/analytics.md, "Label sources"):
+
+* ``human``: the consensus (``scoring.core.human_consensus``) of the human
+  labels of annotators whose review of that trace is *complete*. Labels of an
+  annotator still working on a trace do not count: a half-finished review
+  would otherwise make a trace look verified, and the consensus would change
+  under the annotator's feet with every save.
+* ``judge:NAME``: the labels of one judge configuration, as they are.
+* ``final``: step by step, the adjudicated label, else the human consensus
+  above, else the study's primary judge (``scoring.core.final_labels``).
+
+A trace is scored under a source only when that source labels every one of
+its steps (empty traces always); see ``complete_traces``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+from django.db import connection, transaction
+
+from annotation.models import Problem, Step, StepLabel, Study, Trace, TraceReview
+from scoring import core
+
+HUMAN = "human"
+FINAL = "final"
+JUDGE_PREFIX = "judge:"
+STEP_COLUMNS = ["trace_id", "step", "verdict", "skeleton_refs"]
+
+
+class UnknownSource(ValueError):
+    """A source name that is malformed or names no judge of the study."""
+
+
+def judge_names(study: Study) -> list[str]:
+    return list(study.judges.order_by("name").values_list("name", flat=True))
+
+
+def available_sources(study: Study, judges: list[str] | None = None) -> list[str]:
+    """Every source a study can be scored under: final, human, one per judge."""
+    judges = judge_names(study) if judges is None else judges
+    return [FINAL, HUMAN] + [f"{JUDGE_PREFIX}{name}" for name in judges]
+
+
+def check_source(study: Study, source: str, judges: list[str] | None = None) -> str:
+    source = (source or "").strip()
+    if source in (FINAL, HUMAN):
+        return source
+    if source.startswith(JUDGE_PREFIX):
+        name = source[len(JUDGE_PREFIX):]
+        judges = judge_names(study) if judges is None else judges
+        if name in judges:
+            return source
+        raise UnknownSource(f"no judge named {name!r} in this study")
+    raise UnknownSource(f"unknown label source {source!r}; use final, human or judge:NAME")
+
+
+def _q(name: str) -> str:
+    return connection.ops.quote_name(name)
+
+
+def _table(model) -> str:
+    return _q(model._meta.db_table)
+
+
+def _col(model, field: str) -> str:
+    return _q(model._meta.get_field(field).column)
+
+
+def _fetch(sql: str, params: list) -> list[tuple]:
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchall()
+
+
+def _frame(sql: str, params: list, dtypes: dict[str, str]) -> pd.DataFrame:
+    """A query's rows as a DataFrame with the given column types ("int64" or
+    "object"), through one raw cursor and never model instances."""
+    with transaction.atomic():
+        if connection.vendor == "postgresql":
+            # The label query hashes every step of the study; with the default
+            # 4 MB the hash spills to disk in batches.
+            with connection.cursor() as cursor:
+                cursor.execute("SET LOCAL work_mem = '64MB'")
+        rows = _fetch(sql, params)
+    names = list(dtypes)
+    columns = list(zip(*rows, strict=True)) if rows else [() for _ in names]
+    del rows
+    data = {}
+    for name, values in zip(names, columns, strict=True):
+        if dtypes[name] == "int64":
+            data[name] = np.fromiter(values, dtype=np.int64, count=len(values))
+        else:
+            arr = np.empty(len(values), dtype=object)
+            arr[:] = values
+            data[name] = arr
+    return pd.DataFrame(data)
+
+
+@dataclass
+class Inputs:
+    """Everything a recompute of one study reads, as plain tables.
+
+    traces  trace_id (Trace pk), model, domain, n_steps, l_gold, answer_correct (bool)
+    labels  trace_id, step, src, verdict, skeleton_refs -- one row per label
+            that can count: src > 0 a human annotator's id (only labels of
+            complete reviews), src < 0 minus a judge's id, src = 0 the
+            adjudication
+    """
+
+    traces: pd.DataFrame
+    labels: pd.DataFrame
+    judges: dict[str, int] = field(default_factory=dict)  # name -> JudgeConfig pk
+    primary_judge: int | None = None
+
+    def sources(self) -> list[str]:
+        with_labels = set((-self.labels.loc[self.labels["src"] < 0, "src"]).unique().tolist())
+        names = sorted(name for name, pk in self.judges.items() if pk in with_labels)
+        return [FINAL, HUMAN] + [f"{JUDGE_PREFIX}{name}" for name in names]
+
+
+def read_traces(study_id: int) -> pd.DataFrame:
+    t, p = _table(Trace), _table(Problem)
+    correct = _col(Trace, "answer_correct")
+    sql = (
+        f"SELECT t.{_q('id')}, t.{_col(Trace, 'model')}, p.{_col(Problem, 'domain')}, t.{_col(Trace, 'n_steps')}, "
+        # An answer nobody has decided counts as not correct (as on the study page).
+        f"p.{_col(Problem, 'l_gold')}, CASE WHEN t.{correct} THEN 1 ELSE 0 END "
+        f"FROM {t} t JOIN {p} p ON p.{_q('id')} = t.{_col(Trace, 'problem')} "
+        f"WHERE t.{_col(Trace, 'study')} = %s ORDER BY t.{_q('id')}"
+    )
+    df = _frame(sql, [study_id], {"trace_id": "int64", "model": "object", "domain": "object", "n_steps": "int64",
+                                  "l_gold": "int64", "answer_correct": "int64"})
+    df["answer_correct"] = df["answer_correct"].astype(bool)
+    return df
+
+
+def _parse_refs(raw: pd.Series) -> np.ndarray:
+    """JSON text of skeleton_refs -> object array of lists; each distinct text is
+    parsed once (a study has a handful: "[]", "[1]", "[1, 2]" ...)."""
+    codes, uniques = pd.factorize(raw, use_na_sentinel=True)
+    parsed = []
+    for text in uniques:
+        value = json.loads(text) if isinstance(text, str) and text else text
+        parsed.append(value if isinstance(value, list) else [])
+    table = np.empty(len(parsed) + 1, dtype=object)
+    table[: len(parsed)] = parsed
+    table[len(parsed)] = []
+    return table[np.where(codes < 0, len(parsed), codes)]
+
+
+_VERDICT_CODES = {v: i for i, v in enumerate(core.VERDICTS)}
+
+
+def labels_query(study_id: int) -> tuple[str, list]:
+    """SQL and parameters of read_labels: the database does the filtering and
+    encodes who labelled (``src``) and the verdict as small integers; refs
+    are read only where they can count (valid steps), so Python handles few
+    and short values."""
+    lab, st, tr, rv = _table(StepLabel), _table(Step), _table(Trace), _table(TraceReview)
+    kind, verdict = f"l.{_col(StepLabel, 'kind')}", f"l.{_col(StepLabel, 'verdict')}"
+    sql = (
+        f"SELECT s.{_col(Step, 'trace')}, s.{_col(Step, 'index')}, "
+        f"CASE WHEN {kind} = %s THEN l.{_col(StepLabel, 'annotator')} "
+        f"WHEN {kind} = %s THEN -l.{_col(StepLabel, 'judge')} ELSE 0 END, "
+        f"CASE WHEN {verdict} = %s THEN 0 WHEN {verdict} = %s THEN 1 ELSE 2 END, "
+        f"CASE WHEN {verdict} = %s THEN l.{_col(StepLabel, 'skeleton_refs')} END "
+        f"FROM {lab} l "
+        f"JOIN {st} s ON s.{_q('id')} = l.{_col(StepLabel, 'step')} "
+        f"JOIN {tr} t ON t.{_q('id')} = s.{_col(Step, 'trace')} "
+        f"LEFT JOIN {rv} r ON r.{_col(TraceReview, 'trace')} = s.{_col(Step, 'trace')} "
+        f"AND r.{_col(TraceReview, 'annotator')} = l.{_col(StepLabel, 'annotator')} AND {kind} = %s "
+        f"WHERE t.{_col(Trace, 'study')} = %s AND ({kind} <> %s OR r.{_col(TraceReview, 'complete')} = %s)"
+    )
+    human = StepLabel.Kind.HUMAN
+    return sql, [human, StepLabel.Kind.JUDGE, core.VALID, core.INVALID, core.VALID, human, study_id, human, True]
+
+
+def read_labels(study_id: int) -> pd.DataFrame:
+    """The labels of a study that any source can use: judge and adjudicated
+    labels, and human labels of complete reviews (see the module docstring)."""
+    sql, params = labels_query(study_id)
+    df = _frame(sql, params, {"trace_id": "int64", "step": "int64", "src": "int64", "verdict": "int64",
+                              "skeleton_refs": "object"})
+    df["verdict"] = pd.Categorical.from_codes(df["verdict"].to_numpy(), categories=list(core.VERDICTS))
+    df["skeleton_refs"] = _parse_refs(df["skeleton_refs"]) if len(df) else pd.Series(dtype=object)
+    return df
+
+
+def read_inputs(study: Study) -> Inputs:
+    judges = dict(study.judges.values_list("name", "pk"))
+    return Inputs(
+        traces=read_traces(study.pk),
+        labels=read_labels(study.pk),
+        judges=judges,
+        primary_judge=study.primary_judge_id,
+    )
+
+
+def _empty_steps() -> pd.DataFrame:
+    return pd.DataFrame({c: pd.Series(dtype=object) for c in STEP_COLUMNS})
+
+
+def human_steps(labels: pd.DataFrame) -> pd.DataFrame:
+    """Consensus of the human labels (of complete reviews: read_labels filters)."""
+    human = labels.loc[labels["src"].to_numpy() > 0, ["trace_id", "step", "src", "verdict", "skeleton_refs"]]
+    if human.empty:
+        return _empty_steps()
+    return core.human_consensus(human.rename(columns={"src": "annotator"}))[STEP_COLUMNS]
+
+
+def judge_steps(labels: pd.DataFrame, judge_pk: int | None) -> pd.DataFrame:
+    if judge_pk is None:
+        return _empty_steps()
+    return labels.loc[labels["src"].to_numpy() == -judge_pk, STEP_COLUMNS].reset_index(drop=True)
+
+
+def adjudicated_steps(labels: pd.DataFrame) -> pd.DataFrame:
+    return labels.loc[labels["src"].to_numpy() == 0, STEP_COLUMNS].reset_index(drop=True)
+
+
+def source_steps(inputs: Inputs, source: str, *, human: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The step labels of one source: trace_id, step, verdict, skeleton_refs.
+
+    ``human`` may pass a consensus already computed (it serves two sources)."""
+    if source == HUMAN:
+        return human if human is not None else human_steps(inputs.labels)
+    if source == FINAL:
+        hum = human if human is not None else human_steps(inputs.labels)
+        final = core.final_labels(
+            adjudicated_steps(inputs.labels), hum, judge_steps(inputs.labels, inputs.primary_judge)
+        )
+        return final[STEP_COLUMNS]
+    if source.startswith(JUDGE_PREFIX):
+        return judge_steps(inputs.labels, inputs.judges.get(source[len(JUDGE_PREFIX):]))
+    raise UnknownSource(f"unknown label source {source!r}")

@@ -1,0 +1,190 @@
+"""Writing and reading stored scores in bulk, without model instances.
+
+Writes replace one (study, source, profile) set whole in one transaction:
+PostgreSQL gets ``COPY``, other databases ``executemany``. Reads are one
+raw query into pandas.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from django.db import connection, models, transaction
+from django.utils import timezone
+
+from annotation.models import Problem, Trace, TraceReview
+from scoring.models import ScoreSet, ScoringProfile, TraceScore
+
+#: Stored per-trace columns, in the order of scoring.core.SCORE_COLUMNS.
+VALUE_COLUMNS = [
+    "n_steps", "l_gold", "coverage", "first_error", "answer_correct", "s_base", "p_fmt", "p_haz", "s_hcrs",
+    "s_prm", "s_prm_haz", "process", "holistic", "lucky_guess", "empty", "validity_rate", "all_valid",
+]
+_INT = {"n_steps", "l_gold", "coverage"}
+_BOOL = {"answer_correct", "lucky_guess", "empty"}
+_NULLABLE_INT = {"first_error"}
+_NULLABLE_BOOL = {"all_valid"}
+
+
+def _q(name: str) -> str:
+    return connection.ops.quote_name(name)
+
+
+def _column_lists(scored: pd.DataFrame) -> list[list[Any]]:
+    """Each stored column as a Python list with None for null."""
+    out = []
+    for col in VALUE_COLUMNS:
+        s = scored[col]
+        if col in _INT:
+            out.append(s.to_numpy(dtype=np.int64).tolist())
+        elif col in _BOOL:
+            out.append(s.to_numpy(dtype=bool).tolist())
+        elif col in _NULLABLE_INT or col in _NULLABLE_BOOL:
+            values = s.astype(object).tolist()
+            out.append([None if v is pd.NA or v is None else (int(v) if col in _NULLABLE_INT else bool(v)) for v in values])
+        else:
+            values = s.to_numpy(dtype=float, na_value=np.nan).tolist()
+            out.append([None if v != v else v for v in values])
+    return out
+
+
+def write_scores(study, source: str, profile: ScoringProfile, scored: pd.DataFrame, hazard: list[dict],
+                 *, job=None) -> ScoreSet:
+    """Replace the stored scores of (study, source, profile) with ``scored``
+    (output of ``scoring.core.score_traces``; ``trace_id`` = Trace pk)."""
+    with transaction.atomic():
+        score_set, _ = ScoreSet.objects.get_or_create(study=study, source=source, profile=profile)
+        # Serialises concurrent writers of the same set (PostgreSQL row lock;
+        # SQLite holds the write lock for the whole IMMEDIATE transaction).
+        score_set = ScoreSet.objects.select_for_update().get(pk=score_set.pk)
+        table = _q(TraceScore._meta.db_table)
+        fk = _q(TraceScore._meta.get_field("score_set").column)
+        with connection.cursor() as cursor:
+            cursor.execute(f"DELETE FROM {table} WHERE {fk} = %s", [score_set.pk])
+        names = [fk, _q(TraceScore._meta.get_field("trace").column)] + [
+            _q(TraceScore._meta.get_field(c).column) for c in VALUE_COLUMNS
+        ]
+        if connection.vendor == "postgresql":
+            _copy(table, names, score_set.pk, scored)
+        else:
+            trace_ids = scored["trace_id"].to_numpy(dtype=np.int64).tolist()
+            rows = zip([score_set.pk] * len(trace_ids), trace_ids, *_column_lists(scored), strict=True)
+            marks = ", ".join(["%s"] * len(names))
+            with connection.cursor() as cursor:
+                cursor.executemany(f"INSERT INTO {table} ({', '.join(names)}) VALUES ({marks})", list(rows))
+        score_set.n_traces = len(scored)
+        score_set.hazard = hazard
+        score_set.computed_at = timezone.now()
+        score_set.job = job
+        score_set.new_token()
+        score_set.save()
+    return score_set
+
+
+def _binary_type(field) -> str:
+    if isinstance(field, models.ForeignKey):
+        field = field.target_field
+    if isinstance(field, models.BooleanField):
+        return "bool"
+    if isinstance(field, models.FloatField):
+        return "float8"
+    if isinstance(field, (models.BigIntegerField, models.BigAutoField)):
+        return "int8"
+    return "int4"
+
+
+def _copy(table: str, names: list[str], score_set_id: int, scored: pd.DataFrame) -> None:
+    """PostgreSQL: binary COPY -- psycopg packs each row in C, the server
+    parses no text (several times faster than text COPY or executemany)."""
+    fields = [TraceScore._meta.get_field(n) for n in ["score_set", "trace"] + VALUE_COLUMNS]
+    trace_ids = scored["trace_id"].to_numpy(dtype=np.int64).tolist()
+    rows = zip([score_set_id] * len(trace_ids), trace_ids, *_column_lists(scored), strict=True)
+    with connection.cursor() as cursor:
+        with cursor.cursor.copy(f"COPY {table} ({', '.join(names)}) FROM STDIN (FORMAT BINARY)") as copy:
+            copy.set_types([_binary_type(f) for f in fields])
+            for row in rows:
+                copy.write_row(row)
+
+
+def delete_sets(pks: list[int]) -> None:
+    if not pks:
+        return
+    # TraceScore rows go with one DELETE ... WHERE score_set_id IN (...):
+    # nothing depends on them, so Django's collector never loads them.
+    ScoreSet.objects.filter(pk__in=pks).delete()
+
+
+# ---------------------------------------------------------------------------
+# Reading
+# ---------------------------------------------------------------------------
+#: What the analytics pages read; the export adds the rest.
+PAGE_COLUMNS = ["n_steps", "first_error", "answer_correct", "s_hcrs", "process", "s_prm", "holistic", "lucky_guess",
+                "validity_rate", "all_valid", "empty"]
+
+
+def read_scores(score_set: ScoreSet, *, model: str = "", domain: str = "", columns: list[str] | None = None,
+                only_reviewed_by=None, lucky_only: bool = False) -> pd.DataFrame:
+    """Stored scores of one set as a table: trace (pk), trace_id, problem_id,
+    model, domain and ``columns`` (default PAGE_COLUMNS), in trace order.
+
+    ``only_reviewed_by`` (a user) keeps the traces that user has labelled
+    completely -- what an annotator of a blind study may see trace by trace.
+    """
+    columns = list(PAGE_COLUMNS if columns is None else columns)
+    ts, t, p, rv = (_q(m._meta.db_table) for m in (TraceScore, Trace, Problem, TraceReview))
+
+    def c(model, field):
+        return _q(model._meta.get_field(field).column)
+
+    select = [f"s.{c(TraceScore, 'trace')}", f"t.{c(Trace, 'trace_id')}", f"p.{c(Problem, 'problem_id')}",
+              f"t.{c(Trace, 'model')}", f"p.{c(Problem, 'domain')}"] + [f"s.{c(TraceScore, col)}" for col in columns]
+    where = [f"s.{c(TraceScore, 'score_set')} = %s"]
+    params: list[Any] = [score_set.pk]
+    if model:
+        where.append(f"t.{c(Trace, 'model')} = %s")
+        params.append(model)
+    if domain:
+        where.append(f"p.{c(Problem, 'domain')} = %s")
+        params.append(domain)
+    if lucky_only:
+        where.append(f"s.{c(TraceScore, 'lucky_guess')} = %s")
+        params.append(True)
+    if only_reviewed_by is not None:
+        where.append(
+            f"s.{c(TraceScore, 'trace')} IN (SELECT r.{c(TraceReview, 'trace')} FROM {rv} r "
+            f"WHERE r.{c(TraceReview, 'annotator')} = %s AND r.{c(TraceReview, 'complete')} = %s)"
+        )
+        params += [only_reviewed_by.pk, True]
+    sql = (
+        f"SELECT {', '.join(select)} FROM {ts} s "
+        f"JOIN {t} t ON t.{_q('id')} = s.{c(TraceScore, 'trace')} "
+        f"JOIN {p} p ON p.{_q('id')} = t.{c(Trace, 'problem')} "
+        f"WHERE {' AND '.join(where)} ORDER BY s.{c(TraceScore, 'trace')}"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    names = ["trace", "trace_id", "problem_id", "model", "domain"] + columns
+    df = pd.DataFrame.from_records(rows, columns=names, coerce_float=False)
+    return typed(df)
+
+
+def typed(df: pd.DataFrame) -> pd.DataFrame:
+    """Column types of scoring.core's score tables (nulls as NaN / NA)."""
+    out = df.copy()
+    for col in out.columns:
+        if col in _INT or col == "trace":
+            out[col] = out[col].astype("int64")
+        elif col in _BOOL:
+            out[col] = out[col].astype(bool)
+        elif col in _NULLABLE_INT:
+            out[col] = pd.array(out[col].tolist(), dtype="Int64")
+        elif col in _NULLABLE_BOOL:
+            out[col] = pd.array([None if v is None else bool(v) for v in out[col].tolist()], dtype="boolean")
+        elif col in VALUE_COLUMNS:
+            out[col] = pd.to_numeric(out[col], errors="coerce").astype(float)
+    # Stored rows are complete by construction (scoring.core's hazard needs the column).
+    out["complete"] = True
+    return out

@@ -1,0 +1,143 @@
+"""Exports: the export command (every implemented --what, every format,
+stdout by default), CSV cells that cannot run as formulas, Parquet round
+trips, and a clear error for kinds another issue will add."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import pandas as pd
+import pytest
+from django.core.management import CommandError, call_command
+from django.urls import reverse
+
+from scoring import exports, services
+from tests.conftest import jsonl
+from tests.scoring.test_api import HAZARD_FIELDS, LEADERBOARD_FIELDS, SCORE_FIELDS
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def scored(seeded):
+    services.recompute(seeded, warm=False)
+    return seeded
+
+
+def run(**opts) -> str:
+    out = io.StringIO()
+    call_command("export", study="Study A", stdout=out, **opts)
+    return out.getvalue()
+
+
+def test_it_neutralizes_formula_cells_but_not_numbers():
+    assert exports.neutralize("=HYPERLINK(1)") == "'=HYPERLINK(1)"
+    for text in ("+1", "-x", "@SUM(A1)", "\tcmd", "\rcmd"):
+        assert exports.neutralize(text) == "'" + text
+    assert exports.neutralize("model-a") == "model-a"
+    table = exports.Table(["name", "value", "ci", "flag"], [
+        {"name": "=cmd|' /C calc'!A0", "value": -1.5, "ci": [-0.5, 2.0], "flag": None},
+        {"name": "-2", "value": -3, "ci": None, "flag": True},
+    ])
+    text = io.StringIO()
+    exports.write_csv(table, text)
+    rows = list(csv.reader(io.StringIO(text.getvalue())))
+    assert rows[1] == ["'=cmd|' /C calc'!A0", "-1.5", "[-0.5, 2.0]", ""]
+    assert rows[2] == ["'-2", "-3", "", "true"]  # the text "-2" is neutralized, the number -3 is not
+
+
+def test_a_model_named_like_a_formula_is_neutralized_in_the_leaderboard_csv(study, do_import, tmp_path):
+    do_import(jsonl({"kind": "problem", "problem_id": "p", "statement": "s", "gold_answer": "1"},
+                    {"kind": "trace", "problem_id": "p", "model": "=1+1", "steps": ["a"], "answer": "1",
+                     "labels": [{"step": 1, "verdict": "valid", "annotator": "a"}]}))
+    services.recompute(study, warm=False)
+    out = tmp_path / "lb.csv"
+    call_command("export", study="Study A", what="leaderboard", format="csv", out=str(out), stderr=io.StringIO())
+    rows = list(csv.DictReader(out.open()))
+    assert rows[0]["model"] == "'=1+1"
+    assert list(rows[0]) == LEADERBOARD_FIELDS
+
+
+def test_score_export_rows_carry_exactly_the_documented_fields(scored):
+    rows = [json.loads(line) for line in run(what="scores").splitlines()]
+    assert [list(r) for r in rows] == [SCORE_FIELDS] * 3
+    assert {(r["trace_id"], r["source"], r["profile"]) for r in rows} == {
+        ("t1", "final", "default"), ("t3", "final", "default"), ("t5", "final", "default")}
+    t1 = next(r for r in rows if r["trace_id"] == "t1")
+    assert t1["first_error"] == 2 and t1["s_base"] == 5.0 and t1["lucky_guess"] is True
+    empty = next(r for r in rows if r["trace_id"] == "t5")
+    assert empty["s_base"] is None and empty["first_error"] is None and empty["empty"] is True
+
+
+def test_hazard_leaderboard_and_lucky_guess_exports(scored):
+    hazard = [json.loads(line) for line in run(what="hazard", source="human").splitlines()]
+    assert [list(r) for r in hazard] == [HAZARD_FIELDS] * 3
+    board = [json.loads(line) for line in run(what="leaderboard", profile="no-penalties").splitlines()]
+    assert [r["model"] for r in board] == ["m1", "m2", "m3"] and list(board[0]) == LEADERBOARD_FIELDS
+    lucky = [json.loads(line) for line in run(what="lucky-guesses", model="m2").splitlines()]
+    assert [r["trace_id"] for r in lucky] == ["t3"]
+
+
+def test_parquet_round_trips(scored, tmp_path):
+    out = tmp_path / "scores.parquet"
+    call_command("export", study="Study A", what="scores", format="parquet", out=str(out), stderr=io.StringIO())
+    frame = pd.read_parquet(out)
+    assert list(frame.columns) == SCORE_FIELDS
+    expected = pd.DataFrame([json.loads(line) for line in run(what="scores").splitlines()])
+    assert frame["trace_id"].tolist() == expected["trace_id"].tolist()
+    assert frame["process"].tolist() == pytest.approx(expected["process"].tolist())
+    assert frame["first_error"].astype("Float64").tolist()[:2] == [2, 1]
+    out = tmp_path / "lb.parquet"
+    call_command("export", study="Study A", what="leaderboard", format="parquet", out=str(out), stderr=io.StringIO())
+    board = pd.read_parquet(out)
+    assert list(board.columns) == LEADERBOARD_FIELDS and len(board) == 3
+
+
+def test_csv_export_to_a_file(scored, tmp_path):
+    out = tmp_path / "scores.csv"
+    err = io.StringIO()
+    call_command("export", study="Study A", what="scores", format="csv", out=str(out), stderr=err)
+    assert "wrote 3 scores row(s)" in err.getvalue()
+    rows = list(csv.DictReader(out.open()))
+    assert list(rows[0]) == SCORE_FIELDS and rows[0]["answer_correct"] == "true"
+
+
+def test_kinds_of_another_issue_and_bad_input_are_clear_errors(scored):
+    for what in ("labels", "agreement", "prm-training"):
+        with pytest.raises(CommandError, match=f"--what {what} is not implemented yet"):
+            run(what=what)
+    with pytest.raises(CommandError, match="--profile: no profile named 'nope'"):
+        run(what="scores", profile="nope")
+    with pytest.raises(CommandError, match="no study named"):
+        call_command("export", study="nowhere", what="scores")
+    with pytest.raises(CommandError, match="parquet is binary"):
+        run(what="scores", format="parquet")
+
+
+def test_another_app_can_register_an_export_kind(scored, monkeypatch):
+    monkeypatch.setattr(exports, "_REGISTRY", dict(exports._REGISTRY))
+
+    @exports.register("agreement")
+    def agreement(request):
+        return exports.Table(["reference", "candidate"], [{"reference": request.reference,
+                                                           "candidate": request.candidate}])
+
+    assert json.loads(run(what="agreement", reference="human", candidate="judge:x")) == {
+        "reference": "human", "candidate": "judge:x"}
+
+
+def test_the_download_links_of_the_pages(client, member, outsider, scored):
+    url = reverse("scoring-export", args=[scored.pk])
+    client.force_login(outsider)
+    assert client.get(url, {"what": "scores"}).status_code == 404
+    client.force_login(member)
+    response = client.get(url, {"what": "hazard", "format": "csv", "source": "human"})
+    assert response.status_code == 200 and response["Content-Type"].startswith("text/csv")
+    assert response.content.decode().splitlines()[0] == ",".join(HAZARD_FIELDS)
+    assert client.get(url, {"what": "labels"}).status_code == 400
+    parquet = client.get(url, {"what": "leaderboard", "format": "parquet"})
+    assert list(pd.read_parquet(io.BytesIO(parquet.content)).columns) == LEADERBOARD_FIELDS
+    # a blind study's annotator downloads scores only of traces they finished (none here)
+    assert client.get(url, {"what": "scores", "format": "jsonl"}).content == b""
