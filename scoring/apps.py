@@ -7,7 +7,6 @@ class ScoringConfig(AppConfig):
 
     def ready(self) -> None:
         from annotation import signals
-        from scoring import export_kinds  # noqa: F401  (registers the score exports)
         from scoring.receivers import on_data_changed
 
         signals.data_changed.connect(on_data_changed, dispatch_uid="scoring.recompute_on_data_changed")

@@ -17,6 +17,7 @@ in ``PLANNED`` but not registered answer a clear "not implemented yet".
 from __future__ import annotations
 
 import csv
+import importlib
 import io
 import json
 import math
@@ -82,6 +83,14 @@ class Kind:
 
 
 _REGISTRY: dict[str, Kind] = {}
+# Modules whose @register calls fill the registry. Loaded on first use rather
+# than at start-up: they pull in pandas and the analytics code.
+KIND_MODULES = ["scoring.export_kinds"]
+
+
+def _load_kinds() -> None:
+    for module in KIND_MODULES:
+        importlib.import_module(module)
 
 
 def register(name: str, *, help: str = "") -> Callable:
@@ -94,10 +103,12 @@ def register(name: str, *, help: str = "") -> Callable:
 
 def kinds() -> list[str]:
     """Every --what value: registered ones and the planned ones."""
+    _load_kinds()
     return list(dict.fromkeys([*PLANNED, *_REGISTRY]))
 
 
 def build(request: ExportRequest) -> Table:
+    _load_kinds()
     kind = _REGISTRY.get(request.what)
     if kind is None:
         if request.what in PLANNED:

@@ -13,7 +13,7 @@ from django.db import models
 from django.urls import reverse
 from django.utils import timezone
 
-from scoring.core import Profile
+from scoring.core.profile import Profile
 
 
 class ScoringProfile(models.Model):

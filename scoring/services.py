@@ -22,7 +22,7 @@ from django.utils import timezone
 
 from annotation import jobs
 from annotation.models import Job, Study
-from scoring import core, sources, storage
+from scoring import core
 from scoring.models import ScoreSet, ScoringProfile
 
 log = logging.getLogger("scoring")
@@ -103,6 +103,8 @@ def resolve_profile(study: Study, name: str | None, current: dict[str, ScoringPr
 
 def resolve_source(study: Study, name: str | None, judges: list[str] | None = None) -> str:
     """A valid source name (``final`` when empty); raises sources.UnknownSource."""
+    from scoring import sources
+
     return sources.check_source(study, name or sources.FINAL, judges)
 
 
@@ -269,6 +271,10 @@ def recompute(study: Study, *, profiles: Iterable[str] | None = None, progress=N
     names = list(current) if profiles is None else [n for n in profiles if n in current]
     default = default_profile(study, current)
     names.sort(key=lambda n: (n != default.name, n))  # the default first: pages need it soonest
+    # pandas-backed modules load here, not at start-up: queueing a recompute
+    # (every import, every label save) must stay cheap.
+    from scoring import sources, storage
+
     inputs = sources.read_inputs(study)
     timings["read"] = time.perf_counter() - t0
 

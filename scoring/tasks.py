@@ -2,13 +2,13 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from scoring import services
-
 
 @shared_task(bind=True, acks_late=True, max_retries=5)
 def recompute_scores(self, job_id: int) -> None:
     # Takes an id and re-reads everything; a re-delivered or retried task
     # replaces the same score sets again (services.run_score_job).
+    from scoring import services  # pandas and the core load in the worker only
+
     try:
         services.run_score_job(job_id, final_attempt=self.request.retries >= self.max_retries)
     except services.TRANSIENT_ERRORS as exc:

@@ -10,6 +10,7 @@ every bad line, not just the first.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -101,10 +102,17 @@ def insert_rows(model: type, fields: list[str], rows: list[tuple]) -> None:
         i for i, f in enumerate(model_fields) if isinstance(f, (models.JSONField, models.DateTimeField))
     ]
     if adapt:
-        rows = [
-            tuple(model_fields[i].get_db_prep_save(v, connection) if i in adapt else v for i, v in enumerate(row))
-            for row in rows
-        ]
+        # Most of these values repeat (one timestamp per batch, empty meta
+        # dicts): adapt each distinct value once.
+        memo: dict[tuple[int, str], Any] = {}
+
+        def prep(i: int, value: Any) -> Any:
+            key = (i, json.dumps(value, sort_keys=True, default=str))
+            if key not in memo:
+                memo[key] = model_fields[i].get_db_prep_save(value, connection)
+            return memo[key]
+
+        rows = [tuple(prep(i, v) if i in adapt else v for i, v in enumerate(row)) for row in rows]
     with connection.cursor() as cursor:
         cursor.executemany(f"INSERT INTO {qn(model._meta.db_table)} ({cols}) VALUES ({marks})", rows)
 

@@ -111,7 +111,9 @@ def test_a_failing_recompute_marks_the_job_failed(seeded, monkeypatch):
     def boom(*args, **kwargs):
         raise RuntimeError("disk on fire")
 
-    monkeypatch.setattr(services.storage, "write_scores", boom)
+    from scoring import storage
+
+    monkeypatch.setattr(storage, "write_scores", boom)
     job = Job.objects.create(study=seeded, kind=Job.Kind.SCORE, params={"profiles": None})
     with pytest.raises(RuntimeError):
         services.run_score_job(job.pk)
