@@ -172,7 +172,9 @@ SPECTACULAR_SETTINGS = {
 _broker_dir = DATA_DIR / "broker"
 CELERY_BROKER_URL = env_url(
     "CELERY_BROKER_URL",
-    "filesystem://",
+    # The host part means nothing to this transport; naming one keeps kombu
+    # from warning "No hostname was supplied" on every connection.
+    "filesystem://localhost/",
     schemes={"filesystem", "redis", "rediss", "amqp", "pyamqp", "memory"},
 )
 CELERY_BROKER_TRANSPORT_OPTIONS: dict = {}

@@ -49,7 +49,7 @@ def test_the_embedded_defaults_need_no_server(tmp_path):
     assert result.returncode == 0, result.stderr[-800:]
     engine, broker, debug = result.stdout.split()
     assert engine == "django.db.backends.sqlite3"
-    assert broker == "filesystem://"
+    assert broker == "filesystem://localhost/"
     assert debug == "True"
     # Debug mode generates a secret key once and keeps it in the data folder.
     assert (tmp_path / "secret_key").read_text().strip()
