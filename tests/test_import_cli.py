@@ -188,3 +188,19 @@ def test_the_full_gsm8k_model_solutions_file(tmp_path):
     assert len(totals) == 4
     for model in totals:
         assert correct[model] / seen[model] == expected[model] / totals[model], model
+
+
+def test_the_demo_labels_match_the_demo_traces_exactly(tmp_path):
+    """The bundled AI-annotator label files must import cleanly on top of the demo data."""
+    from annotation.management.commands import demo
+    from annotation.models import StepLabel
+
+    assert len(demo.DEMO_LABELS) == 2
+    status, out = run(GSM8K_SOLUTIONS, study="Labels", format="gsm8k-solutions", json=True)
+    assert status == 0
+    for path in demo.DEMO_LABELS:
+        status, out = run(path, study="Labels", json=True)
+        report = json.loads(out)
+        assert status == 0 and report["rejected"] == [] and report["traces_created"] == 0
+        assert report["unchanged"] == 40 and report["labels_created"] == 121
+    assert StepLabel.objects.filter(kind="human", annotator__username__startswith="ai-annotator-").count() == 242

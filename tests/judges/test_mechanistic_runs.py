@@ -103,6 +103,7 @@ def test_the_demo_command_judges_in_process(study, do_import, settings, tmp_path
     small = tmp_path / "demo.jsonl"
     small.write_bytes(b"".join(GSM8K.read_bytes().splitlines(keepends=True)[:5]))
     monkeypatch.setattr(demo, "DEMO_FILE", small)
+    monkeypatch.setattr(demo, "DEMO_LABELS", [])  # their traces are not among the first five problems
     call_command("demo", password="pw-demo-123", stdout=io.StringIO())
     demo_study = Study.objects.get(name=demo.DEMO_STUDY)
     labels = StepLabel.objects.filter(judge__name=MECHANISTIC, step__trace__study=demo_study)

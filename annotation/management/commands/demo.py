@@ -11,6 +11,8 @@ from annotation.models import Membership, Study
 
 DEMO_STUDY = "GSM8K demo"
 DEMO_FILE = Path(settings.BASE_DIR) / "annotation" / "demo_data" / "gsm8k" / "example_model_solutions.jsonl"
+# Two independent step-label passes over a 40-trace sample (see the README there).
+DEMO_LABELS = sorted((Path(settings.BASE_DIR) / "annotation" / "demo_data" / "gsm8k_labels").glob("labels_*.jsonl"))
 
 
 class Command(BaseCommand):
@@ -49,6 +51,15 @@ class Command(BaseCommand):
             self.stdout.write(f"imported {report.traces_created} traces of {report.problems_created} problems")
         else:
             self.stdout.write(f"study {DEMO_STUDY!r} already has {study.traces.count()} traces")
+        for path in DEMO_LABELS:
+            # Idempotent: a second run finds every label unchanged.
+            job = services.do_create_import_job(study, fmt="reasonaudit", skip_invalid=False, user=user, path=path)
+            with path.open("rb") as fh:
+                report = services.run_import_job(job.pk, fh)
+            if report is None or not report.committed:
+                raise CommandError(f"demo labels {path.name} failed: {report.rejected if report else 'not claimed'}")
+            if report.labels_created or report.labels_updated:
+                self.stdout.write(f"{path.name}: {report.labels_created} step labels imported")
         self._post_import(study)
         self.stdout.write(self.style.SUCCESS(f"demo study ready: {study.name} (id {study.pk})"))
 
