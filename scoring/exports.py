@@ -10,19 +10,31 @@ Adding a kind::
     def agreement(request: exports.ExportRequest) -> exports.Table:
         return exports.Table(columns=[...], rows=[{...}, ...])
 
-Register in the app's ``AppConfig.ready`` so the command sees it. Kinds named
-in ``PLANNED`` but not registered answer a clear "not implemented yet".
+Register in a module listed in ``KIND_MODULES`` (loaded on first use). Kinds
+named in ``PLANNED`` but not registered answer a clear "not implemented yet".
+A kind registered with ``restricted=True`` is refused to members who are not
+owners or adjudicators (``ExportForbidden``); ``check`` validates a request
+cheaply before an export job is queued.
+
+Every written file can carry a manifest (``manifest``; ``write_file`` puts it
+next to the file as ``<file>.manifest.json``): study, export, filters,
+profile version, sources, counts, code version and time -- what a paper
+cites. Tables whose rows are an iterator are written as they come (flat
+memory); Parquet then goes out in row groups through ``ParquetWriter``.
 """
 
 from __future__ import annotations
 
 import csv
+import functools
 import importlib
 import io
 import json
 import math
-from collections.abc import Callable, Iterable
+import subprocess
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import IO, Any
 
 import numpy as np
@@ -41,6 +53,10 @@ class ExportError(ValueError):
     """A request that cannot be exported; the message is shown to the user."""
 
 
+class ExportForbidden(ExportError):
+    """The member's role does not allow this kind of export."""
+
+
 @dataclass
 class ExportRequest:
     study: Any
@@ -57,10 +73,21 @@ class ExportRequest:
 
 @dataclass
 class Table:
-    """Rows to write: a DataFrame or dicts, with the column order."""
+    """Rows to write: a DataFrame, or dicts (a list, or an iterator that is
+    written as it comes), with the column order.
+
+    ``schema`` (column -> ``string``, ``int64``, ``float64``, ``bool``,
+    ``list<int64>``, ``list<float64>``, ``list<string>``, ``timestamp`` or
+    ``json``) fixes the Parquet types, so a streamed table is written in
+    row groups; ``json`` columns (nested objects) are JSON text in Parquet.
+    ``meta`` goes into the manifest (profile, sources, counts, ...); a
+    builder may fill it while its rows stream.
+    """
 
     columns: list[str]
-    rows: pd.DataFrame | list[dict[str, Any]]
+    rows: pd.DataFrame | list[dict[str, Any]] | Iterator[dict[str, Any]]
+    schema: dict[str, str] | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
 
     def records(self) -> Iterable[dict[str, Any]]:
         if isinstance(self.rows, pd.DataFrame):
@@ -80,12 +107,14 @@ class Kind:
     name: str
     build: Callable[[ExportRequest], Table]
     help: str = ""
+    restricted: bool = False  # owners and adjudicators only
+    check: Callable[[ExportRequest], None] | None = None
 
 
 _REGISTRY: dict[str, Kind] = {}
 # Modules whose @register calls fill the registry. Loaded on first use rather
 # than at start-up: they pull in pandas and the analytics code.
-KIND_MODULES = ["scoring.export_kinds"]
+KIND_MODULES = ["scoring.export_kinds", "scoring.agreement_exports"]
 
 
 def _load_kinds() -> None:
@@ -93,12 +122,41 @@ def _load_kinds() -> None:
         importlib.import_module(module)
 
 
-def register(name: str, *, help: str = "") -> Callable:
+def register(name: str, *, help: str = "", restricted: bool = False,
+             check: Callable[[ExportRequest], None] | None = None) -> Callable:
     def decorate(fn: Callable[[ExportRequest], Table]) -> Callable[[ExportRequest], Table]:
-        _REGISTRY[name] = Kind(name, fn, help)
+        _REGISTRY[name] = Kind(name, fn, help, restricted, check)
         return fn
 
     return decorate
+
+
+def kind(name: str) -> Kind:
+    """The registered kind ``name``; ExportError for planned or unknown ones."""
+    _load_kinds()
+    found = _REGISTRY.get(name)
+    if found is None:
+        if name in PLANNED:
+            raise ExportError(f"--what {name} is not implemented yet; available: {', '.join(sorted(_REGISTRY))}")
+        raise ExportError(f"unknown export {name!r}; choose one of {', '.join(kinds())}")
+    return found
+
+
+def allowed(request: ExportRequest) -> None:
+    """Raise ExportForbidden when the request's member may not export its kind
+    (no membership: the command line, which the server's operator runs)."""
+    found = kind(request.what)
+    m = request.membership
+    if found.restricted and m is not None and not m.can_adjudicate:
+        raise ExportForbidden(f"{request.what} exports carry every source's labels: owners and adjudicators only")
+
+
+def check(request: ExportRequest) -> None:
+    """Validate a request without building it (permission, then the kind's own check)."""
+    allowed(request)
+    found = kind(request.what)
+    if found.check is not None:
+        found.check(request)
 
 
 def kinds() -> list[str]:
@@ -108,13 +166,8 @@ def kinds() -> list[str]:
 
 
 def build(request: ExportRequest) -> Table:
-    _load_kinds()
-    kind = _REGISTRY.get(request.what)
-    if kind is None:
-        if request.what in PLANNED:
-            raise ExportError(f"--what {request.what} is not implemented yet; available: {', '.join(sorted(_REGISTRY))}")
-        raise ExportError(f"unknown export {request.what!r}; choose one of {', '.join(kinds())}")
-    return kind.build(request)
+    allowed(request)
+    return kind(request.what).build(request)
 
 
 # ---------------------------------------------------------------------------
@@ -173,7 +226,59 @@ def write_csv(table: Table, out: IO[str]) -> int:
     return n
 
 
+#: Rows per Parquet row group (and per batch held in memory) of streamed tables.
+ROW_GROUP_ROWS = 50_000
+
+
+def _arrow_type(name: str):
+    import pyarrow as pa
+
+    simple = {"string": pa.string(), "int64": pa.int64(), "float64": pa.float64(), "bool": pa.bool_(),
+              "json": pa.string(), "timestamp": pa.timestamp("us", tz="UTC")}
+    if name in simple:
+        return simple[name]
+    if name.startswith("list<") and name.endswith(">"):
+        return pa.list_(_arrow_type(name[5:-1]))
+    raise ValueError(f"unknown column type {name!r}")
+
+
+def _json_text(value: Any) -> str | None:
+    if value is None:
+        return None
+    return json.dumps(value, default=_json_default, allow_nan=False)
+
+
+def _write_parquet_batches(table: Table, out: IO[bytes]) -> int:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    schema = pa.schema([(c, _arrow_type(table.schema[c])) for c in table.columns])
+    as_json = [c for c in table.columns if table.schema[c] == "json"]
+    n = 0
+    with pq.ParquetWriter(out, schema) as writer:
+        batch: list[dict[str, Any]] = []
+
+        def flush() -> None:
+            if as_json:
+                for row in batch:
+                    for c in as_json:
+                        row[c] = _json_text(row.get(c))
+            writer.write_table(pa.Table.from_pylist(batch, schema=schema), row_group_size=ROW_GROUP_ROWS)
+            batch.clear()
+
+        for row in table.records():
+            batch.append({k: _clean(v) for k, v in row.items()})
+            n += 1
+            if len(batch) >= ROW_GROUP_ROWS:
+                flush()
+        if batch or n == 0:
+            flush()
+    return n
+
+
 def write_parquet(table: Table, out: IO[bytes]) -> int:
+    if table.schema is not None:
+        return _write_parquet_batches(table, out)
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -206,3 +311,96 @@ def render(table: Table, fmt: str) -> bytes:
     text = io.StringIO()
     write(table, fmt, text)
     return text.getvalue().encode()
+
+
+# ---------------------------------------------------------------------------
+# Manifests: what a paper cites
+# ---------------------------------------------------------------------------
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+@functools.cache
+def code_version() -> str:
+    """``git describe --always --dirty --tags`` of the checkout, else the
+    package version (``reasonaudit <version>``)."""
+    try:
+        done = subprocess.run(["git", "describe", "--always", "--dirty", "--tags"], cwd=BASE_DIR,
+                              capture_output=True, text=True, timeout=5)
+        if done.returncode == 0 and done.stdout.strip():
+            return done.stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        pass
+    from importlib import metadata
+
+    try:
+        return f"reasonaudit {metadata.version('reasonaudit')}"
+    except metadata.PackageNotFoundError:
+        pass
+    try:
+        import tomllib
+
+        with (BASE_DIR / "pyproject.toml").open("rb") as fh:
+            return f"reasonaudit {tomllib.load(fh)['project']['version']}"
+    except (OSError, KeyError, ValueError):
+        return "unknown"
+
+
+_UNSET = object()
+
+
+def _profile_of(request: ExportRequest) -> dict[str, Any] | None:
+    from scoring import services
+
+    try:
+        p = services.resolve_profile(request.study, request.profile)
+    except services.UnknownProfile:
+        return None
+    return {"name": p.name, "version": p.version, "params": p.params}
+
+
+def manifest(request: ExportRequest, table: Table, fmt: str, rows: int, *, filename: str | None = None) -> dict[str, Any]:
+    """The manifest of one written export (JSON-ready)."""
+    from django.utils import timezone
+
+    meta = dict(table.meta)
+    meta.pop("expected_rows", None)
+    profile = meta.pop("profile", _UNSET)
+    if profile is _UNSET:
+        profile = _profile_of(request)
+    filters = {k: getattr(request, k) for k in ("source", "reference", "candidate", "model", "domain")
+               if getattr(request, k)}
+    filters.update({k: v for k, v in request.extra.items() if v not in (None, "") and k != "group"})
+    if request.what == "leaderboard":
+        filters["group"] = request.extra.get("group", "model")
+    sources = meta.pop("sources", None)
+    if sources is None:
+        sources = [request.source or "final"]
+    counts = {"rows": rows, **meta.pop("counts", {})}
+    return json.loads(json.dumps({
+        "generator": "ReasonAudit",
+        "code_version": code_version(),
+        "created_at": timezone.now().isoformat(),
+        "study": {"id": request.study.pk, "name": request.study.name},
+        "export": {"what": request.what, "format": fmt, "file": filename, "columns": list(table.columns)},
+        "filters": filters,
+        "profile": profile,
+        "sources": sources,
+        "counts": counts,
+        **meta,
+    }, default=_json_default, allow_nan=False))
+
+
+def manifest_path(path: Path) -> Path:
+    return path.with_name(path.name + ".manifest.json")
+
+
+def write_file(table: Table, fmt: str, path: Path, request: ExportRequest) -> dict[str, Any]:
+    """Write ``table`` to ``path`` and its manifest to ``<path>.manifest.json``;
+    returns the manifest."""
+    path = Path(path)
+    mode, kwargs = ("wb", {}) if fmt == "parquet" else ("w", {"encoding": "utf-8", "newline": ""})
+    with path.open(mode, **kwargs) as fh:
+        n = write(table, fmt, fh)
+    info = manifest(request, table, fmt, n, filename=path.name)
+    manifest_path(path).write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
+    return info

@@ -15,3 +15,8 @@ def recompute_scores(self, job_id: int) -> None:
         if self.request.retries >= self.max_retries:
             raise
         raise self.retry(exc=exc, countdown=min(300, 5 * 2**self.request.retries)) from exc
+
+
+# Autodiscovery imports this module only; the export task lives beside the
+# export code and registers through this import (it is light: no pandas).
+from scoring import agreement_tasks  # noqa: E402,F401

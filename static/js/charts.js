@@ -23,4 +23,12 @@
   }
   document.addEventListener("DOMContentLoaded", function () { draw(document); });
   document.addEventListener("htmx:load", function (evt) { draw(evt.detail && evt.detail.elt); });
+  // A chart drawn inside a closed <details> got a default width: fit it
+  // when the section opens (toggle does not bubble, hence the capture).
+  document.addEventListener("toggle", function (evt) {
+    if (typeof Plotly === "undefined" || !evt.target.open) return;
+    evt.target.querySelectorAll("[data-chart]").forEach(function (el) {
+      if (el.dataset.drawn === "1" && el.classList.contains("js-plotly-plot")) Plotly.Plots.resize(el);
+    });
+  }, true);
 })();
