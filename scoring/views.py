@@ -229,6 +229,8 @@ def export(request: HttpRequest, study_id: int) -> HttpResponse:
     )
     try:
         table = exports.build(req)
+    except exports.ExportForbidden as exc:
+        return HttpResponse(str(exc), status=403, content_type="text/plain")
     except exports.ExportError as exc:
         return HttpResponse(str(exc), status=400, content_type="text/plain")
     body = exports.render(table, fmt)

@@ -248,7 +248,7 @@ def test_export_permissions(worked, owner, member, outsider, adjudicator, django
 def test_a_blind_annotator_cannot_download_labels_on_the_sync_link_either(client, worked, member):
     client.force_login(member)
     r = client.get(reverse("scoring-export", args=[worked.pk]) + "?what=labels&format=jsonl")
-    assert r.status_code != 200 and b"owners and adjudicators" in r.content
+    assert r.status_code == 403 and b"owners and adjudicators" in r.content
 
 
 def test_a_running_export_is_not_downloadable_yet(worked, owner):
