@@ -42,3 +42,17 @@ def run_timed(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float,
 
 def median(xs: list[float]) -> float:
     return statistics.median(xs)
+
+
+def scratch_postgres(url: str, prefix: str) -> tuple[str, str]:
+    """(URL, name) of a new empty database ``<prefix>_<pid>`` on the server of ``url``."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    import psycopg
+
+    parts = urlsplit(url)
+    name = f"{prefix}_{os.getpid()}"
+    admin = urlunsplit(parts._replace(path="/postgres"))
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    return urlunsplit(parts._replace(path=f"/{name}")), name

@@ -42,22 +42,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import score_large  # noqa: E402
-from _util import machine  # noqa: E402
+from _util import machine, scratch_postgres  # noqa: E402
 from score_large import _drop_postgres, bulk_insert, setup_django  # noqa: E402
 
 
 def _scratch_postgres(url: str) -> tuple[str, str]:
-    """(scratch database URL, its name): ra_agreement_bench_<pid>, created empty on the same server."""
-    from urllib.parse import urlsplit, urlunsplit
-
-    import psycopg
-
-    parts = urlsplit(url)
-    name = f"ra_agreement_bench_{os.getpid()}"
-    admin = urlunsplit(parts._replace(path="/postgres"))
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    return urlunsplit(parts._replace(path=f"/{name}")), name
+    return scratch_postgres(url, "ra_agreement_bench")
 
 
 score_large._scratch_postgres = _scratch_postgres  # setup_django creates ours
