@@ -45,7 +45,18 @@ def check_role(membership: Membership, *roles: str) -> None:
 
 
 @transaction.atomic
+def do_create_study(name: str, *, owner, **fields) -> Study:
+    """A new study owned by ``owner``. Never attaches anyone to an existing
+    study: a name that is taken (even by a concurrent request) raises
+    IntegrityError."""
+    study = Study.objects.create(name=name, **fields)
+    Membership.objects.create(study=study, user=owner, role=Membership.Role.OWNER)
+    return study
+
+
+@transaction.atomic
 def do_get_or_create_study(name: str, *, owner=None) -> tuple[Study, bool]:
+    """For operators (CLI, demo): the study by name, created if missing."""
     study, created = Study.objects.get_or_create(name=name)
     if owner is not None:
         Membership.objects.get_or_create(study=study, user=owner, defaults={"role": Membership.Role.OWNER})

@@ -86,3 +86,17 @@ def test_the_openapi_schema_and_docs_are_served_without_a_cdn(client):
     assert schema.status_code == 200 and b"/api/v1/studies/" in schema.content
     docs = client.get("/api/docs/").content.decode()
     assert "cdn" not in docs.lower() and "/static/drf_spectacular_sidecar/" in docs
+
+
+def test_naming_someone_elses_study_never_makes_me_a_member(outsider, study):
+    response = api(outsider).post("/api/v1/studies/", {"name": study.name}, format="json")
+    assert response.status_code == 400 and response.json()["errors"][0]["field"] == "name"
+    assert not study.memberships.filter(user=outsider).exists()
+
+
+def test_the_create_operation_refuses_a_taken_name_even_past_validation(outsider, study):
+    from django.db import IntegrityError, transaction
+
+    with pytest.raises(IntegrityError), transaction.atomic():
+        services.do_create_study(study.name, owner=outsider)
+    assert not study.memberships.filter(user=outsider).exists()

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from django.contrib.auth import get_user_model
+from django.db import IntegrityError
 from django.db.models import Exists, F, OuterRef, Prefetch
 from django.http import Http404
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import generics, status
+from rest_framework.exceptions import ValidationError
 from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -44,12 +46,13 @@ class StudyList(generics.ListCreateAPIView):
         return {**super().get_serializer_context(), "roles": _roles(self.request.user)}
 
     def perform_create(self, serializer):
-        study, _ = services.do_get_or_create_study(serializer.validated_data["name"], owner=self.request.user)
-        for key in ("description", "blind", "segmenter"):
-            if key in serializer.validated_data:
-                setattr(study, key, serializer.validated_data[key])
-        study.save()
-        serializer.instance = study
+        data = serializer.validated_data
+        fields = {key: data[key] for key in ("description", "blind", "segmenter") if key in data}
+        try:
+            serializer.instance = services.do_create_study(data["name"], owner=self.request.user, **fields)
+        except IntegrityError:
+            # Lost a race with another request for the same name.
+            raise ValidationError({"name": ["study with this name already exists."]}) from None
 
 
 class StudyDetail(APIView):
