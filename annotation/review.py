@@ -19,7 +19,7 @@ Blind mode
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from django.contrib.auth import get_user_model
@@ -404,13 +404,16 @@ class AssignError(ValueError):
 
 @transaction.atomic
 def do_assign(study: Study, by, annotators: list, k: int = 1, *, stratify: bool = True,
-              only_unassigned: bool = True) -> int:
+              only_unassigned: bool = True, trace_ids: Sequence[int] | None = None) -> int:
     """Put traces in annotators' queues, ``k`` annotators per trace.
 
     Round-robin with one cursor that runs on from model to model, so every
     annotator gets (within one) the same number of traces of each model.
     Queue positions interleave the models, so nobody reviews one model's
-    traces in a block. Returns the number of assignments made.
+    traces in a block. With ``trace_ids`` (e.g. a calibration sample), those
+    traces are queued in the given order instead, after everything already
+    queued. A (trace, annotator) pair already queued is kept as it is.
+    Returns the number of assignments made.
     """
     annotators = list(dict.fromkeys(annotators))
     if not annotators:
@@ -421,20 +424,26 @@ def do_assign(study: Study, by, annotators: list, k: int = 1, *, stratify: bool 
     outsiders = [u.username for u in annotators if u.pk not in members]
     if outsiders:
         raise AssignError(f"not members of the study: {', '.join(outsiders)}")
-    traces = Trace.objects.filter(study=study)
-    if only_unassigned:
-        traces = traces.exclude(Exists(Assignment.objects.filter(trace=OuterRef("pk"))))
-    rows = list(traces.order_by("problem__problem_id", "model", "pk").values_list("pk", "model"))
-    groups: dict[str, list[int]] = defaultdict(list)
-    for pk, model in rows:
-        groups[model if stratify else ""].append(pk)
-    ordered_groups = [groups[m] for m in sorted(groups)]
-    # Queue order: one trace of each model in turn.
-    interleaved = [g[i] for i in range(max((len(g) for g in ordered_groups), default=0)) for g in ordered_groups
-                   if i < len(g)]
-    base = (Assignment.objects.filter(study=study).aggregate(m=Max("position"))["m"] or 0) + 1
+    existing = Assignment.objects.filter(study=study)
+    if trace_ids is not None:
+        ordered_groups = [list(dict.fromkeys(trace_ids))]
+        interleaved = ordered_groups[0]
+        taken = set(existing.filter(trace_id__in=interleaved).values_list("trace_id", "annotator_id"))
+    else:
+        traces = Trace.objects.filter(study=study)
+        if only_unassigned:
+            traces = traces.exclude(Exists(Assignment.objects.filter(trace=OuterRef("pk"))))
+        rows = list(traces.order_by("problem__problem_id", "model", "pk").values_list("pk", "model"))
+        groups: dict[str, list[int]] = defaultdict(list)
+        for pk, model in rows:
+            groups[model if stratify else ""].append(pk)
+        ordered_groups = [groups[m] for m in sorted(groups)]
+        # Queue order: one trace of each model in turn.
+        interleaved = [g[i] for i in range(max((len(g) for g in ordered_groups), default=0)) for g in ordered_groups
+                       if i < len(g)]
+        taken = set(existing.values_list("trace_id", "annotator_id")) if not only_unassigned else set()
+    base = (existing.aggregate(m=Max("position"))["m"] or 0) + 1
     position = {pk: base + i for i, pk in enumerate(interleaved)}
-    taken = set(Assignment.objects.filter(study=study).values_list("trace_id", "annotator_id")) if not only_unassigned else set()
     now = timezone.now()
     new: list[Assignment] = []
     cursor = 0

@@ -27,9 +27,10 @@ import numpy as np
 import pandas as pd
 from django.core.cache import cache
 from django.db import IntegrityError, transaction
-from django.db.models import Count, Max
+from django.db.models import Count
 
-from annotation.models import Assignment, Membership, Study, Trace
+from annotation import review
+from annotation.models import Study, Trace
 from scoring import agreement_data as ad
 from scoring import agreement_service as svc
 from scoring import core, services
@@ -207,37 +208,15 @@ def do_create_calibration(study: Study, *, name: str, reference: str, candidates
 @transaction.atomic
 def do_queue_calibration(calibration: CalibrationStudy, by, annotators: list, k: int = 1) -> int:
     """Put the sample's traces in annotators' queues, ``k`` annotators per
-    trace, round-robin in sample order (strata interleaved), after
-    everything already queued. A (trace, annotator) pair already queued is
-    kept as it is. Returns the number of assignments made.
-
-    The rules of ``annotation.review.do_assign``, restricted to the sample.
-    """
-    annotators = list(dict.fromkeys(annotators))
-    if not annotators:
-        raise CalibrationError("annotators", "choose at least one annotator")
-    if not 1 <= int(k) <= len(annotators):
-        raise CalibrationError("k", f"annotators per trace must be between 1 and {len(annotators)}")
-    study = calibration.study
-    members = set(Membership.objects.filter(study=study, user__in=annotators).values_list("user_id", flat=True))
-    outsiders = [u.username for u in annotators if u.pk not in members]
-    if outsiders:
-        raise CalibrationError("annotators", f"not members of the study: {', '.join(outsiders)}")
+    trace, in sample order (strata interleaved), after everything already
+    queued: ``annotation.review.do_assign`` restricted to the sample.
+    Returns the number of assignments made."""
     order = list(calibration.items.order_by("position").values_list("trace_id", flat=True))
-    taken = set(Assignment.objects.filter(study=study, trace__in=calibration.items.values("trace"))
-                .values_list("trace_id", "annotator_id"))
-    base = (Assignment.objects.filter(study=study).aggregate(m=Max("position"))["m"] or 0) + 1
-    new = []
-    n = len(annotators)
-    cursor = 0
-    for i, trace_pk in enumerate(order):
-        for j in range(int(k)):
-            user = annotators[(cursor + j) % n]
-            if (trace_pk, user.pk) not in taken:
-                new.append(Assignment(study=study, trace_id=trace_pk, annotator=user, position=base + i, created_by=by))
-        cursor += int(k)
-    Assignment.objects.bulk_create(new, batch_size=2000)
-    return len(new)
+    try:
+        return review.do_assign(calibration.study, by, annotators, int(k), trace_ids=order)
+    except review.AssignError as exc:
+        field = "k" if str(exc).startswith("k ") else "annotators"
+        raise CalibrationError(field, str(exc)) from None
 
 
 # ---------------------------------------------------------------------------
