@@ -136,10 +136,11 @@ def _locate(raw: str, texts: list[str]) -> list[tuple[str, int | None, int | Non
 
 
 class _Writer:
-    def __init__(self, study: Study, report: ImportReport, actor=None) -> None:
+    def __init__(self, study: Study, report: ImportReport, actor=None, *, skip_invalid: bool = False) -> None:
         self.study = study
         self.report = report
         self.actor = actor
+        self.skip_invalid = skip_invalid
         self.writing = True
         self.problems: dict[str, _KnownProblem] = {}
         for pid, pk, statement, gold, has_skel in (
@@ -214,6 +215,12 @@ class _Writer:
         else:
             self.orphans.append(pending)
 
+    def reject(self, line: int, reason: str) -> None:
+        self.report.reject(line, reason)
+        if not self.skip_invalid:
+            # Nothing will be kept: stop writing, keep validating.
+            self.writing = False
+
     # -- writing ------------------------------------------------------------
 
     def full(self) -> bool:
@@ -234,7 +241,7 @@ class _Writer:
             if pending.record.problem_id in self.problems:
                 self.traces.append(pending)
             else:
-                self.report.reject(pending.line, f'problem "{pending.record.problem_id}" is neither in the file nor in the study')
+                self.reject(pending.line, f'problem "{pending.record.problem_id}" is neither in the file nor in the study')
         self.orphans.clear()
         self.flush()
 
@@ -331,7 +338,7 @@ class _Writer:
             prior = existing.get(p.trace_id) or ((None, in_batch[p.trace_id]) if p.trace_id in in_batch else None)
             if prior is not None:
                 if prior[1] != p.hash:
-                    self.report.reject(p.line, f'trace_id "{p.trace_id}" was imported before with different steps')
+                    self.reject(p.line, f'trace_id "{p.trace_id}" was imported before with different steps')
                     continue
                 self.report.unchanged += 1
                 if p.record.labels and prior[0] is not None:
@@ -339,7 +346,7 @@ class _Writer:
                 continue
             in_batch[p.trace_id] = p.hash
             new.append(p)
-        if self.report.rejected and not self.writing:
+        if not self.writing:
             return
         now = timezone.now()
         insert_rows(Trace, _TRACE_FIELDS, [self._trace_row(p, now) for p in new])
@@ -543,7 +550,7 @@ def import_stream(
         return report
 
     with transaction.atomic():
-        writer = _Writer(study, report, actor)
+        writer = _Writer(study, report, actor, skip_invalid=skip_invalid)
         lines_seen = -1
         for line, item in adapters.records(stream, fmt):
             if line != lines_seen:
@@ -556,10 +563,7 @@ def import_stream(
                     raise item
                 writer.add(line, validate(item))
             except RecordError as exc:
-                report.reject(line, str(exc))
-                if not skip_invalid:
-                    # Nothing will be kept: stop writing, keep validating.
-                    writer.writing = False
+                writer.reject(line, str(exc))
             if writer.full():
                 writer.flush()
         writer.finish()
