@@ -629,17 +629,20 @@ def score_correlation(
 
 
 def _score_correlation(pairs: pd.DataFrame, n_resamples: int, seed: int | None, level: float) -> dict[str, Any]:
-    out = correlation(
-        pairs["reference_process"].to_numpy(dtype=float),
-        pairs["candidate_process"].to_numpy(dtype=float),
-        n_resamples=n_resamples,
-        seed=seed,
-        level=level,
-        names=("reference process scores", "candidate process scores"),
+    return _correlate_or_explain(
+        pairs["reference_process"], pairs["candidate_process"], ("reference process scores", "candidate process scores"),
+        "no trace with N >= 1 was labelled completely by both sources", n_resamples, seed, level,
     )
-    if len(pairs) == 0:
+
+
+def _correlate_or_explain(x: pd.Series, y: pd.Series, names: tuple[str, str], empty_reason: str,
+                          n_resamples: int, seed: int | None, level: float) -> dict[str, Any]:
+    """:func:`correlation`, with ``empty_reason`` as the reason when nothing was paired."""
+    out = correlation(x.to_numpy(dtype=float), y.to_numpy(dtype=float), n_resamples=n_resamples, seed=seed,
+                      level=level, names=names)
+    if len(x) == 0:
         for k in out["undefined"]:
-            out["undefined"][k] = "no trace with N >= 1 was labelled completely by both sources"
+            out["undefined"][k] = empty_reason
     return out
 
 
@@ -685,18 +688,10 @@ def rating_correlation(
         s[["trace_id", "process"]], on="trace_id", how="inner"
     )
     m = _sorted(m, ["trace_id"])
-    out = correlation(
-        m["rating"].to_numpy(dtype=float),
-        m["process"].to_numpy(dtype=float),
-        n_resamples=n_resamples,
-        seed=seed,
-        level=level,
-        names=("ratings", "process scores"),
+    return _correlate_or_explain(
+        m["rating"], m["process"], ("ratings", "process scores"),
+        "no rated trace with N >= 1 and complete labels from this source", n_resamples, seed, level,
     )
-    if len(m) == 0:
-        for k in out["undefined"]:
-            out["undefined"][k] = "no rated trace with N >= 1 and complete labels from this source"
-    return out
 
 
 # ---------------------------------------------------------------------------
