@@ -152,3 +152,13 @@ def test_membership_roles_are_set_by_the_add_member_command(study):
     call_command("add_member", study=study.name, user="bob", role="adjudicator", password="pw-bob-123")
     m = Membership.objects.get(study=study, user__username="bob")
     assert m.role == "adjudicator" and m.user.check_password("pw-bob-123")
+
+
+@pytest.mark.parametrize("name", ["judge-list", "scoring-leaderboard"])
+def test_the_study_menu_is_the_same_on_every_app_page(client, owner, member, study, name):
+    client.force_login(owner)
+    page = client.get(reverse(name, args=[study.pk])).content.decode()
+    assert ">Members</a>" in page and ">Adjudication</a>" in page
+    client.force_login(member)
+    page = client.get(reverse(name, args=[study.pk])).content.decode()
+    assert ">Members</a>" not in page and ">Adjudication</a>" not in page
