@@ -15,6 +15,7 @@ from django.db.models import Max
 from django.utils import timezone
 
 from annotation import signals
+from annotation.arithmetic import chain_claims, check_value, unlatex
 from annotation.models import Membership, Problem, Skeleton, SkeletonStep, Study
 
 # The paper's guidance: a skeleton lists the few assertions every correct
@@ -43,8 +44,6 @@ class CheckResult:
 def validate_check(expr: str | None) -> CheckResult:
     """Is ``expr`` a usable check? Exact arithmetic first (what the mechanistic
     judge evaluates), then sympy's LaTeX parser for a reason when it is not."""
-    from annotation.judges.mechanistic import check_value, find_claims  # pure, no Django
-
     expr = (expr or "").strip()
     if not expr:
         return CheckResult(True, "no check (optional)")
@@ -57,7 +56,8 @@ def validate_check(expr: str | None) -> CheckResult:
     if any(not side for side in sides):
         return CheckResult(False, "one side of the equation is empty")
     if all(check_value(side) is not None for side in sides):
-        false = [c for c in find_claims(expr) if not c.ok]
+        # Read as the judge reads a check's value: a bare equation chain.
+        false = [c for c in chain_claims(unlatex(inner), "check") if not c.ok]
         if false:
             c = false[0]
             shown = _fmt(c.value) if c.value is not None else "undefined"

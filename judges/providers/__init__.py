@@ -30,7 +30,7 @@ __all__ = [
 
 def provider_class(config: JudgeConfig) -> type[JudgeProvider]:
     if config.provider == "mechanistic":
-        from judges.providers.mechanistic import MechanisticProvider
+        from judges.providers.mechanistic.provider import MechanisticProvider
 
         return MechanisticProvider
     if config.provider == "llm":

@@ -1,15 +1,12 @@
-"""The built-in judge: annotation.judges.mechanistic checks the arithmetic
-each step shows, and refers a step to the skeleton steps whose check result
-one of its true claims derives."""
+"""The built-in judge as a provider: labels every step of a trace with its
+mechanistic verdict and the skeleton steps it refers to."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from annotation.judges.mechanistic import StepCheck, check_step, check_value
 from judges.providers.base import Control, JudgeProvider, LabelOut, TraceInput, TraceOutcome
-
-__all__ = ["MechanisticProvider", "StepCheck", "check_step", "check_value"]
+from judges.providers.mechanistic.verdicts import check_step
 
 
 class MechanisticProvider(JudgeProvider):

@@ -1,16 +1,10 @@
-"""Mechanistic verifier: checks the arithmetic a reasoning step shows.
+"""Exact arithmetic of a claim such as ``16 - 3 - 4 = 9`` or ``<<9*2=18>>``.
 
-A step's checkable arithmetic is (a) GSM8K calculator annotations
-``<<expr=result>>`` and (b) visible equations such as ``16 - 3 - 4 = 9``,
-``2 x 0.5 = 1.0``, ``$1,200 / 4 = $300``, ``60 pounds / 2 = 30 pounds`` or
-chains ``3 * 4 = 12 + 2 = 14`` (a running total: 3 * 4 = 12, 12 + 2 = 14).
-A visible equation and the annotation behind its result are one claim.
-
-Each claim is evaluated exactly. Numbers are read from their decimal text
-into ``fractions.Fraction`` (exact rationals: the arithmetic of sympy's
-``Rational`` without its import and dispatch cost, and the contract's type)
-and combined by a tiny recursive-descent parser over numbers, ``+ - * / ^``
-and parentheses; no text is ever evaluated as code.
+Numbers are read from their decimal text into ``fractions.Fraction`` (exact
+rationals: the arithmetic of sympy's ``Rational`` without its import and
+dispatch cost, and the contract's type) and combined by a tiny
+recursive-descent parser over numbers, ``+ - * / ^`` and parentheses; no
+text is ever evaluated as code.
 
 Tolerance is only for rounding the claim itself shows:
 
@@ -28,25 +22,19 @@ Percent: ``50%`` is 0.5; a stated ``N%`` also matches a left side worth N
 (``$80 - 50% = $40``); and when the result is a percentage, a percent in a
 sum may be a unit (``28% - 0.5 = 27.5%``).
 
-What is not read, to keep false alarms rare: variables (``x = 5``,
-``2x + 3 = 7``), conversions without an operator (``1 hour = 60 minutes``),
-dates, clock times, phone numbers, ranges (``Week 1-2 = 10 hours``), scaled
-results (``= 1.2 million``, ``= 75k``), and left sides tangled with words
-(``50% of 20 + 5 = 15``, ``3 times 4 + 2 = 14``).
-
-Pure: no Django, no I/O.
+It lives in annotation, the lowest app, because skeleton authoring checks a
+step's ``check`` equation with it; the mechanistic judge
+(judges/providers/mechanistic/) reads steps with it. Pure: no Django, no I/O.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from itertools import pairwise
-
-__all__ = ["Claim", "StepCheck", "find_claims", "check_step", "check_value"]
 
 
 @dataclass(frozen=True)
@@ -57,16 +45,8 @@ class Claim:
     value: Fraction | None  # exact value of lhs; None when undefined (division by zero)
     stated: Fraction | None  # rhs value
     ok: bool
-    source: str  # "annotation" | "equation"
+    source: str  # "annotation" | "equation" | "check" (a skeleton step's)
 
-
-@dataclass(frozen=True)
-class StepCheck:
-    verdict: str  # "valid" | "invalid" | "neutral"
-    reason: str
-    claims: tuple[Claim, ...]
-    skeleton_refs: tuple[int, ...]  # 1-based skeleton step numbers
-    confidence: float | None  # 1.0 for invalid/valid, None for neutral
 
 
 # --------------------------------------------------------------------------
@@ -120,7 +100,7 @@ _ZERO = Fraction(0)
 _MAX_DIGITS = 4000  # Python refuses int() of longer digit strings
 
 
-class _Tok:
+class Tok:
     __slots__ = ("kind", "text", "start", "end", "glued", "op", "value", "shown",
                  "approx", "decimals", "sig", "pct")
 
@@ -154,12 +134,12 @@ def _reconstruct(shown: Fraction, decimals: int) -> Fraction | None:
             d //= 2
         while d % 5 == 0:
             d //= 5
-        if d != 1 and cand != shown and _shows(cand, shown, decimals):
+        if d != 1 and cand != shown and shows(cand, shown, decimals):
             return cand
     return None
 
 
-def _num_token(m: re.Match, start: int, end: int, glued: bool) -> _Tok:
+def _num_token(m: re.Match, start: int, end: int, glued: bool) -> Tok:
     int_part, frac_part, dot = m.group("int", "frac", "dot")
     if dot:
         int_part, frac_part = "0", dot
@@ -168,8 +148,8 @@ def _num_token(m: re.Match, start: int, end: int, glued: bool) -> _Tok:
 
 
 def _make_num(text: str, start: int, end: int, glued: bool, int_part: str | None,
-              frac_part: str | None, vul: str | None = None, pct: bool = False) -> _Tok:
-    t = _Tok("num", text, start, end, glued)
+              frac_part: str | None, vul: str | None = None, pct: bool = False) -> Tok:
+    t = Tok("num", text, start, end, glued)
     value = _ZERO
     digits = ""
     if int_part is not None:
@@ -202,7 +182,7 @@ _BARE_TOKEN_RE = re.compile(r"(\d+)(\.\d+)?|(\.\d+)|(\*\*|[-+*/^])|(\()|(\))|(=)
 _BARE_KINDS = (None, None, None, None, "op", "lp", "rp", "eq")
 
 
-def _tokenize_bare(text: str) -> list[_Tok]:
+def _tokenize_bare(text: str) -> list[Tok]:
     toks = []
     for m in _BARE_TOKEN_RE.finditer(text):
         start, end = m.span()
@@ -214,16 +194,16 @@ def _tokenize_bare(text: str) -> list[_Tok]:
                 t = _make_num(m.group(0), start, end, True, m.group(1), m.group(2))
         else:
             kind = _BARE_KINDS[idx]
-            t = _Tok(kind, m.group(0), start, end, True, _OPS[m.group(0)] if kind == "op" else "")
+            t = Tok(kind, m.group(0), start, end, True, _OPS[m.group(0)] if kind == "op" else "")
         toks.append(t)
     return toks
 
 
-def _plain_tokens(s: str, offset: int, glued: bool) -> list[_Tok]:
+def _plain_tokens(s: str, offset: int, glued: bool) -> list[Tok]:
     # Inside an annotation "12/3/12" or "555-123-4567" is arithmetic.
     out = []
     for m in re.finditer(r"\d+|[-/]", s):
-        t = _Tok("num" if m.group(0)[0].isdigit() else "op", m.group(0),
+        t = Tok("num" if m.group(0)[0].isdigit() else "op", m.group(0),
                  m.start() + offset, m.end() + offset, glued if not out else True)
         if t.kind == "num":
             t.value = t.shown = Fraction(int(t.text))
@@ -234,10 +214,11 @@ def _plain_tokens(s: str, offset: int, glued: bool) -> list[_Tok]:
     return out
 
 
-def _tokenize(text: str, visible: bool) -> list[_Tok]:
+
+def tokenize(text: str, visible: bool) -> list[Tok]:
     if not visible and _BARE_RE.fullmatch(text):
         return _tokenize_bare(text)
-    toks: list[_Tok] = []
+    toks: list[Tok] = []
     prev_end = -1
     for m in _TOKEN_RE.finditer(text):
         kind = m.lastgroup
@@ -249,23 +230,23 @@ def _tokenize(text: str, visible: bool) -> list[_Tok]:
         if kind == "num":
             toks.append(_num_token(m, start, end, glued))
         elif kind == "op":
-            toks.append(_Tok("op", m.group(0), start, end, glued, _OPS[m.group(0)]))
+            toks.append(Tok("op", m.group(0), start, end, glued, _OPS[m.group(0)]))
         elif kind == "sup":
-            t = _Tok("sup", m.group(0), start, end, glued)
+            t = Tok("sup", m.group(0), start, end, glued)
             t.value = Fraction(_SUPERSCRIPTS[m.group(0)])
             toks.append(t)
         elif kind in ("date", "phone"):
             if visible:
-                toks.append(_Tok("other", m.group(0), start, end, glued))
+                toks.append(Tok("other", m.group(0), start, end, glued))
             else:
                 toks.extend(_plain_tokens(m.group(0), start, glued))
         elif kind == "clock":
-            toks.append(_Tok("other", m.group(0), start, end, glued))
+            toks.append(Tok("other", m.group(0), start, end, glued))
         elif kind == "deg":  # "90° - 30° = 60°": a unit when it follows a number
             unit = glued and toks and toks[-1].kind == "num"
-            toks.append(_Tok("unit" if unit else "other", m.group(0), start, end, glued))
+            toks.append(Tok("unit" if unit else "other", m.group(0), start, end, glued))
         else:
-            toks.append(_Tok(kind, m.group(0), start, end, glued))
+            toks.append(Tok(kind, m.group(0), start, end, glued))
     # "2 x 0.5", "2x3", "5 X $4": an x between two operands is multiplication;
     # "x = 5", "2x + 1", "33 + x" stay words (variables are not checkable).
     for i in range(1, len(toks) - 1):
@@ -273,30 +254,8 @@ def _tokenize(text: str, visible: bool) -> list[_Tok]:
         if t.kind == "word" and (t.text == "x" or t.text == "X"):
             if toks[i - 1].kind in ("num", "rp", "sup") and toks[i + 1].kind in ("num", "lp"):
                 t.kind, t.op = "op", "*"
-    if visible:
-        _mark_units(toks)
     return toks
 
-
-def _mark_units(toks: list[_Tok]) -> None:
-    # "60 pounds / 2 = 30", "5 minutes - 3 minutes = 2 minutes": a short label
-    # between a number and an operator (or "=") is a unit, not a variable.
-    for i in range(1, len(toks) - 1):
-        t = toks[i]
-        if t.kind != "word" or toks[i - 1].kind not in ("num", "sup"):
-            continue
-        nxt = toks[i + 1]
-        if nxt.kind != "eq" and not (nxt.kind == "op" and nxt.op != "^"):
-            continue
-        words = t.text.lower().split()
-        if len(words) > 3 or any(
-            len(w) == 1 or w in _JOINING_WORDS or w in _SCALE_WORDS or w in _NOT_UNITS
-            or w in _QUANTITY_WORDS for w in words
-        ):
-            continue
-        if t.glued and words[0] not in _GLUED_UNITS:
-            continue  # "2x", "25k"
-        t.kind = "unit"
 
 
 # --------------------------------------------------------------------------
@@ -314,7 +273,7 @@ _MAX_POW_BITS = 4096
 _LITERAL, _PCT_UNIT, _APPROX, _BOTH, _PCT_OF = 0, 1, 2, 3, 4
 
 
-def _tok_value(t: _Tok, mode: int) -> Fraction:
+def _tok_value(t: Tok, mode: int) -> Fraction:
     if mode == _LITERAL:
         return t.value
     if mode & _APPROX and t.approx is not None:
@@ -329,7 +288,7 @@ class _Parser:
 
     __slots__ = ("toks", "n", "i", "n_ops", "mode", "undefined")
 
-    def __init__(self, toks: Sequence[_Tok], mode: int = _LITERAL):
+    def __init__(self, toks: Sequence[Tok], mode: int = _LITERAL):
         self.toks = toks
         self.n = len(toks)
         self.i = 0
@@ -449,12 +408,12 @@ class _Parser:
         raise _Unparsable
 
 
-class _Seg:
+class Seg:
     """A parsed expression: one side of an equation."""
 
     __slots__ = ("toks", "text", "start", "end", "value", "alts", "n_ops")
 
-    def __init__(self, toks: list[_Tok], span: tuple[int, int], src: str,
+    def __init__(self, toks: list[Tok], span: tuple[int, int], src: str,
                  value: Fraction | None, n_ops: int):
         self.toks = toks  # without unit words
         self.start, self.end = span
@@ -464,7 +423,7 @@ class _Seg:
         self.alts: list[tuple[int, Fraction]] = []  # (mode, value) under other readings
 
 
-def _segment(toks: list[_Tok] | None, src: str) -> _Seg | None:
+def segment(toks: list[Tok] | None, src: str) -> Seg | None:
     """Parse a run of tokens; None when it is not arithmetic."""
     if not toks:
         return None
@@ -478,7 +437,7 @@ def _segment(toks: list[_Tok] | None, src: str) -> _Seg | None:
         value = p.parse()
     except (_Unparsable, RecursionError):
         return None
-    seg = _Seg(toks, span, src, None if p.undefined else value, 0 if quantity else p.n_ops)
+    seg = Seg(toks, span, src, None if p.undefined else value, 0 if quantity else p.n_ops)
     if seg.value is None or not p.n_ops:
         return seg
     modes = []
@@ -499,7 +458,7 @@ def _segment(toks: list[_Tok] | None, src: str) -> _Seg | None:
     return seg
 
 
-def _percent_is_additive(toks: list[_Tok]) -> bool:
+def _percent_is_additive(toks: list[Tok]) -> bool:
     for i, t in enumerate(toks):
         if t.kind == "num" and t.pct:
             before = toks[i - 1] if i else None
@@ -514,7 +473,7 @@ def _percent_is_additive(toks: list[_Tok]) -> bool:
 # Comparison with the tolerance the claim itself shows
 
 
-def _shows(value: Fraction, stated: Fraction, decimals: int, whole: bool = False) -> bool:
+def shows(value: Fraction, stated: Fraction, decimals: int, whole: bool = False) -> bool:
     """Is ``stated`` (shown with ``decimals`` places) ``value`` rounded or
     truncated to that many places? Whole numbers must be exact unless
     ``whole`` (percentages: "1 / 7 * 100% = 14%")."""
@@ -536,16 +495,16 @@ _FLOAT_REL = Fraction(1, 10**12)
 
 def _close(value: Fraction, stated: Fraction, decimals: int, floatish: bool,
            whole: bool = False) -> bool:
-    if _shows(value, stated, decimals, whole):
+    if shows(value, stated, decimals, whole):
         return True
     return floatish and abs(value - stated) <= _FLOAT_REL * max(abs(value), abs(stated))
 
 
-def _floatish(seg: _Seg) -> bool:
+def _floatish(seg: Seg) -> bool:
     return any(t.kind == "num" and t.sig >= 15 for t in seg.toks)
 
 
-def _judge_pair(left: _Seg, right: _Seg) -> tuple[bool, Fraction | None, _Tok | None]:
+def _judge_pair(left: Seg, right: Seg) -> tuple[bool, Fraction | None, Tok | None]:
     """(holds, stated value, leading token when only a running total matched)."""
     # Percent as a unit only when the result is a percentage too: "28% - 0.5 =
     # 27.5%", but not "$50 + 10% = $60".
@@ -580,23 +539,14 @@ def _judge_pair(left: _Seg, right: _Seg) -> tuple[bool, Fraction | None, _Tok | 
     return False, right.value, None
 
 
-def _is_range(left: _Seg, stated: Fraction | None) -> bool:
-    """"Week 1-2 = 10 hours": a glued a-b with a < b whose stated value is
-    neither a - b nor b - a (a dropped sign) names a range, not a subtraction."""
-    toks = left.toks
-    if len(toks) != 3 or left.end - left.start != sum(len(t.text) for t in toks):
-        return False
-    a, op, b = toks
-    if a.kind != "num" or b.kind != "num" or op.op != "-" or a.decimals or b.decimals:
-        return False
-    return a.value < b.value and stated not in (a.value - b.value, b.value - a.value)
 
-
-def _pair_claims(chain: list[_Seg | None], src: str, source: str,
-                 anchor: int | None = None) -> list[tuple[Claim, int, int, int]]:
+def pair_claims(chain: list[Seg | None], src: str, source: str, anchor: int | None = None,
+                 skip: Callable[[Seg, Fraction | None], bool] | None = None,
+                 ) -> list[tuple[Claim, int, int, int]]:
     """Claims of one chain ``e0 = e1 = ... = ek`` as (claim, position,
     rhs start, rhs end). A pair ``L = R`` is a claim when L has an operator:
-    "1 hour = 60 minutes" and "x = 5" are not arithmetic."""
+    "1 hour = 60 minutes" and "x = 5" are not arithmetic. A false pair for
+    which ``skip(left, stated)`` holds is no claim (a range, in visible text)."""
     out = []
     for left, right in pairwise(chain):
         if left is None or right is None or left.n_ops == 0:
@@ -607,7 +557,7 @@ def _pair_claims(chain: list[_Seg | None], src: str, source: str,
             continue
         else:
             ok, stated, lead = _judge_pair(left, right)
-            if not ok and source == "equation" and _is_range(left, stated):
+            if not ok and skip is not None and skip(left, stated):
                 continue
         if lead is not None:
             rhs_text, rhs_start, rhs_end = lead.text, lead.start, lead.end
@@ -619,56 +569,21 @@ def _pair_claims(chain: list[_Seg | None], src: str, source: str,
     return out
 
 
+
 # --------------------------------------------------------------------------
-# Finding claims
+# Bare equations: calculator annotations and skeleton checks
 
-_ANNOTATION_RE = re.compile(r"<<([^<>]*)>>")
-_ARITH = frozenset(("num", "op", "lp", "rp", "sup", "unit"))
-
-# After a number, these words join it to what follows ("50% of 20 + 5",
-# "3 times 4 + 2", "12 divided by 4 + 2", "12 apples x 3"): the expression
-# after them is not the whole left side.
-_JOINING_WORDS = frozenset(
-    "of times by plus minus over into than from per x in for at on each every".split()
-)
-# ... and these join even when no number precedes them ("$3.5/gallon x 2/5",
-# "divided by 4 + 2"): the left operand is text.
-_ALWAYS_JOINING = frozenset("x times multiplied divided".split())
-# Quantity words do so anywhere: "half of 20 + 5", "twice 3 + 4".
-_QUANTITY_WORDS = frozenset(
-    "half halves twice double triple thrice quarter quarters third thirds fourth fourths "
-    "fifth fifths sixth sixths eighth eighths tenth tenths percent".split()
-)
-# Words that are not a unit label between a number and an operator.
-_NOT_UNITS = frozenset(
-    "is are was were be so then thus the a an to for each every more less left remaining "
-    "total or if that which this it he she they we i you his her their its has have had "
-    "gets got makes made needs will would can could should at on in with than because "
-    "since as when while but after before until there here now not no".split()
-)
-# Words after a stated number that scale it: "= 1.2 million", "= 50k".
-_SCALE_WORDS = frozenset(
-    "k m b bn mn mil million millions billion billions thousand thousands hundred "
-    "hundreds dozen dozens lakh crore trillion".split()
-)
-# Glued suffixes that leave the stated number as it is: "= 12kg", "= 3rd".
-_GLUED_UNITS = frozenset(
-    "cm mm km kg g mg lb lbs oz ft yd mi in hr hrs h min mins s sec secs ms ml l "
-    "mph kph kmh am pm st nd rd th gal qt pt".split()
-)
-_BAD_GLUED = frozenset(".,#@_&'’\\<>}]|!")
-_SIGN_MAY_FOLLOW = frozenset("([{,:;$\"“'")
+ANNOTATION_RE = re.compile(r"<<([^<>]*)>>")
+ARITH = frozenset(("num", "op", "lp", "rp", "sup", "unit"))
 
 
-def _first_word(t: _Tok) -> str:
-    return t.text.split(None, 1)[0].lower()
-
-
-def _chains_in_annotation(inner: str) -> list[list[_Seg | None]]:
+def chains_in_annotation(inner: str) -> list[list[Seg | None]]:
+    """The chain ``e0 = e1 = ...`` of bare arithmetic (a calculator annotation
+    or a skeleton check); a side that is not arithmetic is None."""
     if "=" not in inner:
         return []
-    toks = _tokenize(inner, visible=False)
-    parts: list[list[_Tok]] = [[]]
+    toks = tokenize(inner, visible=False)
+    parts: list[list[Tok]] = [[]]
     for t in toks:
         if t.kind == "eq":
             parts.append([])
@@ -676,147 +591,19 @@ def _chains_in_annotation(inner: str) -> list[list[_Seg | None]]:
             parts[-1].append(t)
     chain = []
     for part in parts:
-        if all(t.kind in _ARITH for t in part):
-            chain.append(_segment(part, inner))
+        if all(t.kind in ARITH for t in part):
+            chain.append(segment(part, inner))
         else:
             chain.append(None)  # "3*A", "500/month*12", "2:15+2:38"
     return [chain]
 
 
-def _left_run(toks: list[_Tok], eq: int) -> list[_Tok] | None:
-    """The expression ending just before ``toks[eq]``, or None when it is
-    tangled with the surrounding text (variables, joining words, ...)."""
-    j = eq
-    while j > 0 and toks[j - 1].kind in _ARITH:
-        j -= 1
-    run = toks[j:eq]
-    if not run:
-        return None
-    boundary = toks[j - 1] if j > 0 else None
-    # Start after the last unmatched "(": "(so 3 + 4 = 7)".
-    depth = 0
-    for k in range(len(run) - 1, -1, -1):
-        kind = run[k].kind
-        if kind == "rp":
-            depth += 1
-        elif kind == "lp":
-            if depth == 0:
-                boundary, run = run[k], run[k + 1:]
-                break
-            depth -= 1
-    if not run:
-        return None
-    first = run[0]
-    # Markdown bold: "**3 + 4 = 7**".
-    if first.kind == "op" and first.text == "**" and len(run) > 1 and run[1].glued and (
-        boundary is None or not first.glued or boundary.text in (":", "*")
-    ):
-        boundary, run = first, run[1:]
-        first = run[0]
-    if first.kind == "op":
-        if first.op != "+" and first.op != "-":
-            return None  # "2x * 3": the real left operand is text
-        # A sign is unary only when glued to its operand and set apart from
-        # what precedes it ("is -3 + 5"); "x - 3 + 4" continues a variable sum.
-        if len(run) < 2 or not run[1].glued:
-            return None
-        if boundary is not None and first.glued and boundary.text not in _SIGN_MAY_FOLLOW:
-            return None  # "x-3+4", "\sqrt{16}+1+2"
-    if boundary is not None:
-        if first.glued and (boundary.kind in ("word", "num") or boundary.text in _BAD_GLUED):
-            return None  # "x2 + 3", "3:30", "v1.2", "3,2 + 1"
-        if boundary.kind == "word":
-            words = boundary.text.lower().split()
-            if words[-1] in _QUANTITY_WORDS or words[-1] in _ALWAYS_JOINING or (
-                len(words) > 1 and (words[-2] in _QUANTITY_WORDS or words[-2] in _ALWAYS_JOINING)
-            ):
-                return None
-            # (a word boundary is always toks[j - 1]: cuts only give "(" or "**")
-            if words[-1] in _JOINING_WORDS and len(words) <= 3:
-                if j > 1 and toks[j - 2].kind in ("num", "rp", "sup", "unit"):
-                    return None
-    return run
-
-
-def _right_run(toks: list[_Tok], eq: int) -> tuple[list[_Tok] | None, int]:
-    """The expression right after ``toks[eq]`` (None when tangled with
-    the text), and the index of the token after it."""
-    n = len(toks)
-    j = eq + 1
-    while j < n and toks[j].kind in _ARITH:
-        j += 1
-    run = toks[eq + 1:j]
-    nxt = toks[j] if j < n else None
-    if nxt is not None and nxt.kind == "eq":
-        return run, j  # a chain goes on: the whole run is a middle term
-    # Stop before the first unmatched ")": "(3 + 4 = 7)".
-    depth = 0
-    for k, t in enumerate(run):
-        if t.kind == "lp":
-            depth += 1
-        elif t.kind == "rp":
-            if depth == 0:
-                run, nxt = run[:k], t
-                break
-            depth -= 1
-    # Dangling operators belong to the text: "= 12/day", "= 7**".
-    while run and run[-1].kind == "op":
-        nxt = run[-1]
-        run = run[:-1]
-    if not run:
-        return None, j
-    if nxt is not None:
-        if nxt.kind == "word":
-            if _first_word(nxt) in _SCALE_WORDS:
-                return None, j
-            if nxt.glued and _first_word(nxt) not in _GLUED_UNITS:
-                return None, j  # "= 6x", "= 25k"
-        elif nxt.kind == "other" and nxt.glued and nxt.text in _BAD_GLUED:
-            # "= 3,2 million", "= 3:30", "= 4.5.6"; not a sentence's full stop
-            after = toks[j + 1] if j + 1 < n else None  # nxt is toks[j] here
-            if nxt.text not in ".," or (after is not None and after.glued):
-                return None, j
-    return run, j
-
-
-def _chains_in_visible(toks: list[_Tok], src: str) -> list[list[_Seg | None]]:
-    chains = []
-    i = 0
-    n = len(toks)
-    while i < n:
-        if toks[i].kind != "eq":
-            i += 1
-            continue
-        chain: list[_Seg | None] = [_segment(_left_run(toks, i), src)]
-        eq = i
-        while True:
-            run, j = _right_run(toks, eq)
-            chain.append(_segment(run, src))
-            if run is not None and j < n and toks[j].kind == "eq":
-                eq = j
-                continue
-            break
-        chains.append(chain)
-        i = eq + 1
-    return chains
-
-
-def _visible_and_annotations(step_text: str) -> tuple[str, list[tuple[int, str]]]:
-    """Step text with the ``<<...>>`` markup removed (what a reader sees),
-    and (position in that text, inner text) for each annotation."""
-    if "<<" not in step_text:
-        return step_text, []
-    parts = []
-    anns = []
-    pos = 0
-    length = 0
-    for m in _ANNOTATION_RE.finditer(step_text):
-        parts.append(step_text[pos:m.start()])
-        length += m.start() - pos
-        anns.append((length, m.group(1)))
-        pos = m.end()
-    parts.append(step_text[pos:])
-    return "".join(parts), anns
+def chain_claims(inner: str, source: str) -> list[Claim]:
+    """The claims of a bare equation chain such as ``"16-3-4=9"``."""
+    out = []
+    for chain in chains_in_annotation(inner):
+        out.extend(claim for claim, _, _, _ in pair_claims(chain, inner, source))
+    return out
 
 
 _LATEX_SUBS = [
@@ -839,7 +626,7 @@ _LATEX_SUBS = [
 _FRAC = _LATEX_SUBS[0][0]
 
 
-def _unlatex(text: str) -> str:
+def unlatex(text: str) -> str:
     if "\\" not in text and "^{" not in text:
         return text
     for _ in range(4):  # nested fractions, innermost first
@@ -851,99 +638,29 @@ def _unlatex(text: str) -> str:
     return text
 
 
-def find_claims(step_text: str) -> list[Claim]:
-    """Every checkable arithmetic claim of a step, in reading order."""
-    text = _unlatex(step_text or "")
-    visible, anns = _visible_and_annotations(text)
-
-    ann_claims: list[tuple[Claim, int]] = []
-    for anchor, inner in anns:
-        for chain in _chains_in_annotation(inner):
-            for claim, _, _, _ in _pair_claims(chain, inner, "annotation", anchor):
-                ann_claims.append((claim, anchor))
-
-    found: list[tuple[int, int, Claim]] = [(pos, 0, c) for c, pos in ann_claims]
-    if "=" in visible:
-        toks = _tokenize(visible, visible=True)
-        for chain in _chains_in_visible(toks, visible):
-            for claim, pos, r0, r1 in _pair_claims(chain, visible, "equation"):
-                # The visible twin of an annotation ("16 - 3 = <<16-3=13>>13")
-                # is the same claim; keep it only when it says something else
-                # that is false ("2 * 3 = <<2*3=6>>7").
-                twins = [a for a, p in ann_claims if r0 <= p <= r1]
-                if twins and (claim.ok or any(
-                    not a.ok and a.stated == claim.stated for a in twins
-                )):
-                    continue
-                found.append((pos, 1, claim))
-    found.sort(key=lambda x: (x[0], x[1]))
-    return [c for _, _, c in found]
-
-
-# --------------------------------------------------------------------------
-# Step verdicts
-
-
-def _fmt(v: Fraction | None, min_decimals: int = 0) -> str:
-    """A value for a reason: exact when it terminates, else cut with "…"."""
-    if v is None:
-        return "undefined (division by zero)"
-    if v == 0:
-        return "0"
-    sign = "-" if v < 0 else ""
-    a = abs(v)
-    places = max(6, min_decimals + 2)
-    if max(a.numerator.bit_length(), a.denominator.bit_length()) > 3000 or a < Fraction(1, 10**places):
-        # Too long to print (str() refuses ints past 4300 digits) or too small for fixed places.
-        exp10 = math.log10(a.numerator) - math.log10(a.denominator)
-        e = math.floor(exp10)
-        return f"{sign}{10 ** (exp10 - e):.6f}e{e}"
-    if a.denominator == 1:
-        return f"{sign}{a.numerator}"
-    d = a.denominator
-    exact_places = 0
-    while d % 10 == 0:
-        d //= 10
-        exact_places += 1
-    while d % 2 == 0 or d % 5 == 0:
-        d //= 2 if d % 2 == 0 else 5
-        exact_places += 1
-    exact = d == 1 and exact_places <= 20
-    if exact:
-        places = exact_places
-    digits = f"{math.floor(a * 10**places):0{places + 1}d}"
-    out = f"{sign}{digits[:-places]}.{digits[-places:]}"
-    return out if exact else out + "…"
-
-
-def _describe_false(c: Claim) -> str:
-    decimals = len(c.rhs.rsplit(".", 1)[1]) if "." in c.rhs else 0
-    return f'claim "{c.text}" is false: {c.lhs} = {_fmt(c.value, decimals)}'
-
-
 _CHECK_CACHE: dict[str, tuple[Fraction, int] | None] = {}
 
 
-def _check_info(check: str | None) -> tuple[Fraction, int] | None:
+def check_info(check: str | None) -> tuple[Fraction, int] | None:
     """(value, decimals shown) of a skeleton check's result."""
     if not check:
         return None
     if check in _CHECK_CACHE:
         return _CHECK_CACHE[check]
     inner = check.strip()
-    m = _ANNOTATION_RE.fullmatch(inner)
+    m = ANNOTATION_RE.fullmatch(inner)
     if m:
         inner = m.group(1)
-    toks = _tokenize(_unlatex(inner), visible=False)
-    last: list[_Tok] = []
+    toks = tokenize(unlatex(inner), visible=False)
+    last: list[Tok] = []
     for t in toks:
         if t.kind == "eq":
             last = []
         else:
             last.append(t)
     info = None
-    if last and all(t.kind in _ARITH for t in last):
-        seg = _segment(last, inner)
+    if last and all(t.kind in ARITH for t in last):
+        seg = segment(last, inner)
         if seg is not None and seg.value is not None:
             nums = [t for t in last if t.kind == "num"]
             decimals = nums[0].decimals if seg.n_ops == 0 and len(nums) == 1 else 0
@@ -955,39 +672,5 @@ def _check_info(check: str | None) -> tuple[Fraction, int] | None:
 
 def check_value(check: str | None) -> Fraction | None:
     """Value of a skeleton ``check`` result: ``"16-3-4=9"`` -> 9."""
-    info = _check_info(check)
+    info = check_info(check)
     return info[0] if info else None
-
-
-def _derives(claim: Claim, target: Fraction, decimals: int) -> bool:
-    if not claim.ok or claim.value is None:
-        return False
-    if target == claim.value or target == claim.stated:
-        return True
-    return decimals > 0 and _shows(claim.value, target, decimals)
-
-
-def check_step(step_text: str, skeleton_checks: Sequence[str | None] = ()) -> StepCheck:
-    """Verdict of one step from the arithmetic it shows.
-
-    ``skeleton_checks`` are the problem's skeleton ``check`` expressions in
-    order; the step refers to skeleton step k (1-based) when one of its true
-    claims derives the value of k's check result.
-    """
-    claims = tuple(find_claims(step_text))
-    refs = []
-    for k, check in enumerate(skeleton_checks, start=1):
-        info = _check_info(check)
-        if info is not None and any(_derives(c, info[0], info[1]) for c in claims):
-            refs.append(k)
-    false = [c for c in claims if not c.ok]
-    if false:
-        reason = "; ".join(_describe_false(c) for c in false)
-        return StepCheck("invalid", reason, claims, tuple(refs), 1.0)
-    if claims:
-        if len(claims) == 1:
-            reason = f'claim "{claims[0].text}" holds'
-        else:
-            reason = f"all {len(claims)} claims hold"
-        return StepCheck("valid", reason, claims, tuple(refs), 1.0)
-    return StepCheck("neutral", "nothing checkable", claims, tuple(refs), None)

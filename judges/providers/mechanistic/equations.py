@@ -1,0 +1,219 @@
+"""Visible equations: ``16 - 3 - 4 = 9``, ``$1,200 / 4 = $300``,
+``60 pounds / 2 = 30 pounds`` and running totals ``3 * 4 = 12 + 2 = 14``.
+
+What is not read, to keep false alarms rare: variables (``x = 5``,
+``2x + 3 = 7``), conversions without an operator (``1 hour = 60 minutes``),
+dates, clock times, phone numbers, ranges (``Week 1-2 = 10 hours``), scaled
+results (``= 1.2 million``, ``= 75k``), and left sides tangled with words
+(``50% of 20 + 5 = 15``, ``3 times 4 + 2 = 14``).
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from annotation.arithmetic import ARITH, Claim, Seg, Tok, pair_claims, segment, tokenize
+
+# After a number, these words join it to what follows ("50% of 20 + 5",
+# "3 times 4 + 2", "12 divided by 4 + 2", "12 apples x 3"): the expression
+# after them is not the whole left side.
+_JOINING_WORDS = frozenset(
+    "of times by plus minus over into than from per x in for at on each every".split()
+)
+# ... and these join even when no number precedes them ("$3.5/gallon x 2/5",
+# "divided by 4 + 2"): the left operand is text.
+_ALWAYS_JOINING = frozenset("x times multiplied divided".split())
+# Quantity words do so anywhere: "half of 20 + 5", "twice 3 + 4".
+_QUANTITY_WORDS = frozenset(
+    "half halves twice double triple thrice quarter quarters third thirds fourth fourths "
+    "fifth fifths sixth sixths eighth eighths tenth tenths percent".split()
+)
+# Words that are not a unit label between a number and an operator.
+_NOT_UNITS = frozenset(
+    "is are was were be so then thus the a an to for each every more less left remaining "
+    "total or if that which this it he she they we i you his her their its has have had "
+    "gets got makes made needs will would can could should at on in with than because "
+    "since as when while but after before until there here now not no".split()
+)
+# Words after a stated number that scale it: "= 1.2 million", "= 50k".
+_SCALE_WORDS = frozenset(
+    "k m b bn mn mil million millions billion billions thousand thousands hundred "
+    "hundreds dozen dozens lakh crore trillion".split()
+)
+# Glued suffixes that leave the stated number as it is: "= 12kg", "= 3rd".
+_GLUED_UNITS = frozenset(
+    "cm mm km kg g mg lb lbs oz ft yd mi in hr hrs h min mins s sec secs ms ml l "
+    "mph kph kmh am pm st nd rd th gal qt pt".split()
+)
+_BAD_GLUED = frozenset(".,#@_&'’\\<>}]|!")
+_SIGN_MAY_FOLLOW = frozenset("([{,:;$\"“'")
+
+
+def _mark_units(toks: list[Tok]) -> None:
+    # "60 pounds / 2 = 30", "5 minutes - 3 minutes = 2 minutes": a short label
+    # between a number and an operator (or "=") is a unit, not a variable.
+    for i in range(1, len(toks) - 1):
+        t = toks[i]
+        if t.kind != "word" or toks[i - 1].kind not in ("num", "sup"):
+            continue
+        nxt = toks[i + 1]
+        if nxt.kind != "eq" and not (nxt.kind == "op" and nxt.op != "^"):
+            continue
+        words = t.text.lower().split()
+        if len(words) > 3 or any(
+            len(w) == 1 or w in _JOINING_WORDS or w in _SCALE_WORDS or w in _NOT_UNITS
+            or w in _QUANTITY_WORDS for w in words
+        ):
+            continue
+        if t.glued and words[0] not in _GLUED_UNITS:
+            continue  # "2x", "25k"
+        t.kind = "unit"
+
+
+def _first_word(t: Tok) -> str:
+    return t.text.split(None, 1)[0].lower()
+
+
+
+def _left_run(toks: list[Tok], eq: int) -> list[Tok] | None:
+    """The expression ending just before ``toks[eq]``, or None when it is
+    tangled with the surrounding text (variables, joining words, ...)."""
+    j = eq
+    while j > 0 and toks[j - 1].kind in ARITH:
+        j -= 1
+    run = toks[j:eq]
+    if not run:
+        return None
+    boundary = toks[j - 1] if j > 0 else None
+    # Start after the last unmatched "(": "(so 3 + 4 = 7)".
+    depth = 0
+    for k in range(len(run) - 1, -1, -1):
+        kind = run[k].kind
+        if kind == "rp":
+            depth += 1
+        elif kind == "lp":
+            if depth == 0:
+                boundary, run = run[k], run[k + 1:]
+                break
+            depth -= 1
+    if not run:
+        return None
+    first = run[0]
+    # Markdown bold: "**3 + 4 = 7**".
+    if first.kind == "op" and first.text == "**" and len(run) > 1 and run[1].glued and (
+        boundary is None or not first.glued or boundary.text in (":", "*")
+    ):
+        boundary, run = first, run[1:]
+        first = run[0]
+    if first.kind == "op":
+        if first.op != "+" and first.op != "-":
+            return None  # "2x * 3": the real left operand is text
+        # A sign is unary only when glued to its operand and set apart from
+        # what precedes it ("is -3 + 5"); "x - 3 + 4" continues a variable sum.
+        if len(run) < 2 or not run[1].glued:
+            return None
+        if boundary is not None and first.glued and boundary.text not in _SIGN_MAY_FOLLOW:
+            return None  # "x-3+4", "\sqrt{16}+1+2"
+    if boundary is not None:
+        if first.glued and (boundary.kind in ("word", "num") or boundary.text in _BAD_GLUED):
+            return None  # "x2 + 3", "3:30", "v1.2", "3,2 + 1"
+        if boundary.kind == "word":
+            words = boundary.text.lower().split()
+            if words[-1] in _QUANTITY_WORDS or words[-1] in _ALWAYS_JOINING or (
+                len(words) > 1 and (words[-2] in _QUANTITY_WORDS or words[-2] in _ALWAYS_JOINING)
+            ):
+                return None
+            # (a word boundary is always toks[j - 1]: cuts only give "(" or "**")
+            if words[-1] in _JOINING_WORDS and len(words) <= 3:
+                if j > 1 and toks[j - 2].kind in ("num", "rp", "sup", "unit"):
+                    return None
+    return run
+
+
+def _right_run(toks: list[Tok], eq: int) -> tuple[list[Tok] | None, int]:
+    """The expression right after ``toks[eq]`` (None when tangled with
+    the text), and the index of the token after it."""
+    n = len(toks)
+    j = eq + 1
+    while j < n and toks[j].kind in ARITH:
+        j += 1
+    run = toks[eq + 1:j]
+    nxt = toks[j] if j < n else None
+    if nxt is not None and nxt.kind == "eq":
+        return run, j  # a chain goes on: the whole run is a middle term
+    # Stop before the first unmatched ")": "(3 + 4 = 7)".
+    depth = 0
+    for k, t in enumerate(run):
+        if t.kind == "lp":
+            depth += 1
+        elif t.kind == "rp":
+            if depth == 0:
+                run, nxt = run[:k], t
+                break
+            depth -= 1
+    # Dangling operators belong to the text: "= 12/day", "= 7**".
+    while run and run[-1].kind == "op":
+        nxt = run[-1]
+        run = run[:-1]
+    if not run:
+        return None, j
+    if nxt is not None:
+        if nxt.kind == "word":
+            if _first_word(nxt) in _SCALE_WORDS:
+                return None, j
+            if nxt.glued and _first_word(nxt) not in _GLUED_UNITS:
+                return None, j  # "= 6x", "= 25k"
+        elif nxt.kind == "other" and nxt.glued and nxt.text in _BAD_GLUED:
+            # "= 3,2 million", "= 3:30", "= 4.5.6"; not a sentence's full stop
+            after = toks[j + 1] if j + 1 < n else None  # nxt is toks[j] here
+            if nxt.text not in ".," or (after is not None and after.glued):
+                return None, j
+    return run, j
+
+
+def _chains_in_visible(toks: list[Tok], src: str) -> list[list[Seg | None]]:
+    chains = []
+    i = 0
+    n = len(toks)
+    while i < n:
+        if toks[i].kind != "eq":
+            i += 1
+            continue
+        chain: list[Seg | None] = [segment(_left_run(toks, i), src)]
+        eq = i
+        while True:
+            run, j = _right_run(toks, eq)
+            chain.append(segment(run, src))
+            if run is not None and j < n and toks[j].kind == "eq":
+                eq = j
+                continue
+            break
+        chains.append(chain)
+        i = eq + 1
+    return chains
+
+
+def _is_range(left: Seg, stated: Fraction | None) -> bool:
+    """"Week 1-2 = 10 hours": a glued a-b with a < b whose stated value is
+    neither a - b nor b - a (a dropped sign) names a range, not a subtraction."""
+    toks = left.toks
+    if len(toks) != 3 or left.end - left.start != sum(len(t.text) for t in toks):
+        return False
+    a, op, b = toks
+    if a.kind != "num" or b.kind != "num" or op.op != "-" or a.decimals or b.decimals:
+        return False
+    return a.value < b.value and stated not in (a.value - b.value, b.value - a.value)
+
+
+
+def visible_claims(visible: str) -> list[tuple[Claim, int, int, int]]:
+    """Claims of the equations a reader sees, as (claim, position, rhs start,
+    rhs end) in ``visible``."""
+    if "=" not in visible:
+        return []
+    toks = tokenize(visible, visible=True)
+    _mark_units(toks)
+    out = []
+    for chain in _chains_in_visible(toks, visible):
+        out.extend(pair_claims(chain, visible, "equation", skip=_is_range))
+    return out

@@ -1,0 +1,185 @@
+"""Visible equations: table-driven claims (one row per case: step text,
+verdict), chains, and generated arithmetic."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from annotation.arithmetic import Claim
+from judges.providers.mechanistic.verdicts import StepCheck, check_step, find_claims
+
+VALID = [
+    "Janet sells 16 - 3 - 4 = 9 duck eggs a day.",
+    "It takes 2 x 0.5 = 1.0 bolts of white fiber.",
+    "Each pays $1,200 / 4 = $300.",
+    "3 * 4 = 12 + 2 = 14",  # a running total: 3 * 4 = 12, 12 + 2 = 14
+    "2 * (3 + 4) = 2 * 7 = 14",  # a true chain
+    "So 3 × 4 = 12 and 12 ÷ 4 = 3.",
+    "2^10 = 1024",
+    "5² = 25",
+    "10 − 3 = 7",  # unicode minus
+    "$220.00 – $210.00 = $10.00",  # en dash
+    "10 / 3 = 3.33",  # rounded to the shown decimals
+    "10 / 3 = 3.3",
+    "2 / 3 = 0.66",  # truncated to the shown decimals
+    "2 / 3 = 0.67",
+    "0.1 + 0.2 = 0.30000000000000004",  # a float rendering
+    "1/3*5 = 1.6666666666666665",
+    "She picks 3 * 4 = 12 apples.",  # "= 12 apples": 12 is the value
+    "He makes 6 * 7 = 42.",
+    "50% * 20 = 10",
+    "20 * 50% = 10",
+    "10 / 20 = 50%",
+    "10 / 20 * 100 = 50%",
+    "1 / 7 * 100% = 14%",  # a whole percentage is conventionally rounded
+    "1½ + 1 = 2½",
+    "¾ * 4 = 3",
+    "He has -3 + 5 = 2 left.",
+    "(3 + 4) * 2 = 14",
+    "The total (so 3 + 4 = 7) is small.",
+    "5+2(3)=11",
+    "33.33 * 3 = 100",  # a cut repeating decimal stands for 100/3
+    "100% / 33.33% = 3",
+    "The dog weighs 60 pounds / 2 = 30 pounds.",
+    "5 minutes - 3 minutes = 2 minutes",
+    "28% - 0.5 = 27.5%",  # percent as a unit in a sum
+    "$80 - 50% = $40",  # less 50% of it
+    "$50 + 10% = $55",
+    "1. 16 - 3 = 13",  # list numbering is not an operand
+    "Step 2: 16 - 3 = 13",
+    "12 * 20,000 = 240,000",
+    "1,200 + 1 = 1,201",
+    "**3 + 4 = 7**",
+    "$3 \\times 4 = 12$",
+    "$\\frac{1}{2} \\cdot 8 = 4$",
+    "The answer is \\boxed{3 + 4 = 7}",
+    "a total of 2*70 = 140",
+    "5th + 2 = 7th",
+    "90° - 30° = 60°",
+    "$90^\\circ - 30^\\circ = 60^\\circ$",
+    "$\\frac{\\frac{1}{2}}{3} = \\frac{1}{6}$",
+    "\\(3 + 4 = 7\\)",
+    "$f(2) = 3 \\cdot 2 + 1 = 7$",
+    "$2 \\times 10^3 = 2000$",
+    "$1,\\!000 + 5 = 1,\\!005$",
+    "Cost: \\$5 \\times 3 = \\$15",
+]
+
+INVALID = [
+    ("16 - 3 = 14", 'claim "16 - 3 = 14" is false: 16 - 3 = 13'),
+    ("3 * 4 = 13", 'claim "3 * 4 = 13" is false: 3 * 4 = 12'),
+    ("10 / 3 = 3.4", 'claim "10 / 3 = 3.4" is false: 10 / 3 = 3.333333…'),
+    ("10 / 3 = 3", 'claim "10 / 3 = 3" is false: 10 / 3 = 3.333333…'),  # no shown rounding
+    ("2 / 3 = 0.68", None),
+    ("$1,200 / 4 = $310", 'claim "$1,200 / 4 = $310" is false: $1,200 / 4 = 300'),
+    ("3 * 4 = 13 + 2 = 15", 'claim "3 * 4 = 13 + 2" is false: 3 * 4 = 12'),
+    ("2 x 0.5 = 1.5", None),
+    ("She has 360 - 480 = $120 less.", None),  # a dropped minus sign
+    ("5 minutes - 3 minutes = 3 minutes", None),
+    ("10 / 20 * 100 = 40%", None),
+    ("$50 + 10% = $60", None),  # percent as a unit only when the result is a percentage
+    ("15-27=12 cups", 'claim "15-27=12" is false: 15-27 = -12'),  # a dropped sign, not a range
+    ("5 / 0 = 0", 'claim "5 / 0 = 0" is false: 5 / 0 = undefined (division by zero)'),
+    ("$\\frac{3}{4} \\times 8 = 5$", None),
+    ("0.47119999999999995*10=4.712199999999996", None),  # float tolerance is 1e-12 relative, no more
+    ("20-11=9.20", None),
+    ("\\[3+4=8\\]", 'claim "3+4=8" is false: 3+4 = 7'),
+]
+
+NEUTRAL = [
+    "She eats three for breakfast.",
+    "",
+    "On 3/4/2020 = the first day",  # a date
+    "3:30 - 1:00 = 2:30",  # clock times
+    "It takes 5-10 minutes.",  # a range, no claim
+    "Week 1-2 = 10 hours",  # a range with a claim about it
+    "Call 555-123-4567 = the office",  # a phone number
+    "x = 5",  # variables are not checkable
+    "2x + 3 = 7",
+    "x - 3 + 4 = 6",
+    "Let x = 3 + 4",
+    "3x = 12",
+    "1 hour = 60 minutes",  # a conversion, not arithmetic
+    "50% of 20 + 5 = 15",
+    "3 times 4 + 2 = 14",
+    "half of 20 + 5 = 15",
+    "12 divided by 4 + 2 = 5",
+    "12 apples x 3 = 36",
+    "600,000 * 2 = 1.2 million",
+    "25k * 3 = 75k",
+    "2 * 3 = 6x",
+    "1,20 + 1 = 21",  # not a thousands separator
+    "3/4 cup = 6 tablespoons",
+    "2^100000 = 5",  # too large to check
+    "4^0.5 = 2",  # roots are not checked
+    "__import__('os').system('echo pwned') = 0",
+    "\\sqrt{16}+1+2=7",
+    "$\\binom{5}{2} = 10$",
+    "3! = 6",
+    "$x^2 + 2x + 1 = (x+1)^2$",
+    "7 / 2 = 3 1/2",  # mixed numbers are not read
+    "9" * 5000 + " + 1 = 2",  # beyond any shown arithmetic
+    "(" * 5000 + "1" + ")" * 5000 + " + 1 = 2",
+    "2^2^2^2^2 = 4",  # 2^65536: too large to check
+]
+
+
+@pytest.mark.parametrize("text", VALID)
+def test_true_claims_are_valid(text):
+    result = check_step(text)
+    assert result.verdict == "valid", (text, result)
+    assert result.claims and all(c.ok for c in result.claims)
+    assert result.confidence == 1.0
+
+
+@pytest.mark.parametrize(("text", "reason"), INVALID)
+def test_false_claims_are_invalid(text, reason):
+    result = check_step(text)
+    assert result.verdict == "invalid", (text, result)
+    assert result.confidence == 1.0
+    if reason is not None:
+        assert result.reason == reason
+
+
+@pytest.mark.parametrize("text", NEUTRAL)
+def test_nothing_checkable_is_neutral(text):
+    result = check_step(text)
+    assert result == StepCheck("neutral", "nothing checkable", (), (), None), text
+
+
+def test_claim_fields_are_exact_rationals():
+    (claim,) = find_claims("Each pays $1,200 / 4 = $300 in total.")
+    assert claim == Claim(text="$1,200 / 4 = $300", lhs="$1,200 / 4", rhs="$300",
+                          value=Fraction(300), stated=Fraction(300), ok=True, source="equation")
+
+
+def test_a_chain_gives_one_claim_per_step():
+    claims = find_claims("3 * 4 = 12 + 2 = 14")
+    assert [(c.lhs, c.rhs, c.stated) for c in claims] == [("3 * 4", "12", 12), ("12 + 2", "14", 14)]
+
+
+@given(st.integers(-10**6, 10**6), st.integers(-10**6, 10**6), st.sampled_from("+-*x"),
+       st.integers(-3, 3))
+def test_integer_arithmetic(a, b, op, delta):
+    right = {"+": a + b, "-": a - b, "*": a * b, "x": a * b}[op] + delta
+    text = f"so {a:,} {op} {b:,} = {right:,} apples"
+    if op == "x" and b < 0:
+        return  # "2 x -3" reads as a variable minus three
+    expected = "valid" if delta == 0 else "invalid"
+    assert check_step(text).verdict == expected, text
+
+
+@given(st.integers(1, 10**6), st.integers(1, 10**4), st.integers(0, 6))
+def test_division_rounded_to_its_decimals(a, b, places):
+    exact = Fraction(a, b)
+    shown = round(exact, places)
+    text = f"{a} / {b} = {shown:.{places}f}" if places else f"{a} / {b} = {int(shown)}"
+    expected = "valid" if (places or exact.denominator == 1) else "invalid"
+    assert check_step(text).verdict == expected, text
+    wrong = shown + Fraction(2, 10**places)
+    text = f"{a} / {b} = {wrong:.{places}f}"
+    assert check_step(text).verdict == "invalid", text
