@@ -5,8 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.cache import cache
+from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
+from django.utils.module_loading import import_string
 
 from annotation.models import Job
 
@@ -15,6 +17,19 @@ _PROGRESS_TTL = 24 * 3600
 
 def _key(job_id: int) -> str:
     return f"job-progress:{job_id}"
+
+
+def queue(task_name: str, *args: Any, countdown: float | None = None) -> None:
+    """Queue the Celery task ``task_name`` (its dotted path) with ``args`` once
+    the current transaction commits, so a worker never looks for a row that is
+    not committed yet.
+
+    By name because tasks call services: a services module that imported its
+    tasks module would close an import cycle. The name is resolved now, so a
+    wrong one fails in the caller rather than in a commit hook.
+    """
+    task = import_string(task_name)
+    transaction.on_commit(lambda: task.apply_async(args, countdown=countdown))
 
 
 def report_progress(job_id: int, done: int, total: int, failed: int = 0) -> None:

@@ -138,9 +138,7 @@ def do_create_import_job(study: Study, *, fmt: str, skip_invalid: bool, user=Non
 
 def do_queue_import(study: Study, upload: File, *, fmt: str, skip_invalid: bool, user) -> Job:
     """Store the upload and import it in the background once the job row is committed."""
-    from annotation.tasks import import_job
-
     with transaction.atomic():
         job = do_create_import_job(study, fmt=fmt, skip_invalid=skip_invalid, user=user, upload=upload)
-        transaction.on_commit(lambda: import_job.delay(job.pk))
+        jobs.queue("annotation.tasks.import_job", job.pk)
     return job
