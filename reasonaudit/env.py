@@ -7,6 +7,8 @@ names the variable, never fall back silently to a default.
 from __future__ import annotations
 
 import os
+import re
+from pathlib import Path
 from urllib.parse import urlsplit
 
 from django.core.exceptions import ImproperlyConfigured
@@ -74,3 +76,34 @@ def env_url(name: str, default: str, *, schemes: set[str]) -> str:
         allowed = ", ".join(sorted(schemes))
         raise ImproperlyConfigured(f"{name}={raw!r} has an unsupported scheme (allowed: {allowed})")
     return raw
+
+
+# The local development settings file that ./run writes into the data folder.
+LOCAL_ENV = "local.env"
+_ENV_LINE = re.compile(r"(?P<name>[A-Za-z_][A-Za-z0-9_]*)\s*=\s*(?P<value>.*)")
+
+
+def data_dir(base_dir: Path) -> Path:
+    """Where the SQLite file, broker folders, uploads and caches live."""
+    return Path(os.environ.get("REASONAUDIT_DATA_DIR", base_dir / "data")).resolve()
+
+
+def load_env_file(path: Path) -> None:
+    """Read ``NAME=value`` lines (``#`` comments, blank lines) into the
+    environment, for every variable the environment does not set already:
+    the real environment always wins. No file, nothing to read."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return
+    for number, line in enumerate(text.splitlines(), start=1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        m = _ENV_LINE.fullmatch(line)
+        if m is None:
+            raise ImproperlyConfigured(f"{path}, line {number}: expected NAME=value, got {line[:40]!r}")
+        value = m.group("value").strip()
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+            value = value[1:-1]
+        os.environ.setdefault(m.group("name"), value)

@@ -14,11 +14,16 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from reasonaudit.env import env_bool, env_float, env_int, env_list, env_url
+from reasonaudit.env import LOCAL_ENV, data_dir, env_bool, env_float, env_int, env_list, env_url, load_env_file
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-DATA_DIR = Path(os.environ.get("REASONAUDIT_DATA_DIR", BASE_DIR / "data")).resolve()
+DATA_DIR = data_dir(BASE_DIR)
 DATA_DIR.mkdir(parents=True, exist_ok=True)
+# A development checkout: ./run writes DJANGO_DEBUG=true and a generated
+# SECRET_KEY into <data>/local.env once, so `python manage.py ...` works in any
+# shell afterwards. Real environment variables win; production has no such
+# file and still refuses to start without a SECRET_KEY.
+load_env_file(DATA_DIR / LOCAL_ENV)
 
 DEBUG = env_bool("DJANGO_DEBUG", False)
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "localhost,127.0.0.1")

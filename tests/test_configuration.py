@@ -60,3 +60,59 @@ def test_production_values_are_taken_from_the_environment(tmp_path):
                     "CELERY_BROKER_URL": "redis://127.0.0.1:6379/0"}, tmp_path)
     assert result.returncode == 0, result.stderr[-800:]
     assert result.stdout.split() == ["django.db.backends.postgresql", "redis://127.0.0.1:6379/0", "False"]
+
+
+# --------------------------------------------------------------------------
+# The local development settings file ./run writes (<data>/local.env)
+
+
+def write_local_env(tmp_path: Path) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in {"SECRET_KEY", "DJANGO_DEBUG", "DJANGO_SETTINGS_MODULE"}}
+    return subprocess.run([sys.executable, "-m", "reasonaudit.local_env"], cwd=ROOT,
+                          env={**env, "REASONAUDIT_DATA_DIR": str(tmp_path)}, capture_output=True, text=True, timeout=60)
+
+
+def secret_key_of(env: dict[str, str], tmp_path: Path) -> subprocess.CompletedProcess:
+    base = {k: v for k, v in os.environ.items() if k not in {"SECRET_KEY", "DJANGO_DEBUG", "DJANGO_SETTINGS_MODULE"}}
+    code = "import django, os; os.environ['DJANGO_SETTINGS_MODULE']='reasonaudit.settings'; django.setup(); " \
+           "from django.conf import settings as s; print(s.SECRET_KEY, s.DEBUG)"
+    return subprocess.run([sys.executable, "-c", code], cwd=ROOT,
+                          env={**base, **env, "REASONAUDIT_DATA_DIR": str(tmp_path)}, capture_output=True, text=True,
+                          timeout=60)
+
+
+def test_after_run_wrote_the_local_settings_manage_py_works_in_a_plain_shell(tmp_path):
+    written = write_local_env(tmp_path)
+    assert written.returncode == 0, written.stderr
+    local = tmp_path / "local.env"
+    assert local.stat().st_mode & 0o777 == 0o600  # it holds a secret
+    # No DJANGO_DEBUG, no SECRET_KEY in the environment: what a new shell has.
+    result = start({}, tmp_path)
+    assert result.returncode == 0, result.stderr[-800:]
+    assert result.stdout.split() == ["django.db.backends.sqlite3", "filesystem://localhost/", "True"]
+    key = secret_key_of({}, tmp_path).stdout.split()[0]
+    assert f"SECRET_KEY={key}\n" in local.read_text() and len(key) >= 50
+
+
+def test_the_real_environment_wins_over_the_local_settings(tmp_path):
+    write_local_env(tmp_path)
+    result = secret_key_of({"SECRET_KEY": "from-the-environment", "DJANGO_DEBUG": "false"}, tmp_path)
+    assert result.returncode == 0, result.stderr[-800:]
+    assert result.stdout.split() == ["from-the-environment", "False"]
+
+
+def test_the_local_settings_are_written_once_and_keep_an_earlier_debug_key(tmp_path):
+    (tmp_path / "secret_key").write_text("the-key-sessions-were-signed-with\n")
+    write_local_env(tmp_path)
+    first = (tmp_path / "local.env").read_text()
+    assert "SECRET_KEY=the-key-sessions-were-signed-with\n" in first and "DJANGO_DEBUG=true\n" in first
+    (tmp_path / "secret_key").unlink()
+    write_local_env(tmp_path)
+    assert (tmp_path / "local.env").read_text() == first
+
+
+def test_a_bad_line_in_the_local_settings_stops_start_up_naming_the_file(tmp_path):
+    (tmp_path / "local.env").write_text("DJANGO_DEBUG=true\nthis is not a setting\n")
+    result = start({}, tmp_path)
+    assert result.returncode != 0
+    assert "local.env, line 2: expected NAME=value" in result.stderr, result.stderr[-800:]
