@@ -569,15 +569,16 @@ def pair_claims(chain: list[Seg | None], src: str, source: str, anchor: int | No
     return out
 
 
-
 # --------------------------------------------------------------------------
 # Bare equations: calculator annotations and skeleton checks
 
 ANNOTATION_RE = re.compile(r"<<([^<>]*)>>")
+# Token kinds an expression is made of ("unit": a label such as "pounds" in
+# "60 pounds / 2", marked by the reader of visible equations).
 ARITH = frozenset(("num", "op", "lp", "rp", "sup", "unit"))
 
 
-def chains_in_annotation(inner: str) -> list[list[Seg | None]]:
+def _bare_chains(inner: str) -> list[list[Seg | None]]:
     """The chain ``e0 = e1 = ...`` of bare arithmetic (a calculator annotation
     or a skeleton check); a side that is not arithmetic is None."""
     if "=" not in inner:
@@ -601,11 +602,12 @@ def chains_in_annotation(inner: str) -> list[list[Seg | None]]:
 def chain_claims(inner: str, source: str) -> list[Claim]:
     """The claims of a bare equation chain such as ``"16-3-4=9"``."""
     out = []
-    for chain in chains_in_annotation(inner):
+    for chain in _bare_chains(inner):
         out.extend(claim for claim, _, _, _ in pair_claims(chain, inner, source))
     return out
 
 
+# LaTeX is read as the plain arithmetic it typesets: \frac{a}{b}, \times, \text{...}.
 _LATEX_SUBS = [
     (re.compile(r"\\[dt]?frac\s*\{([^{}]*)\}\s*\{([^{}]*)\}"), r"((\1)/(\2))"),
     (re.compile(r"\^\s*\{?\\circ\}?"), "°"),
@@ -637,6 +639,9 @@ def unlatex(text: str) -> str:
         text = pattern.sub(repl, text)
     return text
 
+
+# --------------------------------------------------------------------------
+# The value a skeleton check computes
 
 _CHECK_CACHE: dict[str, tuple[Fraction, int] | None] = {}
 
