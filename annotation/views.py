@@ -10,6 +10,7 @@ manage members and queues. A non-member gets 404 everywhere.
 
 from __future__ import annotations
 
+import json
 from functools import wraps
 
 from django.contrib import messages
@@ -391,6 +392,9 @@ def _review_context(request: HttpRequest, trace: Trace, membership: Membership, 
         "statement_html": render_markdown(trace.problem.statement),
         "raw_html": raw_with_boundaries(trace.raw, [(index, start, end) for _, index, _, start, end in steps]),
         "has_offsets": any(start is not None for _, _, _, start, _ in steps),
+        # Lists and numbers as JSON (["Question:"], 0.0), not Python's repr; None as "not recorded".
+        "regime_rows": [(key, value if isinstance(value, str) else None if value is None else json.dumps(value))
+                        for key, value in (trace.regime or {}).items()],
         "verdicts": Verdict.values, "flags": [f for f in TraceReview.Flag.choices if f[0]],
         "ratings": range(11),
     }

@@ -95,7 +95,7 @@ class TraceSerializer(TraceListSerializer):
     steps = StepSerializer(many=True, read_only=True)
 
     class Meta(TraceListSerializer.Meta):
-        fields = TraceListSerializer.Meta.fields + ["raw", "thought", "auto_answer_correct", "meta", "steps"]
+        fields = TraceListSerializer.Meta.fields + ["raw", "thought", "auto_answer_correct", "meta", "regime", "steps"]
 
 
 class MembershipSerializer(serializers.ModelSerializer):

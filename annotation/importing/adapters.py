@@ -14,9 +14,10 @@ import re
 from collections.abc import Iterable, Iterator
 from typing import IO, Any
 
+from annotation.importing import inspect_logs, lm_eval_logs
 from annotation.importing.records import RecordError
 
-FORMATS = ("reasonaudit", "gsm8k-solutions", "gsm8k", "prm800k", "processbench", "trl-stepwise")
+FORMATS = ("reasonaudit", "gsm8k-solutions", "gsm8k", "prm800k", "processbench", "trl-stepwise", "inspect", "lm-eval")
 
 PROCESSBENCH_ANNOTATOR = "processbench-reference"
 TRL_ANNOTATOR = "trl-labels"
@@ -324,6 +325,11 @@ _CONVERTERS = {
 
 
 def records(stream: IO[bytes], fmt: str) -> Iterator[Item]:
+    # Eval logs of other tools: a whole log, not one record per line (inspect_logs, lm_eval_logs).
+    if fmt == "inspect":
+        return inspect_logs.records(stream)
+    if fmt == "lm-eval":
+        return lm_eval_logs.records(stream, read_json_lines(stream))
     if fmt not in _CONVERTERS:
         raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
     reader, convert = _CONVERTERS[fmt]

@@ -85,6 +85,10 @@ class TraceIn(_Record):
     labels: list[LabelIn] = Field(default_factory=list)
     rating: float | None = Field(default=None, ge=0, le=10)
     meta: dict[str, Any] = Field(default_factory=dict)
+    # The separate reasoning channel (reasoning_content, Inspect's ContentReasoning), kept apart from raw.
+    thought: str | None = None
+    # The inference regime (generation.md): model, endpoint host, sampling settings, prompt hash, ...
+    regime: dict[str, Any] = Field(default_factory=dict)
 
     @field_validator("answer", mode="before")
     @classmethod
