@@ -15,13 +15,14 @@ and copies the logs those tools wrote into OUT (default: tests/data/evallogs/):
 ``results_<time>.json`` beside it. Nothing is downloaded: the dataset is local
 and HF_DATASETS_OFFLINE / HF_HUB_OFFLINE are set for the lm-eval run.
 
-    .venv/bin/python tests/evallogs/make_logs.py [OUT]
+    .venv/bin/python tests/evallogs/make_logs.py [OUT] [--requests FILE]
 
 One problem is answered wrongly on purpose, so the logs hold both verdicts.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shutil
@@ -296,6 +297,12 @@ def main(out: Path = DEFAULT_OUT) -> tuple[dict[str, Path], dict[str, list[dict[
 
 
 if __name__ == "__main__":
-    target = Path(sys.argv[1]) if len(sys.argv) > 1 else DEFAULT_OUT
-    for fmt, path in main(target)[0].items():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("out", nargs="?", type=Path, default=DEFAULT_OUT)
+    parser.add_argument("--requests", type=Path, help="also write the requests the server received (JSON), for tests")
+    args = parser.parse_args()
+    written, received = main(args.out)
+    if args.requests:
+        args.requests.write_text(json.dumps(received))
+    for fmt, path in written.items():
         print(f"{fmt}: {path}")
