@@ -18,6 +18,8 @@ from annotation.importing import inspect_logs, lm_eval_logs
 from annotation.importing.records import RecordError
 
 FORMATS = ("reasonaudit", "gsm8k-solutions", "gsm8k", "prm800k", "processbench", "trl-stepwise", "inspect", "lm-eval")
+# An lm-eval samples file needs the results JSON lying beside it: only the CLI, which reads it in place, can import it.
+UPLOAD_FORMATS = tuple(f for f in FORMATS if f != "lm-eval")
 
 PROCESSBENCH_ANNOTATOR = "processbench-reference"
 TRL_ANNOTATOR = "trl-labels"
