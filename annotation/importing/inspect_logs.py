@@ -59,7 +59,7 @@ def records(stream: IO[bytes]) -> Iterator[Item]:
     with _log_path(stream) as (path, fmt):
         try:
             header = read_eval_log(path, header_only=True, format=fmt)
-        except Exception as exc:  # noqa: BLE001 - any failure of the library's reader means "not a log it reads"
+        except Exception as exc:  # any failure of the library's reader means "not a log it reads"
             yield 0, RecordError(
                 f"not an Inspect log that inspect_ai {inspect_version} can read ({_reason(exc)})"
             )
@@ -71,12 +71,18 @@ def records(stream: IO[bytes]) -> Iterator[Item]:
                 f"{LOG_SCHEMA_VERSION}; upgrade inspect-ai to import it"
             )
             return
-        if fmt == "eval" and header.eval.dataset.sample_ids is not None:
-            # Streams one sample at a time out of the zip.
-            samples: Any = read_eval_log_samples(path, all_samples_required=False, resolve_attachments=True, format=fmt)
-        else:
-            # A .json log is one document: reading it once beats re-reading it per sample.
-            samples = iter(read_eval_log(path, resolve_attachments=True, format=fmt).samples or [])
+        try:
+            if fmt == "eval" and header.eval.dataset.sample_ids is not None:
+                # Streams one sample at a time out of the zip.
+                samples: Any = read_eval_log_samples(
+                    path, all_samples_required=False, resolve_attachments=True, format=fmt
+                )
+            else:
+                # A .json log is one document: reading it once beats re-reading it per sample.
+                samples = iter(read_eval_log(path, resolve_attachments=True, format=fmt).samples or [])
+        except Exception as exc:  # as for the header
+            yield 0, RecordError(f"the samples of this Inspect log cannot be read ({_reason(exc)})")
+            return
         seen_problems: set[str] = set()
         position = 0
         while True:
@@ -85,7 +91,7 @@ def records(stream: IO[bytes]) -> Iterator[Item]:
                 sample = next(samples)
             except StopIteration:
                 return
-            except Exception as exc:  # noqa: BLE001 - a sample the reader cannot load ends the log, with the reason
+            except Exception as exc:  # a sample the reader cannot load ends the log, with the reason
                 yield position, RecordError(f"sample {position}: unreadable ({_reason(exc)})")
                 return
             try:
@@ -93,6 +99,9 @@ def records(stream: IO[bytes]) -> Iterator[Item]:
                     yield position, record
             except RecordError as exc:
                 yield position, exc
+            except (TypeError, ValueError, AttributeError, KeyError, IndexError) as exc:
+                # A sample the reader accepted but of a shape this importer does not know: a bad sample, not a crash.
+                yield position, RecordError(f"unexpected shape for an Inspect sample ({type(exc).__name__}: {exc})")
 
 
 def _reason(exc: BaseException) -> str:

@@ -97,18 +97,25 @@ def test_the_json_layout_of_the_same_log_is_the_same_traces(study, import_file, 
     assert (again.traces_created, again.unchanged) == (0, 12)
 
 
-def _eval_copy_with_version(tmp_path: Path, version: int) -> Path:
-    """The committed .eval log with its format version edited (header and journal start)."""
-    out = tmp_path / f"v{version}.eval"
+def _eval_copy(out: Path, edit) -> Path:
+    """The committed .eval log with some of its zip members edited: ``edit(name, data) -> data``."""
     with zipfile.ZipFile(INSPECT_LOG) as src, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as dst:
         for info in src.infolist():
-            data = src.read(info.filename)
-            if info.filename in ("header.json", "_journal/start.json"):
-                doc = json.loads(data)
-                doc["version"] = version
-                data = json.dumps(doc).encode()
-            dst.writestr(info.filename, data)
+            dst.writestr(info.filename, edit(info.filename, src.read(info.filename)))
     return out
+
+
+def _eval_copy_with_version(tmp_path: Path, version: int) -> Path:
+    """The committed .eval log with its format version edited (header and journal start)."""
+
+    def edit(name: str, data: bytes) -> bytes:
+        if name not in ("header.json", "_journal/start.json"):
+            return data
+        doc = json.loads(data)
+        doc["version"] = version
+        return json.dumps(doc).encode()
+
+    return _eval_copy(tmp_path / f"v{version}.eval", edit)
 
 
 def _json_copy_with_version(tmp_path: Path, version: int) -> Path:
@@ -158,6 +165,17 @@ def test_a_file_that_is_not_an_inspect_log_is_refused(study, do_import, data):
     assert not report.committed
     assert [r["line"] for r in report.rejected] == [0]
     assert report.rejected[0]["reason"].startswith(f"not an Inspect log that inspect_ai {inspect_version} can read (")
+    assert not Trace.objects.exists()
+
+
+def test_a_sample_the_reader_cannot_load_is_refused_with_its_position(study, import_file, tmp_path):
+    broken = _eval_copy(tmp_path / "broken.eval",
+                        lambda name, data: b"{not json" if name == "samples/robe-fiber_epoch_1.json" else data)
+    report = import_file(broken, "inspect")
+    assert not report.committed
+    # Samples are read in the header's order (duck-eggs epochs 1 and 2, then robe-fiber): the third.
+    assert [r["line"] for r in report.rejected] == [3]
+    assert report.rejected[0]["reason"].startswith("sample 3: unreadable (")
     assert not Trace.objects.exists()
 
 

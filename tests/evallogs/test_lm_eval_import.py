@@ -176,3 +176,14 @@ def test_a_results_file_that_is_not_one_is_refused(study, import_file, tmp_path)
     samples = copy_run(tmp_path, results={"hello": "world"})
     report = import_file(samples, "lm-eval")
     assert report.rejected == [{"line": 0, "reason": f'{LM_EVAL_RESULTS.name} is not an lm-eval results file (no "configs")'}]
+
+
+def test_a_renamed_samples_file_takes_its_task_from_the_one_results_file_beside_it(study, import_file, tmp_path):
+    copy_run(tmp_path)
+    renamed = tmp_path / "my-run.jsonl"
+    (tmp_path / LM_EVAL_SAMPLES.name).rename(renamed)
+    report = import_file(renamed, "lm-eval")
+    assert report.committed and report.traces_created == 4
+    assert {t.trace_id.rsplit("/", 2)[0] for t in Trace.objects.all()} == {
+        f"lm-eval/{make_logs.MODEL}/gsm8k_local/{RUN_TIME}"
+    }
