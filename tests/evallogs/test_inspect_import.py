@@ -56,7 +56,7 @@ def test_every_trace_carries_the_regime_it_was_sampled_under(study, import_file)
     for trace in traces(study).values():
         r = trace.regime
         pid = trace.problem.problem_id.split("/", 1)[1]
-        assert list(r)[: len(regime.REGIME_KEYS)] == list(regime.REGIME_KEYS)
+        assert set(regime.REGIME_KEYS) <= set(r)
         assert r["model"] == make_logs.MODEL  # as the server reported it
         assert r["provider_model"] == trace.model
         assert r["base_url_host"].startswith("127.0.0.1:")

@@ -55,6 +55,10 @@ def test_the_review_page_shows_the_regime_and_the_reasoning_channel(client, stud
     assert "<dt>base_url_host</dt>" in html and f"<code>{trace.regime['base_url_host']}</code>" in html
     assert "<dt>stop</dt><dd><code>[&quot;Question:&quot;]</code></dd>" in html
     assert "<dt>temperature</dt><dd><code>0.0</code></dd>" in html
+    # The spec's keys in the spec's order, whatever order the database kept, then the source's own keys.
+    order = ["model", "base_url_host", "messages_hash", "seed", "code_version", "epoch", "provider_model", "source"]
+    positions = [html.index(f"<dt>{key}</dt>") for key in order]
+    assert positions == sorted(positions)
     assert '<details class="raw card" id="thought">' in html and "carefully before answering." in html
 
 
