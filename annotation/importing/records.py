@@ -97,6 +97,11 @@ class TraceIn(_Record):
             return str(value)
         return value
 
+    @field_validator("regime", mode="before")
+    @classmethod
+    def _no_regime(cls, value: Any) -> Any:
+        return {} if value is None else value
+
 
 def _describe(exc: ValidationError) -> str:
     parts = []

@@ -27,8 +27,9 @@ def test_the_canonical_format_carries_a_regime_and_a_thought(study, do_import):
 
 
 def test_a_trace_without_a_regime_has_an_empty_one(study, do_import):
-    do_import(jsonl(PROBLEM, {"kind": "trace", "problem_id": "p1", "model": "m", "trace_id": "t1", "raw": "4"}))
-    assert Trace.objects.get(trace_id="t1").regime == {}
+    do_import(jsonl(PROBLEM, {"kind": "trace", "problem_id": "p1", "model": "m", "trace_id": "t1", "raw": "4"},
+                    {"kind": "trace", "problem_id": "p1", "model": "m", "trace_id": "t2", "raw": "5", "regime": None}))
+    assert list(Trace.objects.order_by("trace_id").values_list("regime", flat=True)) == [{}, {}]
 
 
 def test_a_thought_given_and_a_tagged_thought_are_both_kept(study, do_import):
