@@ -1,12 +1,12 @@
 from django import forms
 from django.conf import settings
 
-from annotation.importing.adapters import FORMATS
+from annotation.importing.adapters import UPLOAD_FORMATS
 
 
 class ImportForm(forms.Form):
-    file = forms.FileField(help_text="JSONL (or a ProcessBench JSON array)")
-    format = forms.ChoiceField(choices=[(f, f) for f in FORMATS], initial="reasonaudit")
+    file = forms.FileField(help_text="JSONL (or a ProcessBench JSON array, or an Inspect AI .eval / .json log)")
+    format = forms.ChoiceField(choices=[(f, f) for f in UPLOAD_FORMATS], initial="reasonaudit")
     skip_invalid = forms.BooleanField(required=False, help_text="keep the good lines and report the bad ones")
 
     def clean_file(self):

@@ -213,6 +213,10 @@ class Trace(models.Model):
     flagged = models.BooleanField(default=False)
     meta = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
+    # The inference regime the trace was produced under (generation.md): model as the server reported it,
+    # endpoint host, API kind, prompt template and messages hash, sampling settings, k, tools, continuation
+    # mode, code version. Empty when the source did not say.
+    regime = models.JSONField(default=dict, blank=True)
 
     objects = TraceQuerySet.as_manager()
 

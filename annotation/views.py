@@ -10,6 +10,7 @@ manage members and queues. A non-member gets 404 everywhere.
 
 from __future__ import annotations
 
+import json
 from functools import wraps
 
 from django.contrib import messages
@@ -25,6 +26,7 @@ from django_htmx.http import HttpResponseClientRedirect, HttpResponseClientRefre
 
 from annotation import jobs, members, review, services, skeletons
 from annotation.forms import AssignForm, ImportForm, MemberForm, parse_skeleton_rows
+from annotation.importing.regime import REGIME_KEYS
 from annotation.models import (
     Assignment,
     Job,
@@ -391,9 +393,17 @@ def _review_context(request: HttpRequest, trace: Trace, membership: Membership, 
         "statement_html": render_markdown(trace.problem.statement),
         "raw_html": raw_with_boundaries(trace.raw, [(index, start, end) for _, index, _, start, end in steps]),
         "has_offsets": any(start is not None for _, _, _, start, _ in steps),
+        "regime_rows": regime_rows(trace.regime or {}),
         "verdicts": Verdict.values, "flags": [f for f in TraceReview.Flag.choices if f[0]],
         "ratings": range(11),
     }
+
+
+def regime_rows(values: dict) -> list[tuple[str, str | None]]:
+    """The regime's keys in the spec's order (PostgreSQL's jsonb keeps no order), then the source's own;
+    lists and numbers as JSON (["Question:"], 0.0), not Python's repr; None stays None ("not recorded")."""
+    keys = [k for k in REGIME_KEYS if k in values] + sorted(k for k in values if k not in REGIME_KEYS)
+    return [(k, values[k] if isinstance(values[k], str) or values[k] is None else json.dumps(values[k])) for k in keys]
 
 
 @member_view

@@ -5,7 +5,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from annotation import jobs
-from annotation.importing.adapters import FORMATS
+from annotation.importing.adapters import UPLOAD_FORMATS
 from annotation.models import Job, Membership, Problem, Skeleton, SkeletonStep, Step, Study, Trace
 
 
@@ -52,7 +52,8 @@ class StudyUpdateSerializer(serializers.ModelSerializer):
 
 class ImportRequestSerializer(serializers.Serializer):
     file = serializers.FileField()
-    format = serializers.ChoiceField(choices=FORMATS, default="reasonaudit")
+    # lm-eval is CLI-only: its samples file is read with the results JSON beside it.
+    format = serializers.ChoiceField(choices=UPLOAD_FORMATS, default="reasonaudit")
     skip_invalid = serializers.BooleanField(default=False)
 
 
@@ -95,7 +96,7 @@ class TraceSerializer(TraceListSerializer):
     steps = StepSerializer(many=True, read_only=True)
 
     class Meta(TraceListSerializer.Meta):
-        fields = TraceListSerializer.Meta.fields + ["raw", "thought", "auto_answer_correct", "meta", "steps"]
+        fields = TraceListSerializer.Meta.fields + ["raw", "thought", "auto_answer_correct", "meta", "regime", "steps"]
 
 
 class MembershipSerializer(serializers.ModelSerializer):

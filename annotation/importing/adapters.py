@@ -14,9 +14,12 @@ import re
 from collections.abc import Iterable, Iterator
 from typing import IO, Any
 
+from annotation.importing import inspect_logs, lm_eval_logs
 from annotation.importing.records import RecordError
 
-FORMATS = ("reasonaudit", "gsm8k-solutions", "gsm8k", "prm800k", "processbench", "trl-stepwise")
+FORMATS = ("reasonaudit", "gsm8k-solutions", "gsm8k", "prm800k", "processbench", "trl-stepwise", "inspect", "lm-eval")
+# An lm-eval samples file needs the results JSON lying beside it: only the CLI, which reads it in place, can import it.
+UPLOAD_FORMATS = tuple(f for f in FORMATS if f != "lm-eval")
 
 PROCESSBENCH_ANNOTATOR = "processbench-reference"
 TRL_ANNOTATOR = "trl-labels"
@@ -324,6 +327,11 @@ _CONVERTERS = {
 
 
 def records(stream: IO[bytes], fmt: str) -> Iterator[Item]:
+    # Eval logs of other tools: a whole log, not one record per line (inspect_logs, lm_eval_logs).
+    if fmt == "inspect":
+        return inspect_logs.records(stream)
+    if fmt == "lm-eval":
+        return lm_eval_logs.records(stream, read_json_lines(stream))
     if fmt not in _CONVERTERS:
         raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
     reader, convert = _CONVERTERS[fmt]

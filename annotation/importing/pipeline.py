@@ -387,8 +387,10 @@ class _Writer:
         n = len(p.steps)
         raw = rec.raw if rec.raw is not None else "\n".join(_text(s) for s in p.steps)
         # Order as _TRACE_FIELDS.
-        return (self.study.pk, known.pk, rec.model, p.trace_id, raw, p.thought, p.answer, correct, str(origin), auto,
-                n, n == 0, p.hash, False, {**rec.meta, **rec.extras()}, now)
+        # A separate reasoning channel (eval logs) comes first; a thought part split off a tagged raw follows it.
+        thought = "\n\n".join(t for t in (rec.thought, p.thought) if t)
+        return (self.study.pk, known.pk, rec.model, p.trace_id, raw, thought, p.answer, correct, str(origin), auto,
+                n, n == 0, p.hash, False, {**rec.meta, **rec.extras()}, now, rec.regime)
 
     def _write_new_labels(self, labelled: list[tuple[int, _PendingTrace]], step_pks: dict[tuple[int, int], int]) -> None:
         labels: list[StepLabel] = []
@@ -493,7 +495,7 @@ class _Writer:
 
 _TRACE_FIELDS = [
     "study", "problem", "model", "trace_id", "raw", "thought", "answer", "answer_correct", "answer_origin",
-    "auto_answer_correct", "n_steps", "empty", "steps_hash", "flagged", "meta", "created_at",
+    "auto_answer_correct", "n_steps", "empty", "steps_hash", "flagged", "meta", "created_at", "regime",
 ]
 
 

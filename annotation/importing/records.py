@@ -85,6 +85,10 @@ class TraceIn(_Record):
     labels: list[LabelIn] = Field(default_factory=list)
     rating: float | None = Field(default=None, ge=0, le=10)
     meta: dict[str, Any] = Field(default_factory=dict)
+    # The separate reasoning channel (reasoning_content, Inspect's ContentReasoning), kept apart from raw.
+    thought: str | None = None
+    # The inference regime (generation.md): model, endpoint host, sampling settings, prompt hash, ...
+    regime: dict[str, Any] = Field(default_factory=dict)
 
     @field_validator("answer", mode="before")
     @classmethod
@@ -92,6 +96,11 @@ class TraceIn(_Record):
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return str(value)
         return value
+
+    @field_validator("regime", mode="before")
+    @classmethod
+    def _no_regime(cls, value: Any) -> Any:
+        return {} if value is None else value
 
 
 def _describe(exc: ValidationError) -> str:
