@@ -14,7 +14,7 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from annotation import signals
+from annotation import access, signals
 from annotation.models import Membership, Problem, Skeleton, SkeletonStep, Study
 
 # The paper's guidance: a skeleton lists the few assertions every correct
@@ -134,7 +134,7 @@ def guidance_warning(n: int) -> str:
 
 
 def can_approve(membership: Membership) -> bool:
-    return membership.role in (Membership.Role.OWNER, Membership.Role.ADJUDICATOR)
+    return access.can_adjudicate(membership)
 
 
 @transaction.atomic
