@@ -19,7 +19,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django.views.defaults import page_not_found
 from django_htmx.http import HttpResponseClientRedirect, HttpResponseClientRefresh
 
@@ -94,6 +94,7 @@ def _page_query(request: HttpRequest, drop=("page",)) -> str:
 
 
 @member_view
+@require_GET
 def studies(request: HttpRequest) -> HttpResponse:
     memberships = list(Membership.objects.filter(user=request.user).select_related("study").order_by("study__name"))
     problems = dict(
@@ -106,6 +107,7 @@ def studies(request: HttpRequest) -> HttpResponse:
 
 
 @member_view
+@require_GET
 def study(request: HttpRequest, study_id: int) -> HttpResponse:
     study, membership = _study_for(request, study_id)
     # Steps are counted through a join; do it separately so traces count once.
@@ -133,6 +135,7 @@ def study(request: HttpRequest, study_id: int) -> HttpResponse:
 
 
 @member_view
+@require_http_methods(["GET", "POST"])
 def study_members(request: HttpRequest, study_id: int) -> HttpResponse:
     study, membership = _study_for(request, study_id)
     form = MemberForm()
@@ -176,6 +179,7 @@ def study_import(request: HttpRequest, study_id: int) -> HttpResponse:
 
 
 @member_view
+@require_http_methods(["GET", "POST"])
 def job(request: HttpRequest, job_id: int) -> HttpResponse:
     job, membership = access.check_job(request.user, job_id)
     if request.method == "POST":
@@ -200,6 +204,7 @@ def _trace_filter_context(request: HttpRequest, study: Study) -> dict:
 
 
 @member_view
+@require_GET
 def trace_list(request: HttpRequest, study_id: int) -> HttpResponse:
     study, membership = _study_for(request, study_id)
     qs = Trace.objects.filter(study=study).select_related("problem").order_by("problem_id", "model", "pk")
@@ -217,6 +222,7 @@ def trace_list(request: HttpRequest, study_id: int) -> HttpResponse:
 
 
 @member_view
+@require_GET
 def problem_list(request: HttpRequest, study_id: int) -> HttpResponse:
     study, membership = _study_for(request, study_id)
     qs = Problem.objects.filter(study=study).order_by("problem_id")
@@ -259,6 +265,7 @@ def _filter_tag(qs, tag: str):
 
 
 @member_view
+@require_GET
 def problem(request: HttpRequest, problem_id: int) -> HttpResponse:
     problem, membership = _problem_for(request, problem_id)
     versions = skeletons.history(problem)
@@ -397,6 +404,7 @@ def _review_context(request: HttpRequest, trace: Trace, membership: Membership, 
 
 
 @member_view
+@require_GET
 def trace(request: HttpRequest, trace_id: int) -> HttpResponse:
     trace, membership = _trace_for(request, trace_id)
     return render(request, "annotation/review.html", _review_context(request, trace, membership))
@@ -505,6 +513,7 @@ def trace_review(request: HttpRequest, trace_id: int) -> HttpResponse:
 
 
 @member_view
+@require_GET
 def queue(request: HttpRequest, study_id: int) -> HttpResponse:
     study, membership = _study_for(request, study_id)
     user = request.user
@@ -572,6 +581,7 @@ def queue_assign(request: HttpRequest, study_id: int) -> HttpResponse:
 
 
 @member_view
+@require_GET
 def adjudication(request: HttpRequest, study_id: int) -> HttpResponse:
     study, membership = _study_for(request, study_id)
     access.check_adjudicator(membership, "adjudication")

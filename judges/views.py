@@ -11,7 +11,7 @@ from django.core.paginator import Paginator
 from django.db.models import Prefetch, Q
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from kombu.exceptions import OperationalError as BrokerError
 
 from annotation import access, jobs
@@ -38,6 +38,7 @@ def _models(study: Study) -> list[str]:
 
 
 @login_required
+@require_GET
 def judge_list(request: HttpRequest, study_id: int) -> HttpResponse:
     study, membership = _study_for(request, study_id)
     context = {"study": study, "membership": membership, "judges": services.judge_list(study)}
@@ -45,6 +46,7 @@ def judge_list(request: HttpRequest, study_id: int) -> HttpResponse:
 
 
 @login_required
+@require_http_methods(["GET", "POST"])
 def judge_create(request: HttpRequest, study_id: int) -> HttpResponse:
     study, membership = _study_for(request, study_id)
     _owner_only(membership)
@@ -58,6 +60,7 @@ def judge_create(request: HttpRequest, study_id: int) -> HttpResponse:
 
 
 @login_required
+@require_http_methods(["GET", "POST"])
 def judge_edit(request: HttpRequest, judge_id: int) -> HttpResponse:
     judge, membership = _judge_for(request, judge_id)
     _owner_only(membership)
@@ -73,6 +76,7 @@ def judge_edit(request: HttpRequest, judge_id: int) -> HttpResponse:
 
 
 @login_required
+@require_GET
 def judge_detail(request: HttpRequest, judge_id: int) -> HttpResponse:
     judge, membership = _judge_for(request, judge_id)
     runs = list(judge.runs.select_related("job").order_by("-created_at", "-pk")[:10])
@@ -92,6 +96,7 @@ def judge_detail(request: HttpRequest, judge_id: int) -> HttpResponse:
 
 
 @login_required
+@require_http_methods(["GET", "POST"])
 def judge_prompt(request: HttpRequest, judge_id: int) -> HttpResponse:
     """Prompt editor: history, the current (or a past) version, and a preview
     on a real trace. Members may preview; owners save new versions."""
@@ -165,6 +170,7 @@ def judge_run_start(request: HttpRequest, judge_id: int) -> HttpResponse:
 
 
 @login_required
+@require_GET
 def judge_run(request: HttpRequest, run_id: int) -> HttpResponse:
     run, _ = access.check_object(request.user, JudgeRun.objects.select_related("job", "judge__study"), run_id,
                                  study_path="judge__study_id", what="judge run")
@@ -176,6 +182,7 @@ def judge_run(request: HttpRequest, run_id: int) -> HttpResponse:
 
 
 @login_required
+@require_GET
 def judge_disagreements(request: HttpRequest, judge_id: int) -> HttpResponse:
     judge, membership = _judge_for(request, judge_id)
     # The page lists the judge's and every annotator's verdicts: blind mode, as agreement.

@@ -14,7 +14,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.http import FileResponse, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from annotation import access, jobs
 from annotation.models import Job, Membership, Study, Trace
@@ -86,6 +86,7 @@ def _render(request: HttpRequest, template: str, context: dict) -> HttpResponse:
 
 
 @login_required
+@require_GET
 def agreement(request: HttpRequest, study_id: int) -> HttpResponse:
     study, membership = study_for(request, study_id)
     try:
@@ -112,6 +113,7 @@ def agreement(request: HttpRequest, study_id: int) -> HttpResponse:
 
 
 @login_required
+@require_GET
 def annotators(request: HttpRequest, study_id: int) -> HttpResponse:
     study, membership = study_for(request, study_id)
     cal = None
@@ -155,6 +157,7 @@ def _export_job(request: HttpRequest, study_id: int, job_id: int) -> tuple[Study
 
 
 @login_required
+@require_http_methods(["GET", "POST"])
 def export_job(request: HttpRequest, study_id: int, job_id: int) -> HttpResponse:
     study, membership, job = _export_job(request, study_id, job_id)
     if request.method == "POST":
@@ -168,6 +171,7 @@ def export_job(request: HttpRequest, study_id: int, job_id: int) -> HttpResponse
 
 
 @login_required
+@require_GET
 def export_download(request: HttpRequest, study_id: int, job_id: int) -> HttpResponse:
     study, membership, job = _export_job(request, study_id, job_id)
     try:

@@ -14,7 +14,7 @@ from django.contrib.auth.decorators import login_required
 from django.db.models import Count
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from annotation import access
 from annotation.models import Membership, Trace
@@ -72,6 +72,7 @@ def _form_choices(study) -> dict[str, Any]:
 
 
 @login_required
+@require_http_methods(["GET", "POST"])
 def calibrations(request: HttpRequest, study_id: int) -> HttpResponse:
     study, membership = study_for(request, study_id)
     form = None
@@ -119,6 +120,7 @@ def _metric_table(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 @login_required
+@require_GET
 def calibration_detail(request: HttpRequest, study_id: int, cal_id: int) -> HttpResponse:
     study, membership = study_for(request, study_id)
     cal = _calibration(study, cal_id)

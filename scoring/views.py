@@ -12,7 +12,7 @@ from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from annotation import access
 from annotation.models import Job, Membership, Study
@@ -79,6 +79,7 @@ def _selection(request: HttpRequest, study: Study, membership: Membership):
 
 
 @login_required
+@require_GET
 def leaderboard(request: HttpRequest, study_id: int) -> HttpResponse:
     study, membership = _study_for(request, study_id)
     sel, error = _selection(request, study, membership)
@@ -98,6 +99,7 @@ def leaderboard(request: HttpRequest, study_id: int) -> HttpResponse:
 
 
 @login_required
+@require_GET
 def hazard(request: HttpRequest, study_id: int) -> HttpResponse:
     study, membership = _study_for(request, study_id)
     sel, error = _selection(request, study, membership)
@@ -122,6 +124,7 @@ def hazard(request: HttpRequest, study_id: int) -> HttpResponse:
 
 
 @login_required
+@require_GET
 def distributions(request: HttpRequest, study_id: int) -> HttpResponse:
     study, membership = _study_for(request, study_id)
     sel, error = _selection(request, study, membership)
@@ -148,6 +151,7 @@ def distributions(request: HttpRequest, study_id: int) -> HttpResponse:
 
 
 @login_required
+@require_GET
 def lucky_guesses(request: HttpRequest, study_id: int) -> HttpResponse:
     study, membership = _study_for(request, study_id)
     sel, error = _selection(request, study, membership)
@@ -191,6 +195,7 @@ def lucky_guesses(request: HttpRequest, study_id: int) -> HttpResponse:
 
 
 @login_required
+@require_GET
 def ablations(request: HttpRequest, study_id: int) -> HttpResponse:
     study, membership = _study_for(request, study_id)
     sel, error = _selection(request, study, membership)
@@ -215,6 +220,7 @@ def ablations(request: HttpRequest, study_id: int) -> HttpResponse:
 
 
 @login_required
+@require_GET
 def export(request: HttpRequest, study_id: int) -> HttpResponse:
     study, membership = _study_for(request, study_id)
     fmt = request.GET.get("format", "csv")
@@ -242,6 +248,7 @@ def export(request: HttpRequest, study_id: int) -> HttpResponse:
 # Profiles
 # ---------------------------------------------------------------------------
 @login_required
+@require_http_methods(["GET", "POST"])
 def profiles(request: HttpRequest, study_id: int) -> HttpResponse:
     study, membership = _study_for(request, study_id)
     current = services.ensure_profiles(study)
