@@ -53,7 +53,7 @@ def _abs(request, url: str) -> str:
 
 class StudyAgreement(APIView):
     @extend_schema(parameters=[REFERENCE, CANDIDATE, PROFILE, CALIBRATION, SEED], responses=OpenApiTypes.OBJECT,
-                   description="The agreement metrics of the candidate against the reference (docs/interfaces.md: "
+                   description="The agreement metrics of the candidate against the reference (docs/agreement.md: "
                                "steps_compared, percent_agreement, kappa, kappa_binary, confusion, traces_compared, "
                                "first_error_exact, first_error_within_1, pb_error_acc, pb_correct_acc, pb_f1, "
                                "pearson_r, pearson_ci, spearman_rho, spearman_ci, ...), with a 95% trace-bootstrap "

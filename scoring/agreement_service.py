@@ -186,7 +186,7 @@ def agreement(study: Study, reference: str, candidate: str, profile: ScoringProf
     """The metrics object of ``candidate`` against ``reference`` (sources as
     in scoring.agreement_data), with where every input came from.
 
-    The keys of ``scoring.core.agreement_metrics`` (docs/interfaces.md names
+    The keys of ``scoring.core.agreement_metrics`` (docs/agreement.md names
     them for ``studies/{id}/agreement/``), a ``<metric>_ci`` trace-bootstrap
     interval after every metric the core gives as a point value, and
     provenance first: reference, candidate, profile, profile_version, seed,

@@ -29,7 +29,7 @@ from scoring.models import ScoreSet, ScoringProfile
 CACHE_SECONDS = 24 * 3600
 SCATTER_MAX_POINTS = 2000
 GROUPS = ("model", "domain")
-#: The API's leaderboard row, in order (docs/interfaces.md).
+#: The API's leaderboard row, in order (docs/analytics.md, docs/api.md).
 LEADERBOARD_FIELDS = ["model"] + LEADERBOARD_COLUMNS
 SCORE_EXPORT_FIELDS = [
     "trace_id", "problem_id", "model", "source", "profile", "n_steps", "l_gold", "coverage", "first_error",

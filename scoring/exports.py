@@ -46,7 +46,7 @@ from annotation.access import AccessDenied
 FORMATS = ("jsonl", "csv", "parquet")
 CONTENT_TYPES = {"jsonl": "application/x-ndjson", "csv": "text/csv; charset=utf-8",
                  "parquet": "application/vnd.apache.parquet"}
-#: Every kind docs/interfaces.md names; those not registered are not implemented yet.
+#: Every kind docs/exports.md names; those not registered are not implemented yet.
 PLANNED = ("scores", "labels", "hazard", "leaderboard", "agreement", "lucky-guesses", "prm-training")
 #: First characters that make a spreadsheet read a cell as a formula.
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
