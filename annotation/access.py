@@ -25,6 +25,8 @@ the answer; ``reasonaudit.urls.handler403`` renders it on the web and
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 from django.core.exceptions import PermissionDenied
 from django.db.models import F, Model, QuerySet
 
@@ -34,6 +36,8 @@ OWNER, ADJUDICATOR, ANNOTATOR = Membership.Role.OWNER, Membership.Role.ADJUDICAT
 #: Who may change what a study's members do: role sets by operation kind.
 OWNERS = (OWNER,)
 ADJUDICATORS = (OWNER, ADJUDICATOR)
+
+M = TypeVar("M", bound=Model)
 
 class AccessDenied(PermissionDenied):
     """The one refusal. ``outsider`` refusals are answered 404 with a message
@@ -77,7 +81,8 @@ def check_study(user, study_id: int) -> tuple[Study, Membership]:
     return m.study, m
 
 
-def check_member_of[M: Model](user, obj: M | None, study_id: int | None, what: str) -> tuple[M, Membership]:
+def check_member_of(user, obj: M | None,  # noqa: UP047 - the repo's tools parse 3.11 syntax
+                    study_id: int | None, what: str) -> tuple[M, Membership]:
     """``obj`` (already fetched, or None when missing) and the user's
     membership of ``study_id``; an outsider's refusal when either is missing."""
     if obj is None or study_id is None:
@@ -88,7 +93,8 @@ def check_member_of[M: Model](user, obj: M | None, study_id: int | None, what: s
     return obj, m
 
 
-def check_object[M: Model](user, queryset: QuerySet[M], pk: int, *, study_path: str, what: str) -> tuple[M, Membership]:
+def check_object(user, queryset: QuerySet[M],  # noqa: UP047
+                 pk: int, *, study_path: str, what: str) -> tuple[M, Membership]:
     """One row of ``queryset`` in a study the user belongs to, and that
     membership. ``study_path`` is the lookup from the row to its study id
     (``"study_id"``, ``"trace__study_id"``)."""
