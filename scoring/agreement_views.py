@@ -52,11 +52,6 @@ def metric_rows(m: dict[str, Any]) -> list[dict[str, Any]]:
             for key, label, fmt, n, ci in METRICS]
 
 
-def forbidden(request: HttpRequest, study: Study, membership: Membership, message: str) -> HttpResponse:
-    return render(request, "scoring/agreement_forbidden.html",
-                  {"study": study, "membership": membership, "message": message}, status=403)
-
-
 def study_for(request: HttpRequest, study_id: int) -> tuple[Study, Membership]:
     """The study and my membership; refused (annotation.access) to non-members
     and, in a blind study, to annotators."""
