@@ -115,3 +115,18 @@ def test_the_markdown_preview_is_sanitized(client, member):
     client.force_login(member)
     for attack in ATTACKS:
         _assert_clean(client.get(reverse("markdown-preview"), {"text-1": f"**x** {attack}"}).content.decode())
+
+
+def test_step_rows_take_only_known_verdicts_into_attributes_and_escape_every_value():
+    from annotation.rendering import step_rows_html
+
+    evil = 'valid" onmouseover="alert(1)'
+    rows = [{"index": 1, "text": "{i} <b>", "verdict": evil, "refs": [2], "note": 'a"b', "disagree": True,
+             "others": [{"kind": 'judge" x="', "source": "<s>", "verdict": evil, "refs": [1], "reason": "<r>",
+                         "confidence": None}]}]
+    html = str(step_rows_html(rows, [1, 2], None))
+    assert "onmouseover" not in html  # an unknown verdict is dropped, not escaped into a class
+    assert '<li class="step" id="s1"' in html  # the unknown verdict: unlabelled
+    assert '<li class="other ">' in html and 'x="' not in html
+    assert "{i} &lt;b&gt;" in html and 'value="a&quot;b"' in html and "&lt;s&gt;" in html
+    assert '<input type="checkbox" name="r1" value="2" checked>' in html
