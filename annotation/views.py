@@ -185,7 +185,8 @@ def job(request: HttpRequest, job_id: int) -> HttpResponse:
     if request.method == "POST":
         access.check_cancel_job(request.user, job, membership)
         job = jobs.cancel(job)
-    context = {"job": job, "progress": jobs.live_progress(job), "study": job.study}
+    context = {"job": job, "progress": jobs.live_progress(job), "study": job.study,
+               "can_cancel": access.can_cancel_job(request.user, job, membership)}
     template = "annotation/job.html#progress" if request.htmx else "annotation/job.html"
     return render(request, template, context)
 

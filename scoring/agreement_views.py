@@ -160,6 +160,7 @@ def export_job(request: HttpRequest, study_id: int, job_id: int) -> HttpResponse
         job = jobs.cancel(job)
     manifest = job.result.get("manifest") if job.result else None
     context = {"study": study, "membership": membership, "job": job, "progress": jobs.live_progress(job),
+               "can_cancel": access.can_cancel_job(request.user, job, membership),
                "manifest_text": json.dumps(manifest, indent=2) if manifest else ""}
     template = "scoring/export_job.html#progress" if request.htmx else "scoring/export_job.html"
     return render(request, template, context)

@@ -53,12 +53,14 @@ def test_an_annotator_cannot_cancel_the_owners_import_on_the_web(client, study, 
     job = services.do_create_import_job(study, fmt="reasonaudit", skip_invalid=False, user=owner,
                                         path=tmp_path / "x.jsonl")
     client.force_login(member)
+    assert b"Cancel</button>" not in client.get(reverse("job", args=[job.pk])).content  # no button to press
     response = client.post(reverse("job", args=[job.pk]))
     assert response.status_code == 403
     job.refresh_from_db()
     assert job.status == Job.Status.QUEUED and not job.cancel_requested
     # An adjudicator may, as may who started it (the API's rule).
     client.force_login(adjudicator)
+    assert b"Cancel</button>" in client.get(reverse("job", args=[job.pk])).content
     assert client.post(reverse("job", args=[job.pk])).status_code == 200
     job.refresh_from_db()
     assert job.status == Job.Status.CANCELLED
