@@ -172,11 +172,12 @@ def judge_run_start(request: HttpRequest, judge_id: int) -> HttpResponse:
 @login_required
 @require_GET
 def judge_run(request: HttpRequest, run_id: int) -> HttpResponse:
-    run, _ = access.check_object(request.user, JudgeRun.objects.select_related("job", "judge__study"), run_id,
-                                 study_path="judge__study_id", what="judge run")
+    run, membership = access.check_object(request.user, JudgeRun.objects.select_related("job", "judge__study"),
+                                          run_id, study_path="judge__study_id", what="judge run")
     failed = run.results.filter(status=JudgeTraceResult.Status.FAILED).select_related("trace").order_by("trace_id")[:50]
     context = {"run": run, "job": run.job, "judge": run.judge, "study": run.judge.study,
-               "progress": jobs.live_progress(run.job), "failed": failed}
+               "progress": jobs.live_progress(run.job), "failed": failed,
+               "can_cancel": access.can_cancel_job(request.user, run.job, membership)}
     template = "judges/run.html#stats" if request.htmx else "judges/run.html"
     return render(request, template, context)
 
