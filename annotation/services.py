@@ -38,36 +38,28 @@ STUDY_SCORED_FIELDS = ("primary_judge",)
 PROBLEM_SCORED_FIELDS = ("domain", "gold_answer")
 
 
-def _changed(obj, fields: dict[str, Any]) -> set[str]:
-    return {name for name, value in fields.items() if getattr(obj, name) != value}
-
-
 def do_update_study(study: Study, fields: dict[str, Any], *, user=None) -> set[str]:
     """Change a study's settings (web and API alike) and return the names
     that changed. A change the scores depend on queues a recompute once the
     change is committed, so ``final`` scores never keep the old primary judge."""
-    with transaction.atomic():
-        changed = _changed(study, fields)
-        for name in changed:
-            setattr(study, name, fields[name])
-        if changed:
-            study.save(update_fields=sorted(changed))
-        if changed & set(STUDY_SCORED_FIELDS):
-            _data_changed_on_commit(study, "study settings changed")
-    return changed
+    return _update(study, fields, study, STUDY_SCORED_FIELDS, "study settings changed")
 
 
 def do_update_problem(problem: Problem, fields: dict[str, Any], *, user=None) -> set[str]:
     """Change a problem's text, answer, domain or tags; a change the
     analytics read queues a recompute of its study once committed."""
+    return _update(problem, fields, problem.study, PROBLEM_SCORED_FIELDS, "problem changed")
+
+
+def _update(obj: Study | Problem, fields: dict[str, Any], study: Study, scored: tuple[str, ...], reason: str) -> set[str]:
     with transaction.atomic():
-        changed = _changed(problem, fields)
+        changed = {name for name, value in fields.items() if getattr(obj, name) != value}
         for name in changed:
-            setattr(problem, name, fields[name])
+            setattr(obj, name, fields[name])
         if changed:
-            problem.save(update_fields=sorted(changed))
-        if changed & set(PROBLEM_SCORED_FIELDS):
-            _data_changed_on_commit(problem.study, "problem changed")
+            obj.save(update_fields=sorted(changed))
+        if changed & set(scored):
+            _data_changed_on_commit(study, reason)
     return changed
 
 

@@ -5,20 +5,12 @@ from __future__ import annotations
 
 import pytest
 from django.urls import reverse
-from rest_framework.authtoken.models import Token
-from rest_framework.test import APIClient
 
 from annotation import access, services
 from annotation.models import Job, Membership
+from tests.test_api_studies import api
 
 pytestmark = pytest.mark.django_db
-
-
-def api(user) -> APIClient:
-    client = APIClient()
-    token, _ = Token.objects.get_or_create(user=user)
-    client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
-    return client
 
 
 def test_an_outsider_cannot_tell_a_study_that_exists_from_one_that_does_not(client, study, outsider):

@@ -9,21 +9,13 @@ from __future__ import annotations
 
 import pytest
 from django.urls import reverse
-from rest_framework.authtoken.models import Token
-from rest_framework.test import APIClient
 
 from annotation import services
 from annotation.models import Job, Membership, Step, Trace
 from tests.review.conftest import human_label, judge, judge_label
+from tests.test_api_studies import api
 
 pytestmark = pytest.mark.django_db
-
-
-def api(user) -> APIClient:
-    client = APIClient()
-    token, _ = Token.objects.get_or_create(user=user)
-    client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
-    return client
 
 
 # 1. Blind-mode leak --------------------------------------------------------
