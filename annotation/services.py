@@ -34,8 +34,9 @@ def do_create_study(name: str, *, owner, **fields) -> Study:
 
 #: Study fields the scores depend on: the "final" source falls back to the primary judge.
 STUDY_SCORED_FIELDS = ("primary_judge",)
-#: Problem fields the analytics read (domain filters and groups, the gold answer the answer checks).
-PROBLEM_SCORED_FIELDS = ("domain", "gold_answer")
+#: Problem fields the analytics read: leaderboards grouped or filtered by domain are cached
+#: per score set, so a new score set is what refreshes them.
+PROBLEM_SCORED_FIELDS = ("domain",)
 
 
 def do_update_study(study: Study, fields: dict[str, Any], *, user=None) -> set[str]:
@@ -46,8 +47,8 @@ def do_update_study(study: Study, fields: dict[str, Any], *, user=None) -> set[s
 
 
 def do_update_problem(problem: Problem, fields: dict[str, Any], *, user=None) -> set[str]:
-    """Change a problem's text, answer, domain or tags; a change the
-    analytics read queues a recompute of its study once committed."""
+    """Change a problem's text, gold answer, domain or tags; a change the
+    analytics read (the domain) queues a recompute of its study once committed."""
     return _update(problem, fields, problem.study, PROBLEM_SCORED_FIELDS, "problem changed")
 
 
