@@ -27,7 +27,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Count, Exists, F, FilteredRelation, Max, OuterRef, Q, QuerySet
 from django.utils import timezone
 
-from annotation import signals
+from annotation import access, signals
 from annotation.importing.pipeline import label_snapshot
 from annotation.models import (
     Assignment,
@@ -73,16 +73,16 @@ class Conflict(Exception):
 
 
 def sees_everything(membership: Membership) -> bool:
-    """Owners and adjudicators are not blinded; neither is anyone in an open study."""
-    return not membership.study.blind or membership.role in (Membership.Role.OWNER, Membership.Role.ADJUDICATOR)
+    """Blind mode is decided by annotation.access; kept here for the review code's callers."""
+    return access.sees_everything(membership)
 
 
 def is_revealed(membership: Membership, review: TraceReview | None) -> bool:
-    return sees_everything(membership) or bool(review and review.complete)
+    return access.is_revealed(membership, bool(review and review.complete))
 
 
 def can_adjudicate(membership: Membership) -> bool:
-    return membership.role in (Membership.Role.OWNER, Membership.Role.ADJUDICATOR)
+    return access.can_adjudicate(membership)
 
 
 def visible_labels(trace: Trace, user, revealed: bool) -> QuerySet[StepLabel]:

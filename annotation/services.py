@@ -1,6 +1,6 @@
 """Named domain operations shared by the web views, the API and the CLI.
 
-``check_*`` functions authorise and return objects or raise; ``do_*``
+Access (who may do what) is decided by ``annotation.access``; ``do_*``
 functions change data inside a transaction and queue background work only
 after commit.
 """
@@ -9,39 +9,17 @@ from __future__ import annotations
 
 import secrets
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from django.contrib.auth import get_user_model
 from django.core.files.base import File
 from django.db import transaction
-from django.http import Http404
 
-from annotation import jobs
+from annotation import jobs, signals
 from annotation.importing.pipeline import ImportReport, import_stream
-from annotation.models import Job, Membership, Study
+from annotation.models import Job, Membership, Problem, Study
 
 User = get_user_model()
-
-
-class PermissionDenied(Exception):
-    """The user is a member but their role does not allow the operation."""
-
-
-def check_membership(user, study_id: int) -> tuple[Study, Membership]:
-    """The study and the user's membership, or 404 -- a non-member learns nothing."""
-    membership = (
-        Membership.objects.select_related("study").filter(study_id=study_id, user=user).first()
-        if user.is_authenticated
-        else None
-    )
-    if membership is None:
-        raise Http404("No such study")
-    return membership.study, membership
-
-
-def check_role(membership: Membership, *roles: str) -> None:
-    if membership.role not in roles:
-        raise PermissionDenied(f"this needs the role {' or '.join(roles)}; you are {membership.role}")
 
 
 @transaction.atomic
@@ -52,6 +30,42 @@ def do_create_study(name: str, *, owner, **fields) -> Study:
     study = Study.objects.create(name=name, **fields)
     Membership.objects.create(study=study, user=owner, role=Membership.Role.OWNER)
     return study
+
+
+#: Study fields the scores depend on: the "final" source falls back to the primary judge.
+STUDY_SCORED_FIELDS = ("primary_judge",)
+#: Problem fields the analytics read: leaderboards grouped or filtered by domain are cached
+#: per score set, so a new score set is what refreshes them.
+PROBLEM_SCORED_FIELDS = ("domain",)
+
+
+def do_update_study(study: Study, fields: dict[str, Any], *, user=None) -> set[str]:
+    """Change a study's settings (web and API alike) and return the names
+    that changed. A change the scores depend on queues a recompute once the
+    change is committed, so ``final`` scores never keep the old primary judge."""
+    return _update(study, fields, study, STUDY_SCORED_FIELDS, "study settings changed")
+
+
+def do_update_problem(problem: Problem, fields: dict[str, Any], *, user=None) -> set[str]:
+    """Change a problem's text, gold answer, domain or tags; a change the
+    analytics read (the domain) queues a recompute of its study once committed."""
+    return _update(problem, fields, problem.study, PROBLEM_SCORED_FIELDS, "problem changed")
+
+
+def _update(obj: Study | Problem, fields: dict[str, Any], study: Study, scored: tuple[str, ...], reason: str) -> set[str]:
+    with transaction.atomic():
+        changed = {name for name, value in fields.items() if getattr(obj, name) != value}
+        for name in changed:
+            setattr(obj, name, fields[name])
+        if changed:
+            obj.save(update_fields=sorted(changed))
+        if changed & set(scored):
+            _data_changed_on_commit(study, reason)
+    return changed
+
+
+def _data_changed_on_commit(study: Study, reason: str) -> None:
+    transaction.on_commit(lambda: signals.data_changed.send(sender=Study, study=study, reason=reason))
 
 
 @transaction.atomic

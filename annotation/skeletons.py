@@ -14,7 +14,7 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from annotation import signals
+from annotation import access, signals
 from annotation.arithmetic import chain_claims, check_value, unlatex
 from annotation.models import Membership, Problem, Skeleton, SkeletonStep, Study
 
@@ -134,7 +134,7 @@ def guidance_warning(n: int) -> str:
 
 
 def can_approve(membership: Membership) -> bool:
-    return membership.role in (Membership.Role.OWNER, Membership.Role.ADJUDICATOR)
+    return access.can_adjudicate(membership)
 
 
 @transaction.atomic

@@ -11,20 +11,21 @@ manage members and queues. A non-member gets 404 everywhere.
 from __future__ import annotations
 
 import json
-from functools import wraps
 
 from django.contrib import messages
 from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.db.models import Count, Exists, F, OuterRef, Prefetch, Q
+from django.db.models import Count, Exists, OuterRef, Prefetch, Q
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.urls import reverse
-from django.views.decorators.http import require_GET, require_POST
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django.views.defaults import page_not_found
 from django_htmx.http import HttpResponseClientRedirect, HttpResponseClientRefresh
 
-from annotation import jobs, members, review, services, skeletons
+from annotation import access, jobs, members, review, services, skeletons
 from annotation.forms import AssignForm, ImportForm, MemberForm, parse_skeleton_rows
 from annotation.importing.regime import REGIME_KEYS
 from annotation.models import (
@@ -47,41 +48,41 @@ OWNER, ADJUDICATOR, ANNOTATOR = Membership.Role.OWNER, Membership.Role.ADJUDICAT
 
 
 def member_view(view):
-    """login_required, and a member lacking the role gets a readable 403 page."""
+    """login_required; refusals (annotation.access.AccessDenied) are rendered
+    by ``permission_denied`` below, the same way on every page."""
+    return login_required(view)
 
-    @wraps(view)
-    @login_required
-    def wrapper(request, *args, **kwargs):
-        try:
-            return view(request, *args, **kwargs)
-        except services.PermissionDenied as exc:
-            return render(request, "annotation/forbidden.html", {"reason": str(exc)}, status=403)
 
-    return wrapper
+def permission_denied(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    """``handler403`` of the project: an outsider's refusal is a plain 404 (a
+    study's existence is not revealed), a member's a 403 naming the role."""
+    if isinstance(exception, access.AccessDenied) and exception.outsider:
+        return page_not_found(request, Http404(str(exception)))
+    reason = str(exception) if isinstance(exception, access.AccessDenied) else "you may not do this"
+    return render(request, "annotation/forbidden.html", {"reason": reason}, status=403)
 
 
 def _study_for(request: HttpRequest, study_id: int) -> tuple[Study, Membership]:
-    return services.check_membership(request.user, study_id)
+    return access.check_study(request.user, study_id)
 
 
 def _trace_for(request: HttpRequest, trace_id: int) -> tuple[Trace, Membership]:
-    """The trace with its problem and study, and my membership, in one query."""
-    trace = (
-        Trace.objects.select_related("study", "problem")
-        .filter(pk=trace_id, study__memberships__user=request.user)
-        .annotate(my_role=F("study__memberships__role"))
-        .first()
-    )
-    if trace is None:
-        raise Http404("No such trace")
-    # Built from the joined row rather than fetched again; never saved.
-    return trace, Membership(study=trace.study, user=request.user, role=trace.my_role)
+    return access.check_trace(request.user, trace_id)
 
 
 def _problem_for(request: HttpRequest, problem_id: int) -> tuple[Problem, Membership]:
-    problem = get_object_or_404(Problem.objects.select_related("study", "approved_skeleton"), pk=problem_id)
-    _, membership = services.check_membership(request.user, problem.study_id)
-    return problem, membership
+    return access.check_object(request.user, Problem.objects.select_related("study", "approved_skeleton"),
+                               problem_id, study_path="study_id", what="problem")
+
+
+def safe_next(request: HttpRequest, fallback: str) -> str:
+    """The posted ``next`` when it stays on this site, else ``fallback``: a
+    form must never send the browser to another host (an open redirect)."""
+    wanted = request.POST.get("next") or request.GET.get("next") or ""
+    if wanted and url_has_allowed_host_and_scheme(wanted, allowed_hosts={request.get_host()},
+                                                  require_https=request.is_secure()):
+        return wanted
+    return fallback
 
 
 def _page_query(request: HttpRequest, drop=("page",)) -> str:
@@ -96,6 +97,7 @@ def _page_query(request: HttpRequest, drop=("page",)) -> str:
 
 
 @member_view
+@require_GET
 def studies(request: HttpRequest) -> HttpResponse:
     memberships = list(Membership.objects.filter(user=request.user).select_related("study").order_by("study__name"))
     problems = dict(
@@ -108,6 +110,7 @@ def studies(request: HttpRequest) -> HttpResponse:
 
 
 @member_view
+@require_GET
 def study(request: HttpRequest, study_id: int) -> HttpResponse:
     study, membership = _study_for(request, study_id)
     # Steps are counted through a join; do it separately so traces count once.
@@ -135,12 +138,13 @@ def study(request: HttpRequest, study_id: int) -> HttpResponse:
 
 
 @member_view
+@require_http_methods(["GET", "POST"])
 def study_members(request: HttpRequest, study_id: int) -> HttpResponse:
     study, membership = _study_for(request, study_id)
     form = MemberForm()
     status = 200
     if request.method == "POST":
-        services.check_role(membership, OWNER)
+        access.check_owner(membership, "managing members")
         action = request.POST.get("action", "set")
         try:
             if action == "remove":
@@ -166,8 +170,7 @@ def study_members(request: HttpRequest, study_id: int) -> HttpResponse:
 @require_POST
 def study_import(request: HttpRequest, study_id: int) -> HttpResponse:
     study, membership = _study_for(request, study_id)
-    if not membership.is_owner:
-        raise Http404("Only owners import")
+    access.check_owner(membership, "importing traces")
     form = ImportForm(request.POST, request.FILES)
     if not form.is_valid():
         return render(request, "annotation/import_form.html", {"study": study, "import_form": form}, status=400)
@@ -179,11 +182,14 @@ def study_import(request: HttpRequest, study_id: int) -> HttpResponse:
 
 
 @member_view
+@require_http_methods(["GET", "POST"])
 def job(request: HttpRequest, job_id: int) -> HttpResponse:
-    job = get_object_or_404(Job.objects.visible_to(request.user).select_related("study"), pk=job_id)
+    job, membership = access.check_job(request.user, job_id)
     if request.method == "POST":
+        access.check_cancel_job(request.user, job, membership)
         job = jobs.cancel(job)
-    context = {"job": job, "progress": jobs.live_progress(job), "study": job.study}
+    context = {"job": job, "progress": jobs.live_progress(job), "study": job.study,
+               "can_cancel": access.can_cancel_job(request.user, job, membership)}
     template = "annotation/job.html#progress" if request.htmx else "annotation/job.html"
     return render(request, template, context)
 
@@ -202,6 +208,7 @@ def _trace_filter_context(request: HttpRequest, study: Study) -> dict:
 
 
 @member_view
+@require_GET
 def trace_list(request: HttpRequest, study_id: int) -> HttpResponse:
     study, membership = _study_for(request, study_id)
     qs = Trace.objects.filter(study=study).select_related("problem").order_by("problem_id", "model", "pk")
@@ -219,6 +226,7 @@ def trace_list(request: HttpRequest, study_id: int) -> HttpResponse:
 
 
 @member_view
+@require_GET
 def problem_list(request: HttpRequest, study_id: int) -> HttpResponse:
     study, membership = _study_for(request, study_id)
     qs = Problem.objects.filter(study=study).order_by("problem_id")
@@ -261,6 +269,7 @@ def _filter_tag(qs, tag: str):
 
 
 @member_view
+@require_GET
 def problem(request: HttpRequest, problem_id: int) -> HttpResponse:
     problem, membership = _problem_for(request, problem_id)
     versions = skeletons.history(problem)
@@ -298,7 +307,7 @@ def skeleton_save(request: HttpRequest, problem_id: int) -> HttpResponse:
     problem, membership = _problem_for(request, problem_id)
     approve = request.POST.get("action") == "approve"
     if approve:
-        services.check_role(membership, OWNER, ADJUDICATOR)
+        access.check_adjudicator(membership, "approving a skeleton")
     rows = parse_skeleton_rows(request.POST)
     note = request.POST.get("note", "")
     try:
@@ -314,9 +323,9 @@ def skeleton_save(request: HttpRequest, problem_id: int) -> HttpResponse:
 @member_view
 @require_POST
 def skeleton_approve(request: HttpRequest, skeleton_id: int) -> HttpResponse:
-    sk = get_object_or_404(Skeleton.objects.select_related("problem"), pk=skeleton_id)
-    _, membership = services.check_membership(request.user, sk.problem.study_id)
-    services.check_role(membership, OWNER, ADJUDICATOR)
+    sk, membership = access.check_object(request.user, Skeleton.objects.select_related("problem"), skeleton_id,
+                                         study_path="problem__study_id", what="skeleton")
+    access.check_adjudicator(membership, "approving a skeleton")
     skeletons.do_approve_skeleton(sk, request.user)
     messages.success(request, f"Version {sk.version} is now the approved skeleton (L_gold = {sk.problem.l_gold}).")
     return redirect(f"{reverse('problem', args=[sk.problem_id])}#skeleton")
@@ -407,6 +416,7 @@ def regime_rows(values: dict) -> list[tuple[str, str | None]]:
 
 
 @member_view
+@require_GET
 def trace(request: HttpRequest, trace_id: int) -> HttpResponse:
     trace, membership = _trace_for(request, trace_id)
     return render(request, "annotation/review.html", _review_context(request, trace, membership))
@@ -515,6 +525,7 @@ def trace_review(request: HttpRequest, trace_id: int) -> HttpResponse:
 
 
 @member_view
+@require_GET
 def queue(request: HttpRequest, study_id: int) -> HttpResponse:
     study, membership = _study_for(request, study_id)
     user = request.user
@@ -555,7 +566,7 @@ def queue(request: HttpRequest, study_id: int) -> HttpResponse:
 @require_POST
 def queue_assign(request: HttpRequest, study_id: int) -> HttpResponse:
     study, membership = _study_for(request, study_id)
-    services.check_role(membership, OWNER)
+    access.check_owner(membership, "assigning traces")
     if request.POST.get("action") == "clear":
         n = review.do_clear_assignments(study)
         messages.success(request, f"Removed {n} assignments (labels are kept).")
@@ -582,9 +593,10 @@ def queue_assign(request: HttpRequest, study_id: int) -> HttpResponse:
 
 
 @member_view
+@require_GET
 def adjudication(request: HttpRequest, study_id: int) -> HttpResponse:
     study, membership = _study_for(request, study_id)
-    services.check_role(membership, OWNER, ADJUDICATOR)
+    access.check_adjudicator(membership, "adjudication")
     status = request.GET.get("status", "open")
     if status not in ("open", "resolved", "all"):
         status = "open"
@@ -619,9 +631,10 @@ def _adjudication_item(step: Step, study: Study, error: str = "", level: str = "
 @member_view
 @require_POST
 def adjudicate(request: HttpRequest, step_id: int) -> HttpResponse:
-    step = get_object_or_404(Step.objects.select_related("trace__problem", "trace__study"), pk=step_id)
-    study, membership = services.check_membership(request.user, step.trace.study_id)
-    services.check_role(membership, OWNER, ADJUDICATOR)
+    step, membership = access.check_object(request.user, Step.objects.select_related("trace__problem", "trace__study"),
+                                           step_id, study_path="trace__study_id", what="step")
+    study = membership.study
+    access.check_adjudicator(membership, "adjudication")
     try:
         version = int(request.POST.get("version", "0"))
     except ValueError:
@@ -641,7 +654,7 @@ def adjudicate(request: HttpRequest, step_id: int) -> HttpResponse:
             messages.success(request, error)
         else:
             messages.error(request, error)
-        return redirect(request.POST.get("next") or reverse("adjudication", args=[study.pk]))
+        return redirect(safe_next(request, reverse("adjudication", args=[study.pk])))
     step = Step.objects.select_related("trace__problem").prefetch_related(
         Prefetch("labels", queryset=StepLabel.objects.select_related("annotator", "judge").order_by("kind", "pk"))
     ).get(pk=step.pk)

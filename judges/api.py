@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema
 from rest_framework import generics, status
 from rest_framework.exceptions import APIException, ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from annotation import services as study_services
+from annotation import access
 from annotation.api.serializers import JobSerializer
-from annotation.models import Membership
 from judges import serializers as s
 from judges import services
 from judges.models import JudgeConfig, JudgeRun
@@ -39,7 +37,7 @@ class StudyJudges(generics.ListCreateAPIView):
 
     def _study(self):
         if not hasattr(self, "_membership"):
-            self._study_obj, self._membership = study_services.check_membership(self.request.user, self.kwargs["pk"])
+            self._study_obj, self._membership = access.check_study(self.request.user, self.kwargs["pk"])
         return self._study_obj, self._membership
 
     def get_queryset(self):
@@ -54,7 +52,7 @@ class StudyJudges(generics.ListCreateAPIView):
 
     def create(self, request, *args, **kwargs):
         study, membership = self._study()
-        study_services.check_role(membership, Membership.Role.OWNER)
+        services.check_owner(membership)
         ser = self.get_serializer(data=request.data)
         ser.is_valid(raise_exception=True)
         judge = _save(study, ser.validated_data, user=request.user)
@@ -70,7 +68,7 @@ class JudgeDetail(APIView):
     @extend_schema(request=s.JudgeSerializer, responses=s.JudgeDetailSerializer)
     def patch(self, request, pk: int):
         judge, membership = services.check_judge(request.user, pk)
-        study_services.check_role(membership, Membership.Role.OWNER)
+        services.check_owner(membership)
         if judge.builtin:
             raise ValidationError({"non_field_errors": ["the built-in mechanistic judge has no settings to change"]})
         context = {"request": request, "study": judge.study}
@@ -86,14 +84,14 @@ class StudyJudgeRuns(generics.ListAPIView):
     serializer_class = s.JudgeRunSerializer
 
     def get_queryset(self):
-        study, _ = study_services.check_membership(self.request.user, self.kwargs["pk"])
+        study, _ = access.check_study(self.request.user, self.kwargs["pk"])
         return (JudgeRun.objects.filter(judge__study=study).select_related("judge", "job")
                 .order_by("-created_at", "-pk"))
 
     @extend_schema(request=s.JudgeRunRequestSerializer, responses={202: JobSerializer})
     def post(self, request, pk: int):
-        study, membership = study_services.check_membership(request.user, pk)
-        study_services.check_role(membership, Membership.Role.OWNER)
+        study, membership = access.check_study(request.user, pk)
+        services.check_owner(membership)
         ser = s.JudgeRunRequestSerializer(data=request.data, context={"study": study})
         ser.is_valid(raise_exception=True)
         data = ser.validated_data
@@ -113,5 +111,6 @@ class JudgeRunDetail(generics.RetrieveAPIView):
     serializer_class = s.JudgeRunSerializer
 
     def get_object(self):
-        qs = JudgeRun.objects.visible_to(self.request.user).select_related("judge", "job")
-        return get_object_or_404(qs, pk=self.kwargs["pk"])
+        run, _ = access.check_object(self.request.user, JudgeRun.objects.select_related("judge", "job"),
+                                     self.kwargs["pk"], study_path="judge__study_id", what="judge run")
+        return run

@@ -1,5 +1,5 @@
 """The LLM judge protocol: the prompt a judge sees and the answer it must give
-(interfaces.md § Judge output). No ORM and no I/O: the provider and the
+(docs/judges.md, "The LLM protocol"). No ORM and no I/O: the provider and the
 prompt preview both call these functions.
 """
 

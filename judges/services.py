@@ -27,13 +27,11 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet, Subquery
-from django.http import Http404
 from django.utils import timezone
 
-from annotation import jobs
+from annotation import access, jobs
 from annotation.importing.pipeline import label_snapshot
 from annotation.models import Job, LabelHistory, Membership, SkeletonStep, Step, StepLabel, Study, Trace
-from annotation.services import PermissionDenied, check_membership
 from judges import protocol
 from judges.models import (
     MECHANISTIC,
@@ -89,17 +87,13 @@ def ensure_mechanistic(study: Study) -> JudgeConfig:
 
 
 def check_judge(user, judge_id: int) -> tuple[JudgeConfig, Membership]:
-    """The judge and the user's membership in its study, or 404."""
-    judge = JudgeConfig.objects.visible_to(user).select_related("study").filter(pk=judge_id).first()
-    if judge is None:
-        raise Http404("No such judge")
-    _, membership = check_membership(user, judge.study_id)
-    return judge, membership
+    """The judge and the user's membership in its study (annotation.access decides)."""
+    return access.check_object(user, JudgeConfig.objects.select_related("study"), judge_id, study_path="study_id",
+                               what="judge")
 
 
 def check_owner(membership: Membership) -> None:
-    if not membership.is_owner:
-        raise PermissionDenied(f"only owners of the study manage its judges; you are {membership.role}")
+    access.check_owner(membership, "managing the study's judges")
 
 
 def next_prompt_label(judge: JudgeConfig) -> str:

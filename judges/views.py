@@ -7,16 +7,14 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.db.models import Prefetch, Q
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, redirect, render
-from django.views.decorators.http import require_POST
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from kombu.exceptions import OperationalError as BrokerError
 
-from annotation import jobs
-from annotation import services as study_services
+from annotation import access, jobs
 from annotation.models import Membership, StepLabel, Study, Trace
 from judges import protocol, services
 from judges.forms import JudgeConfigForm, PromptForm, RunForm
@@ -24,7 +22,7 @@ from judges.models import JudgeConfig, JudgeRun, JudgeTraceResult
 
 
 def _study_for(request: HttpRequest, study_id: int) -> tuple[Study, Membership]:
-    return study_services.check_membership(request.user, study_id)
+    return access.check_study(request.user, study_id)
 
 
 def _judge_for(request: HttpRequest, judge_id: int) -> tuple[JudgeConfig, Membership]:
@@ -32,8 +30,7 @@ def _judge_for(request: HttpRequest, judge_id: int) -> tuple[JudgeConfig, Member
 
 
 def _owner_only(membership: Membership) -> None:
-    if not membership.is_owner:
-        raise PermissionDenied("only owners of the study manage its judges")
+    services.check_owner(membership)
 
 
 def _models(study: Study) -> list[str]:
@@ -41,6 +38,7 @@ def _models(study: Study) -> list[str]:
 
 
 @login_required
+@require_GET
 def judge_list(request: HttpRequest, study_id: int) -> HttpResponse:
     study, membership = _study_for(request, study_id)
     context = {"study": study, "membership": membership, "judges": services.judge_list(study)}
@@ -48,6 +46,7 @@ def judge_list(request: HttpRequest, study_id: int) -> HttpResponse:
 
 
 @login_required
+@require_http_methods(["GET", "POST"])
 def judge_create(request: HttpRequest, study_id: int) -> HttpResponse:
     study, membership = _study_for(request, study_id)
     _owner_only(membership)
@@ -61,6 +60,7 @@ def judge_create(request: HttpRequest, study_id: int) -> HttpResponse:
 
 
 @login_required
+@require_http_methods(["GET", "POST"])
 def judge_edit(request: HttpRequest, judge_id: int) -> HttpResponse:
     judge, membership = _judge_for(request, judge_id)
     _owner_only(membership)
@@ -76,6 +76,7 @@ def judge_edit(request: HttpRequest, judge_id: int) -> HttpResponse:
 
 
 @login_required
+@require_GET
 def judge_detail(request: HttpRequest, judge_id: int) -> HttpResponse:
     judge, membership = _judge_for(request, judge_id)
     runs = list(judge.runs.select_related("job").order_by("-created_at", "-pk")[:10])
@@ -95,6 +96,7 @@ def judge_detail(request: HttpRequest, judge_id: int) -> HttpResponse:
 
 
 @login_required
+@require_http_methods(["GET", "POST"])
 def judge_prompt(request: HttpRequest, judge_id: int) -> HttpResponse:
     """Prompt editor: history, the current (or a past) version, and a preview
     on a real trace. Members may preview; owners save new versions."""
@@ -168,18 +170,24 @@ def judge_run_start(request: HttpRequest, judge_id: int) -> HttpResponse:
 
 
 @login_required
+@require_GET
 def judge_run(request: HttpRequest, run_id: int) -> HttpResponse:
-    run = get_object_or_404(JudgeRun.objects.visible_to(request.user).select_related("job", "judge__study"), pk=run_id)
+    run, membership = access.check_object(request.user, JudgeRun.objects.select_related("job", "judge__study"),
+                                          run_id, study_path="judge__study_id", what="judge run")
     failed = run.results.filter(status=JudgeTraceResult.Status.FAILED).select_related("trace").order_by("trace_id")[:50]
     context = {"run": run, "job": run.job, "judge": run.judge, "study": run.judge.study,
-               "progress": jobs.live_progress(run.job), "failed": failed}
+               "progress": jobs.live_progress(run.job), "failed": failed,
+               "can_cancel": access.can_cancel_job(request.user, run.job, membership)}
     template = "judges/run.html#stats" if request.htmx else "judges/run.html"
     return render(request, template, context)
 
 
 @login_required
+@require_GET
 def judge_disagreements(request: HttpRequest, judge_id: int) -> HttpResponse:
     judge, membership = _judge_for(request, judge_id)
+    # The page lists the judge's and every annotator's verdicts: blind mode, as agreement.
+    access.check_sees_everything(membership, "a judge's disagreements page")
     steps = services.disagreements(judge.study, judge).select_related("trace").prefetch_related(
         Prefetch("labels", queryset=StepLabel.objects.filter(kind=StepLabel.Kind.HUMAN).select_related("annotator"),
                  to_attr="human_labels")

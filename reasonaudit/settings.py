@@ -151,6 +151,24 @@ CSRF_COOKIE_SAMESITE = "Lax"
 X_FRAME_OPTIONS = "DENY"
 SECURE_CONTENT_TYPE_NOSNIFF = True
 
+# --- HTTPS (docs/configuration.md, "Serving over HTTPS") ----------------------
+# Off by default: ./run and the test suite serve plain http on 127.0.0.1, where
+# secure-only cookies would never come back. A deployment sets REASONAUDIT_HTTPS.
+HTTPS = env_bool("REASONAUDIT_HTTPS", False)
+SESSION_COOKIE_SECURE = HTTPS
+CSRF_COOKIE_SECURE = HTTPS
+SECURE_SSL_REDIRECT = HTTPS
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 31_536_000 if HTTPS else 0, minimum=0)
+# The app runs on a host of its own: its subdomains (if any) are its own too.
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", HTTPS)
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
+if env_bool("REASONAUDIT_BEHIND_TLS_PROXY", False):
+    # TLS ends at the proxy: trust its X-Forwarded-Proto, or SECURE_SSL_REDIRECT loops.
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+# Preload-list submission is a decision about a whole registered domain, made
+# once by its owner and hard to undo; not the application's (docs/configuration.md).
+SILENCED_SYSTEM_CHECKS = ["security.W021"]
+
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "rest_framework.authentication.TokenAuthentication",
@@ -171,6 +189,11 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # One name per choice set (output_mode and output_mode_resolved share one).
+    "ENUM_NAME_OVERRIDES": {
+        "OutputModeEnum": "judges.models.JudgeConfig.OutputMode",
+        "JudgeRunScopeEnum": "judges.models.JudgeRun.Scope",
+    },
 }
 
 # --- Celery -----------------------------------------------------------------

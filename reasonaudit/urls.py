@@ -16,3 +16,7 @@ urlpatterns = [
     path("", include("scoring.urls")),
     path("", include("judges.urls")),
 ]
+
+# Every refusal (annotation.access.AccessDenied) is rendered here on the web:
+# 404 for outsiders, 403 naming the missing role for members.
+handler403 = "annotation.views.permission_denied"

@@ -9,7 +9,6 @@ from urllib.parse import urlencode
 
 from django.db.models import Count
 from django.http import FileResponse, JsonResponse
-from django.shortcuts import get_object_or_404
 from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -19,7 +18,7 @@ from rest_framework.pagination import PageNumberPagination
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from annotation import services as annotation_services
+from annotation import access
 from annotation.api.serializers import JobSerializer
 from annotation.models import Membership, Trace
 from scoring import agreement_exports, calibration, exports
@@ -36,7 +35,7 @@ SEED = OpenApiParameter("seed", int, description="bootstrap seed (default 0)")
 
 
 def _viewer(request, study_id: int):
-    study, membership = annotation_services.check_membership(request.user, study_id)
+    study, membership = access.check_study(request.user, study_id)
     svc.check_view(membership)
     return study, membership
 
@@ -54,7 +53,7 @@ def _abs(request, url: str) -> str:
 
 class StudyAgreement(APIView):
     @extend_schema(parameters=[REFERENCE, CANDIDATE, PROFILE, CALIBRATION, SEED], responses=OpenApiTypes.OBJECT,
-                   description="The agreement metrics of the candidate against the reference (docs/interfaces.md: "
+                   description="The agreement metrics of the candidate against the reference (docs/agreement.md: "
                                "steps_compared, percent_agreement, kappa, kappa_binary, confusion, traces_compared, "
                                "first_error_exact, first_error_within_1, pb_error_acc, pb_correct_acc, pb_f1, "
                                "pearson_r, pearson_ci, spearman_rho, spearman_ci, ...), with a 95% trace-bootstrap "
@@ -160,8 +159,8 @@ class StudyCalibrations(APIView):
     @extend_schema(request=CalibrationCreateSerializer, responses={201: CalibrationSerializer},
                    description="Create a calibration study (owners): draws the stratified sample.")
     def post(self, request, pk: int):
-        study, membership = annotation_services.check_membership(request.user, pk)
-        annotation_services.check_role(membership, Membership.Role.OWNER)
+        study, membership = access.check_study(request.user, pk)
+        access.check_owner(membership)
         ser = CalibrationCreateSerializer(data=request.data)
         ser.is_valid(raise_exception=True)
         d = ser.validated_data
@@ -177,8 +176,8 @@ class StudyCalibrations(APIView):
 
 
 def _calibration_for(request, pk: int) -> tuple[CalibrationStudy, Membership]:
-    cal = get_object_or_404(CalibrationStudy.objects.select_related("study", "created_by"), pk=pk)
-    study, membership = annotation_services.check_membership(request.user, cal.study_id)
+    cal, membership = access.check_object(request.user, CalibrationStudy.objects.select_related("study", "created_by"),
+                                          pk, study_path="study_id", what="calibration study")
     svc.check_view(membership)
     return cal, membership
 
@@ -232,7 +231,7 @@ class CalibrationQueue(APIView):
                    description="Queue the sample for annotators (owners): k annotators per trace, round-robin.")
     def post(self, request, pk: int):
         cal, membership = _calibration_for(request, pk)
-        annotation_services.check_role(membership, Membership.Role.OWNER)
+        access.check_owner(membership)
         ser = QueueSerializer(data=request.data)
         ser.is_valid(raise_exception=True)
         names = ser.validated_data["annotators"]
@@ -271,14 +270,12 @@ class StudyExports(APIView):
                                "result, once succeeded, has download_url, manifest_url and the manifest. Label "
                                "and agreement exports are for owners and adjudicators.")
     def post(self, request, pk: int):
-        study, membership = annotation_services.check_membership(request.user, pk)
+        study, membership = access.check_study(request.user, pk)
         ser = ExportSerializer(data=request.data)
         ser.is_valid(raise_exception=True)
         try:
             job = agreement_exports.do_queue_export(study, membership, ser.validated_data, user=request.user,
                                                     base_url=request.build_absolute_uri("/"))
-        except exports.ExportForbidden as exc:
-            raise annotation_services.PermissionDenied(str(exc)) from None
         except exports.ExportError as exc:
             m = re.match(r"^-*([a-z_]+): (.*)$", str(exc), re.S)
             raise ValidationError({m.group(1): [m.group(2)]} if m else {"what": [str(exc)]}) from None

@@ -38,8 +38,7 @@ from django.db import InterfaceError, OperationalError, transaction
 from django.db.models import Exists, OuterRef
 from django.urls import reverse
 
-from annotation import jobs
-from annotation import services as annotation_services
+from annotation import access, jobs
 from annotation.models import Job, Membership, Problem, Step, StepLabel, Study, Trace, TraceReview
 from scoring import agreement_data as ad
 from scoring import agreement_service as svc
@@ -628,7 +627,7 @@ def run_export_job(job_id: int, *, final_attempt: bool = True) -> dict[str, Any]
     except JobCancelled:
         jobs.finish(job_id, status=Job.Status.CANCELLED, error="cancelled")
         return None
-    except ExportError as exc:
+    except (ExportError, access.AccessDenied) as exc:  # a creator who lost the role: refused, not retried
         jobs.finish(job_id, status=Job.Status.FAILED, error=str(exc))
         return None
     except TRANSIENT_ERRORS:
@@ -655,22 +654,17 @@ class NotReady(Exception):
 
 def check_download(user, job_id: int) -> Job:
     """The finished export job ``job_id`` if ``user`` may download it: a
-    member of its study (Http404 otherwise), with the role its kind needs
-    (PermissionDenied); NotReady while it runs or when it failed."""
-    from django.http import Http404
-
-    job = Job.objects.filter(kind=Job.Kind.EXPORT, pk=job_id).only("pk", "study_id", "status", "params",
-                                                                     "output_file", "result").first()
-    if job is None:
-        raise Http404("No such export")
-    _, membership = annotation_services.check_membership(user, job.study_id)
+    member of its study, with the role its kind needs (annotation.access
+    refusals otherwise); NotReady while it runs or when it failed."""
+    job, membership = access.check_object(user, Job.objects.filter(kind=Job.Kind.EXPORT).only(
+        "pk", "study_id", "status", "params", "output_file", "result"), job_id, study_path="study_id", what="export")
     what = job.params.get("what", "")
     try:
         restricted = exports.kind(what).restricted
     except ExportError:
         restricted = True
     if restricted and not svc.can_export(membership):
-        raise annotation_services.PermissionDenied(f"{what} exports are for owners and adjudicators")
+        raise access.AccessDenied(f"{what} exports are for owners and adjudicators; you are {membership.role}")
     if job.status != Job.Status.SUCCEEDED or not job.output_file:
         raise NotReady(f"the export is {job.status}")
     return job

@@ -18,9 +18,8 @@ import numpy as np
 import pandas as pd
 from django.core.cache import cache
 
-from annotation import review
+from annotation import access
 from annotation.models import Membership, Study
-from annotation.services import PermissionDenied
 from scoring import agreement_data as ad
 from scoring import agreement_intervals, core, services
 from scoring.models import CalibrationStudy, ScoringProfile
@@ -49,19 +48,17 @@ def can_view(membership: Membership) -> bool:
     """Agreement pages list other sources' verdicts step by step (the
     disagreements), so they follow blind mode: whoever sees every label of
     the study (owners, adjudicators, everyone in an open study)."""
-    return review.sees_everything(membership)
+    return access.sees_everything(membership)
 
 
 def check_view(membership: Membership) -> None:
-    if not can_view(membership):
-        raise PermissionDenied("this study is blind: agreement shows every source's verdicts, so it is for "
-                               "owners and adjudicators")
+    access.check_sees_everything(membership, "agreement")
 
 
 def can_export(membership: Membership | None) -> bool:
     """Label and agreement exports carry every source's verdicts on every
     trace: owners and adjudicators only, blind or not (docs/exports.md)."""
-    return membership is not None and membership.can_adjudicate
+    return access.can_adjudicate(membership)
 
 
 # ---------------------------------------------------------------------------
@@ -189,7 +186,7 @@ def agreement(study: Study, reference: str, candidate: str, profile: ScoringProf
     """The metrics object of ``candidate`` against ``reference`` (sources as
     in scoring.agreement_data), with where every input came from.
 
-    The keys of ``scoring.core.agreement_metrics`` (docs/interfaces.md names
+    The keys of ``scoring.core.agreement_metrics`` (docs/agreement.md names
     them for ``studies/{id}/agreement/``), a ``<metric>_ci`` trace-bootstrap
     interval after every metric the core gives as a point value, and
     provenance first: reference, candidate, profile, profile_version, seed,

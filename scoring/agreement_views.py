@@ -12,12 +12,11 @@ from urllib.parse import urlencode
 
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.http import FileResponse, Http404, HttpRequest, HttpResponse
+from django.http import FileResponse, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from annotation import jobs
-from annotation import services as annotation_services
+from annotation import access, jobs
 from annotation.models import Job, Membership, Study, Trace
 from scoring import agreement_charts, agreement_exports, exports
 from scoring import agreement_service as svc
@@ -53,20 +52,12 @@ def metric_rows(m: dict[str, Any]) -> list[dict[str, Any]]:
             for key, label, fmt, n, ci in METRICS]
 
 
-def forbidden(request: HttpRequest, study: Study, membership: Membership, message: str) -> HttpResponse:
-    return render(request, "scoring/agreement_forbidden.html",
-                  {"study": study, "membership": membership, "message": message}, status=403)
-
-
-def study_for(request: HttpRequest, study_id: int):
-    """(study, membership, None) or (.., .., 403 response) -- 404 for non-members."""
-    study, membership = annotation_services.check_membership(request.user, study_id)
-    if not svc.can_view(membership):
-        return study, membership, forbidden(
-            request, study, membership,
-            "This study is blind: agreement pages show every source's verdicts, so they are for owners and "
-            "adjudicators.")
-    return study, membership, None
+def study_for(request: HttpRequest, study_id: int) -> tuple[Study, Membership]:
+    """The study and my membership; refused (annotation.access) to non-members
+    and, in a blind study, to annotators."""
+    study, membership = access.check_study(request.user, study_id)
+    svc.check_view(membership)
+    return study, membership
 
 
 def export_forms(study: Study, membership: Membership, params: dict[str, str], kinds: list[str]) -> dict[str, Any]:
@@ -90,10 +81,9 @@ def _render(request: HttpRequest, template: str, context: dict) -> HttpResponse:
 
 
 @login_required
+@require_GET
 def agreement(request: HttpRequest, study_id: int) -> HttpResponse:
-    study, membership, refused = study_for(request, study_id)
-    if refused:
-        return refused
+    study, membership = study_for(request, study_id)
     try:
         sel = svc.select(study, request.GET)
     except svc.BadSelection as exc:
@@ -118,10 +108,9 @@ def agreement(request: HttpRequest, study_id: int) -> HttpResponse:
 
 
 @login_required
+@require_GET
 def annotators(request: HttpRequest, study_id: int) -> HttpResponse:
-    study, membership, refused = study_for(request, study_id)
-    if refused:
-        return refused
+    study, membership = study_for(request, study_id)
     cal = None
     if request.GET.get("calibration"):
         try:
@@ -148,44 +137,41 @@ def annotators(request: HttpRequest, study_id: int) -> HttpResponse:
 @login_required
 @require_POST
 def export_create(request: HttpRequest, study_id: int) -> HttpResponse:
-    study, membership = annotation_services.check_membership(request.user, study_id)
+    study, membership = access.check_study(request.user, study_id)
     try:
         job = agreement_exports.do_queue_export(study, membership, request.POST, user=request.user,
                                                 base_url=request.build_absolute_uri("/"))
-    except exports.ExportForbidden as exc:
-        return forbidden(request, study, membership, str(exc))
     except exports.ExportError as exc:
         return HttpResponse(str(exc), status=400, content_type="text/plain")
     return redirect("scoring-export-job", study_id=study.pk, job_id=job.pk)
 
 
 def _export_job(request: HttpRequest, study_id: int, job_id: int) -> tuple[Study, Membership, Job]:
-    study, membership = annotation_services.check_membership(request.user, study_id)
-    job = Job.objects.filter(study=study, kind=Job.Kind.EXPORT, pk=job_id).first()
-    if job is None:
-        raise Http404("No such export")
-    return study, membership, job
+    job, membership = access.check_job(request.user, job_id, kinds=(Job.Kind.EXPORT,), study_id=study_id)
+    return membership.study, membership, job
 
 
 @login_required
+@require_http_methods(["GET", "POST"])
 def export_job(request: HttpRequest, study_id: int, job_id: int) -> HttpResponse:
     study, membership, job = _export_job(request, study_id, job_id)
     if request.method == "POST":
+        access.check_cancel_job(request.user, job, membership)
         job = jobs.cancel(job)
     manifest = job.result.get("manifest") if job.result else None
     context = {"study": study, "membership": membership, "job": job, "progress": jobs.live_progress(job),
+               "can_cancel": access.can_cancel_job(request.user, job, membership),
                "manifest_text": json.dumps(manifest, indent=2) if manifest else ""}
     template = "scoring/export_job.html#progress" if request.htmx else "scoring/export_job.html"
     return render(request, template, context)
 
 
 @login_required
+@require_GET
 def export_download(request: HttpRequest, study_id: int, job_id: int) -> HttpResponse:
     study, membership, job = _export_job(request, study_id, job_id)
     try:
         job = agreement_exports.check_download(request.user, job.pk)
-    except annotation_services.PermissionDenied as exc:
-        return forbidden(request, study, membership, str(exc))
     except agreement_exports.NotReady as exc:
         return HttpResponse(str(exc), status=409, content_type="text/plain")
     fh, name, ctype = agreement_exports.open_download(job, manifest=request.GET.get("manifest") == "1")

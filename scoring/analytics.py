@@ -19,6 +19,7 @@ import pandas as pd
 from django.core.cache import cache
 from django.db.models import Count, Q
 
+from annotation import access
 from annotation.models import Membership, Study, Trace
 from scoring import core, services, sources, storage
 from scoring.core.aggregate import LEADERBOARD_COLUMNS
@@ -28,7 +29,7 @@ from scoring.models import ScoreSet, ScoringProfile
 CACHE_SECONDS = 24 * 3600
 SCATTER_MAX_POINTS = 2000
 GROUPS = ("model", "domain")
-#: The API's leaderboard row, in order (docs/interfaces.md).
+#: The API's leaderboard row, in order (docs/analytics.md, docs/api.md).
 LEADERBOARD_FIELDS = ["model"] + LEADERBOARD_COLUMNS
 SCORE_EXPORT_FIELDS = [
     "trace_id", "problem_id", "model", "source", "profile", "n_steps", "l_gold", "coverage", "first_error",
@@ -99,7 +100,7 @@ class Selection:
         """The annotator of a blind study, who sees trace-level scores only on
         traces they have labelled completely; None when all are visible."""
         m = self.membership
-        if m is None or not self.study.blind or m.can_adjudicate:
+        if m is None or access.sees_everything(m):
             return None
         return m.user
 

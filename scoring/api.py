@@ -1,9 +1,8 @@
-"""REST API of the scoring app (docs/interfaces.md): thin views over
+"""REST API of the scoring app (docs/api.md): thin views over
 scoring.analytics and scoring.services."""
 
 from __future__ import annotations
 
-from django.shortcuts import get_object_or_404
 from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -13,9 +12,9 @@ from rest_framework.pagination import PageNumberPagination
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from annotation import services as annotation_services
+from annotation import access
 from annotation.api.serializers import JobSerializer
-from annotation.models import Membership, Trace, TraceReview
+from annotation.models import Trace, TraceReview
 from scoring import analytics, services, sources
 from scoring.models import ScoringProfile, TraceScore
 
@@ -59,8 +58,9 @@ class TraceScores(APIView):
                    description="The trace's stored scores: every source (or ?source=) under the study's default "
                                "profile (or ?profile=). Fields as the score export, plus html_url.")
     def get(self, request, pk: int):
-        trace = get_object_or_404(Trace.objects.visible_to(request.user).select_related("study", "problem"), pk=pk)
-        study, membership = annotation_services.check_membership(request.user, trace.study_id)
+        trace, membership = access.check_object(request.user, Trace.objects.select_related("study", "problem"), pk,
+                                                study_path="study_id", what="trace")
+        study = membership.study
         profiles = services.ensure_profiles(study)
         try:
             profile = services.resolve_profile(study, request.query_params.get("profile"), profiles)
@@ -73,10 +73,9 @@ class TraceScores(APIView):
             except sources.UnknownSource as exc:
                 raise ValidationError({"source": [str(exc)]}) from None
             qs = qs.filter(score_set__source=source)
-        if study.blind and not membership.can_adjudicate and not TraceReview.objects.filter(
-            trace=trace, annotator=request.user, complete=True
-        ).exists():
-            raise annotation_services.PermissionDenied(
+        finished = TraceReview.objects.filter(trace=trace, annotator=request.user, complete=True).exists()
+        if not access.is_revealed(membership, finished):
+            raise access.AccessDenied(
                 "this study is blind: its scores show other labels; finish labelling the trace first"
             )
         rows = []
@@ -92,7 +91,7 @@ class StudyLeaderboard(APIView):
                                "process_mean, process_ci, s_prm_mean, holistic_mean, holistic_ci, "
                                "lucky_guess_rate, svr, vsr.")
     def get(self, request, pk: int):
-        study, membership = annotation_services.check_membership(request.user, pk)
+        study, membership = access.check_study(request.user, pk)
         params = {k: request.query_params.get(k, "") for k in ("source", "profile", "model", "domain")}
         sel = _selection(request, study, membership, params)  # rows per model, always
         rows = analytics.api_leaderboard_rows(analytics.leaderboard(sel))
@@ -109,7 +108,7 @@ class StudyHazard(APIView):
     @extend_schema(parameters=[SOURCE, MODEL, PROFILE, DOMAIN], responses=OpenApiTypes.OBJECT,
                    description="Hazard of the first error: rows step, at_risk, events, hazard, cum_hazard, survival.")
     def get(self, request, pk: int):
-        study, membership = annotation_services.check_membership(request.user, pk)
+        study, membership = access.check_study(request.user, pk)
         sel = _selection(request, study, membership)
         rows = analytics.hazard_rows(sel)
         return Response({
@@ -124,7 +123,7 @@ class StudyLuckyGuesses(APIView):
                    description="Traces with a correct answer and process score <= tau (paginated); "
                                "fields as the score export, plus html_url.")
     def get(self, request, pk: int):
-        study, membership = annotation_services.check_membership(request.user, pk)
+        study, membership = access.check_study(request.user, pk)
         sel = _selection(request, study, membership)
         score_set = sel.score_set
         qs = TraceScore.objects.none()
@@ -172,15 +171,15 @@ def _check_params(params) -> None:
 class StudyProfiles(APIView):
     @extend_schema(responses=ProfileSerializer(many=True))
     def get(self, request, pk: int):
-        study, _ = annotation_services.check_membership(request.user, pk)
+        study, _ = access.check_study(request.user, pk)
         current = services.ensure_profiles(study)
         data = ProfileSerializer(list(current.values()), many=True, context={"request": request}).data
         return Response({"count": len(data), "next": None, "previous": None, "results": data})
 
     @extend_schema(request=ProfileWriteSerializer, responses={201: ProfileSerializer})
     def post(self, request, pk: int):
-        study, membership = annotation_services.check_membership(request.user, pk)
-        annotation_services.check_role(membership, Membership.Role.OWNER)
+        study, membership = access.check_study(request.user, pk)
+        access.check_owner(membership)
         ser = ProfileWriteSerializer(data=request.data)
         ser.is_valid(raise_exception=True)
         if not ser.validated_data.get("name"):
@@ -206,14 +205,14 @@ class StudyProfile(APIView):
 
     @extend_schema(responses=ProfileSerializer)
     def get(self, request, pk: int, name: str):
-        study, _ = annotation_services.check_membership(request.user, pk)
+        study, _ = access.check_study(request.user, pk)
         return Response(ProfileSerializer(self._current(study, name), context={"request": request}).data)
 
     @extend_schema(request=ProfileWriteSerializer, responses=ProfileSerializer,
                    description="Changes parameters: saves a new version (the old one is kept) and recomputes.")
     def patch(self, request, pk: int, name: str):
-        study, membership = annotation_services.check_membership(request.user, pk)
-        annotation_services.check_role(membership, Membership.Role.OWNER)
+        study, membership = access.check_study(request.user, pk)
+        access.check_owner(membership)
         current = self._current(study, name)
         ser = ProfileWriteSerializer(data=request.data, partial=True)
         ser.is_valid(raise_exception=True)
@@ -227,8 +226,8 @@ class StudyScore(APIView):
     @extend_schema(request=None, parameters=[PROFILE], responses={202: JobSerializer},
                    description="Queue a recompute of the study's scores (owners).")
     def post(self, request, pk: int):
-        study, membership = annotation_services.check_membership(request.user, pk)
-        annotation_services.check_role(membership, Membership.Role.OWNER)
+        study, membership = access.check_study(request.user, pk)
+        access.check_owner(membership)
         name = request.query_params.get("profile") or request.data.get("profile")
         if name:
             try:

@@ -12,10 +12,11 @@ from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.db.models import Count
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from annotation import access
 from annotation.models import Membership, Trace
 from scoring import agreement_charts, calibration, services
 from scoring import agreement_service as svc
@@ -71,10 +72,9 @@ def _form_choices(study) -> dict[str, Any]:
 
 
 @login_required
+@require_http_methods(["GET", "POST"])
 def calibrations(request: HttpRequest, study_id: int) -> HttpResponse:
-    study, membership, refused = study_for(request, study_id)
-    if refused:
-        return refused
+    study, membership = study_for(request, study_id)
     form = None
     status = 200
     if membership.is_owner:
@@ -95,7 +95,7 @@ def calibrations(request: HttpRequest, study_id: int) -> HttpResponse:
                     return redirect(cal.get_absolute_url())
             status = 400
     elif request.method == "POST":
-        raise Http404("Only owners create calibration studies")
+        access.check_owner(membership, "creating a calibration study")
     rows = (CalibrationStudy.objects.filter(study=study).select_related("created_by")
             .annotate(n_traces=Count("items")).order_by("-created_at", "-pk"))
     context = {"study": study, "membership": membership, "rows": rows, "form": form, "pages": AGREEMENT_PAGES,
@@ -106,7 +106,7 @@ def calibrations(request: HttpRequest, study_id: int) -> HttpResponse:
 def _calibration(study, cal_id: int) -> CalibrationStudy:
     cal = CalibrationStudy.objects.filter(study=study, pk=cal_id).select_related("study", "created_by").first()
     if cal is None:
-        raise Http404("No such calibration study")
+        raise access.not_found("calibration study")
     return cal
 
 
@@ -120,10 +120,9 @@ def _metric_table(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 @login_required
+@require_GET
 def calibration_detail(request: HttpRequest, study_id: int, cal_id: int) -> HttpResponse:
-    study, membership, refused = study_for(request, study_id)
-    if refused:
-        return refused
+    study, membership = study_for(request, study_id)
     cal = _calibration(study, cal_id)
     report = calibration.calibration_report(cal)
     ok = [r for r in report["candidates"] if r["metrics"] is not None]
@@ -176,11 +175,8 @@ def calibration_detail(request: HttpRequest, study_id: int, cal_id: int) -> Http
 @login_required
 @require_POST
 def calibration_queue(request: HttpRequest, study_id: int, cal_id: int) -> HttpResponse:
-    study, membership, refused = study_for(request, study_id)
-    if refused:
-        return refused
-    if not membership.is_owner:
-        raise Http404("Only owners queue traces")
+    study, membership = study_for(request, study_id)
+    access.check_owner(membership, "queueing a calibration sample")
     cal = _calibration(study, cal_id)
     members = list(Membership.objects.filter(study=study).select_related("user"))
     form = QueueForm(request.POST, members=members)

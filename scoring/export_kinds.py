@@ -15,7 +15,7 @@ def _selection(request: ExportRequest) -> analytics.Selection:
         raise ExportError(f"--{exc.field}: {exc.message}") from None
 
 
-@register("scores", help="one row per trace with stored scores (fields as docs/interfaces.md)")
+@register("scores", help="one row per trace with stored scores (fields as docs/exports.md)")
 def scores(request: ExportRequest) -> Table:
     sel = _selection(request)
     return Table(analytics.SCORE_EXPORT_FIELDS, analytics.read_export_frame(sel))

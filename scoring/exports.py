@@ -40,10 +40,13 @@ from typing import IO, Any
 import numpy as np
 import pandas as pd
 
+from annotation import access
+from annotation.access import AccessDenied
+
 FORMATS = ("jsonl", "csv", "parquet")
 CONTENT_TYPES = {"jsonl": "application/x-ndjson", "csv": "text/csv; charset=utf-8",
                  "parquet": "application/vnd.apache.parquet"}
-#: Every kind docs/interfaces.md names; those not registered are not implemented yet.
+#: Every kind docs/exports.md names; those not registered are not implemented yet.
 PLANNED = ("scores", "labels", "hazard", "leaderboard", "agreement", "lucky-guesses", "prm-training")
 #: First characters that make a spreadsheet read a cell as a formula.
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
@@ -53,8 +56,9 @@ class ExportError(ValueError):
     """A request that cannot be exported; the message is shown to the user."""
 
 
-class ExportForbidden(ExportError):
-    """The member's role does not allow this kind of export."""
+class ExportForbidden(AccessDenied):
+    """The member's role does not allow this kind of export: a refusal
+    (annotation.access), answered 403 like every other, not a bad request."""
 
 
 @dataclass
@@ -147,8 +151,9 @@ def allowed(request: ExportRequest) -> None:
     (no membership: the command line, which the server's operator runs)."""
     found = kind(request.what)
     m = request.membership
-    if found.restricted and m is not None and not m.can_adjudicate:
-        raise ExportForbidden(f"{request.what} exports carry every source's labels: owners and adjudicators only")
+    if found.restricted and m is not None and not access.can_adjudicate(m):
+        raise ExportForbidden(f"{request.what} exports carry every source's labels: they are for owners and "
+                              f"adjudicators; you are {m.role}")
 
 
 def check(request: ExportRequest) -> None:

@@ -1,5 +1,5 @@
 """Analytics and profile pages. Each view starts with the membership check
-(404 for non-members), parses the filters kept in the URL, and reads stored
+(annotation.access: 404 for non-members), parses the filters kept in the URL, and reads stored
 scores through ``scoring.analytics``; htmx requests get the page's partial."""
 
 from __future__ import annotations
@@ -9,12 +9,12 @@ from urllib.parse import urlencode
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from annotation import services as annotation_services
+from annotation import access
 from annotation.models import Job, Membership, Study
 from scoring import analytics, charts, exports, services
 from scoring.forms import ProfileForm
@@ -40,7 +40,7 @@ METRICS = [("process", "process"), ("holistic", "holistic"), ("s_hcrs", "HCRS")]
 
 
 def _study_for(request: HttpRequest, study_id: int) -> tuple[Study, Membership]:
-    return annotation_services.check_membership(request.user, study_id)
+    return access.check_study(request.user, study_id)
 
 
 def _export_links(study: Study, sel: analytics.Selection, what: str, **extra: str) -> list[tuple[str, str]]:
@@ -79,6 +79,7 @@ def _selection(request: HttpRequest, study: Study, membership: Membership):
 
 
 @login_required
+@require_GET
 def leaderboard(request: HttpRequest, study_id: int) -> HttpResponse:
     study, membership = _study_for(request, study_id)
     sel, error = _selection(request, study, membership)
@@ -98,6 +99,7 @@ def leaderboard(request: HttpRequest, study_id: int) -> HttpResponse:
 
 
 @login_required
+@require_GET
 def hazard(request: HttpRequest, study_id: int) -> HttpResponse:
     study, membership = _study_for(request, study_id)
     sel, error = _selection(request, study, membership)
@@ -122,6 +124,7 @@ def hazard(request: HttpRequest, study_id: int) -> HttpResponse:
 
 
 @login_required
+@require_GET
 def distributions(request: HttpRequest, study_id: int) -> HttpResponse:
     study, membership = _study_for(request, study_id)
     sel, error = _selection(request, study, membership)
@@ -148,6 +151,7 @@ def distributions(request: HttpRequest, study_id: int) -> HttpResponse:
 
 
 @login_required
+@require_GET
 def lucky_guesses(request: HttpRequest, study_id: int) -> HttpResponse:
     study, membership = _study_for(request, study_id)
     sel, error = _selection(request, study, membership)
@@ -191,6 +195,7 @@ def lucky_guesses(request: HttpRequest, study_id: int) -> HttpResponse:
 
 
 @login_required
+@require_GET
 def ablations(request: HttpRequest, study_id: int) -> HttpResponse:
     study, membership = _study_for(request, study_id)
     sel, error = _selection(request, study, membership)
@@ -215,6 +220,7 @@ def ablations(request: HttpRequest, study_id: int) -> HttpResponse:
 
 
 @login_required
+@require_GET
 def export(request: HttpRequest, study_id: int) -> HttpResponse:
     study, membership = _study_for(request, study_id)
     fmt = request.GET.get("format", "csv")
@@ -229,8 +235,6 @@ def export(request: HttpRequest, study_id: int) -> HttpResponse:
     )
     try:
         table = exports.build(req)
-    except exports.ExportForbidden as exc:
-        return HttpResponse(str(exc), status=403, content_type="text/plain")
     except exports.ExportError as exc:
         return HttpResponse(str(exc), status=400, content_type="text/plain")
     body = exports.render(table, fmt)
@@ -244,6 +248,7 @@ def export(request: HttpRequest, study_id: int) -> HttpResponse:
 # Profiles
 # ---------------------------------------------------------------------------
 @login_required
+@require_http_methods(["GET", "POST"])
 def profiles(request: HttpRequest, study_id: int) -> HttpResponse:
     study, membership = _study_for(request, study_id)
     current = services.ensure_profiles(study)
@@ -251,8 +256,7 @@ def profiles(request: HttpRequest, study_id: int) -> HttpResponse:
     forms = {}
     status = 200
     if request.method == "POST":
-        if not membership.is_owner:
-            raise Http404("Only owners edit profiles")
+        access.check_owner(membership, "editing scoring profiles")
         name = request.POST.get("name", "").strip()
         form = ProfileForm(request.POST, creating=name not in current)
         if form.is_valid():
@@ -293,8 +297,7 @@ def profiles(request: HttpRequest, study_id: int) -> HttpResponse:
 @require_POST
 def recompute(request: HttpRequest, study_id: int) -> HttpResponse:
     study, membership = _study_for(request, study_id)
-    if not membership.is_owner:
-        raise Http404("Only owners recompute")
+    access.check_owner(membership, "recomputing scores")
     name = request.POST.get("profile") or None
     job = services.request_recompute(study, reason="requested on the web", user=request.user,
                                      profiles=[name] if name else None)

@@ -60,7 +60,9 @@ def test_bad_input_answers_400_naming_the_field(owner, study):
 def test_creating_a_study_makes_me_its_owner(member):
     response = api(member).post("/api/v1/studies/", {"name": "New study", "blind": False}, format="json")
     assert response.status_code == 201
-    assert response.json()["role"] is None or response.json()["name"] == "New study"
+    body = response.json()
+    assert body["name"] == "New study"
+    assert body["role"] == "owner"
     rows = api(member).get("/api/v1/studies/").json()["results"]
     assert {r["name"]: r["role"] for r in rows}["New study"] == "owner"
 

@@ -1,4 +1,4 @@
-"""Import over the REST API (docs/interfaces.md): ``POST studies/{id}/imports/``
+"""Import over the REST API (docs/api.md, docs/import-format.md): ``POST studies/{id}/imports/``
 queues a job that runs after commit (eagerly in the test settings),
 ``GET imports/{id}/`` reports it, ``DELETE jobs/{id}/`` cancels a queued one."""
 

@@ -1,4 +1,4 @@
-"""``manage.py import_traces`` (docs/interfaces.md): the study is created if
+"""``manage.py import_traces`` (README.md, docs/import-format.md): the study is created if
 missing, the report is printed (one JSON object with ``--json``), the exit
 status is 1 when anything was rejected, and every run is a recorded Job."""
 

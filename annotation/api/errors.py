@@ -10,7 +10,7 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_handler
 
-from annotation.services import PermissionDenied
+from annotation.access import AccessDenied
 
 
 def _flatten(detail: Any, prefix: str = "") -> list[dict[str, str]]:
@@ -32,8 +32,11 @@ def _flatten(detail: Any, prefix: str = "") -> list[dict[str, str]]:
 
 
 def exception_handler(exc, context):
-    if isinstance(exc, PermissionDenied):
-        return Response({"detail": str(exc), "errors": []}, status=status.HTTP_403_FORBIDDEN)
+    if isinstance(exc, AccessDenied):
+        # Rendered as on the web (annotation.views.permission_denied): an
+        # outsider gets DRF's plain 404, a member the reason and the role.
+        detail = "Not found." if exc.outsider else str(exc)
+        return Response({"detail": detail, "errors": []}, status=exc.status_code)
     if isinstance(exc, BrokerError):
         return Response(
             {"detail": "the task queue is not reachable; try again later", "errors": []},

@@ -1,12 +1,11 @@
-"""REST API (docs/api.md): thin views over annotation.services."""
+"""REST API (docs/api.md): thin views over annotation.services; access is
+decided by annotation.access."""
 
 from __future__ import annotations
 
 from django.contrib.auth import get_user_model
 from django.db import IntegrityError
-from django.db.models import Exists, F, OuterRef, Prefetch
-from django.http import Http404
-from django.shortcuts import get_object_or_404
+from django.db.models import Exists, OuterRef, Prefetch
 from django.urls import reverse
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import generics, status
@@ -15,7 +14,7 @@ from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from annotation import jobs, members, review, services, skeletons
+from annotation import access, jobs, members, review, services, skeletons
 from annotation.api import serializers as s
 from annotation.models import (
     Assignment,
@@ -53,21 +52,24 @@ class StudyList(generics.ListCreateAPIView):
         except IntegrityError:
             # Lost a race with another request for the same name.
             raise ValidationError({"name": ["study with this name already exists."]}) from None
+        # The roles were read before the study existed: the creator owns it.
+        serializer.context["roles"] = {**serializer.context.get("roles", {}),
+                                       serializer.instance.pk: Membership.Role.OWNER}
 
 
 class StudyDetail(APIView):
     @extend_schema(responses=s.StudySerializer)
     def get(self, request, pk: int):
-        study, membership = services.check_membership(request.user, pk)
+        study, membership = access.check_study(request.user, pk)
         return Response(s.StudySerializer(study, context={"request": request, "roles": {pk: membership.role}}).data)
 
     @extend_schema(request=s.StudyUpdateSerializer, responses=s.StudySerializer)
     def patch(self, request, pk: int):
-        study, membership = services.check_membership(request.user, pk)
-        services.check_role(membership, Membership.Role.OWNER)
+        study, membership = access.check_study(request.user, pk)
+        access.check_owner(membership, "changing the study's settings")
         ser = s.StudyUpdateSerializer(study, data=request.data, partial=True)
         ser.is_valid(raise_exception=True)
-        ser.save()
+        services.do_update_study(study, ser.validated_data, user=request.user)
         return Response(s.StudySerializer(study, context={"request": request, "roles": {pk: membership.role}}).data)
 
 
@@ -76,8 +78,8 @@ class StudyImports(APIView):
 
     @extend_schema(request=s.ImportRequestSerializer, responses={202: s.JobSerializer})
     def post(self, request, pk: int):
-        study, membership = services.check_membership(request.user, pk)
-        services.check_role(membership, Membership.Role.OWNER)
+        study, membership = access.check_study(request.user, pk)
+        access.check_owner(membership, "importing traces")
         ser = s.ImportRequestSerializer(data=request.data)
         ser.is_valid(raise_exception=True)
         job = services.do_queue_import(
@@ -91,22 +93,15 @@ class StudyImports(APIView):
 class JobDetail(APIView):
     kinds: tuple[str, ...] | None = None
 
-    def _job(self, request, pk: int) -> Job:
-        qs = Job.objects.visible_to(request.user)
-        if self.kinds:
-            qs = qs.filter(kind__in=self.kinds)
-        return get_object_or_404(qs, pk=pk)
-
     @extend_schema(responses=s.JobSerializer)
     def get(self, request, pk: int):
-        return Response(s.JobSerializer(self._job(request, pk), context={"request": request}).data)
+        job, _ = access.check_job(request.user, pk, kinds=self.kinds)
+        return Response(s.JobSerializer(job, context={"request": request}).data)
 
     @extend_schema(responses=s.JobSerializer)
     def delete(self, request, pk: int):
-        job = self._job(request, pk)
-        _, membership = services.check_membership(request.user, job.study_id)
-        if job.created_by_id != request.user.pk:
-            services.check_role(membership, Membership.Role.OWNER)
+        job, membership = access.check_job(request.user, pk, kinds=self.kinds)
+        access.check_cancel_job(request.user, job, membership)
         job = jobs.cancel(job)
         return Response(s.JobSerializer(job, context={"request": request}).data)
 
@@ -131,15 +126,7 @@ def _conflict(exc: review.Conflict) -> Response:
 
 
 def _trace_and_membership(user, pk: int) -> tuple[Trace, Membership]:
-    trace = (
-        Trace.objects.select_related("study", "problem")
-        .filter(pk=pk, study__memberships__user=user)
-        .annotate(my_role=F("study__memberships__role"))
-        .first()
-    )
-    if trace is None:
-        raise Http404("No such trace")
-    return trace, Membership(study=trace.study, user=user, role=trace.my_role)
+    return access.check_trace(user, pk)
 
 
 def _label_row(lab: StepLabel, index: int) -> dict:
@@ -167,7 +154,7 @@ class StudyTraces(generics.ListAPIView):
     serializer_class = s.TraceListSerializer
 
     def get_queryset(self):
-        study, membership = services.check_membership(self.request.user, self.kwargs["pk"])
+        study, membership = access.check_study(self.request.user, self.kwargs["pk"])
         qs = Trace.objects.filter(study=study).select_related("problem").order_by("pk")
         return review.filter_traces(qs, self.request.query_params, study, membership)
 
@@ -250,7 +237,7 @@ class StudyProblems(generics.ListAPIView):
     serializer_class = s.ProblemDetailSerializer
 
     def get_queryset(self):
-        study, _ = services.check_membership(self.request.user, self.kwargs["pk"])
+        study, _ = access.check_study(self.request.user, self.kwargs["pk"])
         qs = Problem.objects.filter(study=study).select_related("approved_skeleton").order_by("problem_id")
         params = self.request.query_params
         if params.get("domain"):
@@ -266,9 +253,8 @@ class StudyProblems(generics.ListAPIView):
 
 
 def _problem(request, pk: int) -> tuple[Problem, Membership]:
-    problem = get_object_or_404(Problem.objects.select_related("approved_skeleton"), pk=pk)
-    _, membership = services.check_membership(request.user, problem.study_id)
-    return problem, membership
+    return access.check_object(request.user, Problem.objects.select_related("study", "approved_skeleton"), pk,
+                               study_path="study_id", what="problem")
 
 
 class ProblemDetail(APIView):
@@ -280,10 +266,10 @@ class ProblemDetail(APIView):
     @extend_schema(request=s.ProblemUpdateSerializer, responses=s.ProblemDetailSerializer)
     def patch(self, request, pk: int):
         problem, membership = _problem(request, pk)
-        services.check_role(membership, Membership.Role.OWNER)
+        access.check_owner(membership, "editing a problem")
         ser = s.ProblemUpdateSerializer(problem, data=request.data, partial=True)
         ser.is_valid(raise_exception=True)
-        ser.save()
+        services.do_update_problem(problem, ser.validated_data, user=request.user)
         return Response(s.ProblemDetailSerializer(problem, context={"request": request}).data)
 
 
@@ -303,7 +289,7 @@ class ProblemSkeletons(APIView):
         ser.is_valid(raise_exception=True)
         approve = ser.validated_data["status"] == "approved"
         if approve:
-            services.check_role(membership, Membership.Role.OWNER, Membership.Role.ADJUDICATOR)
+            access.check_adjudicator(membership, "approving a skeleton")
         try:
             sk = skeletons.do_save_skeleton(problem, request.user, ser.validated_data["steps"],
                                             note=ser.validated_data["note"], approve=approve)
@@ -315,9 +301,8 @@ class ProblemSkeletons(APIView):
 
 class SkeletonDetail(APIView):
     def _get(self, request, pk: int) -> tuple[Skeleton, Membership]:
-        sk = get_object_or_404(Skeleton.objects.select_related("problem", "created_by", "approved_by"), pk=pk)
-        _, membership = services.check_membership(request.user, sk.problem.study_id)
-        return sk, membership
+        return access.check_object(request.user, Skeleton.objects.select_related("problem", "created_by", "approved_by"),
+                                   pk, study_path="problem__study_id", what="skeleton")
 
     @extend_schema(responses=s.SkeletonSerializer)
     def get(self, request, pk: int):
@@ -327,7 +312,7 @@ class SkeletonDetail(APIView):
     @extend_schema(request=s.SkeletonUpdateSerializer, responses=s.SkeletonSerializer)
     def patch(self, request, pk: int):
         sk, membership = self._get(request, pk)
-        services.check_role(membership, Membership.Role.OWNER, Membership.Role.ADJUDICATOR)
+        access.check_adjudicator(membership, "approving a skeleton")
         s.SkeletonUpdateSerializer(data=request.data).is_valid(raise_exception=True)
         skeletons.do_approve_skeleton(sk, request.user)
         sk = Skeleton.objects.select_related("problem", "created_by", "approved_by").get(pk=sk.pk)
@@ -356,8 +341,8 @@ class StudyDisagreements(generics.GenericAPIView):
     serializer_class = s.DisagreementSerializer
 
     def get(self, request, pk: int):
-        study, membership = services.check_membership(request.user, pk)
-        services.check_role(membership, Membership.Role.OWNER, Membership.Role.ADJUDICATOR)
+        study, membership = access.check_study(request.user, pk)
+        access.check_adjudicator(membership, "adjudication")
         status_ = request.query_params.get("status", "open")
         qs = review.disagreement_steps(study, status_ if status_ in ("open", "resolved", "all") else "open")
         qs = qs.prefetch_related(Prefetch("labels", queryset=StepLabel.objects.select_related("annotator", "judge")
@@ -370,9 +355,9 @@ class StepAdjudication(APIView):
     """The final label of one step: GET it, PUT a decision (adjudicators and owners)."""
 
     def _step(self, request, pk: int) -> tuple[Step, Membership]:
-        step = get_object_or_404(Step.objects.select_related("trace__problem", "trace__study"), pk=pk)
-        _, membership = services.check_membership(request.user, step.trace.study_id)
-        services.check_role(membership, Membership.Role.OWNER, Membership.Role.ADJUDICATOR)
+        step, membership = access.check_object(request.user, Step.objects.select_related("trace__problem", "trace__study"),
+                                               pk, study_path="trace__study_id", what="step")
+        access.check_adjudicator(membership, "adjudication")
         return step, membership
 
     def _row(self, request, step: Step) -> dict:
@@ -412,7 +397,7 @@ class StudyQueue(generics.GenericAPIView):
     serializer_class = s.QueueItemSerializer
 
     def get(self, request, pk: int):
-        study, membership = services.check_membership(request.user, pk)
+        study, membership = access.check_study(request.user, pk)
         mine = TraceReview.objects.filter(trace=OuterRef("trace"), annotator=request.user)
         qs = (Assignment.objects.filter(study=study, annotator=request.user).select_related("trace__problem")
               .annotate(done=Exists(mine.filter(complete=True)), skipped=Exists(mine.filter(skipped=True)),
@@ -436,8 +421,8 @@ class StudyQueue(generics.GenericAPIView):
 class StudyAssignments(APIView):
     @extend_schema(request=s.AssignmentRequestSerializer, responses={201: None})
     def post(self, request, pk: int):
-        study, membership = services.check_membership(request.user, pk)
-        services.check_role(membership, Membership.Role.OWNER)
+        study, membership = access.check_study(request.user, pk)
+        access.check_owner(membership, "assigning traces")
         ser = s.AssignmentRequestSerializer(data=request.data)
         ser.is_valid(raise_exception=True)
         d = ser.validated_data
@@ -456,14 +441,14 @@ class StudyAssignments(APIView):
 class StudyMembers(APIView):
     @extend_schema(responses=s.MembershipSerializer(many=True))
     def get(self, request, pk: int):
-        study, _ = services.check_membership(request.user, pk)
+        study, _ = access.check_study(request.user, pk)
         rows = Membership.objects.filter(study=study).select_related("user").order_by("user__username")
         return Response(s.MembershipSerializer(rows, many=True).data)
 
     @extend_schema(request=s.MemberRequestSerializer, responses=s.MembershipSerializer)
     def post(self, request, pk: int):
-        study, membership = services.check_membership(request.user, pk)
-        services.check_role(membership, Membership.Role.OWNER)
+        study, membership = access.check_study(request.user, pk)
+        access.check_owner(membership, "managing members")
         ser = s.MemberRequestSerializer(data=request.data)
         ser.is_valid(raise_exception=True)
         try:

@@ -1,7 +1,7 @@
 """Pure scoring core of ReasonAudit (no Django, no ORM, no I/O).
 
-Everything here implements ``/work/shared/spec/scoring.md`` (v1) and is
-documented for users in ``docs/scoring.md``.
+Everything here implements the formulas of ``docs/scoring.md`` (v1), which
+also documents them for users.
 
 Modules
 -------

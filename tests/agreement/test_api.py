@@ -1,4 +1,4 @@
-"""Agreement API: the field names of docs/interfaces.md exactly, hand-computed
+"""Agreement API: the field names of docs/agreement.md exactly, hand-computed
 values, "not defined" with reasons, permissions (anonymous, outsider,
 blind annotator), errors and constant query counts."""
 

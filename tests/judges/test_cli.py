@@ -1,4 +1,4 @@
-"""The add_judge and judge commands (interfaces.md)."""
+"""The add_judge and judge commands (docs/judges.md, "Using it")."""
 
 from __future__ import annotations
 

@@ -55,8 +55,10 @@ def test_anonymous_users_sign_in_first_and_outsiders_get_404(client, study, judg
 
 def test_members_see_the_pages_but_cannot_change_judges(client, study, judge, run, member):
     client.force_login(member)
+    # The study is blind: the disagreements page lists other sources' verdicts (tests/test_security_defects.py).
+    blind_only = reverse("judge-disagreements", args=[judge.pk])
     for url in read_pages(study, judge, run):
-        assert client.get(url).status_code == 200, url
+        assert client.get(url).status_code == (403 if url == blind_only else 200), url
     for url in owner_pages(study, judge):
         assert client.get(url).status_code == 403, url
     assert client.post(reverse("judge-run-start", args=[judge.pk])).status_code == 403
@@ -167,20 +169,20 @@ def test_a_second_run_while_one_is_active_is_refused_with_a_message(client, stud
     assert "already has run" in response.content.decode()
 
 
-def test_text_from_judges_and_traces_is_escaped(client, study, member, do_import):
+def test_text_from_judges_and_traces_is_escaped(client, study, owner, do_import):
     do_import(jsonl({"kind": "problem", "problem_id": "p", "statement": "s", "gold_answer": "1"},
                     {"kind": "trace", "problem_id": "p", "model": "m", "trace_id": "<script>x</script>",
                      "steps": ["<img src=x onerror=alert(1)> 2 + 2 = 5"], "answer": "1",
                      "labels": [{"step": 1, "verdict": "valid", "annotator": "ann"}]}))
     mechanistic = JudgeConfig.objects.get(study=study, name=MECHANISTIC)
     services.run_inline(services.do_start_run(mechanistic, queue=False))
-    client.force_login(member)
+    client.force_login(owner)  # the disagreements page of a blind study is for those who see every label
     page = client.get(reverse("judge-disagreements", args=[mechanistic.pk])).content.decode()
     assert "<script>x" not in page and "<img src=x" not in page and "&lt;script&gt;" in page
 
 
-def test_list_pages_use_a_constant_number_of_queries(client, study, member, do_import, django_assert_max_num_queries):
-    client.force_login(member)
+def test_list_pages_use_a_constant_number_of_queries(client, study, owner, do_import, django_assert_max_num_queries):
+    client.force_login(owner)
     labels = [{"step": 1, "verdict": "valid", "annotator": "ann"}, {"step": 1, "verdict": "valid", "annotator": "bob"}]
 
     def grow(n: int, offset: int) -> None:

@@ -1,4 +1,4 @@
-"""Scoring API: field names exactly as docs/interfaces.md, permissions,
+"""Scoring API: field names exactly as docs/analytics.md and docs/exports.md, permissions,
 errors, html_url, query counts, and the profile endpoints."""
 
 from __future__ import annotations
