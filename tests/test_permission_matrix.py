@@ -93,6 +93,7 @@ RULES: dict[str, Rule] = {
     "logout": Rule(POST=PUBLIC),
     "api-schema": Rule(GET=PUBLIC),
     "api-docs": Rule(GET=PUBLIC),
+    "favicon": Rule(GET=PUBLIC),
     # annotation: web
     "studies": Rule(GET=SIGNED_IN),
     "study": study(GET=MEMBERS),
