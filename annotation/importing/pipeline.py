@@ -10,7 +10,6 @@ every bad line, not just the first.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -19,7 +18,6 @@ from typing import IO, Any
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import connection, models, transaction
-from django.db.models import Count, OuterRef, Subquery
 from django.utils import timezone
 
 from annotation import parsing
@@ -39,6 +37,8 @@ from annotation.models import (
 )
 
 log = logging.getLogger(__name__)
+
+StepRow = tuple[str, int | None, int | None]
 
 BATCH_TRACES = 2000
 Progress = Callable[[int, int], None]  # (bytes read, total bytes)
@@ -72,7 +72,7 @@ class _PendingTrace:
     line: int
     record: TraceIn
     trace_id: str
-    steps: list[parsing.Segment] | list[tuple[str, int | None, int | None]]
+    steps: list[StepRow]  # (text, start, end): offsets into raw, None where not found
     answer: str
     thought: str
     hash: str
@@ -98,32 +98,83 @@ def insert_rows(model: type, fields: list[str], rows: list[tuple]) -> None:
     model_fields = [model._meta.get_field(f) for f in fields]
     cols = ", ".join(qn(f.column) for f in model_fields)
     marks = ", ".join(["%s"] * len(fields))
-    adapt = [
-        i for i, f in enumerate(model_fields) if isinstance(f, (models.JSONField, models.DateTimeField))
-    ]
+    adapt = {
+        i: f for i, f in enumerate(model_fields) if isinstance(f, (models.JSONField, models.DateTimeField))
+    }
     if adapt:
         # Most of these values repeat (one timestamp per batch, empty meta
-        # dicts): adapt each distinct value once.
+        # dicts, the same tags): adapt each distinct value once. The memo key
+        # is the value's repr: these values come from json.loads or are
+        # datetimes, for which equal reprs mean equal values -- and repr is
+        # several times cheaper than json.dumps on a small dict.
         memo: dict[tuple[int, str], Any] = {}
 
         def prep(i: int, value: Any) -> Any:
-            key = (i, json.dumps(value, sort_keys=True, default=str))
-            if key not in memo:
-                memo[key] = model_fields[i].get_db_prep_save(value, connection)
-            return memo[key]
+            key = (i, repr(value))
+            found = memo.get(key)
+            if found is None:
+                found = memo[key] = adapt[i].get_db_prep_save(value, connection)
+            return found
 
-        rows = [tuple(prep(i, v) if i in adapt else v for i, v in enumerate(row)) for row in rows]
+        def adapted(row: tuple) -> list:
+            out = list(row)
+            for i in adapt:
+                out[i] = prep(i, out[i])
+            return out
+
+        rows = [adapted(row) for row in rows]
     with connection.cursor() as cursor:
         cursor.executemany(f"INSERT INTO {qn(model._meta.db_table)} ({cols}) VALUES ({marks})", rows)
+
+
+def rows_by_key(model: type, key: str, values: list[Any], columns: list[str], **where: Any) -> list[tuple]:
+    """``(key, *columns)`` of the rows of ``model`` whose ``key`` is in
+    ``values`` and whose fields equal ``where``, by raw SQL in chunks: the
+    ORM's ``__in`` lookup prepares each of thousands of values through the
+    field, which costs more than the query itself."""
+    if not values:
+        return []
+    qn = connection.ops.quote_name
+    meta = model._meta
+
+    def col(name: str) -> str:
+        return qn((meta.pk if name == "pk" else meta.get_field(name)).column)
+
+    key_col = col(key)
+    select = ", ".join([key_col, *(col(c) for c in columns)])
+    conds = [f"{col(name)} = %s" for name in where]
+    params = list(where.values())
+    limit = connection.features.max_query_params or 10_000
+    size = max(1, min(2000, limit - len(params)))
+    out: list[tuple] = []
+    with connection.cursor() as wrapper, connection.wrap_database_errors:
+        # The driver's own cursor: with DEBUG on, Django's cursor logs every
+        # statement with its parameters, and on SQLite it quotes each of these
+        # thousands of parameters again through an extra query to do so.
+        cursor = wrapper.cursor
+        for start in range(0, len(values), size):
+            chunk = values[start : start + size]
+            marks = ", ".join(["%s"] * len(chunk))
+            cursor.execute(
+                f"SELECT {select} FROM {qn(meta.db_table)} WHERE {' AND '.join([*conds, f'{key_col} IN ({marks})'])}",
+                [*params, *chunk],
+            )
+            out.extend(cursor.fetchall())
+    return out
+
+
+def pk_map(model: type, key: str, values: list[Any], **where: Any) -> dict[Any, int]:
+    """``{key: pk}`` for the rows of ``model`` with ``key`` in ``values``; see ``rows_by_key``."""
+    return dict(rows_by_key(model, key, values, ["pk"], **where))  # type: ignore[arg-type]
 
 
 def _text_hash(text: str) -> str:
     return hashlib.sha1(text.encode()).hexdigest()
 
 
-def _locate(raw: str, texts: list[str]) -> list[tuple[str, int | None, int | None]]:
+def _locate(raw: str, texts: list[str]) -> list[StepRow]:
     """Offsets of given steps inside raw, searched in order; None where not found."""
-    out: list[tuple[str, int | None, int | None]] = []
+    out: list[StepRow] = []
     pos = 0
     for text in texts:
         at = raw.find(text, pos) if raw else -1
@@ -189,14 +240,14 @@ class _Writer:
             for k, text in enumerate(texts, start=1):
                 if not text:
                     raise RecordError(f'"steps": step {k} is empty')
-            steps: Any = _locate(rec.raw or "", texts)
+            steps = _locate(rec.raw or "", texts)
             answer = rec.answer
             if answer is None and rec.raw:
                 answer = parsing.extract_answer(rec.raw)
         else:
             parsed = parsing.parse_trace(rec.raw or "", self.study.segmenter)
-            steps = parsed.steps
-            texts = [s.text for s in steps]
+            steps = [(s.text, s.start, s.end) for s in parsed.steps]
+            texts = [s.text for s in parsed.steps]
             answer = rec.answer if rec.answer is not None else parsed.answer
             thought = parsed.thought or ""
         n = len(texts)
@@ -258,7 +309,7 @@ class _Writer:
                 ],
             )
             ids = [rec.problem_id for _, rec in self.new_problems]
-            for pid, pk in Problem.objects.filter(study=self.study, problem_id__in=ids).values_list("problem_id", "pk"):
+            for pid, pk in pk_map(Problem, "problem_id", ids, study=self.study.pk).items():
                 self.problems[pid].pk = pk
             self.report.problems_created += len(ids)
         with_skeleton = [rec for _, rec in self.new_problems if rec.skeleton] + [
@@ -281,7 +332,7 @@ class _Writer:
                 for pk, rec in zip(problem_pks, recs, strict=True)
             ],
         )
-        skeleton_pks = dict(Skeleton.objects.filter(problem_id__in=problem_pks, version=1).values_list("problem_id", "pk"))
+        skeleton_pks = pk_map(Skeleton, "problem", problem_pks, version=1)
         insert_rows(
             SkeletonStep,
             ["skeleton", "position", "text", "check_expr"],
@@ -291,21 +342,23 @@ class _Writer:
                 for k, step in enumerate(rec.skeleton or [], start=1)
             ],
         )
-        approved = [pk for pk, rec in zip(problem_pks, recs, strict=True) if rec.skeleton_status == "approved"]
+        # These problems had no skeleton before, so the version-1 skeleton just
+        # written is their newest approved one, and its length is known here:
+        # one executemany instead of an UPDATE with two correlated subqueries.
+        qn = connection.ops.quote_name
+        approved = [
+            (skeleton_pks[pk], len(rec.skeleton or []), pk)
+            for pk, rec in zip(problem_pks, recs, strict=True)
+            if rec.skeleton_status == "approved"
+        ]
         if approved:
-            # One UPDATE ... SET = (subquery) instead of a CASE per row.
-            newest = Skeleton.objects.filter(problem=OuterRef("pk"), status=Skeleton.Status.APPROVED).order_by("-version")
-            # order_by() drops the model's default ordering, which would otherwise
-            # join the GROUP BY and make the subquery return one row per step.
-            n_steps = (
-                SkeletonStep.objects.filter(skeleton=OuterRef("approved_skeleton"))
-                .order_by()
-                .values("skeleton")
-                .annotate(n=Count("pk"))
-                .values("n")
-            )
-            Problem.objects.filter(pk__in=approved).update(approved_skeleton=Subquery(newest.values("pk")[:1]))
-            Problem.objects.filter(pk__in=approved).update(l_gold=Subquery(n_steps))
+            table = Problem._meta
+            with connection.cursor() as cursor:
+                cursor.executemany(
+                    f"UPDATE {qn(table.db_table)} SET {qn(table.get_field('approved_skeleton').column)} = %s, "
+                    f"{qn(table.get_field('l_gold').column)} = %s WHERE {qn(table.pk.column)} = %s",
+                    approved,
+                )
 
     def _user(self, username: str):
         user = self.users.get(username)
@@ -327,8 +380,8 @@ class _Writer:
         batch, self.traces = self.traces, []
         existing = {
             tid: (pk, h)
-            for tid, pk, h in Trace.objects.filter(study=self.study, trace_id__in=[p.trace_id for p in batch]).values_list(
-                "trace_id", "pk", "steps_hash"
+            for tid, pk, h in rows_by_key(
+                Trace, "trace_id", [p.trace_id for p in batch], ["pk", "steps_hash"], study=self.study.pk
             )
         }
         new: list[_PendingTrace] = []
@@ -350,11 +403,12 @@ class _Writer:
             return
         now = timezone.now()
         insert_rows(Trace, _TRACE_FIELDS, [self._trace_row(p, now) for p in new])
-        trace_pks = dict(
-            Trace.objects.filter(study=self.study, trace_id__in=[p.trace_id for p in new]).values_list("trace_id", "pk")
-        )
+        trace_pks = pk_map(Trace, "trace_id", [p.trace_id for p in new], study=self.study.pk)
         rows = [
-            (trace_pks[p.trace_id], k, *_step_fields(s)) for p in new for k, s in enumerate(p.steps, start=1)
+            (trace_pk, k, text, start, end)
+            for p in new
+            for trace_pk in (trace_pks[p.trace_id],)
+            for k, (text, start, end) in enumerate(p.steps, start=1)
         ]
         insert_rows(Step, ["trace", "index", "text", "start", "end"], rows)
         self.report.traces_created += len(new)
@@ -385,7 +439,7 @@ class _Writer:
         else:
             correct, origin = None, Trace.AnswerOrigin.NONE
         n = len(p.steps)
-        raw = rec.raw if rec.raw is not None else "\n".join(_text(s) for s in p.steps)
+        raw = rec.raw if rec.raw is not None else "\n".join(s[0] for s in p.steps)
         # Order as _TRACE_FIELDS.
         return (self.study.pk, known.pk, rec.model, p.trace_id, raw, p.thought, p.answer, correct, str(origin), auto,
                 n, n == 0, p.hash, False, {**rec.meta, **rec.extras()}, now)
@@ -495,16 +549,6 @@ _TRACE_FIELDS = [
     "study", "problem", "model", "trace_id", "raw", "thought", "answer", "answer_correct", "answer_origin",
     "auto_answer_correct", "n_steps", "empty", "steps_hash", "flagged", "meta", "created_at",
 ]
-
-
-def _text(s: Any) -> str:
-    return s.text if isinstance(s, parsing.Segment) else s[0]
-
-
-def _step_fields(s: Any) -> tuple[str, int | None, int | None]:
-    if isinstance(s, parsing.Segment):
-        return s.text, s.start, s.end
-    return s
 
 
 def label_snapshot(label: StepLabel | None) -> dict[str, Any] | None:
