@@ -43,6 +43,8 @@ log = logging.getLogger(__name__)
 StepRow = tuple[str, int | None, int | None]
 
 BATCH_TRACES = 2000
+ANSWER_CHECK_MEMO = 20_000  # (answer, gold) verdicts remembered during one import
+LOOKUP_CHUNK = 2000  # keys per "IN (...)" look-up, below every backend's parameter limit
 Progress = Callable[[int, int], None]  # (bytes read, total bytes)
 
 
@@ -167,7 +169,7 @@ def rows_by_key(model: type, key: str, values: list[Any], columns: list[str], **
     conds = [f"{col(name)} = %s" for name in where]
     params = list(where.values())
     limit = connection.features.max_query_params or 10_000
-    size = max(1, min(2000, limit - len(params)))
+    size = max(1, min(LOOKUP_CHUNK, limit - len(params)))
     out: list[tuple] = []
     with connection.cursor() as wrapper, connection.wrap_database_errors:
         # The driver's own cursor: with DEBUG on, Django's cursor logs every
@@ -234,6 +236,7 @@ class _Writer:
         self.traces: list[_PendingTrace] = []
         self.orphans: list[_PendingTrace] = []  # traces whose problem has not appeared yet
         self.users: dict[str, Any] = {}
+        self.answer_checks: dict[tuple[str, str], bool | None] = {}
 
     # -- records ------------------------------------------------------------
 
@@ -449,13 +452,25 @@ class _Writer:
         for trace_pk, p in relabel:
             self._upsert_labels(trace_pk, p)
 
+    def _check_answer(self, answer: str, gold: str) -> bool | None:
+        """``parsing.check_answer``, remembered per (answer, gold): the models
+        of a problem often agree, and a LaTeX answer costs a symbolic parse.
+        The memo is emptied when full so memory stays flat on any file."""
+        key = (answer, gold)
+        if key in self.answer_checks:
+            return self.answer_checks[key]
+        if len(self.answer_checks) >= ANSWER_CHECK_MEMO:
+            self.answer_checks.clear()
+        verdict = self.answer_checks[key] = parsing.check_answer(answer, gold, timeout=settings.ANSWER_CHECK_TIMEOUT)
+        return verdict
+
     def _trace_row(self, p: _PendingTrace, now) -> tuple:
         rec = p.record
         known = self.problems[rec.problem_id]
         auto = None
         # The file's own verdict wins and makes the (slow) symbolic check moot.
         if rec.answer_correct is None and known.gold_answer.strip() and p.answer.strip():
-            auto = parsing.check_answer(p.answer, known.gold_answer, timeout=settings.ANSWER_CHECK_TIMEOUT)
+            auto = self._check_answer(p.answer, known.gold_answer)
         if rec.answer_correct is not None:
             correct, origin = rec.answer_correct, Trace.AnswerOrigin.IMPORTED
         elif auto is not None:
