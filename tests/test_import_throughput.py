@@ -134,3 +134,33 @@ def test_steps_keep_their_offsets_into_raw(do_import):
             if step.start is not None:
                 assert raw[step.start:step.end] == step.text
     assert Step.objects.get(trace__trace_id="given", index=3).start is None
+
+
+def test_raw_inserted_labels_reviews_and_history_are_complete_rows(study, django_user_model):
+    import io
+
+    from annotation.models import LabelHistory, StepLabel, TraceReview
+
+    actor = django_user_model.objects.create(username="importer")
+    labels = [
+        {"step": 1, "verdict": "valid", "annotator": "alice", "skeleton_refs": [2, 1, 2], "confidence": 0.75},
+        {"step": 2, "verdict": "invalid", "annotator": "alice", "note": "wrong sum"},
+        {"step": 2, "verdict": "neutral", "annotator": "bob"},
+    ]
+    report = pipeline.import_stream(
+        study, io.BytesIO(jsonl(problem(), trace(steps=["a", "b"], labels=labels, rating=7))), actor=actor
+    )
+    assert (report.labels_created, report.rejected) == (3, [])
+    rows = {(lab.step.index, lab.annotator.username): lab for lab in StepLabel.objects.select_related("step", "annotator")}
+    a1 = rows[(1, "alice")]
+    assert (a1.kind, a1.judge_id, a1.verdict, a1.skeleton_refs, a1.confidence, a1.reason, a1.version) == (
+        "human", None, "valid", [1, 2], 0.75, "", 1)
+    assert (rows[(2, "alice")].reason, rows[(2, "bob")].verdict) == ("wrong sum", "neutral")
+    assert all(lab.created_at == lab.updated_at for lab in rows.values())
+    for h in LabelHistory.objects.select_related("label"):
+        assert (h.kind, h.via, h.actor_id, h.before, h.step_id) == ("human", "import", actor.pk, None, h.label.step_id)
+        assert h.after == pipeline.label_snapshot(h.label) and h.source_name == h.label.annotator.username
+    assert LabelHistory.objects.count() == 3
+    reviews = {r.annotator.username: r for r in TraceReview.objects.select_related("annotator")}
+    assert [(r.version, r.complete, r.rating, r.flag, r.skipped, r.updated_via) for r in
+            (reviews["alice"], reviews["bob"])] == [(1, True, 7.0, "", False, ""), (1, False, None, "", False, "")]

@@ -468,10 +468,7 @@ class _Writer:
         labelled = [(trace_pks[p.trace_id], p) for p in new if p.record.labels]
         if labelled:
             step_pks: dict[tuple[int, int], int] = {
-                (t, i): pk
-                for t, i, pk in Step.objects.filter(trace_id__in=[t for t, _ in labelled]).values_list(
-                    "trace_id", "index", "pk"
-                )
+                (t, i): pk for t, i, pk in rows_by_key(Step, "trace", [t for t, _ in labelled], ["index", "pk"])
             }
             self._write_new_labels(labelled, step_pks)
         for trace_pk, p in relabel:
@@ -509,57 +506,48 @@ class _Writer:
                 n, n == 0, p.hash, False, record_meta(rec), now)
 
     def _write_new_labels(self, labelled: list[tuple[int, _PendingTrace]], step_pks: dict[tuple[int, int], int]) -> None:
-        labels: list[StepLabel] = []
-        reviews: list[TraceReview] = []
+        """Labels, reviews and history of new traces, as raw inserts like the
+        traces themselves (the ORM's bulk_create cost most of a labelled import)."""
+        labels: list[tuple] = []
+        snapshots: list[tuple[int, str, dict[str, Any]]] = []  # (step pk, annotator, label_snapshot)
+        reviews: list[tuple] = []
         now = timezone.now()
+        human = str(StepLabel.Kind.HUMAN)
         for trace_pk, p in labelled:
             counts: dict[str, int] = {}
             for lab in p.record.labels:
                 user = self._user(lab.annotator)
+                step_pk = step_pks[(trace_pk, lab.step)]
+                # Order as _LABEL_FIELDS; version 1 is the model's default.
                 labels.append(
-                    StepLabel(
-                        step_id=step_pks[(trace_pk, lab.step)],
-                        kind=StepLabel.Kind.HUMAN,
-                        annotator=user,
-                        verdict=lab.verdict,
-                        skeleton_refs=lab.skeleton_refs,
-                        confidence=lab.confidence,
-                        reason=lab.note,
-                        created_at=now,
-                        updated_at=now,
-                    )
+                    (step_pk, human, user.pk, None, lab.verdict, lab.skeleton_refs, lab.confidence, lab.note, 1, now, now)
                 )
+                snapshots.append((step_pk, lab.annotator, {
+                    "verdict": lab.verdict, "skeleton_refs": list(lab.skeleton_refs or []),
+                    "confidence": lab.confidence, "reason": lab.note,
+                }))
                 counts[lab.annotator] = counts.get(lab.annotator, 0) + 1
             first = p.record.labels[0].annotator
             for name, count in counts.items():
-                reviews.append(
-                    TraceReview(
-                        trace_id=trace_pk,
-                        annotator=self.users[name],
-                        version=1,
-                        complete=count == len(p.steps),
-                        rating=p.record.rating if name == first else None,
-                        updated_at=now,
-                    )
-                )
-        StepLabel.objects.bulk_create(labels, batch_size=2000)
-        TraceReview.objects.bulk_create(reviews, batch_size=1000)
-        LabelHistory.objects.bulk_create(
+                # Order as _REVIEW_FIELDS; flag, skipped and updated_via are the model's defaults.
+                reviews.append((trace_pk, self.users[name].pk, 1, count == len(p.steps),
+                                p.record.rating if name == first else None, "", False, now, ""))
+        insert_rows(StepLabel, _LABEL_FIELDS, labels)
+        insert_rows(TraceReview, _REVIEW_FIELDS, reviews)
+        label_pks = {
+            (step, annotator): pk
+            for step, annotator, pk in rows_by_key(
+                StepLabel, "step", list({row[0] for row in labels}), ["annotator", "pk"], kind=human
+            )
+        }
+        actor = self.actor.pk if self.actor is not None else None
+        insert_rows(
+            LabelHistory,
+            ["step", "label", "kind", "source_name", "actor", "at", "before", "after", "via"],
             [
-                LabelHistory(
-                    step_id=lab.step_id,
-                    label=lab,
-                    kind=lab.kind,
-                    source_name=lab.annotator.username,
-                    actor=self.actor,
-                    at=now,
-                    before=None,
-                    after=label_snapshot(lab),
-                    via="import",
-                )
-                for lab in labels
+                (step_pk, label_pks[(step_pk, self.users[name].pk)], human, name, actor, now, None, after, "import")
+                for step_pk, name, after in snapshots
             ],
-            batch_size=2000,
         )
         self.report.labels_created += len(labels)
 
@@ -609,6 +597,11 @@ class _Writer:
                 review.save()
 
 
+_LABEL_FIELDS = [
+    "step", "kind", "annotator", "judge", "verdict", "skeleton_refs", "confidence", "reason", "version", "created_at",
+    "updated_at",
+]
+_REVIEW_FIELDS = ["trace", "annotator", "version", "complete", "rating", "flag", "skipped", "updated_at", "updated_via"]
 _TRACE_FIELDS = [
     "study", "problem", "model", "trace_id", "raw", "thought", "answer", "answer_correct", "answer_origin",
     "auto_answer_correct", "n_steps", "empty", "steps_hash", "flagged", "meta", "created_at",
