@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import os
 import platform
-import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -29,15 +29,29 @@ def machine() -> str:
 
 
 def run_timed(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, int, str]:
-    """Wall time (s), peak RSS of the child (MiB) and stdout of one process."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=ROOT, env={**os.environ, **(env or {})}, capture_output=True, text=True)
-    elapsed = time.perf_counter() - t0
+    """Wall time (s), peak RSS (MiB) and stdout of one process."""
+    wall, _, peak, stdout = run_usage(cmd, env)
+    return wall, peak, stdout
+
+
+def run_usage(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, float, int, str]:
+    """Wall time (s), CPU time (user + system, s), peak RSS (MiB) and stdout of one process.
+
+    Usage is that process's own (``wait4``), not the largest of every child
+    this script has run so far, which ``RUSAGE_CHILDREN`` would give. CPU time
+    moves much less than wall time when other work shares the cores."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, **(env or {})}, stdout=out, stderr=err)
+        _, status, usage = os.wait4(proc.pid, 0)
+        elapsed = time.perf_counter() - t0
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read().decode(), err.read().decode()
     if proc.returncode != 0:
-        raise SystemExit(f"{' '.join(cmd)} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    return elapsed, max(peak, before) // 1024, proc.stdout
+        raise SystemExit(f"{' '.join(cmd)} failed:\n{stdout[-2000:]}\n{stderr[-2000:]}")
+    return elapsed, usage.ru_utime + usage.ru_stime, usage.ru_maxrss // 1024, stdout
 
 
 def median(xs: list[float]) -> float:
