@@ -56,6 +56,7 @@ INSTALLED_APPS = [
     "annotation",
     "scoring",
     "judges",
+    "agreement",
 ]
 
 MIDDLEWARE = [
