@@ -21,8 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-
-from reasonaudit.settings import BASE_DIR
+from django.conf import settings
 
 PROJECT_APPS = {"annotation", "scoring", "judges", "agreement"}
 STUDY = "fresh-process study"
@@ -63,7 +62,7 @@ def _records() -> list[dict]:
 
 
 def _run(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "manage.py", *args], cwd=BASE_DIR, env=env, capture_output=True,
+    return subprocess.run([sys.executable, "manage.py", *args], cwd=settings.BASE_DIR, env=env, capture_output=True,
                           text=True, timeout=300)
 
 
