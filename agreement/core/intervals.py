@@ -30,10 +30,9 @@ import numpy as np
 import pandas as pd
 
 from scoring.core.bootstrap import index_chunks, percentile_interval, resample_counts
+from scoring.core.labels import CODE_INVALID, VERDICTS
 
-VERDICTS = ("valid", "invalid", "neutral")
 _CODE = {v: i for i, v in enumerate(VERDICTS)}
-_INVALID = 1
 # (resample x trace) cells per block, as in agreement.core.correlation.
 _CHUNK_ELEMS = 100_000
 
@@ -114,7 +113,7 @@ def step_intervals(pairs: pd.DataFrame, *, n_resamples: int = 1000, seed: int | 
     binary = np.zeros((9, 4))
     for r in range(3):
         for c in range(3):
-            binary[r * 3 + c, int(r == _INVALID) * 2 + int(c == _INVALID)] = 1.0
+            binary[r * 3 + c, int(r == CODE_INVALID) * 2 + int(c == CODE_INVALID)] = 1.0
 
     def percent(t: np.ndarray) -> np.ndarray:
         return _ratio(t[:, 0] + t[:, 4] + t[:, 8], t.sum(axis=1))
