@@ -5,7 +5,7 @@
    10, so 100,000 steps): one complete human review per trace, a second
    annotator on every fifth trace, holistic ratings on a third of them, and
    a judge with a verdict and a confidence on every step. After the scores
-   are stored, it times ``scoring.agreement_service.agreement`` (every
+   are stored, it times ``agreement.services.agreement`` (every
    metric of the human consensus against the judge with 1,000 bootstrap
    resamples: step, first-error, score and rating correlations, calibration,
    the annotator block and the trace-bootstrap intervals) from a cold read
@@ -146,8 +146,10 @@ def bench_agreement(args) -> dict:
     from django.db import connection
     from django.test import Client
 
-    from scoring import agreement_data, core, services
-    from scoring import agreement_service as svc
+    from agreement import data as agreement_data
+    from agreement import services as svc
+    from agreement.core.metrics import agreement_metrics
+    from scoring import score_jobs, services
 
     t0 = time.perf_counter()
     study, owner, n_steps = generate("agreement-bench", args.traces, args.steps)
@@ -156,7 +158,7 @@ def bench_agreement(args) -> dict:
         with connection.cursor() as c:
             c.execute("ANALYZE")
     t = time.perf_counter()
-    services.recompute(study, profiles=["default"], warm=False)
+    score_jobs.recompute(study, profiles=["default"], warm=False)
     recompute = time.perf_counter() - t
     profile = services.default_profile(study)
 
@@ -173,7 +175,7 @@ def bench_agreement(args) -> dict:
         total = time.perf_counter() - t
         runs.append({"read_s": round(read, 3), "arithmetic_s": round(total - read, 3), "total_s": round(total, 3)})
     t = time.perf_counter()
-    core.agreement_metrics(ref_steps, cand_steps, ref_scores, cand_scores, ratings=data.scoped_ratings(),
+    agreement_metrics(ref_steps, cand_steps, ref_scores, cand_scores, ratings=data.scoped_ratings(),
                            annotator_labels=data.annotator_labels())
     core_only = time.perf_counter() - t
 

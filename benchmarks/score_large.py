@@ -209,7 +209,7 @@ def run(args, database: str) -> dict:
     from django.db import connection
     from django.test import Client
 
-    from scoring import services, sources, storage
+    from scoring import score_jobs, services, sources, storage
     from scoring.models import ScoreSet
 
     t0 = time.perf_counter()
@@ -221,12 +221,12 @@ def run(args, database: str) -> dict:
 
     # The default profiles first (what an import would trigger), then the timed rescoring under a new profile.
     t = time.perf_counter()
-    everything = services.recompute(study, warm=False)
+    everything = score_jobs.recompute(study, warm=False)
     all_profiles_seconds = time.perf_counter() - t
     services.do_create_profile(study, "bench-new", {"w": 0.6, "tau": 2.5})  # queued job never runs: no worker
     read_labels_seconds, _ = timed(lambda: sources.read_labels(study.pk))
     t = time.perf_counter()
-    result = services.recompute(study, profiles=["bench-new"], warm=False)
+    result = score_jobs.recompute(study, profiles=["bench-new"], warm=False)
     rescoring = time.perf_counter() - t
 
     # Split the read of the labels into the query (rows fetched) and building the table.
@@ -249,7 +249,7 @@ def run(args, database: str) -> dict:
         assert response.status_code == 200, (url, response.status_code)
         warm, _ = timed(lambda url=url: client.get(url), repeat=5)
         page_times[name] = {"cold_ms": round(1000 * cold, 1), "warm_ms": round(1000 * warm, 1)}
-    # What a recompute leaves behind: services.recompute warms the default view.
+    # What a recompute leaves behind: score_jobs.recompute warms the default view.
     cache.clear()
     profile = services.default_profile(study)
     warm_seconds, _ = timed(lambda: __import__("scoring.analytics").analytics.warm(study, profile))

@@ -61,6 +61,7 @@ INSTALLED_APPS = [
     "annotation",
     "scoring",
     "judges",
+    "agreement",
 ]
 
 MIDDLEWARE = [

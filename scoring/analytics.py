@@ -21,9 +21,11 @@ from django.db.models import Count, Q
 
 from annotation import access
 from annotation.models import Membership, Study, Trace
-from scoring import core, services, sources, storage
-from scoring.core.aggregate import LEADERBOARD_COLUMNS
-from scoring.core.hazard import HAZARD_COLUMNS
+from scoring import services, sources, storage
+from scoring.core import aggregate
+from scoring.core import scores as core_scores
+from scoring.core.aggregate import LEADERBOARD_COLUMNS, first_error_histogram, to_records
+from scoring.core.hazard import HAZARD_COLUMNS, hazard_from_scores
 from scoring.models import ScoreSet, ScoringProfile
 
 CACHE_SECONDS = 24 * 3600
@@ -183,10 +185,10 @@ def scored_leaderboard(score_set: ScoreSet, group: str, model: str = "", domain:
         frame = storage.read_scores(score_set, model=model, domain=domain)
         if frame.empty:
             return {}
-        table = core.leaderboard(frame, group_col=group)
+        table = aggregate.leaderboard(frame, group_col=group)
         out = {}
         sizes = frame.groupby(group)["n_steps"].agg(scored="size", verified=lambda s: int((s >= 1).sum()))
-        for rec in core.to_records(table):
+        for rec in to_records(table):
             key = rec.pop(group)
             rec["scored"] = int(sizes.loc[key, "scored"])
             rec["verified"] = int(sizes.loc[key, "verified"])
@@ -215,18 +217,18 @@ def summary(score_set: ScoreSet, model: str = "", domain: str = "", tau: float =
     def compute() -> dict[str, Any]:
         frame = storage.read_scores(score_set, model=model, domain=domain)
         out: dict[str, Any] = {"n": int(len(frame))}
-        out["hazard_all"] = core.to_records(core.hazard_from_scores(frame)) if len(frame) else []
+        out["hazard_all"] = to_records(hazard_from_scores(frame)) if len(frame) else []
         out["hazard"] = {
-            str(m): core.to_records(core.hazard_from_scores(g)) for m, g in frame.groupby("model", sort=True)
+            str(m): to_records(hazard_from_scores(g)) for m, g in frame.groupby("model", sort=True)
         }
-        out["histogram"] = core.to_records(core.first_error_histogram(frame, "model")) if len(frame) else []
+        out["histogram"] = to_records(first_error_histogram(frame, "model")) if len(frame) else []
         dist = {}
         quadrants = {}
         for m, g in frame.groupby("model", sort=True):
             dist[str(m)] = {metric: _box(g[metric].to_numpy(dtype=float, na_value=np.nan))
                             for metric in ("process", "holistic", "s_hcrs")}
             a = g["answer_correct"].to_numpy(dtype=bool)
-            low = g["process"].to_numpy(dtype=float) <= tau + core.scores.LUCKY_EPS
+            low = g["process"].to_numpy(dtype=float) <= tau + core_scores.LUCKY_EPS
             quadrants[str(m)] = {"correct_low": int((a & low).sum()), "correct_high": int((a & ~low).sum()),
                                  "wrong_low": int((~a & low).sum()), "wrong_high": int((~a & ~low).sum())}
         out["distributions"] = dist

@@ -4,6 +4,9 @@ from django.apps import AppConfig
 class ScoringConfig(AppConfig):
     name = "scoring"
     verbose_name = "Scoring"
+    #: Module whose @register calls add export kinds (scoring.exports loads
+    #: the ``export_kinds`` of every installed app on first use).
+    export_kinds = "scoring.export_kinds"
 
     def ready(self) -> None:
         from annotation import signals

@@ -10,7 +10,9 @@ Adding a kind::
     def agreement(request: exports.ExportRequest) -> exports.Table:
         return exports.Table(columns=[...], rows=[{...}, ...])
 
-Register in a module listed in ``KIND_MODULES`` (loaded on first use). Kinds
+Register in the module an app names as ``export_kinds`` on its AppConfig
+(loaded on first use, so that this app never imports the apps that add
+kinds, e.g. ``agreement``). Kinds
 named in ``PLANNED`` but not registered answer a clear "not implemented yet".
 A kind registered with ``restricted=True`` is refused to members who are not
 owners or adjudicators (``ExportForbidden``); ``check`` validates a request
@@ -95,7 +97,7 @@ class Table:
 
     def records(self) -> Iterable[dict[str, Any]]:
         if isinstance(self.rows, pd.DataFrame):
-            from scoring.core import to_records
+            from scoring.core.aggregate import to_records
 
             return to_records(self.rows[self.columns])
         return ({c: row.get(c) for c in self.columns} for row in self.rows)
@@ -116,13 +118,20 @@ class Kind:
 
 
 _REGISTRY: dict[str, Kind] = {}
-# Modules whose @register calls fill the registry. Loaded on first use rather
-# than at start-up: they pull in pandas and the analytics code.
-KIND_MODULES = ["scoring.export_kinds", "scoring.agreement_exports"]
+
+
+def kind_modules() -> list[str]:
+    """Modules whose @register calls fill the registry: the ``export_kinds``
+    of every installed app (scoring's own and, e.g., agreement's). Loaded
+    on first use rather than at start-up: they pull in pandas and the
+    analytics code."""
+    from django.apps import apps
+
+    return [m for cfg in apps.get_app_configs() if (m := getattr(cfg, "export_kinds", None))]
 
 
 def _load_kinds() -> None:
-    for module in KIND_MODULES:
+    for module in kind_modules():
         importlib.import_module(module)
 
 

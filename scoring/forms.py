@@ -4,7 +4,7 @@ from typing import Any
 
 from django import forms
 
-from scoring import core
+from scoring.core.profile import Profile
 from scoring.models import ScoringProfile
 
 HELP = {
@@ -62,7 +62,7 @@ class ProfileForm(forms.Form):
         data = super().clean()
         if not self.errors:
             try:
-                core.Profile.from_dict(self.params())
+                Profile.from_dict(self.params())
             except ValueError as exc:
                 field = str(exc).split(":", 1)[0].split("[", 1)[0]
                 self.add_error(field if field in self.fields else None, str(exc))

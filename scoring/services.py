@@ -1,8 +1,10 @@
 """Named scoring operations shared by the pages, the API, the CLI and the
 Celery task: profiles (``ensure_profiles``, ``do_create_profile``,
-``do_edit_profile``), recomputation (``request_recompute``,
-``run_score_job``, ``recompute``) and lookups (``resolve_profile``,
-``resolve_source``).
+``do_edit_profile``), queueing recomputes (``request_recompute``,
+``do_queue_score_job``) and lookups (``resolve_profile``,
+``resolve_source``). Running a recompute is ``scoring.score_jobs``; this
+module queues its task by name, so it imports neither the task nor the
+pandas-backed modules the run needs.
 
 ``do_*`` functions change data inside a transaction and queue background
 work only after commit.
@@ -11,37 +13,29 @@ work only after commit.
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Callable, Iterable
 from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import DatabaseError, IntegrityError, InterfaceError, OperationalError, transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from annotation import jobs
 from annotation.models import Job, Study
-from scoring import core
-from scoring.models import ScoreSet, ScoringProfile
+from scoring.core.profile import ABLATIONS, DEFAULT, Profile
+from scoring.models import ScoringProfile
 
 log = logging.getLogger("scoring")
 
 DEFAULT_NAME = "default"
 #: Built-in profiles of every study: the paper's defaults and the spec's ablations.
-BUILTIN_PROFILES: dict[str, dict[str, Any]] = {DEFAULT_NAME: {}, **core.ABLATIONS}
-ABLATION_NAMES = tuple(core.ABLATIONS)
+BUILTIN_PROFILES: dict[str, dict[str, Any]] = {DEFAULT_NAME: {}, **ABLATIONS}
+ABLATION_NAMES = tuple(ABLATIONS)
 #: A queued score job older than this is presumed lost and not joined.
 PENDING_STALE = timedelta(minutes=10)
-#: Errors worth retrying: the database or the network went away for a moment.
-TRANSIENT_ERRORS = (OperationalError, InterfaceError, ConnectionError)
 
 
 class UnknownProfile(ValueError):
-    pass
-
-
-class JobCancelled(Exception):
     pass
 
 
@@ -49,7 +43,7 @@ class JobCancelled(Exception):
 # Profiles
 # ---------------------------------------------------------------------------
 def _builtin_params(name: str) -> dict[str, Any]:
-    return core.DEFAULT.replace(**BUILTIN_PROFILES[name]).to_dict()
+    return DEFAULT.replace(**BUILTIN_PROFILES[name]).to_dict()
 
 
 def ensure_profiles(study: Study) -> dict[str, ScoringProfile]:
@@ -111,7 +105,7 @@ def resolve_source(study: Study, name: str | None, judges: list[str] | None = No
 def validate_params(params: Any) -> dict[str, Any]:
     """Full, validated parameters (missing keys take the paper's defaults);
     raises ValueError naming the bad field."""
-    return core.Profile.from_dict(params).to_dict()
+    return Profile.from_dict(params).to_dict()
 
 
 @transaction.atomic
@@ -138,7 +132,7 @@ def do_edit_profile(study: Study, name: str, changes: dict[str, Any], *, user=No
     old = ScoringProfile.objects.select_for_update().filter(study=study, name=name, is_current=True).first()
     if old is None:
         raise UnknownProfile(f"no profile named {name!r}")
-    params = validate_params({**core.Profile.from_dict(old.params).to_dict(), **changes})
+    params = validate_params({**Profile.from_dict(old.params).to_dict(), **changes})
     if params == validate_params(old.params):
         return old, False
     ScoringProfile.objects.filter(pk=old.pk).update(is_current=False)
@@ -205,140 +199,14 @@ def do_queue_score_job(study: Study, *, profiles: list[str] | None = None, user=
 def _enqueue(job_id: int, *, countdown: float) -> None:
     from kombu.exceptions import OperationalError as BrokerError
 
-    from scoring.tasks import recompute_scores
+    from scoring.queueing import queue_task
 
+    eager = settings.CELERY_TASK_ALWAYS_EAGER
     try:
-        if countdown > 0 and not settings.CELERY_TASK_ALWAYS_EAGER:
-            recompute_scores.apply_async((job_id,), countdown=countdown)
-        else:
-            recompute_scores.delay(job_id)
+        # By name: scoring.tasks imports this module.
+        queue_task("scoring.tasks.recompute_scores", job_id, countdown=0 if eager else countdown)
     except BrokerError as exc:
         # Saving labels must not fail because the queue is down; the job is
         # marked failed so the next change queues a fresh one.
         log.warning("could not queue score job %s: %s", job_id, exc)
         jobs.finish(job_id, status=Job.Status.FAILED, error=f"the task queue is not reachable: {exc}")
-
-
-# ---------------------------------------------------------------------------
-# Running
-# ---------------------------------------------------------------------------
-def run_score_job(job_id: int, *, progress: Callable[[int, int], None] | None = None,
-                  final_attempt: bool = True) -> dict[str, Any] | None:
-    """The body of every recompute (Celery task and ``score --inline``).
-
-    Safe to run twice: a finished job is not claimed again; every write
-    replaces a whole (source, profile) set in one transaction. A transient
-    database error on a non-final attempt leaves the job running so the
-    retry claims it again.
-    """
-    if not jobs.claim(job_id):
-        return None
-    job = Job.objects.select_related("study").get(pk=job_id)
-
-    def publish(done: int, total: int) -> None:
-        jobs.report_progress(job_id, done, total)
-        if progress:
-            progress(done, total)
-
-    def should_stop() -> bool:
-        return Job.objects.filter(pk=job_id, cancel_requested=True).exists()
-
-    try:
-        result = recompute(job.study, profiles=job.params.get("profiles"), progress=publish,
-                           should_stop=should_stop, job=job)
-    except JobCancelled:
-        jobs.finish(job_id, status=Job.Status.CANCELLED, error="cancelled")
-        return None
-    except TRANSIENT_ERRORS:
-        if final_attempt:
-            jobs.finish(job_id, status=Job.Status.FAILED, error="the database was not reachable; gave up")
-        raise
-    except Exception as exc:
-        jobs.finish(job_id, status=Job.Status.FAILED, error=f"{type(exc).__name__}: {exc}")
-        raise
-    jobs.finish(job_id, status=Job.Status.SUCCEEDED, result=result, done=result["steps_done"],
-                total=result["steps_done"])
-    return result
-
-
-def recompute(study: Study, *, profiles: Iterable[str] | None = None, progress=None, should_stop=None,
-              job: Job | None = None, warm: bool = True) -> dict[str, Any]:
-    """Recompute and store the scores of ``study`` for every label source
-    under the given profiles (all current ones by default)."""
-    timings: dict[str, float] = {}
-    t0 = time.perf_counter()
-    current = ensure_profiles(study)
-    names = list(current) if profiles is None else [n for n in profiles if n in current]
-    default = default_profile(study, current)
-    names.sort(key=lambda n: (n != default.name, n))  # the default first: pages need it soonest
-    # pandas-backed modules load here, not at start-up: queueing a recompute
-    # (every import, every label save) must stay cheap.
-    from scoring import sources, storage
-
-    inputs = sources.read_inputs(study)
-    timings["read"] = time.perf_counter() - t0
-
-    src_names = inputs.sources()
-    total = len(src_names) * len(names)
-    done = 0
-    if progress:
-        progress(0, total)
-    rows = 0
-    timings["label_sources"] = timings["arithmetic"] = timings["write"] = 0.0
-    ts = time.perf_counter()
-    human = sources.human_steps(inputs.labels)
-    timings["label_sources"] += time.perf_counter() - ts
-    for source in src_names:
-        ts = time.perf_counter()
-        steps = sources.source_steps(inputs, source, human=human)
-        complete = core.complete_traces(inputs.traces, steps).to_numpy()
-        ta = time.perf_counter()
-        timings["label_sources"] += ta - ts
-        estimated = core.estimate_hazard(inputs.traces, steps)
-        timings["arithmetic"] += time.perf_counter() - ta
-        for name in names:
-            if should_stop and should_stop():
-                raise JobCancelled()
-            ta = time.perf_counter()
-            profile = current[name].as_profile()
-            scored = core.score_traces(inputs.traces, steps, profile, hazard=estimated)
-            scored = scored.loc[complete]
-            hazard = (core.pinned_hazard_table(list(profile.pinned_hazard)) if profile.pinned_hazard is not None
-                      else estimated)
-            tw = time.perf_counter()
-            timings["arithmetic"] += tw - ta
-            storage.write_scores(study, source, current[name], scored, core.to_records(hazard), job=job)
-            timings["write"] += time.perf_counter() - tw
-            rows += len(scored)
-            done += 1
-            if progress:
-                progress(done, total)
-    # Old profile versions and sources that no longer exist (a judge deleted,
-    # its labels gone) leave no stale scores behind.
-    tc = time.perf_counter()
-    keep_profiles = [current[n].pk for n in names]
-    stale = ScoreSet.objects.filter(study=study, profile__name__in=names).exclude(profile_id__in=keep_profiles)
-    stale_sources = ScoreSet.objects.filter(study=study, profile_id__in=keep_profiles).exclude(source__in=src_names)
-    storage.delete_sets(list(stale.values_list("pk", flat=True)) + list(stale_sources.values_list("pk", flat=True)))
-    timings["cleanup"] = time.perf_counter() - tc
-    timings["total"] = time.perf_counter() - t0
-    if warm:
-        tw = time.perf_counter()
-        from scoring import analytics
-
-        try:
-            analytics.warm(study, default)
-        except DatabaseError:  # a cold cache is slower, not wrong
-            log.exception("warming the analytics cache of study %s failed", study.pk)
-        timings["warm_cache"] = time.perf_counter() - tw
-    return {
-        "sources": src_names,
-        "profiles": names,
-        "traces": len(inputs.traces),
-        "labels": len(inputs.labels),
-        "rows": rows,
-        "steps_done": total,
-        "seconds": {k: round(v, 3) for k, v in timings.items()},
-        "finished_at": timezone.now().isoformat(),
-    }
-

@@ -3,14 +3,14 @@ model instances) and derive the step labels of each source.
 
 Sources (docs/analytics.md, "Label sources"):
 
-* ``human``: the consensus (``scoring.core.human_consensus``) of the human
+* ``human``: the consensus (``scoring.core.labels.human_consensus``) of the human
   labels of annotators whose review of that trace is *complete*. Labels of an
   annotator still working on a trace do not count: a half-finished review
   would otherwise make a trace look verified, and the consensus would change
   under the annotator's feet with every save.
 * ``judge:NAME``: the labels of one judge configuration, as they are.
 * ``final``: step by step, the adjudicated label, else the human consensus
-  above, else the study's primary judge (``scoring.core.final_labels``).
+  above, else the study's primary judge (``scoring.core.labels.final_labels``).
 
 A trace is scored under a source only when that source labels every one of
 its steps (empty traces always); see ``complete_traces``.
@@ -26,7 +26,7 @@ import pandas as pd
 from django.db import connection, transaction
 
 from annotation.models import Problem, Step, StepLabel, Study, Trace, TraceReview
-from scoring import core
+from scoring.core.labels import INVALID, VALID, VERDICTS, final_labels, human_consensus
 
 HUMAN = "human"
 FINAL = "final"
@@ -155,7 +155,7 @@ def _parse_refs(raw: pd.Series) -> np.ndarray:
     return table[np.where(codes < 0, len(parsed), codes)]
 
 
-_VERDICT_CODES = {v: i for i, v in enumerate(core.VERDICTS)}
+_VERDICT_CODES = {v: i for i, v in enumerate(VERDICTS)}
 
 
 def labels_query(study_id: int) -> tuple[str, list]:
@@ -179,7 +179,7 @@ def labels_query(study_id: int) -> tuple[str, list]:
         f"WHERE t.{_col(Trace, 'study')} = %s AND ({kind} <> %s OR r.{_col(TraceReview, 'complete')} = %s)"
     )
     human = StepLabel.Kind.HUMAN
-    return sql, [human, StepLabel.Kind.JUDGE, core.VALID, core.INVALID, core.VALID, human, study_id, human, True]
+    return sql, [human, StepLabel.Kind.JUDGE, VALID, INVALID, VALID, human, study_id, human, True]
 
 
 def read_labels(study_id: int) -> pd.DataFrame:
@@ -188,7 +188,7 @@ def read_labels(study_id: int) -> pd.DataFrame:
     sql, params = labels_query(study_id)
     df = _frame(sql, params, {"trace_id": "int64", "step": "int64", "src": "int64", "verdict": "int64",
                               "skeleton_refs": "object"})
-    df["verdict"] = pd.Categorical.from_codes(df["verdict"].to_numpy(), categories=list(core.VERDICTS))
+    df["verdict"] = pd.Categorical.from_codes(df["verdict"].to_numpy(), categories=list(VERDICTS))
     df["skeleton_refs"] = _parse_refs(df["skeleton_refs"]) if len(df) else pd.Series(dtype=object)
     return df
 
@@ -212,7 +212,7 @@ def human_steps(labels: pd.DataFrame) -> pd.DataFrame:
     human = labels.loc[labels["src"].to_numpy() > 0, ["trace_id", "step", "src", "verdict", "skeleton_refs"]]
     if human.empty:
         return _empty_steps()
-    return core.human_consensus(human.rename(columns={"src": "annotator"}))[STEP_COLUMNS]
+    return human_consensus(human.rename(columns={"src": "annotator"}))[STEP_COLUMNS]
 
 
 def judge_steps(labels: pd.DataFrame, judge_pk: int | None) -> pd.DataFrame:
@@ -233,7 +233,7 @@ def source_steps(inputs: Inputs, source: str, *, human: pd.DataFrame | None = No
         return human if human is not None else human_steps(inputs.labels)
     if source == FINAL:
         hum = human if human is not None else human_steps(inputs.labels)
-        final = core.final_labels(
+        final = final_labels(
             adjudicated_steps(inputs.labels), hum, judge_steps(inputs.labels, inputs.primary_judge)
         )
         return final[STEP_COLUMNS]

@@ -17,7 +17,7 @@ from django.utils import timezone
 from annotation.models import Problem, Trace, TraceReview
 from scoring.models import ScoreSet, ScoringProfile, TraceScore
 
-#: Stored per-trace columns, in the order of scoring.core.SCORE_COLUMNS.
+#: Stored per-trace columns, in the order of scoring.core.scores.SCORE_COLUMNS.
 VALUE_COLUMNS = [
     "n_steps", "l_gold", "coverage", "first_error", "answer_correct", "s_base", "p_fmt", "p_haz", "s_hcrs",
     "s_prm", "s_prm_haz", "process", "holistic", "lucky_guess", "empty", "validity_rate", "all_valid",
@@ -53,7 +53,7 @@ def _column_lists(scored: pd.DataFrame) -> list[list[Any]]:
 def write_scores(study, source: str, profile: ScoringProfile, scored: pd.DataFrame, hazard: list[dict],
                  *, job=None) -> ScoreSet:
     """Replace the stored scores of (study, source, profile) with ``scored``
-    (output of ``scoring.core.score_traces``; ``trace_id`` = Trace pk)."""
+    (output of ``scoring.core.scores.score_traces``; ``trace_id`` = Trace pk)."""
     with transaction.atomic():
         score_set, _ = ScoreSet.objects.get_or_create(study=study, source=source, profile=profile)
         # Serialises concurrent writers of the same set (PostgreSQL row lock;

@@ -32,7 +32,7 @@ from annotation.importing.pipeline import import_stream
 from annotation.models import Job, Membership, Skeleton, Step, Study, Trace
 from judges import services as judge_services
 from judges.models import MECHANISTIC, JudgeConfig
-from scoring.models import CalibrationStudy
+from agreement.models import CalibrationStudy
 from tests.review.conftest import seed
 
 pytestmark = pytest.mark.django_db

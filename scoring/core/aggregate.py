@@ -1,16 +1,17 @@
-"""Aggregates over scored traces: bootstrap intervals, leaderboard,
-first-error histogram (spec: "Aggregates")."""
+"""Aggregates over scored traces: leaderboard (with bootstrap intervals from
+``scoring.core.bootstrap``), first-error histogram (spec: "Aggregates")."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-__all__ = ["bootstrap_ci", "first_error_histogram", "leaderboard", "to_records", "LEADERBOARD_COLUMNS"]
+from scoring.core.bootstrap import bootstrap_distribution, check_level, percentile_interval
+
+__all__ = ["first_error_histogram", "leaderboard", "to_records", "LEADERBOARD_COLUMNS"]
 
 LEADERBOARD_COLUMNS = [
     "traces",
@@ -27,89 +28,6 @@ LEADERBOARD_COLUMNS = [
     "vsr",
 ]
 
-# Max. number of gathered values held in memory per bootstrap chunk.
-_CHUNK_ELEMS = 4_000_000
-
-
-def _apply_stat(stat: Callable, samples: np.ndarray) -> np.ndarray:
-    """stat over axis 1 of a (k, n) sample block -> (k,)."""
-    if stat is np.mean:
-        return samples.sum(axis=1) / samples.shape[1]
-    try:
-        r = np.asarray(stat(samples, axis=1), dtype=float)
-        if r.shape == (samples.shape[0],):
-            return r
-    except TypeError:
-        pass
-    return np.array([float(stat(row)) for row in samples])
-
-
-def _boot_stats(values: np.ndarray, stat: Callable, n_resamples: int, seed: int | None) -> np.ndarray:
-    """Bootstrap distribution of ``stat`` for each column of ``values`` (n, m),
-    resampling rows with one shared index matrix.  Returns (n_resamples, m).
-
-    Indices are drawn chunk by chunk from one seeded generator; the stream is
-    identical to drawing the whole (n_resamples, n) matrix at once, so the
-    result does not depend on the chunk size.
-    """
-    n, m = values.shape
-    cols = [np.ascontiguousarray(values[:, j]) for j in range(m)]
-    rng = np.random.default_rng(seed)
-    out = np.empty((n_resamples, m))
-    k = max(1, _CHUNK_ELEMS // max(1, n))
-    for start in range(0, n_resamples, k):
-        stop = min(n_resamples, start + k)
-        idx = rng.integers(0, n, size=(stop - start, n))
-        for j, col in enumerate(cols):
-            out[start:stop, j] = _apply_stat(stat, np.take(col, idx))
-    return out
-
-
-def _percentile_ci(stats: np.ndarray, level: float) -> tuple[float, float] | None:
-    tail = (1.0 - level) / 2.0 * 100.0
-    lo, hi = np.nanpercentile(stats, [tail, 100.0 - tail], axis=0)
-    if not (np.isfinite(lo) and np.isfinite(hi)):
-        return None
-    return float(lo), float(hi)
-
-
-def _check_level(level: float, n_resamples: int) -> None:
-    if not 0.0 < level < 1.0:
-        raise ValueError(f"level: must be within (0, 1), got {level!r}")
-    if int(n_resamples) < 1:
-        raise ValueError(f"n_resamples: must be >= 1, got {n_resamples!r}")
-
-
-def bootstrap_ci(
-    values,
-    stat: Callable = np.mean,
-    n_resamples: int = 1000,
-    seed: int | None = 0,
-    level: float = 0.95,
-) -> tuple[float, float] | None:
-    """Percentile bootstrap interval of ``stat(values)``.
-
-    NaN/None values are dropped first; returns None when fewer than 2 values
-    remain.  ``n_resamples`` samples of the same size are drawn with
-    replacement using ``numpy.random.default_rng(seed)``; the interval is
-    the ((1-level)/2, (1+level)/2) percentiles (numpy's linear
-    interpolation) of the resampled statistics.  ``stat`` should accept an
-    ``axis`` keyword (numpy reductions do) for speed; other callables are
-    applied sample by sample.
-    """
-    _check_level(level, n_resamples)
-    arr = np.asarray(values) if not isinstance(values, pd.Series) else values.to_numpy()
-    if arr.dtype.kind in "fiub":
-        v = arr.astype(float).ravel()
-    else:
-        v = pd.to_numeric(pd.Series(arr.ravel(), dtype=object), errors="coerce").to_numpy(dtype=float, na_value=np.nan)
-    v = v[~np.isnan(v)]
-    if len(v) < 2:
-        return None
-    stats = _boot_stats(v.reshape(-1, 1), stat, int(n_resamples), seed)[:, 0]
-    return _percentile_ci(stats, level)
-
-
 def _mean_or_none(v: np.ndarray) -> float | None:
     v = v[~np.isnan(v)]
     return float(v.mean()) if len(v) else None
@@ -122,7 +40,7 @@ def _group_row(g: pd.DataFrame, n_resamples: int, seed: int | None, level: float
     row: dict[str, Any] = {"traces": int(len(g)), "answer_accuracy": float(a.mean()) if len(g) else None}
 
     # Bootstrap: metrics with the same non-null pattern share one index
-    # matrix; each interval equals bootstrap_ci(non-null values, seed=seed).
+    # matrix; each interval equals bootstrap.bootstrap_ci(non-null values, seed=seed).
     metrics = {m: g[m].to_numpy(dtype=float, na_value=np.nan) for m in ("s_hcrs", "process", "holistic")}
     by_mask: dict[bytes, list[str]] = {}
     for m, v in metrics.items():
@@ -131,9 +49,9 @@ def _group_row(g: pd.DataFrame, n_resamples: int, seed: int | None, level: float
         mask = ~np.isnan(metrics[names[0]])
         block = np.column_stack([metrics[m][mask] for m in names])
         if len(block) >= 2:
-            stats = _boot_stats(block, np.mean, n_resamples, seed)
+            stats = bootstrap_distribution(block, np.mean, n_resamples, seed)
             for j, m in enumerate(names):
-                row[f"{m}_ci"] = _percentile_ci(stats[:, j], level)
+                row[f"{m}_ci"] = percentile_interval(stats[:, j], level)
         else:
             for m in names:
                 row[f"{m}_ci"] = None
@@ -173,7 +91,7 @@ def leaderboard(
     * ``*_ci`` = [low, high] percentile bootstrap interval over the group's
       traces (non-null values), ``n_resamples`` resamples, seeded with
       ``seed`` for every group and metric (so each interval equals
-      ``bootstrap_ci(values, seed=seed)``); None with fewer than 2 values;
+      ``scoring.core.bootstrap.bootstrap_ci(values, seed=seed)``); None with fewer than 2 values;
     * lucky_guess_rate = lucky guesses / traces with a correct answer
       (None if there is none);
     * svr = mean validity_rate, vsr = mean all_valid, both over traces with
@@ -182,7 +100,7 @@ def leaderboard(
     The caller decides which traces count (e.g. only completely labelled
     ones); everything passed is aggregated.
     """
-    _check_level(level, n_resamples)
+    check_level(level, n_resamples)
     need = [
         "n_steps",
         "answer_correct",

@@ -20,7 +20,7 @@ import pytest
 from annotation import services as annotation_services
 from annotation.models import Membership, Step, StepLabel, Study, TraceReview
 from judges.models import JudgeConfig
-from scoring import services
+from scoring import score_jobs
 from tests.conftest import jsonl
 
 V, E, N = "valid", "invalid", "neutral"
@@ -86,7 +86,7 @@ def worked(study, do_import):
     assert report.committed, report.rejected
     judge_labels(study, "gpt", CANDIDATE, CONFIDENCE)
     assert TraceReview.objects.filter(trace__study=study, complete=True).count() == 2
-    services.recompute(study, warm=False)
+    score_jobs.recompute(study, warm=False)
     return study
 
 
@@ -111,5 +111,5 @@ def scored_pairs(study, do_import):
     report = do_import(jsonl(*records))
     assert report.committed, report.rejected
     judge_labels(study, "gpt", SCORE_CANDIDATE)
-    services.recompute(study, warm=False)
+    score_jobs.recompute(study, warm=False)
     return study

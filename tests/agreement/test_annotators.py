@@ -9,8 +9,8 @@ import json
 
 import pytest
 
+from agreement import services as svc
 from annotation.models import Step, StepLabel
-from scoring import agreement_service as svc
 from tests.agreement.conftest import labels_of, problem, trace
 from tests.conftest import jsonl
 

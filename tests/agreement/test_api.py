@@ -108,7 +108,7 @@ def _grow(study, do_import, start: int, n: int) -> None:
 
 @pytest.mark.parametrize("which", range(4))
 def test_api_lists_use_a_constant_number_of_queries(study, do_import, owner, django_assert_max_num_queries, which):
-    from scoring import calibration
+    from agreement import calibration
 
     _grow(study, do_import, 0, 3)
     calibration.do_create_calibration(study, name="c0", reference="human", candidates=["judge:gpt"], size=3)

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from scoring import calibration
+from agreement import calibration
 from tests.review.browser import browser, sign_in  # noqa: F401
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]

@@ -8,10 +8,12 @@ import pandas as pd
 import pytest
 from rest_framework.test import APIClient
 
+from agreement import calibration
+from agreement.models import CalibrationStudy
 from annotation.models import Assignment, Membership, Trace
 from annotation.services import do_add_member
-from scoring import calibration, core, services
-from scoring.models import CalibrationStudy
+from scoring import score_jobs
+from scoring.core.profile import DEFAULT
 from tests.agreement.conftest import judge_labels, labels_of, problem, trace
 from tests.conftest import jsonl
 
@@ -55,7 +57,7 @@ def pool(study, do_import):
     records.append(trace("empty", "p", "m0", 0))
     do_import(jsonl(*records))
     judge_labels(study, "gpt", {f"t{i:02d}": "VE" if i % 2 else "VV" for i in range(12)})
-    services.recompute(study, warm=False)
+    score_jobs.recompute(study, warm=False)
     return study
 
 
@@ -198,7 +200,7 @@ def test_core_tuning_is_what_the_report_runs(pool):
     """The service passes the study-wide judge hazard: the baseline equals the stored scores' correlation."""
     cal = calibration.do_create_calibration(pool, name="pilot", reference="human", candidates=["judge:gpt"], size=12)
     result = calibration.tuning(cal, "judge:gpt", omegas=[5.0])
-    assert result["baseline"]["omega"] == core.DEFAULT.omega
+    assert result["baseline"]["omega"] == DEFAULT.omega
 
 
 def test_tuning_against_the_holistic_ratings_with_a_w_grid(scored_pairs):

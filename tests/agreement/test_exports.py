@@ -276,7 +276,7 @@ def test_the_web_export_job_page(client, worked, owner, member, django_capture_o
 
 
 def test_a_job_whose_creator_lost_the_role_fails(worked, owner, adjudicator, django_capture_on_commit_callbacks):
-    from scoring import agreement_exports
+    from agreement import exports as agreement_exports
 
     job = agreement_exports.do_queue_export(worked, worked.memberships.get(user=adjudicator), {"what": "labels"},
                                             user=adjudicator)

@@ -11,9 +11,9 @@ import re
 import pytest
 from django.urls import reverse
 
+from agreement import calibration
+from agreement.models import CalibrationStudy
 from annotation.models import Assignment, Study
-from scoring import calibration
-from scoring.models import CalibrationStudy
 from tests.agreement.test_api import _grow
 
 pytestmark = pytest.mark.django_db

@@ -9,10 +9,11 @@ import math
 
 import pytest
 
+from agreement import data as ad
+from agreement import services as svc
+from agreement.core import intervals as agreement_intervals
 from annotation.models import Step, StepLabel
-from scoring import agreement_data as ad
-from scoring import agreement_intervals, services
-from scoring import agreement_service as svc
+from scoring import services
 from tests.agreement.conftest import judge_labels
 
 pytestmark = pytest.mark.django_db
@@ -147,8 +148,8 @@ def test_cached_report_moves_with_the_labels(worked):
 
 
 def test_a_calibration_scope_restricts_every_number(worked):
-    from scoring import calibration
-    from scoring.models import CalibrationStudy, CalibrationTrace
+    from agreement import calibration
+    from agreement.models import CalibrationStudy, CalibrationTrace
 
     cal = CalibrationStudy.objects.create(study=worked, name="only tB", reference="human", candidates=["judge:gpt"],
                                           sample_size=1)

@@ -9,7 +9,7 @@ from rest_framework.test import APIClient
 
 from annotation import services as annotation_services
 from annotation.models import Membership, Trace
-from scoring import services
+from scoring import score_jobs
 from tests.scoring.test_pages import _seed_more
 
 pytestmark = pytest.mark.django_db
@@ -32,7 +32,7 @@ def api(user=None) -> APIClient:
 
 @pytest.fixture
 def scored(seeded):
-    services.recompute(seeded, warm=False)
+    score_jobs.recompute(seeded, warm=False)
     return seeded
 
 
@@ -134,7 +134,7 @@ def test_list_endpoints_use_a_constant_number_of_queries(scored, owner, do_impor
     with django_assert_max_num_queries(20) as small:
         assert client.get(url).status_code == 200
     _seed_more(do_import, 40)
-    services.recompute(scored, warm=False)
+    score_jobs.recompute(scored, warm=False)
     with django_assert_max_num_queries(len(small.captured_queries)):
         assert client.get(url).status_code == 200
 

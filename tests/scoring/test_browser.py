@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
-from scoring import services
+from scoring import score_jobs
 from tests.review.browser import browser, sign_in  # noqa: F401 - fixture
 from tests.scoring.conftest import records
 
@@ -16,7 +16,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 def test_the_charts_draw_and_follow_the_filters(live_server, browser, owner, study, do_import):  # noqa: F811
     assert do_import(records()).committed
-    services.recompute(study, warm=False)
+    score_jobs.recompute(study, warm=False)
     page = sign_in(browser, live_server.url, "olivia", "pw-olivia")
     problems, outside = [], []
     page.on("console", lambda msg: problems.append(msg.text) if msg.type in ("error", "warning") else None)

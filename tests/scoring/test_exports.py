@@ -13,7 +13,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.urls import reverse
 
-from scoring import exports, services
+from scoring import exports, score_jobs
 from tests.conftest import jsonl
 from tests.scoring.test_api import HAZARD_FIELDS, LEADERBOARD_FIELDS, SCORE_FIELDS
 
@@ -22,7 +22,7 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def scored(seeded):
-    services.recompute(seeded, warm=False)
+    score_jobs.recompute(seeded, warm=False)
     return seeded
 
 
@@ -52,7 +52,7 @@ def test_a_model_named_like_a_formula_is_neutralized_in_the_leaderboard_csv(stud
     do_import(jsonl({"kind": "problem", "problem_id": "p", "statement": "s", "gold_answer": "1"},
                     {"kind": "trace", "problem_id": "p", "model": "=1+1", "steps": ["a"], "answer": "1",
                      "labels": [{"step": 1, "verdict": "valid", "annotator": "a"}]}))
-    services.recompute(study, warm=False)
+    score_jobs.recompute(study, warm=False)
     out = tmp_path / "lb.csv"
     call_command("export", study="Study A", what="leaderboard", format="csv", out=str(out), stderr=io.StringIO())
     rows = list(csv.DictReader(out.open()))

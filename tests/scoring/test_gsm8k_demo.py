@@ -10,7 +10,7 @@ import pytest
 from django.conf import settings
 from rest_framework.test import APIClient
 
-from scoring import services
+from scoring import score_jobs
 
 pytestmark = pytest.mark.django_db
 
@@ -32,7 +32,7 @@ def expected_accuracy() -> dict[str, float]:
 def test_it_reports_the_demo_files_accuracy_per_model_without_labels(study, owner, do_import):
     report = do_import(DEMO.read_bytes(), "gsm8k-solutions")
     assert report.committed, report.rejected[:3]
-    services.recompute(study, warm=False)
+    score_jobs.recompute(study, warm=False)
     expected = expected_accuracy()
     assert len(expected) == 4
     client = APIClient()

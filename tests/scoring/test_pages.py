@@ -10,7 +10,7 @@ import pytest
 from django.urls import reverse
 
 from annotation.models import Membership
-from scoring import services
+from scoring import score_jobs
 from scoring.models import ScoringProfile
 from tests.conftest import jsonl
 
@@ -22,7 +22,7 @@ PAGES = ["scoring-leaderboard", "scoring-hazard", "scoring-distributions", "scor
 
 @pytest.fixture
 def scored(seeded):
-    services.recompute(seeded, warm=False)
+    score_jobs.recompute(seeded, warm=False)
     return seeded
 
 
@@ -91,7 +91,7 @@ def test_pages_use_a_constant_number_of_queries(client, member, scored, do_impor
     with django_assert_max_num_queries(30) as small:
         assert client.get(url).status_code == 200
     _seed_more(do_import, 40)
-    services.recompute(scored, warm=False)
+    score_jobs.recompute(scored, warm=False)
     with django_assert_max_num_queries(len(small.captured_queries)):
         assert client.get(url).status_code == 200
 

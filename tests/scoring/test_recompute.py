@@ -11,7 +11,7 @@ from django.core.management import CommandError, call_command
 from annotation import services as annotation_services
 from annotation import signals
 from annotation.models import Job, Study
-from scoring import services
+from scoring import score_jobs, services
 from scoring.models import ScoreSet, ScoringProfile, TraceScore
 from tests.scoring.conftest import records
 
@@ -64,7 +64,7 @@ def test_a_pending_job_for_one_profile_does_not_swallow_a_full_recompute(seeded,
 
 
 def test_editing_a_profile_makes_a_new_version_and_rescores_only_it(seeded, owner, django_capture_on_commit_callbacks):
-    services.recompute(seeded, warm=False)
+    score_jobs.recompute(seeded, warm=False)
     before = dict(ScoreSet.objects.filter(study=seeded).values_list("pk", "token"))
     with django_capture_on_commit_callbacks(execute=True):
         profile, changed = services.do_edit_profile(seeded, "default", {"tau": 1.0, "w": 0.5}, user=owner)
@@ -90,11 +90,11 @@ def test_bad_profile_parameters_are_refused_naming_the_field(seeded, owner):
 
 
 def test_recomputing_twice_replaces_the_scores(seeded):
-    services.recompute(seeded, warm=False)
+    score_jobs.recompute(seeded, warm=False)
     first = list(TraceScore.objects.order_by("score_set__source", "score_set__profile__name", "trace_id")
                  .values_list("trace_id", "process", "holistic"))
     tokens = set(ScoreSet.objects.values_list("token", flat=True))
-    services.recompute(seeded, warm=False)
+    score_jobs.recompute(seeded, warm=False)
     again = list(TraceScore.objects.order_by("score_set__source", "score_set__profile__name", "trace_id")
                  .values_list("trace_id", "process", "holistic"))
     assert again == first
@@ -103,8 +103,8 @@ def test_recomputing_twice_replaces_the_scores(seeded):
 
 def test_a_finished_job_is_not_run_again(seeded):
     job = Job.objects.create(study=seeded, kind=Job.Kind.SCORE, params={"profiles": None})
-    assert services.run_score_job(job.pk)["rows"] > 0
-    assert services.run_score_job(job.pk) is None
+    assert score_jobs.run_score_job(job.pk)["rows"] > 0
+    assert score_jobs.run_score_job(job.pk) is None
 
 
 def test_a_failing_recompute_marks_the_job_failed(seeded, monkeypatch):
@@ -116,7 +116,7 @@ def test_a_failing_recompute_marks_the_job_failed(seeded, monkeypatch):
     monkeypatch.setattr(storage, "write_scores", boom)
     job = Job.objects.create(study=seeded, kind=Job.Kind.SCORE, params={"profiles": None})
     with pytest.raises(RuntimeError):
-        services.run_score_job(job.pk)
+        score_jobs.run_score_job(job.pk)
     job.refresh_from_db()
     assert job.status == Job.Status.FAILED and "disk on fire" in job.error
 
@@ -140,7 +140,7 @@ def test_the_score_command_recomputes_and_reports(seeded):
 def test_a_cancelled_job_stops_between_score_sets(seeded):
     job = Job.objects.create(study=seeded, kind=Job.Kind.SCORE, params={"profiles": None})
     Job.objects.filter(pk=job.pk).update(cancel_requested=True)
-    assert services.run_score_job(job.pk) is None
+    assert score_jobs.run_score_job(job.pk) is None
     job.refresh_from_db()
     assert job.status == Job.Status.CANCELLED
     assert not ScoreSet.objects.filter(study=seeded).exists()
@@ -149,7 +149,7 @@ def test_a_cancelled_job_stops_between_score_sets(seeded):
 def test_deleting_a_trace_deletes_its_scores(seeded):
     from annotation.models import Trace
 
-    services.recompute(seeded, warm=False)
+    score_jobs.recompute(seeded, warm=False)
     trace = Trace.objects.get(study=seeded, trace_id="t1")
     assert TraceScore.objects.filter(trace=trace).count() == 8
     trace.delete()

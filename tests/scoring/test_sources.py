@@ -9,7 +9,10 @@ import pandas as pd
 import pytest
 
 from annotation.models import Trace
-from scoring import core, services, storage
+from scoring import score_jobs, storage
+from scoring.core.labels import human_consensus
+from scoring.core.profile import Profile
+from scoring.core.scores import score_traces
 from scoring.models import ScoreSet
 from tests.scoring.conftest import add_judge_labels, adjudicate
 
@@ -26,7 +29,7 @@ def pks(study) -> dict[str, int]:
 
 
 def test_it_scores_human_labels_only_from_complete_reviews(seeded):
-    services.recompute(seeded, warm=False)
+    score_jobs.recompute(seeded, warm=False)
     human = stored(seeded, "human")
     # t1 (two complete reviews), t3 (one), t5 (empty); not t2 (a partial review) nor t4 (no labels)
     assert sorted(human.index) == ["t1", "t3", "t5"]
@@ -42,7 +45,7 @@ def test_it_scores_a_judge_source_per_judge_with_labels(seeded):
     from judges.models import JudgeConfig
 
     JudgeConfig.objects.create(study=seeded, name="idle", provider="fake")  # no labels: no source
-    result = services.recompute(seeded, warm=False)
+    result = score_jobs.recompute(seeded, warm=False)
     assert result["sources"] == ["final", "human", "judge:partial", "judge:strict"]
     assert sorted(stored(seeded, "judge:strict").index) == ["t2", "t4", "t5"]
     assert sorted(stored(seeded, "judge:partial").index) == ["t5"]
@@ -55,7 +58,7 @@ def test_final_prefers_adjudication_then_human_consensus_then_the_primary_judge(
     seeded.primary_judge = judge
     seeded.save()
     adjudicate(seeded, owner, "t3", 1, "valid")  # overrides the human "invalid"
-    services.recompute(seeded, warm=False)
+    score_jobs.recompute(seeded, warm=False)
     final = stored(seeded, "final")
     assert sorted(final.index) == ["t1", "t2", "t3", "t4", "t5"]
     assert final.loc["t1", "first_error"] == 2  # human consensus (ties -> invalid) beats the judge's step 1
@@ -66,13 +69,13 @@ def test_final_prefers_adjudication_then_human_consensus_then_the_primary_judge(
 
 def test_without_a_primary_judge_final_uses_no_judge(seeded):
     add_judge_labels(seeded, "j", {"t4": ["valid", "valid"]})
-    services.recompute(seeded, warm=False)
+    score_jobs.recompute(seeded, warm=False)
     assert "t4" not in stored(seeded, "final").index
     assert "t4" in stored(seeded, "judge:j").index
 
 
 def test_stored_scores_equal_scoring_core_on_the_same_inputs(seeded):
-    services.recompute(seeded, warm=False)
+    score_jobs.recompute(seeded, warm=False)
     ids = pks(seeded)
     # The inputs written out by hand from tests/scoring/conftest.py.
     traces = pd.DataFrame({
@@ -85,10 +88,10 @@ def test_stored_scores_equal_scoring_core_on_the_same_inputs(seeded):
         (ids["t1"], 1, "ann2", "valid", [1]), (ids["t1"], 2, "ann2", "invalid", []), (ids["t1"], 3, "ann2", "valid", []),
         (ids["t3"], 1, "ann1", "invalid", []), (ids["t3"], 2, "ann1", "valid", []),
     ], columns=["trace_id", "step", "annotator", "verdict", "skeleton_refs"])
-    steps = core.human_consensus(raw)
+    steps = human_consensus(raw)
     for name in ("default", "no-format", "no-hazard", "no-penalties"):
-        profile = core.Profile.from_dict(seeded.profiles.get(name=name, is_current=True).params)
-        expected = core.score_traces(traces, steps, profile).set_index("trace_id")
+        profile = Profile.from_dict(seeded.profiles.get(name=name, is_current=True).params)
+        expected = score_traces(traces, steps, profile).set_index("trace_id")
         expected = expected.loc[expected["complete"]]
         got = stored(seeded, "human", name).set_index("trace")
         assert sorted(got.index) == sorted(expected.index)

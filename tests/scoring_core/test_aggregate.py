@@ -5,53 +5,11 @@ import pandas as pd
 import pytest
 from scoring_core_data import WORKED_MODELS, worked_frames
 
-import scoring.core.aggregate as agg
-from scoring.core.aggregate import LEADERBOARD_COLUMNS, bootstrap_ci, first_error_histogram, leaderboard, to_records
+from scoring.core.aggregate import LEADERBOARD_COLUMNS, first_error_histogram, leaderboard, to_records
+from scoring.core.bootstrap import bootstrap_ci
 from scoring.core.scores import score_traces
 
 approx = pytest.approx
-
-
-def reference_bootstrap(values, n_resamples, seed, level=0.95, stat=np.mean):
-    """Straightforward textbook implementation to compare against."""
-    v = np.asarray([x for x in values if x is not None and not np.isnan(x)], dtype=float)
-    idx = np.random.default_rng(seed).integers(0, len(v), size=(n_resamples, len(v)))
-    stats = np.array([stat(v[row]) for row in idx])
-    tail = (1 - level) / 2 * 100
-    return tuple(np.percentile(stats, [tail, 100 - tail]))
-
-
-def test_bootstrap_is_seeded_and_matches_the_textbook_method(monkeypatch):
-    values = np.random.default_rng(1).normal(5, 2, 300)
-    ci = bootstrap_ci(values, seed=42)
-    assert ci == bootstrap_ci(values, seed=42)  # deterministic
-    assert ci != bootstrap_ci(values, seed=43)
-    assert ci == approx(reference_bootstrap(values, 1000, 42), rel=1e-12)
-    low, high = ci
-    assert low < values.mean() < high
-    # chunking does not change the random stream
-    monkeypatch.setattr(agg, "_CHUNK_ELEMS", 1000)
-    assert bootstrap_ci(values, seed=42) == approx(ci, rel=1e-12)
-
-
-def test_bootstrap_options_and_edge_cases():
-    v = [1.0, 2.0, np.nan, 4.0, None, 8.0]
-    assert bootstrap_ci(v, seed=0) == approx(reference_bootstrap(v, 1000, 0))
-    assert bootstrap_ci([1.0, 2.0, 4.0, 8.0], seed=0) == bootstrap_ci(v, seed=0)  # NaN-safe
-    assert bootstrap_ci([3.0], seed=0) is None
-    assert bootstrap_ci([np.nan, 1.0], seed=0) is None
-    assert bootstrap_ci([], seed=0) is None
-    # constant data: degenerate interval
-    assert bootstrap_ci([2.0, 2.0, 2.0]) == (2.0, 2.0)
-    # other statistics, with and without an axis keyword; level
-    med = bootstrap_ci(v, stat=np.median, n_resamples=200, seed=3)
-    assert med == approx(reference_bootstrap(v, 200, 3, stat=np.median))
-    mx = bootstrap_ci(v, stat=lambda x: float(max(x)), n_resamples=200, seed=3)
-    assert mx == approx(reference_bootstrap(v, 200, 3, stat=np.max))
-    wide, narrow = bootstrap_ci(v, level=0.99), bootstrap_ci(v, level=0.5)
-    assert wide[0] <= narrow[0] <= narrow[1] <= wide[1]
-    with pytest.raises(ValueError, match="^level"):
-        bootstrap_ci(v, level=1.5)
 
 
 def worked_scores():

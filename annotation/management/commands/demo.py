@@ -68,7 +68,7 @@ class Command(BaseCommand):
         process: the demo must be complete before any worker is running."""
         from judges import services as judge_services
         from judges.models import JudgeRun
-        from scoring import services as scoring_services
+        from scoring import score_jobs
 
         judge = judge_services.ensure_mechanistic(study)
         if judge_services.traces_in_scope(judge, JudgeRun.Scope.UNLABELLED).exists():
@@ -78,7 +78,7 @@ class Command(BaseCommand):
             bar.close()
             self.stdout.write(f"mechanistic judge: {job.done} traces labelled ({job.status})")
         bar = Bar("scoring", unit="step", unit_scale=False, enabled=sys.stderr.isatty())
-        result = scoring_services.recompute(study, progress=bar)
+        result = score_jobs.recompute(study, progress=bar)
         bar.close()
         self.stdout.write(f"scores: {result['rows']} rows for sources {', '.join(result['sources']) or 'none'} "
                           f"under profiles {', '.join(result['profiles'])} in {sum(result['seconds'].values()):.1f} s")

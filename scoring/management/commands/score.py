@@ -34,7 +34,9 @@ class Command(BaseCommand):
             if inline:
                 job = Job.objects.create(study=study, kind=Job.Kind.SCORE,
                                          params={"profiles": profiles, "reason": "score command"})
-                services.run_score_job(job.pk, progress=bar)
+                from scoring import score_jobs  # pandas loads only when scoring here, not for --help
+
+                score_jobs.run_score_job(job.pk, progress=bar)
             else:
                 job = self._queue(study, profiles)
                 self._wait(job, bar, opts["timeout"])

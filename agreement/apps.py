@@ -1,0 +1,17 @@
+from django.apps import AppConfig
+
+
+class AgreementConfig(AppConfig):
+    """Agreement between label sources, calibration studies, the annotators
+    view and the export kinds and jobs of labels and agreement.
+
+    Depends on ``scoring`` (scores, label sources, the export registry),
+    never the reverse: ``scoring.exports`` finds this app's kinds through
+    ``export_kinds`` below.
+    """
+
+    name = "agreement"
+    verbose_name = "Agreement"
+    #: Module whose @register calls add export kinds (loaded on first use by
+    #: scoring.exports, not at start-up: it pulls in pandas).
+    export_kinds = "agreement.exports"

@@ -1,0 +1,196 @@
+"""Calibration study pages: the list with the create form (owners), one
+study's report (every metric per candidate, where in the chain, confusion
+matrices, reliability, disagreements, the omega tuning experiment) and
+queueing its sample (owners)."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlencode
+
+from django import forms
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.db.models import Count
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from agreement import calibration
+from agreement import charts as agreement_charts
+from agreement import services as svc
+from agreement.models import CalibrationStudy
+from agreement.views import AGREEMENT_PAGES, METRICS, export_forms, metric_rows, page_disagreements, study_for
+from annotation import access
+from annotation.models import Membership, Trace
+from scoring import services
+
+
+class CalibrationForm(forms.Form):
+    name = forms.CharField(max_length=200)
+    reference = forms.ChoiceField(help_text="what the candidates are measured against")
+    candidates = forms.MultipleChoiceField(widget=forms.CheckboxSelectMultiple,
+                                           help_text="judges (one per prompt version to compare prompts) or annotators")
+    size = forms.IntegerField(min_value=1, max_value=calibration.MAX_SAMPLE, initial=100, label="Sample size")
+    allocation = forms.ChoiceField(choices=CalibrationStudy.Allocation.choices, initial="equal")
+    seed = forms.IntegerField(min_value=0, max_value=svc.MAX_SEED, initial=0)
+    models = forms.MultipleChoiceField(required=False, widget=forms.CheckboxSelectMultiple,
+                                       help_text="none ticked: every model")
+    domain = forms.ChoiceField(required=False)
+    profile = forms.ChoiceField(required=False, help_text="for the process scores (default: the study's)")
+    validation_fraction = forms.FloatField(min_value=0.01, max_value=0.99, initial=0.5,
+                                           help_text="share of the sample that chooses omega; the rest reports it")
+    note = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
+
+    def __init__(self, *args, menu=(), models=(), domains=(), profiles=(), **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["reference"].choices = [(s, s) for s in menu]
+        self.fields["reference"].initial = "human"
+        self.fields["candidates"].choices = [(s, s) for s in menu if s.startswith(("judge:", "annotator:"))]
+        self.fields["models"].choices = [(m, m) for m in models]
+        self.fields["domain"].choices = [("", "every domain")] + [(d, d) for d in domains]
+        self.fields["profile"].choices = [("", "the study's default")] + [(p, p) for p in profiles]
+
+
+class QueueForm(forms.Form):
+    annotators = forms.MultipleChoiceField(widget=forms.CheckboxSelectMultiple)
+    k = forms.IntegerField(min_value=1, max_value=20, initial=1, label="Annotators per trace")
+
+    def __init__(self, *args, members=(), **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["annotators"].choices = [(m.user_id, f"{m.user.username} ({m.role})") for m in members]
+
+
+def _form_choices(study) -> dict[str, Any]:
+    from annotation.models import Problem
+
+    return {
+        "menu": svc.menu_sources(study),
+        "models": list(Trace.objects.filter(study=study).order_by("model").values_list("model", flat=True).distinct()),
+        "domains": [d for d in Problem.objects.filter(study=study).order_by("domain")
+                    .values_list("domain", flat=True).distinct() if d],
+        "profiles": list(services.ensure_profiles(study)),
+    }
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def calibrations(request: HttpRequest, study_id: int) -> HttpResponse:
+    study, membership = study_for(request, study_id)
+    form = None
+    status = 200
+    if membership.is_owner:
+        form = CalibrationForm(request.POST or None, **_form_choices(study))
+        if request.method == "POST":
+            if form.is_valid():
+                d = form.cleaned_data
+                try:
+                    cal = calibration.do_create_calibration(
+                        study, name=d["name"], reference=d["reference"], candidates=d["candidates"], size=d["size"],
+                        seed=d["seed"], allocation=d["allocation"], models=d["models"], domain=d["domain"],
+                        profile_name=d["profile"], validation_fraction=d["validation_fraction"], note=d["note"],
+                        user=request.user)
+                except calibration.CalibrationError as exc:
+                    form.add_error(exc.field if exc.field in form.fields else None, exc.message)
+                else:
+                    messages.success(request, f"{cal.name}: {cal.items.count()} traces sampled.")
+                    return redirect(cal.get_absolute_url())
+            status = 400
+    elif request.method == "POST":
+        access.check_owner(membership, "creating a calibration study")
+    rows = (CalibrationStudy.objects.filter(study=study).select_related("created_by")
+            .annotate(n_traces=Count("items")).order_by("-created_at", "-pk"))
+    context = {"study": study, "membership": membership, "rows": rows, "form": form, "pages": AGREEMENT_PAGES,
+               "page_name": "scoring-calibrations", "query": ""}
+    return render(request, "agreement/calibrations.html", context, status=status)
+
+
+def _calibration(study, cal_id: int) -> CalibrationStudy:
+    cal = CalibrationStudy.objects.filter(study=study, pk=cal_id).select_related("study", "created_by").first()
+    if cal is None:
+        raise access.not_found("calibration study")
+    return cal
+
+
+def _metric_table(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per metric, one cell per candidate (value, interval, n, reason)."""
+    blank = [{"value": None, "ci": None, "n": None, "fmt": "num", "why": "not measured"}] * len(METRICS)
+    per_candidate = [metric_rows(r["metrics"]) if r["metrics"] else blank for r in rows]
+    return [{"label": label, "fmt": fmt, "n_name": n.replace("_", " "),
+             "cells": [cells[i] for cells in per_candidate]}
+            for i, (_, label, fmt, n, _) in enumerate(METRICS)]
+
+
+@login_required
+@require_GET
+def calibration_detail(request: HttpRequest, study_id: int, cal_id: int) -> HttpResponse:
+    study, membership = study_for(request, study_id)
+    cal = _calibration(study, cal_id)
+    report = calibration.calibration_report(cal)
+    ok = [r for r in report["candidates"] if r["metrics"] is not None]
+    names = [r["candidate"] for r in ok]
+    shown = request.GET.get("candidate") if request.GET.get("candidate") in names else (names[0] if names else None)
+    row = next((r for r in ok if r["candidate"] == shown), None)
+    judges = [n for n in names if n.startswith("judge:")]
+    tune = request.GET.get("tune") if request.GET.get("tune") in judges else (judges[0] if judges else None)
+    target = request.GET.get("target") if request.GET.get("target") in calibration.TARGETS else "process"
+    tuning, tuning_error = None, None
+    if tune:
+        try:
+            omegas = calibration.parse_grid(request.GET.get("omegas"), field="omegas", low=0.0, high=100.0)
+            ws = calibration.parse_grid(request.GET.get("ws"), field="ws", low=0.0, high=1.0)
+            tuning = calibration.cached_tuning(cal, tune, target=target, omegas=omegas, ws=ws)
+        except calibration.CalibrationError as exc:
+            tuning_error = str(exc)
+    params = {"candidate": shown or "", "tune": tune or "", "target": target,
+              "omegas": request.GET.get("omegas", ""), "ws": request.GET.get("ws", "")}
+    queue_form = None
+    if membership.is_owner:
+        members = Membership.objects.filter(study=study).select_related("user").order_by("user__username")
+        queue_form = QueueForm(members=members)
+    context = {
+        "study": study, "membership": membership, "cal": cal, "report": report, "pages": AGREEMENT_PAGES,
+        "page_name": "scoring-calibrations", "query": "",
+        "composition": calibration.composition(cal), "prompt_versions": calibration.prompt_versions(cal),
+        "table": [{"candidate": r["candidate"], "m": r["metrics"], "error": r["error"]} for r in report["candidates"]],
+        "metric_table": _metric_table(report["candidates"]),
+        "verdicts": ["valid", "invalid", "neutral"],
+        "position_chart": agreement_charts.position_lines({r["candidate"]: r["metrics"]["by_position"] for r in ok}),
+        "reliability_chart": agreement_charts.reliability({r["candidate"]: r["metrics"]["reliability"] for r in ok}),
+        "shown": shown, "names": names,
+        "disagreements": page_disagreements(row["disagreements"] if row else [], request.GET.get("page"),
+                                            {k: v for k, v in params.items() if v}),
+        "judges": judges, "tune": tune, "target": target, "tuning": tuning, "tuning_error": tuning_error,
+        "tuning_chart": agreement_charts.tuning_curve(tuning) if tuning else None,
+        "grid_params": params,
+        "queue_form": queue_form,
+        "agreement_query": urlencode({"reference": cal.reference, "calibration": cal.pk,
+                                      "profile": report["profile"], "seed": cal.seed or ""}),
+        **export_forms(study, membership, {"calibration": str(cal.pk), "reference": cal.reference,
+                                           "candidate": shown or "", "profile": report["profile"],
+                                           "seed": str(cal.seed) if cal.seed else ""},
+                       ["agreement", "agreement-steps", "agreement-traces", "labels", "prm-training"]),
+    }
+    return render(request, "agreement/calibration.html", context)
+
+
+@login_required
+@require_POST
+def calibration_queue(request: HttpRequest, study_id: int, cal_id: int) -> HttpResponse:
+    study, membership = study_for(request, study_id)
+    access.check_owner(membership, "queueing a calibration sample")
+    cal = _calibration(study, cal_id)
+    members = list(Membership.objects.filter(study=study).select_related("user"))
+    form = QueueForm(request.POST, members=members)
+    if form.is_valid():
+        chosen = {int(pk) for pk in form.cleaned_data["annotators"]}
+        users = [m.user for m in members if m.user_id in chosen]
+        try:
+            n = calibration.do_queue_calibration(cal, request.user, users, form.cleaned_data["k"])
+            messages.success(request, f"Queued {n} assignment{'' if n == 1 else 's'} of the sample.")
+        except calibration.CalibrationError as exc:
+            messages.error(request, str(exc))
+    else:
+        messages.error(request, "Check the queue form: " + "; ".join(
+            f"{k}: {' '.join(v)}" for k, v in form.errors.items()))
+    return redirect(cal.get_absolute_url())

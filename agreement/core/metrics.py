@@ -1,0 +1,97 @@
+"""The agreement metrics object of a candidate against a reference: every
+subject module at once, on one pairing of steps and traces
+(docs/agreement.md, "Every metric")."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from agreement.core.annotators import annotator_agreement
+from agreement.core.calibration import RELIABILITY_BINS, calibration_of_pairs
+from agreement.core.correlation import mean_ratings, rating_correlation, score_correlation_of_pairs
+from agreement.core.first_error import first_error_of_pairs
+from agreement.core.pairs import merge_undefined, native, paired_steps, paired_traces, require
+from agreement.core.steps import by_position_of_pairs, step_agreement_of_pairs
+from scoring.core.bootstrap import check_level
+from scoring.core.labels import complete_traces
+
+
+def _with_completeness(scores: pd.DataFrame, labels: pd.DataFrame, what: str) -> pd.DataFrame:
+    if "complete" in scores.columns:
+        return scores
+    require(scores, ["trace_id", "n_steps"], what)
+    comp = complete_traces(scores[["trace_id", "n_steps"]], labels)
+    return scores.assign(complete=comp.to_numpy())
+
+
+def agreement_metrics(
+    reference_labels: pd.DataFrame,
+    candidate_labels: pd.DataFrame,
+    reference_scores: pd.DataFrame,
+    candidate_scores: pd.DataFrame,
+    *,
+    ratings: pd.DataFrame | None = None,
+    annotator_labels: pd.DataFrame | None = None,
+    n_resamples: int = 1000,
+    seed: int | None = 0,
+    level: float = 0.95,
+) -> dict[str, Any]:
+    """The agreement metrics object of the candidate against the reference.
+
+    Labels: one source each (trace_id, step, verdict; the candidate's
+    optional ``confidence`` column enables calibration).  Scores: per-trace
+    ``score_traces`` output of each source (trace_id, n_steps, first_error,
+    process, complete); without a ``complete`` column completeness is
+    derived from the labels.
+
+    Keys (JSON-ready; accuracies are fractions 0..1, intervals [low, high]):
+
+    * step level: steps_compared, percent_agreement, kappa, kappa_binary,
+      confusion, by_position (records of :func:`agreement_by_position`);
+    * first error: traces_compared, first_error_exact,
+      first_error_within_1, pb_error_traces, pb_error_acc,
+      pb_correct_traces, pb_correct_acc, pb_f1;
+    * scores: pearson_r, pearson_ci, spearman_rho, spearman_ci;
+    * calibration: steps_calibrated, ece, brier, reliability;
+    * with ``ratings``: ``ratings`` = {traces_rated, reference: {...},
+      candidate: {...}} (keys of :func:`correlation`);
+    * with ``annotator_labels``: ``annotators`` = :func:`annotator_agreement`;
+    * bootstrap: {n_resamples, seed, level};
+    * undefined: metric -> reason for every metric that is None (nested
+      metrics as ``ratings.reference.pearson_r``, ``annotators.fleiss_kappa``).
+    """
+    check_level(level, n_resamples)
+    undefined: dict[str, str] = {}
+    out: dict[str, Any] = {}
+
+    steps = paired_steps(reference_labels, candidate_labels)
+    out.update(merge_undefined(undefined, step_agreement_of_pairs(steps)))
+    out["by_position"] = [{k: native(v) for k, v in row.items()} for row in by_position_of_pairs(steps).to_dict("records")]
+
+    ref_s = _with_completeness(reference_scores, reference_labels, "reference scores")
+    cand_s = _with_completeness(candidate_scores, candidate_labels, "candidate scores")
+    traces = paired_traces(ref_s, cand_s)
+    out.update(merge_undefined(undefined, first_error_of_pairs(traces)))
+    corr = merge_undefined(undefined, score_correlation_of_pairs(traces, int(n_resamples), seed, level))
+    corr.pop("n")
+    out.update(corr)
+
+    has_conf = "confidence" in candidate_labels.columns
+    out.update(merge_undefined(undefined, calibration_of_pairs(steps, RELIABILITY_BINS, has_conf)))
+
+    if ratings is not None:
+        block: dict[str, Any] = {"traces_rated": int(len(mean_ratings(ratings)))}
+        for name, s in (("reference", ref_s), ("candidate", cand_s)):
+            block[name] = merge_undefined(
+                undefined,
+                rating_correlation(ratings, s, n_resamples=n_resamples, seed=seed, level=level),
+                f"ratings.{name}.",
+            )
+        out["ratings"] = block
+    if annotator_labels is not None:
+        out["annotators"] = merge_undefined(undefined, annotator_agreement(annotator_labels), "annotators.")
+    out["bootstrap"] = {"n_resamples": int(n_resamples), "seed": seed, "level": level}
+    out["undefined"] = undefined
+    return native(out)

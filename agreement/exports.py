@@ -1,0 +1,680 @@
+"""Export kinds of labels and agreement, and export jobs.
+
+Kinds (``--what``; registered in ``scoring.exports`` through ``AgreementConfig.export_kinds``, all restricted to owners
+and adjudicators -- docs/exports.md explains why):
+
+* ``labels``: every stored label, one row per (step, source); streamed from
+  the database (flat memory). ``--source judge:NAME|annotator:USER`` keeps
+  that source's rows; ``--source human|final|adjudicated`` gives the
+  derived labels of that source instead, one row per step.
+* ``agreement``: the metrics object of ``--candidate`` against ``--reference``.
+* ``agreement-steps``: one row per step, every source's verdict, refs,
+  confidence, who and when.
+* ``agreement-traces``: one row per trace, every source's first error and
+  scores, and the holistic ratings.
+* ``prm-training``: TRL's stepwise-supervision rows (``prompt``,
+  ``completions``, ``labels``) from the final labels of traces labelled
+  completely; re-imports with ``--format trl-stepwise``.
+
+Export jobs (``Job`` kind ``export``): ``do_queue_export`` validates and queues,
+``run_export_job`` (Celery, ``agreement.tasks``) writes the file and
+its manifest into the media storage, ``check_download`` guards the download.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from django.core.files import File
+from django.core.files.base import ContentFile
+from django.core.files.storage import default_storage
+from django.db import InterfaceError, OperationalError, transaction
+from django.db.models import Exists, OuterRef
+from django.urls import reverse
+
+from agreement import data as ad
+from agreement import services as svc
+from agreement.models import CalibrationStudy
+from annotation import access, jobs
+from annotation.models import Job, Membership, Problem, Step, StepLabel, Study, Trace, TraceReview
+from scoring import exports, services
+from scoring.core import labels as core_labels
+from scoring.core.labels import INVALID, complete_traces
+from scoring.exports import ExportError, ExportRequest, Table, register
+
+TRANSIENT_ERRORS = (OperationalError, InterfaceError)
+#: Rows read from the database per round trip of a streamed export.
+CHUNK_ROWS = 5000
+#: How often (rows) a running export job reports progress and looks for a cancel.
+PROGRESS_EVERY = 20_000
+
+LABEL_FIELDS = ["trace_id", "step", "source", "annotator", "verdict", "skeleton_refs", "confidence", "reason",
+                "problem_id", "model", "origin", "review_complete", "updated_at"]
+LABEL_SCHEMA = {"trace_id": "string", "step": "int64", "source": "string", "annotator": "string",
+                "verdict": "string", "skeleton_refs": "list<int64>", "confidence": "float64", "reason": "string",
+                "problem_id": "string", "model": "string", "origin": "string", "review_complete": "bool",
+                "updated_at": "string"}
+PRM_FIELDS = ["prompt", "completions", "labels", "meta"]
+PRM_SCHEMA = {"prompt": "string", "completions": "list<string>", "labels": "list<bool>", "meta": "json"}
+DERIVED_SOURCES = (ad.HUMAN, ad.FINAL, ad.ADJUDICATED)
+
+
+class JobCancelled(Exception):
+    pass
+
+
+# ---------------------------------------------------------------------------
+# Request helpers
+# ---------------------------------------------------------------------------
+def _calibration(request: ExportRequest) -> CalibrationStudy | None:
+    value = request.extra.get("calibration")
+    if value in (None, ""):
+        return None
+    try:
+        return svc._calibration(request.study, value)
+    except svc.BadSelection as exc:
+        raise ExportError(f"--calibration: {exc.message}") from None
+
+
+def _scope_traces(request: ExportRequest):
+    """The Trace queryset an export covers: the study, a calibration sample,
+    a model, a domain."""
+    qs = Trace.objects.filter(study=request.study)
+    cal = _calibration(request)
+    if cal is not None:
+        qs = qs.filter(pk__in=cal.items.values("trace"))
+    if request.model:
+        qs = qs.filter(model=request.model)
+    if request.domain:
+        qs = qs.filter(problem__domain=request.domain)
+    return qs
+
+
+def _scope(request: ExportRequest) -> list[int] | None:
+    if not (request.extra.get("calibration") or request.model or request.domain):
+        return None
+    return list(_scope_traces(request).order_by("pk").values_list("pk", flat=True))
+
+
+def _source(request: ExportRequest, value: str | None, option: str = "--source") -> str:
+    try:
+        return ad.check_source(request.study, value)
+    except ad.UnknownSource as exc:
+        raise ExportError(f"{option}: {exc}") from None
+
+
+def _profile(request: ExportRequest):
+    try:
+        return services.resolve_profile(request.study, request.profile)
+    except services.UnknownProfile as exc:
+        raise ExportError(f"--profile: {exc}") from None
+
+
+def _profile_meta(profile) -> dict[str, Any]:
+    return {"name": profile.name, "version": profile.version, "params": profile.params}
+
+
+def _trace_info(scope_qs) -> dict[int, tuple[str, str, str, str]]:
+    """Trace pk -> (trace_id, problem_id, model, domain), one query."""
+    return {pk: (tid, pid, model, domain) for pk, tid, pid, model, domain in
+            scope_qs.values_list("pk", "trace_id", "problem__problem_id", "model", "problem__domain")}
+
+
+def _iso(value) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+# ---------------------------------------------------------------------------
+# labels
+# ---------------------------------------------------------------------------
+def _check_labels(request: ExportRequest) -> None:
+    if request.source and request.source != "all":
+        _source(request, request.source)
+    _calibration(request)
+
+
+def _raw_label_rows(request: ExportRequest, table: Table, **filters: Any) -> Iterator[dict[str, Any]]:
+    qs = StepLabel.objects.filter(step__trace__in=_scope_traces(request), **filters)
+    table.meta["expected_rows"] = qs.count()
+    qs = (qs.annotate(review_complete=Exists(TraceReview.objects.filter(
+              trace=OuterRef("step__trace"), annotator=OuterRef("annotator"), complete=True)))
+          .order_by("step__trace_id", "step__index", "kind", "annotator__username", "judge__name")
+          .values_list("step__trace__trace_id", "step__index", "kind", "annotator__username", "judge__name",
+                       "verdict", "skeleton_refs", "confidence", "reason", "step__trace__problem__problem_id",
+                       "step__trace__model", "review_complete", "updated_at"))
+    traces: set[str] = set()
+    sources: set[str] = set()
+    n = 0
+    for (tid, step, kind, username, judge, verdict, refs, conf, reason, pid, model, complete,
+         updated) in qs.iterator(chunk_size=CHUNK_ROWS):
+        if kind == StepLabel.Kind.JUDGE:
+            source, who = f"{ad.JUDGE_PREFIX}{judge}", judge
+        elif kind == StepLabel.Kind.ADJUDICATION:
+            source, who = ad.FINAL, username
+        else:
+            source, who = ad.HUMAN, username
+        traces.add(tid)
+        sources.add(source)
+        n += 1
+        yield {"trace_id": tid, "step": step, "source": source, "annotator": who, "verdict": verdict,
+               "skeleton_refs": list(refs or []), "confidence": conf, "reason": reason or None, "problem_id": pid,
+               "model": model, "origin": kind, "review_complete": bool(complete) if kind == StepLabel.Kind.HUMAN else None,
+               "updated_at": _iso(updated)}
+    table.meta["sources"] = sorted(sources)
+    table.meta["counts"] = {"labels": n, "traces": len(traces)}
+
+
+def _deciding_labels(study: Study, scope_qs, primary_judge: int | None) -> dict[tuple[int, int, str], tuple]:
+    """(trace pk, step, origin) -> (who, confidence, reason, updated_at) of the
+    adjudications and the primary judge's labels (what ``final`` falls back to)."""
+    kinds = StepLabel.objects.filter(step__trace__in=scope_qs, kind=StepLabel.Kind.ADJUDICATION)
+    if primary_judge is not None:
+        kinds = kinds | StepLabel.objects.filter(step__trace__in=scope_qs, kind=StepLabel.Kind.JUDGE,
+                                                 judge_id=primary_judge)
+    out = {}
+    for tpk, step, kind, username, judge, conf, reason, updated in kinds.values_list(
+            "step__trace_id", "step__index", "kind", "annotator__username", "judge__name", "confidence", "reason",
+            "updated_at"):
+        origin = core_labels.ORIGIN_ADJUDICATED if kind == StepLabel.Kind.ADJUDICATION else core_labels.ORIGIN_JUDGE
+        out[(tpk, step, origin)] = (username if kind == StepLabel.Kind.ADJUDICATION else judge, conf, reason or None,
+                                    _iso(updated))
+    return out
+
+
+def _derived_label_rows(request: ExportRequest, source: str, table: Table) -> list[dict[str, Any]]:
+    scope = _scope(request)
+    data = ad.AgreementData.read(request.study, scope)
+    steps = data.steps(source)
+    scope_qs = _scope_traces(request)
+    info = _trace_info(scope_qs)
+    deciding = _deciding_labels(request.study, scope_qs, data.inputs.primary_judge)
+    origins = steps["origin"].tolist() if "origin" in steps.columns else [
+        "consensus" if source == ad.HUMAN else None] * len(steps)
+    rows = []
+    for tpk, step, verdict, refs, origin in zip(steps["trace_id"].tolist(), steps["step"].tolist(),
+                                                steps["verdict"].astype(object).tolist(),
+                                                steps["skeleton_refs"].tolist(), origins, strict=True):
+        if tpk not in info:
+            continue
+        who, conf, reason, updated = deciding.get((tpk, int(step), origin), (None, None, None, None))
+        tid, pid, model, _ = info[tpk]
+        rows.append({"trace_id": tid, "step": int(step), "source": source, "annotator": who, "verdict": verdict,
+                     "skeleton_refs": [int(r) for r in (refs or ())], "confidence": conf, "reason": reason,
+                     "problem_id": pid, "model": model, "origin": origin, "review_complete": None,
+                     "updated_at": updated})
+    table.meta["sources"] = [source]
+    table.meta["counts"] = {"labels": len(rows), "traces": len({r["trace_id"] for r in rows})}
+    table.meta["expected_rows"] = len(rows)
+    return rows
+
+
+@register("labels", restricted=True, check=_check_labels,
+          help="one row per stored label (trace_id, step, source, annotator, verdict, skeleton_refs, confidence, "
+               "reason, ...); --source human|final|adjudicated for that source's derived labels")
+def labels(request: ExportRequest) -> Table:
+    _check_labels(request)
+    table = Table(LABEL_FIELDS, [], schema=LABEL_SCHEMA, meta={"profile": None})
+    source = request.source if request.source and request.source != "all" else None
+    if source is None:
+        table.rows = _raw_label_rows(request, table)
+    elif source.startswith(ad.JUDGE_PREFIX):
+        source = _source(request, source)
+        table.rows = _raw_label_rows(request, table, kind=StepLabel.Kind.JUDGE,
+                                     judge__name=source[len(ad.JUDGE_PREFIX):])
+    elif source.startswith(ad.ANNOTATOR_PREFIX):
+        source = _source(request, source)
+        table.rows = _raw_label_rows(request, table, kind=StepLabel.Kind.HUMAN,
+                                     annotator__username=source[len(ad.ANNOTATOR_PREFIX):])
+    else:
+        table.rows = _derived_label_rows(request, _source(request, source), table)
+    return table
+
+
+# ---------------------------------------------------------------------------
+# agreement: the metrics object
+# ---------------------------------------------------------------------------
+def _check_agreement(request: ExportRequest) -> None:
+    _source(request, request.reference or svc.DEFAULT_REFERENCE, "--reference")
+    if not request.candidate:
+        judges = ad.judge_pks(request.study)
+        if svc.default_candidate(request.study, judges) is None:
+            raise ExportError("--candidate: give the candidate label source")
+    else:
+        _source(request, request.candidate, "--candidate")
+    _profile(request)
+    _calibration(request)
+    svc.parse_seed(request.extra.get("seed"))
+
+
+_JSON_KEYS = {"calibration", "scores", "notes", "confusion", "by_position", "reliability", "ratings", "annotators",
+              "bootstrap", "undefined"}
+_INT_KEYS = {"steps_compared", "traces_compared", "pb_error_traces", "pb_correct_traces", "steps_calibrated", "seed",
+             "traces_in_scope", "profile_version"}
+
+
+def _metric_type(key: str) -> str:
+    """Parquet column type of a key of the metrics object (nested objects as JSON text)."""
+    if key.endswith("_ci"):
+        return "list<float64>"
+    if key in _JSON_KEYS:
+        return "json"
+    if key in _INT_KEYS:
+        return "int64"
+    if key in ("reference", "candidate", "profile"):
+        return "string"
+    return "float64"
+
+
+@register("agreement", restricted=True, check=_check_agreement,
+          help="the metrics object of --candidate against --reference (one row)")
+def agreement(request: ExportRequest) -> Table:
+    _check_agreement(request)
+    study = request.study
+    reference = _source(request, request.reference or svc.DEFAULT_REFERENCE, "--reference")
+    candidate = _source(request, request.candidate or svc.default_candidate(study, ad.judge_pks(study)),
+                        "--candidate")
+    profile = _profile(request)
+    seed = svc.parse_seed(request.extra.get("seed"))
+    metrics = svc.agreement(study, reference, candidate, profile, scope=_scope(request), seed=seed,
+                            calibration=_calibration(request))
+    schema = {key: _metric_type(key) for key in metrics}
+    return Table(list(metrics), [metrics], schema=schema, meta={
+        "profile": _profile_meta(profile), "sources": [reference, candidate], "seed": seed,
+        "bootstrap": metrics["bootstrap"],
+        "counts": {"steps_compared": metrics["steps_compared"], "traces_compared": metrics["traces_compared"],
+                   "traces_in_scope": metrics["traces_in_scope"]},
+    })
+
+
+# ---------------------------------------------------------------------------
+# agreement-steps and agreement-traces: every source side by side
+# ---------------------------------------------------------------------------
+def _check_scope(request: ExportRequest) -> None:
+    _profile(request)
+    _calibration(request)
+
+
+def _label_extras(scope_qs) -> pd.DataFrame:
+    """Per stored label: trace_id (pk), step, kind, annotator (pk), judge (pk), confidence, updated_at."""
+    qs = StepLabel.objects.filter(step__trace__in=scope_qs)
+    rows = list(qs.values_list("step__trace_id", "step__index", "kind", "annotator_id", "judge_id", "confidence",
+                               "updated_at"))
+    return pd.DataFrame.from_records(rows, columns=["trace_id", "step", "kind", "annotator", "judge", "confidence",
+                                                    "updated_at"])
+
+
+def _step_columns(names: list[str]) -> list[str]:
+    cols = ["trace_id", "problem_id", "model", "domain", "step"]
+    for s in names:
+        cols += [f"{s}.verdict", f"{s}.skeleton_refs"]
+        if s in (ad.FINAL, ad.ADJUDICATED):
+            cols.append(f"{s}.origin")
+        if s == ad.HUMAN:
+            cols += [f"{s}.n_annotators", f"{s}.n_agree"]
+        if s.startswith((ad.JUDGE_PREFIX, ad.ANNOTATOR_PREFIX)):
+            cols += [f"{s}.confidence", f"{s}.updated_at"]
+    return cols + ["adjudication.by", "adjudication.updated_at"]
+
+
+@register("agreement-steps", restricted=True, check=_check_scope,
+          help="one row per step: every source's verdict, refs, confidence, annotator and time")
+def agreement_steps(request: ExportRequest) -> Table:
+    _check_scope(request)
+    study = request.study
+    scope = _scope(request)
+    data = ad.AgreementData.read(study, scope)
+    names = data.sources()
+    traces = data.traces()
+    info = _trace_info(_scope_traces(request))
+    n = traces["n_steps"].to_numpy(dtype=np.int64)
+    base = pd.DataFrame({"trace_id": np.repeat(traces["trace_id"].to_numpy(dtype=np.int64), n),
+                         "step": np.concatenate([np.arange(1, k + 1) for k in n]) if len(n) else np.array([], int)})
+    out = base.copy()
+    for s in names:
+        steps = data.steps(s)
+        keep = ["trace_id", "step", "verdict", "skeleton_refs"] + [c for c in ("origin", "n_annotators", "n_agree")
+                                                                  if c in steps.columns]
+        part = steps[keep].rename(columns={c: f"{s}.{c}" for c in keep[2:]})
+        part["step"] = part["step"].astype(np.int64)
+        out = out.merge(part, on=["trace_id", "step"], how="left")
+    extras = _label_extras(_scope_traces(request))
+    users = data.annotators
+    for s in names:
+        if s.startswith(ad.JUDGE_PREFIX):
+            pk = data.inputs.judges.get(s[len(ad.JUDGE_PREFIX):])
+            sub = extras.loc[(extras["kind"] == StepLabel.Kind.JUDGE) & (extras["judge"] == pk)]
+        elif s.startswith(ad.ANNOTATOR_PREFIX):
+            pk = data.user_pk(s[len(ad.ANNOTATOR_PREFIX):])
+            sub = extras.loc[(extras["kind"] == StepLabel.Kind.HUMAN) & (extras["annotator"] == pk)]
+        else:
+            continue
+        sub = sub[["trace_id", "step", "confidence", "updated_at"]].rename(
+            columns={"confidence": f"{s}.confidence", "updated_at": f"{s}.updated_at"})
+        out = out.merge(sub, on=["trace_id", "step"], how="left")
+    adj = extras.loc[extras["kind"] == StepLabel.Kind.ADJUDICATION, ["trace_id", "step", "annotator", "updated_at"]]
+    adj = adj.assign(annotator=adj["annotator"].map(users)).rename(
+        columns={"annotator": "adjudication.by", "updated_at": "adjudication.updated_at"})
+    out = out.merge(adj, on=["trace_id", "step"], how="left")
+    columns = _step_columns(names)
+    rows = []
+    for r in out.to_dict("records"):
+        tid, pid, model, domain = info.get(r["trace_id"], (str(r["trace_id"]), None, None, None))
+        row: dict[str, Any] = {"trace_id": tid, "problem_id": pid, "model": model, "domain": domain or None,
+                               "step": int(r["step"])}
+        for c in columns[5:]:
+            v = r.get(c)
+            if isinstance(v, float) and np.isnan(v):
+                v = None
+            elif v is pd.NaT or (not isinstance(v, (list, tuple, np.ndarray, str)) and pd.isna(v)):
+                v = None
+            if c.endswith(".skeleton_refs") and v is not None:
+                v = [int(x) for x in v]
+            elif c.endswith("updated_at") and v is not None:
+                v = v.isoformat()
+            elif c.endswith((".n_annotators", ".n_agree")) and v is not None:
+                v = int(v)
+            row[c] = v
+        rows.append(row)
+    schema = {"trace_id": "string", "problem_id": "string", "model": "string", "domain": "string", "step": "int64"}
+    for c in columns[5:]:
+        schema[c] = ("list<int64>" if c.endswith(".skeleton_refs") else "float64" if c.endswith(".confidence")
+                     else "int64" if c.endswith((".n_annotators", ".n_agree")) else "string")
+    return Table(columns, rows, schema=schema, meta={
+        "profile": None, "sources": names,
+        "counts": {"steps": len(rows), "traces": int(len(traces))}, "expected_rows": len(rows)})
+
+
+SCORE_PARTS = ["complete", "first_error", "process", "s_hcrs", "s_prm", "holistic"]
+
+
+@register("agreement-traces", restricted=True, check=_check_scope,
+          help="one row per trace: every source's first error and scores, and the holistic ratings")
+def agreement_traces(request: ExportRequest) -> Table:
+    _check_scope(request)
+    study = request.study
+    profile = _profile(request)
+    data = ad.AgreementData.read(study, _scope(request))
+    names = data.sources()
+    traces = data.traces()
+    info = _trace_info(_scope_traces(request))
+    ratings = data.scoped_ratings()
+    by_trace: dict[int, list[tuple[str, float]]] = {}
+    for tid, rating, who in ratings.itertuples(index=False):
+        by_trace.setdefault(int(tid), []).append((who, float(rating)))
+    frames, origins = {}, {}
+    for s in names:
+        frame, origin = data.scores(s, profile)
+        frames[s] = frame.set_index("trace_id")
+        origins[s] = origin
+    columns = ["trace_id", "problem_id", "model", "domain", "n_steps", "answer_correct", "rating_mean", "ratings",
+               "raters"]
+    for s in names:
+        columns += [f"{s}.{p}" for p in SCORE_PARTS]
+    rows = []
+    for tpk, n_steps, correct in zip(traces["trace_id"].tolist(), traces["n_steps"].tolist(),
+                                     traces["answer_correct"].tolist(), strict=True):
+        tid, pid, model, domain = info.get(tpk, (str(tpk), None, None, None))
+        rated = by_trace.get(tpk, [])
+        row: dict[str, Any] = {"trace_id": tid, "problem_id": pid, "model": model, "domain": domain or None,
+                               "n_steps": int(n_steps), "answer_correct": bool(correct),
+                               "rating_mean": float(np.mean([r for _, r in rated])) if rated else None,
+                               "ratings": [r for _, r in rated], "raters": [w for w, _ in rated]}
+        for s in names:
+            f = frames[s]
+            present = tpk in f.index
+            row[f"{s}.complete"] = bool(present)
+            for p in SCORE_PARTS[1:]:
+                v = f.at[tpk, p] if present else None
+                if v is None or v is pd.NA or (isinstance(v, float) and np.isnan(v)):
+                    v = None
+                elif p == "first_error":
+                    v = int(v)
+                else:
+                    v = float(v)
+                row[f"{s}.{p}"] = v
+        rows.append(row)
+    schema = {"trace_id": "string", "problem_id": "string", "model": "string", "domain": "string",
+              "n_steps": "int64", "answer_correct": "bool", "rating_mean": "float64", "ratings": "list<float64>",
+              "raters": "list<string>"}
+    for s in names:
+        schema.update({f"{s}.complete": "bool", f"{s}.first_error": "int64"})
+        schema.update({f"{s}.{p}": "float64" for p in SCORE_PARTS[2:]})
+    return Table(columns, rows, schema=schema, meta={
+        "profile": _profile_meta(profile), "sources": names, "scores": origins,
+        "counts": {"traces": len(rows), "rated": len(by_trace)}, "expected_rows": len(rows)})
+
+
+# ---------------------------------------------------------------------------
+# prm-training: TRL stepwise supervision
+# ---------------------------------------------------------------------------
+def _check_prm(request: ExportRequest) -> None:
+    _source(request, request.source or ad.FINAL)
+    _calibration(request)
+
+
+def _prm_rows(request: ExportRequest, source: str, table: Table) -> Iterator[dict[str, Any]]:
+    study = request.study
+    scope_qs = _scope_traces(request)
+    data = ad.AgreementData.read(study, _scope(request))
+    traces = data.traces()
+    steps = data.steps(source)
+    complete = complete_traces(traces[["trace_id", "n_steps"]], steps).to_numpy()
+    keep = traces.loc[complete & (traces["n_steps"].to_numpy() >= 1)]
+    n_by_trace = dict(zip(keep["trace_id"].tolist(), keep["n_steps"].tolist(), strict=True))
+    s = steps.loc[steps["trace_id"].isin(n_by_trace)]
+    ok: dict[int, np.ndarray] = {}
+    for tpk, grp in s.groupby("trace_id", sort=False):
+        n = n_by_trace[tpk]
+        flags = np.ones(n, dtype=bool)
+        idx = grp["step"].to_numpy(dtype=np.int64)
+        inside = (idx >= 1) & (idx <= n)
+        flags[idx[inside] - 1] = grp["verdict"].astype(object).to_numpy()[inside] != INVALID
+        ok[int(tpk)] = flags
+    del data, steps, s
+    table.meta["expected_rows"] = len(ok)
+    # No id lists in the queries (SQLite caps the parameters of one query):
+    # the scope's traces and the study's problems, steps of other traces skipped.
+    trace_rows = {pk: (tid, model, ppk) for pk, tid, model, ppk in
+                  scope_qs.values_list("pk", "trace_id", "model", "problem_id") if pk in ok}
+    problems = {pk: (pid, statement, gold) for pk, pid, statement, gold in Problem.objects.filter(
+        study=study).values_list("pk", "problem_id", "statement", "gold_answer")}
+    texts = (Step.objects.filter(trace__in=scope_qs).order_by("trace_id", "index")
+             .values_list("trace_id", "index", "text").iterator(chunk_size=CHUNK_ROWS))
+    n_rows = n_steps = 0
+    current, buffer = None, []
+
+    def emit(tpk: int, completions: list[str]) -> dict[str, Any]:
+        tid, model, ppk = trace_rows[tpk]
+        pid, statement, gold = problems[ppk]
+        return {"prompt": statement, "completions": completions, "labels": [bool(x) for x in ok[tpk]],
+                "meta": {"trace_id": tid, "problem_id": pid, "model": model, "gold_answer": gold, "source": source}}
+
+    for tpk, _index, text in texts:
+        if tpk not in ok:
+            continue
+        if tpk != current:
+            if current is not None and len(buffer) == len(ok[current]):
+                n_rows += 1
+                n_steps += len(buffer)
+                yield emit(current, buffer)
+            current, buffer = tpk, []
+        buffer.append(text)
+    if current is not None and len(buffer) == len(ok[current]):
+        n_rows += 1
+        n_steps += len(buffer)
+        yield emit(current, buffer)
+    table.meta["counts"] = {"traces": n_rows, "steps": n_steps}
+
+
+@register("prm-training", restricted=True, check=_check_prm,
+          help="TRL stepwise-supervision rows (prompt, completions, labels) from --source (default final), "
+               "traces labelled completely; neutral counts as a correct step")
+def prm_training(request: ExportRequest) -> Table:
+    _check_prm(request)
+    source = _source(request, request.source or ad.FINAL)
+    table = Table(PRM_FIELDS, [], schema=PRM_SCHEMA, meta={"profile": None, "sources": [source],
+                                                           "neutral_as": True})
+    table.rows = _prm_rows(request, source, table)
+    return table
+
+
+# ---------------------------------------------------------------------------
+# Export jobs
+# ---------------------------------------------------------------------------
+PARAM_KEYS = ("what", "format", "source", "reference", "candidate", "profile", "model", "domain", "calibration",
+              "group", "seed")
+
+
+def request_from_params(study: Study, params, membership: Membership | None) -> tuple[ExportRequest, str]:
+    """(request, format) from API/form parameters; ExportError on bad input."""
+    def get(key: str) -> str:
+        value = params.get(key)
+        return "" if value is None else str(value).strip()
+
+    fmt = get("format") or "jsonl"
+    if fmt not in exports.FORMATS:
+        raise ExportError(f"format: choose one of {', '.join(exports.FORMATS)}")
+    what = get("what")
+    if not what:
+        raise ExportError(f"what: choose one of {', '.join(exports.kinds())}")
+    extra = {"group": get("group") or "model"}
+    for key in ("calibration", "seed"):
+        if get(key):
+            extra[key] = get(key)
+    return ExportRequest(study=study, what=what, source=get("source") or None, profile=get("profile") or None,
+                         reference=get("reference") or None, candidate=get("candidate") or None, model=get("model"),
+                         domain=get("domain"), membership=membership, extra=extra), fmt
+
+
+def do_queue_export(study: Study, membership: Membership, params, *, user, base_url: str = "") -> Job:
+    """Validate an export request and queue it as a job (after commit).
+    Raises ExportError / ExportForbidden before anything is written."""
+    request, fmt = request_from_params(study, params, membership)
+    exports.check(request)
+    clean = {k: str(params.get(k)).strip() for k in PARAM_KEYS if params.get(k) not in (None, "")}
+    clean["format"] = fmt
+    clean["base_url"] = base_url
+    with transaction.atomic():
+        job = Job.objects.create(study=study, kind=Job.Kind.EXPORT, created_by=user, params=clean)
+        transaction.on_commit(lambda: _enqueue(job.pk))
+    return job
+
+
+def _enqueue(job_id: int) -> None:
+    from kombu.exceptions import OperationalError as BrokerError
+
+    from scoring.queueing import queue_task
+
+    try:
+        queue_task("agreement.tasks.run_export", job_id)  # by name: agreement.tasks imports this module
+    except BrokerError:
+        jobs.finish(job_id, status=Job.Status.FAILED, error="the task queue is not reachable")
+        raise
+
+
+def download_path(job: Job, *, manifest: bool = False) -> str:
+    url = reverse("api-export-download", args=[job.pk])
+    return url + ("?manifest=1" if manifest else "")
+
+
+def _counted(table: Table, job_id: int, total: int) -> Iterator[dict[str, Any]]:
+    n = 0
+    for row in table.records():
+        yield row
+        n += 1
+        if n % PROGRESS_EVERY == 0:
+            jobs.report_progress(job_id, n, max(total, n))
+            if Job.objects.filter(pk=job_id, cancel_requested=True).exists():
+                raise JobCancelled()
+
+
+def run_export_job(job_id: int, *, final_attempt: bool = True) -> dict[str, Any] | None:
+    """The body of every export job: build, write to a temporary file, store
+    it and its manifest with the job. Safe to run twice: a finished job is
+    never claimed again; a re-run after a crash writes the file anew."""
+    if not jobs.claim(job_id):
+        return None
+    job = Job.objects.select_related("study", "created_by").get(pk=job_id)
+    study = job.study
+    try:
+        membership = None
+        if job.created_by_id is not None:
+            membership = Membership.objects.filter(study=study, user_id=job.created_by_id).first()
+            if membership is None:
+                raise ExportError("the user who asked for this export is no longer a member of the study")
+        request, fmt = request_from_params(study, job.params, membership)
+        table = exports.build(request)
+        total = int(table.meta.get("expected_rows") or 0)
+        jobs.report_progress(job_id, 0, total)
+        if not isinstance(table.rows, pd.DataFrame):
+            table = Table(table.columns, _counted(table, job_id, total), schema=table.schema, meta=table.meta)
+        safe = "".join(ch if ch.isalnum() or ch in "-_" else "-" for ch in study.name)[:60]
+        name = f"{safe}-{request.what}-{job.pk}.{fmt}"
+        with tempfile.TemporaryDirectory(prefix="reasonaudit-export-") as tmp:
+            path = Path(tmp) / name
+            info = exports.write_file(table, fmt, path, request)
+            with path.open("rb") as fh:
+                job.output_file.save(name, File(fh), save=False)
+            size = path.stat().st_size
+        Job.objects.filter(pk=job_id).update(output_file=job.output_file.name)
+        info["export"]["file"] = Path(job.output_file.name).name
+        default_storage.save(job.output_file.name + ".manifest.json",
+                             ContentFile(json.dumps(info, indent=2).encode()))
+    except JobCancelled:
+        jobs.finish(job_id, status=Job.Status.CANCELLED, error="cancelled")
+        return None
+    except (ExportError, access.AccessDenied) as exc:  # a creator who lost the role: refused, not retried
+        jobs.finish(job_id, status=Job.Status.FAILED, error=str(exc))
+        return None
+    except TRANSIENT_ERRORS:
+        if final_attempt:
+            jobs.finish(job_id, status=Job.Status.FAILED, error="the database was not reachable; gave up")
+        raise
+    except Exception as exc:
+        jobs.finish(job_id, status=Job.Status.FAILED, error=f"{type(exc).__name__}: {exc}")
+        raise
+    base = job.params.get("base_url", "").rstrip("/")
+    rows = info["counts"]["rows"]
+    result = {
+        "what": request.what, "format": fmt, "rows": rows, "bytes": size, "filename": info["export"]["file"],
+        "download_url": base + download_path(job), "manifest_url": base + download_path(job, manifest=True),
+        "manifest": info,
+    }
+    jobs.finish(job_id, status=Job.Status.SUCCEEDED, result=result, done=rows, total=rows)
+    return result
+
+
+class NotReady(Exception):
+    """The export job has not (successfully) finished."""
+
+
+def check_download(user, job_id: int) -> Job:
+    """The finished export job ``job_id`` if ``user`` may download it: a
+    member of its study, with the role its kind needs (annotation.access
+    refusals otherwise); NotReady while it runs or when it failed."""
+    job, membership = access.check_object(user, Job.objects.filter(kind=Job.Kind.EXPORT).only(
+        "pk", "study_id", "status", "params", "output_file", "result"), job_id, study_path="study_id", what="export")
+    what = job.params.get("what", "")
+    try:
+        restricted = exports.kind(what).restricted
+    except ExportError:
+        restricted = True
+    if restricted and not svc.can_export(membership):
+        raise access.AccessDenied(f"{what} exports are for owners and adjudicators; you are {membership.role}")
+    if job.status != Job.Status.SUCCEEDED or not job.output_file:
+        raise NotReady(f"the export is {job.status}")
+    return job
+
+
+def open_download(job: Job, *, manifest: bool = False):
+    """(file object, filename, content type) of a finished export job."""
+    name = job.output_file.name + (".manifest.json" if manifest else "")
+    fmt = job.params.get("format", "jsonl")
+    ctype = "application/json" if manifest else exports.CONTENT_TYPES.get(fmt, "application/octet-stream")
+    return default_storage.open(name, "rb"), Path(name).name, ctype

@@ -1,0 +1,73 @@
+"""Calibration studies: a saved sample of traces on which judges are
+measured against a reference label source (docs/agreement.md).
+
+These models lived in ``scoring`` until agreement became an app of its own;
+the migrations ``scoring.0004`` (tables renamed), ``agreement.0001`` and
+``scoring.0005`` (the models' state moved) carried every row across.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.urls import reverse
+from django.utils import timezone
+
+
+class CalibrationStudy(models.Model):
+    """A saved judge-calibration experiment: a reference label source, the
+    candidates measured against it and a fixed, stratified sample of traces
+    (``CalibrationTrace``). The sample never changes once drawn, so the
+    numbers of a calibration study move only when its labels do."""
+
+    class Allocation(models.TextChoices):
+        EQUAL = "equal", "equal per stratum"
+        PROPORTIONAL = "proportional", "proportional to stratum size"
+
+    study = models.ForeignKey("annotation.Study", on_delete=models.CASCADE, related_name="calibrations")
+    name = models.CharField(max_length=200)
+    reference = models.CharField(max_length=200, default="human")  # a label source (agreement.data)
+    candidates = models.JSONField(default=list)  # label sources, in display order
+    # By name: the page uses (and states) the profile's current version.
+    profile_name = models.CharField(max_length=100, blank=True)
+    seed = models.PositiveIntegerField(default=0)
+    sample_size = models.PositiveIntegerField()
+    allocation = models.CharField(max_length=20, choices=Allocation.choices, default=Allocation.EQUAL)
+    filters = models.JSONField(default=dict, blank=True)  # {"models": [...], "domain": "..."} the sample was drawn from
+    validation_fraction = models.FloatField(default=0.5)  # the omega tuning split
+    note = models.TextField(blank=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["study", "-created_at", "-pk"]
+        constraints = [
+            models.UniqueConstraint(fields=["study", "name"], name="calibration_unique_name_per_study"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def get_absolute_url(self) -> str:
+        return reverse("scoring-calibration", args=[self.study_id, self.pk])
+
+
+class CalibrationTrace(models.Model):
+    """One trace of a calibration sample, with its stratum (model / answer
+    correctness) and its place in the sample's order (strata interleaved)."""
+
+    calibration = models.ForeignKey(CalibrationStudy, on_delete=models.CASCADE, related_name="items")
+    trace = models.ForeignKey("annotation.Trace", on_delete=models.CASCADE, related_name="+")
+    stratum = models.CharField(max_length=300)
+    position = models.PositiveIntegerField()
+
+    class Meta:
+        ordering = ["calibration", "position"]
+        constraints = [
+            # Also the index of every read: WHERE calibration_id = ... (sample order).
+            models.UniqueConstraint(fields=["calibration", "trace"], name="calibrationtrace_one_per_trace"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.trace_id} in calibration {self.calibration_id}"

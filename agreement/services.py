@@ -1,0 +1,369 @@
+"""Named agreement operations shared by the pages, the API, the exports and
+the command line: parse a selection (``select``), measure one candidate
+against a reference (``agreement``; cached as ``agreement_report``), and the
+inter-annotator view (``annotator_report``).
+
+The arithmetic is ``agreement.core`` (plus the trace-bootstrap
+intervals of ``agreement.core.intervals``); this module only reads the
+data (``agreement.data``) and states where every number came from.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from django.core.cache import cache
+
+from agreement import data as ad
+from agreement.core import intervals as agreement_intervals
+from agreement.core.annotators import annotator_agreement
+from agreement.core.first_error import first_error_agreement
+from agreement.core.metrics import agreement_metrics
+from agreement.core.pairs import paired_steps, paired_traces
+from agreement.core.steps import step_agreement
+from agreement.models import CalibrationStudy
+from annotation import access
+from annotation.models import Membership, Study
+from scoring import services
+from scoring.core.labels import INVALID, complete_traces, final_labels, human_consensus
+from scoring.models import ScoringProfile
+
+N_RESAMPLES = 1000
+LEVEL = 0.95
+DEFAULT_REFERENCE = ad.HUMAN
+CACHE_SECONDS = 24 * 3600
+#: Largest seed accepted from a request (numpy takes any non-negative int; a bound keeps keys short).
+MAX_SEED = 2**32 - 1
+
+
+class BadSelection(ValueError):
+    """A request parameter that names nothing in the study; str() starts with the field."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+# ---------------------------------------------------------------------------
+# Who may see what
+# ---------------------------------------------------------------------------
+def can_view(membership: Membership) -> bool:
+    """Agreement pages list other sources' verdicts step by step (the
+    disagreements), so they follow blind mode: whoever sees every label of
+    the study (owners, adjudicators, everyone in an open study)."""
+    return access.sees_everything(membership)
+
+
+def check_view(membership: Membership) -> None:
+    access.check_sees_everything(membership, "agreement")
+
+
+def can_export(membership: Membership | None) -> bool:
+    """Label and agreement exports carry every source's verdicts on every
+    trace: owners and adjudicators only, blind or not (docs/exports.md)."""
+    return access.can_adjudicate(membership)
+
+
+# ---------------------------------------------------------------------------
+# The selection every page, endpoint and export works on
+# ---------------------------------------------------------------------------
+@dataclass
+class Selection:
+    study: Study
+    reference: str
+    candidate: str
+    profile: ScoringProfile
+    profiles: dict[str, ScoringProfile]
+    menu: list[str]
+    calibration: CalibrationStudy | None = None
+    seed: int = 0
+    extra: dict[str, str] = field(default_factory=dict)
+
+    def params(self, **changes: Any) -> dict[str, str]:
+        base = {"reference": self.reference, "candidate": self.candidate, "profile": self.profile.name}
+        if self.calibration is not None:
+            base["calibration"] = str(self.calibration.pk)
+        if self.seed:
+            base["seed"] = str(self.seed)
+        base.update({k: str(v) for k, v in changes.items() if v is not None})
+        return {k: v for k, v in base.items() if v}
+
+    @property
+    def scope(self) -> list[int] | None:
+        return calibration_scope(self.calibration) if self.calibration is not None else None
+
+
+def menu_sources(study: Study, judges: dict[str, int] | None = None,
+                 annotators: dict[int, str] | None = None) -> list[str]:
+    """Every source a comparison can name (judges and annotators of the study)."""
+    judges = ad.judge_pks(study) if judges is None else judges
+    annotators = ad.annotator_names(study) if annotators is None else annotators
+    return ([ad.HUMAN, ad.FINAL, ad.ADJUDICATED] + [f"{ad.JUDGE_PREFIX}{n}" for n in sorted(judges)]
+            + [f"{ad.ANNOTATOR_PREFIX}{n}" for n in sorted(annotators.values())])
+
+
+def default_candidate(study: Study, judges: dict[str, int]) -> str | None:
+    """The primary judge, else the first judge by name (every study has ``mechanistic``)."""
+    if study.primary_judge_id is not None:
+        for name, pk in judges.items():
+            if pk == study.primary_judge_id:
+                return f"{ad.JUDGE_PREFIX}{name}"
+    return f"{ad.JUDGE_PREFIX}{sorted(judges)[0]}" if judges else None
+
+
+def calibration_scope(calibration: CalibrationStudy) -> list[int]:
+    return list(calibration.items.order_by("trace_id").values_list("trace_id", flat=True))
+
+
+def parse_seed(value) -> int:
+    if value in (None, ""):
+        return 0
+    try:
+        seed = int(str(value).strip())
+    except ValueError:
+        raise BadSelection("seed", f"must be a whole number, got {value!r}") from None
+    if not 0 <= seed <= MAX_SEED:
+        raise BadSelection("seed", f"must be within 0..{MAX_SEED}")
+    return seed
+
+
+def select(study: Study, params, *, calibration: CalibrationStudy | None = None) -> Selection:
+    """Parse reference, candidate, profile, calibration and seed from GET parameters."""
+    judges = ad.judge_pks(study)
+    annotators = ad.annotator_names(study)
+    profiles = services.ensure_profiles(study)
+    try:
+        reference = ad.check_source(study, params.get("reference") or DEFAULT_REFERENCE, judges=judges,
+                                    annotators=annotators)
+    except ad.UnknownSource as exc:
+        raise BadSelection("reference", str(exc)) from None
+    raw = params.get("candidate") or default_candidate(study, judges)
+    try:
+        candidate = ad.check_source(study, raw, judges=judges, annotators=annotators)
+    except ad.UnknownSource as exc:
+        raise BadSelection("candidate", str(exc)) from None
+    try:
+        profile = services.resolve_profile(study, params.get("profile"), profiles)
+    except services.UnknownProfile as exc:
+        raise BadSelection("profile", str(exc)) from None
+    if calibration is None and params.get("calibration"):
+        calibration = _calibration(study, params.get("calibration"))
+    return Selection(study=study, reference=reference, candidate=candidate, profile=profile, profiles=profiles,
+                     menu=menu_sources(study, judges, annotators), calibration=calibration,
+                     seed=parse_seed(params.get("seed")))
+
+
+def _calibration(study: Study, value) -> CalibrationStudy:
+    value = str(value).strip()
+    qs = CalibrationStudy.objects.filter(study=study)
+    found = qs.filter(pk=int(value)).first() if value.isdigit() else qs.filter(name=value).first()
+    if found is None:
+        raise BadSelection("calibration", f"no calibration study {value!r} in this study")
+    return found
+
+
+# ---------------------------------------------------------------------------
+# One candidate against a reference
+# ---------------------------------------------------------------------------
+def _notes(study: Study, reference: str, candidate: str, data: ad.AgreementData) -> list[str]:
+    notes = []
+    if reference == candidate:
+        notes.append("The candidate is the reference: every number compares a source with itself.")
+    primary = None
+    for name, pk in data.inputs.judges.items():
+        if pk == study.primary_judge_id:
+            primary = f"{ad.JUDGE_PREFIX}{name}"
+    if primary and primary in (reference, candidate) and ad.FINAL in (reference, candidate) and reference != candidate:
+        notes.append(f"final falls back to {primary} (the primary judge) on steps without a human or adjudicated "
+                     "label, so those steps agree by construction; compare with adjudicated or human instead.")
+    if candidate.startswith(ad.ANNOTATOR_PREFIX) and reference in (ad.HUMAN, ad.FINAL, ad.ADJUDICATED):
+        notes.append("The human consensus includes this annotator's own labels, which flatters their agreement; "
+                     "the Annotators page compares each annotator with the others instead.")
+    return notes
+
+
+def agreement(study: Study, reference: str, candidate: str, profile: ScoringProfile | None = None, *,
+              data: ad.AgreementData | None = None, scope=None, seed: int = 0, n_resamples: int = N_RESAMPLES,
+              level: float = LEVEL, calibration: CalibrationStudy | None = None,
+              with_disagreements: bool = False) -> dict[str, Any]:
+    """The metrics object of ``candidate`` against ``reference`` (sources as
+    in agreement.data), with where every input came from.
+
+    The keys of ``agreement.core.metrics.agreement_metrics`` (docs/agreement.md names
+    them for ``studies/{id}/agreement/``), a ``<metric>_ci`` trace-bootstrap
+    interval after every metric the core gives as a point value, and
+    provenance first: reference, candidate, profile, profile_version, seed,
+    traces_in_scope, calibration, scores (stored or computed, when), notes.
+    With ``with_disagreements`` the result is ``(metrics, disagreements
+    DataFrame)``.
+    """
+    profile = profile or services.default_profile(study)
+    if data is None:
+        if scope is None and calibration is not None:
+            scope = calibration_scope(calibration)
+        data = ad.AgreementData.read(study, scope)
+    ref_steps = data.steps(reference)
+    cand_steps = data.steps(candidate, confidence=True)
+    ref_scores, ref_origin = data.scores(reference, profile)
+    cand_scores, cand_origin = data.scores(candidate, profile)
+    metrics = agreement_metrics(
+        ref_steps, cand_steps, ref_scores, cand_scores, ratings=data.scoped_ratings(),
+        annotator_labels=data.annotator_labels(), n_resamples=n_resamples, seed=seed, level=level,
+    )
+    pairs = paired_steps(ref_steps, cand_steps)
+    metrics = agreement_intervals.add_intervals(metrics, pairs, paired_traces(ref_scores, cand_scores),
+                                                n_resamples=n_resamples, seed=seed, level=level)
+    out: dict[str, Any] = {
+        "reference": reference,
+        "candidate": candidate,
+        "profile": profile.name,
+        "profile_version": profile.version,
+        "seed": seed,
+        "traces_in_scope": int(len(data.traces())),
+        "calibration": {"id": calibration.pk, "name": calibration.name} if calibration is not None else None,
+        "scores": {"reference": ref_origin, "candidate": cand_origin},
+        "notes": _notes(study, reference, candidate, data),
+        **metrics,
+    }
+    if with_disagreements:
+        diff = pairs.loc[pairs["reference_verdict"].to_numpy() != pairs["candidate_verdict"].to_numpy()]
+        return out, diff.reset_index(drop=True)
+    return out
+
+
+def _key(kind: str, study: Study, *parts: Any) -> str:
+    scope = parts[0] if parts else ""
+    version = ad.data_version(study, str(scope))
+    digest = hashlib.sha1("\x1f".join([version, *map(repr, parts)]).encode()).hexdigest()
+    return f"agreement:{kind}:{study.pk}:{digest}"
+
+
+def agreement_report(sel: Selection, *, data: ad.AgreementData | None = None) -> dict[str, Any]:
+    """``agreement`` of a selection plus its disagreements (trace pk, step,
+    verdicts, confidence), cached per data version (docs/agreement.md)."""
+    cal = sel.calibration.pk if sel.calibration is not None else None
+    key = _key("pair", sel.study, cal, sel.reference, sel.candidate, sel.profile.pk, sel.profile.version, sel.seed)
+    value = cache.get(key)
+    if value is None:
+        data = data or ad.AgreementData.read(sel.study, sel.scope)
+        metrics, diff = agreement(sel.study, sel.reference, sel.candidate, sel.profile, data=data, seed=sel.seed,
+                                  calibration=sel.calibration, with_disagreements=True)
+        conf = diff["confidence"].to_numpy(dtype=float)
+        value = {
+            "metrics": metrics,
+            "disagreements": [
+                [int(t), int(s), r, c, None if np.isnan(x) else float(x)]
+                for t, s, r, c, x in zip(diff["trace_id"].tolist(), diff["step"].tolist(),
+                                         diff["reference_verdict"].tolist(), diff["candidate_verdict"].tolist(),
+                                         conf.tolist(), strict=True)
+            ],
+        }
+        cache.set(key, value, CACHE_SECONDS)
+    return value
+
+
+# ---------------------------------------------------------------------------
+# Among annotators
+# ---------------------------------------------------------------------------
+def _first_error_frame(traces: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
+    """trace_id, n_steps, first_error, process (NaN), complete -- what
+    first-error agreement needs, without scoring."""
+    complete = complete_traces(traces[["trace_id", "n_steps"]], steps).to_numpy()
+    inv = steps.loc[steps["verdict"].astype(object).to_numpy() == INVALID]
+    first = inv.groupby("trace_id")["step"].min()
+    fe = pd.Series(traces["trace_id"].to_numpy()).map(first).to_numpy(dtype=float, na_value=np.nan)
+    return pd.DataFrame({"trace_id": traces["trace_id"].to_numpy(), "n_steps": traces["n_steps"].to_numpy(),
+                         "first_error": fe, "process": np.nan, "complete": complete})
+
+
+def _undefined_subset(block: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in block.items() if k != "undefined"} | {"undefined": block.get("undefined", {})}
+
+
+def annotator_report(study: Study, *, scope=None, data: ad.AgreementData | None = None,
+                     n_resamples: int = N_RESAMPLES, seed: int = 0) -> dict[str, Any]:
+    """Agreement among the annotators of a study (complete reviews):
+
+    * ``overall`` and ``by_domain``: Krippendorff's alpha, Fleiss' kappa and
+      pairwise Cohen's kappa (``agreement.core.annotators.annotator_agreement``);
+    * ``overlap``: which annotators finished the same traces, as sets;
+    * ``annotators``: each annotator against the **adjudicated label, else
+      the consensus of the other annotators** (leave-one-out, so nobody
+      agrees with themselves): step agreement with intervals, first-error
+      agreement, and how often each side calls a step invalid; lowest kappa
+      first -- who needs calibration.
+    """
+    data = data or ad.AgreementData.read(study, scope)
+    labels = data.annotator_labels()
+    traces = data.traces()
+    out: dict[str, Any] = {"traces_in_scope": int(len(traces)), "seed": seed, "n_resamples": n_resamples}
+    out["overall"] = _undefined_subset(annotator_agreement(labels))
+    domains = traces.set_index("trace_id")["domain"]
+    by_domain = []
+    lab_domain = labels["trace_id"].map(domains).fillna("").astype(str).to_numpy()
+    for d in sorted(set(lab_domain.tolist())):
+        block = annotator_agreement(labels.loc[lab_domain == d])
+        by_domain.append({"domain": d, **_undefined_subset(block)})
+    out["by_domain"] = by_domain
+
+    # Overlap sets: the annotators who finished each trace.
+    n_steps = traces.set_index("trace_id")["n_steps"]
+    per_trace = labels.groupby("trace_id")["annotator"].agg(lambda s: tuple(sorted(set(s.tolist()))))
+    overlap: dict[tuple, list[int]] = {}
+    for tid, names in per_trace.items():
+        entry = overlap.setdefault(names, [0, 0])
+        entry[0] += 1
+        entry[1] += int(n_steps.get(tid, 0))
+    out["overlap"] = [{"annotators": list(k), "size": len(k), "traces": v[0], "steps": v[1]}
+                      for k, v in sorted(overlap.items(), key=lambda kv: (-kv[1][0], kv[0]))]
+
+    raw = data.scoped(data.inputs.labels.loc[data.inputs.labels["src"].to_numpy() > 0,
+                                              ["trace_id", "step", "src", "verdict", "skeleton_refs"]])
+    adjudicated = data.scoped(final_labels(ad.sources.adjudicated_steps(data.inputs.labels), None, None)) \
+        if (data.inputs.labels["src"].to_numpy() == 0).any() else None
+    rows = []
+    for pk, name in sorted(data.annotators.items(), key=lambda kv: kv[1]):
+        mine_raw = raw.loc[raw["src"].to_numpy() == pk]
+        if mine_raw.empty:
+            continue
+        others = raw.loc[raw["src"].to_numpy() != pk].rename(columns={"src": "annotator"})
+        consensus = human_consensus(others) if len(others) else None
+        reference = final_labels(adjudicated, consensus, None)
+        mine = mine_raw[["trace_id", "step", "verdict", "skeleton_refs"]]
+        pairs = paired_steps(reference, mine)
+        step = step_agreement(reference, mine)
+        cis = agreement_intervals.step_intervals(pairs, n_resamples=n_resamples, seed=seed)
+        fe = first_error_agreement(_first_error_frame(traces, reference), _first_error_frame(traces, mine))
+        ref_inv = float(np.mean(pairs["reference_verdict"].to_numpy() == INVALID)) if len(pairs) else None
+        own_inv = float(np.mean(pairs["candidate_verdict"].to_numpy() == INVALID)) if len(pairs) else None
+        undefined = {**step["undefined"], **{k: v for k, v in fe["undefined"].items() if k.startswith("first_error")}}
+        rows.append({
+            "annotator": name, "source": f"{ad.ANNOTATOR_PREFIX}{name}",
+            "traces": int(mine_raw["trace_id"].nunique()), "steps_labelled": int(len(mine_raw)),
+            "steps_compared": step["steps_compared"],
+            "percent_agreement": step["percent_agreement"], "percent_agreement_ci": cis["percent_agreement_ci"],
+            "kappa": step["kappa"], "kappa_ci": cis["kappa_ci"],
+            "kappa_binary": step["kappa_binary"], "kappa_binary_ci": cis["kappa_binary_ci"],
+            "traces_compared": fe["traces_compared"], "first_error_exact": fe["first_error_exact"],
+            "invalid_rate": own_inv, "reference_invalid_rate": ref_inv,
+            "confusion": step["confusion"], "undefined": undefined,
+        })
+    rows.sort(key=lambda r: (r["kappa"] is None, r["kappa"] if r["kappa"] is not None else 0, r["annotator"]))
+    out["annotators"] = rows
+    out["reference"] = "adjudicated label, else the consensus of the other annotators"
+    return out
+
+
+def cached_annotator_report(study: Study, calibration: CalibrationStudy | None = None) -> dict[str, Any]:
+    cal = calibration.pk if calibration is not None else None
+    key = _key("annotators", study, cal)
+    value = cache.get(key)
+    if value is None:
+        value = annotator_report(study, scope=calibration_scope(calibration) if calibration is not None else None)
+        cache.set(key, value, CACHE_SECONDS)
+    return value
