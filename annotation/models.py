@@ -396,6 +396,7 @@ class Job(models.Model):
         QUEUED = "queued"
         RUNNING = "running"
         SUCCEEDED = "succeeded"
+        PARTIAL = "partial"  # finished, some items failed (runs of model calls)
         FAILED = "failed"
         CANCELLED = "cancelled"
 
@@ -430,7 +431,7 @@ class Job(models.Model):
 
     @property
     def finished(self) -> bool:
-        return self.status in (self.Status.SUCCEEDED, self.Status.FAILED, self.Status.CANCELLED)
+        return self.status in (self.Status.SUCCEEDED, self.Status.PARTIAL, self.Status.FAILED, self.Status.CANCELLED)
 
     @property
     def percent(self) -> int:

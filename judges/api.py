@@ -87,7 +87,7 @@ class StudyJudgeRuns(generics.ListAPIView):
 
     def get_queryset(self):
         study, _ = study_services.check_membership(self.request.user, self.kwargs["pk"])
-        return (JudgeRun.objects.filter(judge__study=study).select_related("judge", "job")
+        return (JudgeRun.objects.filter(judge__study=study).select_related("judge", "job", "run")
                 .order_by("-created_at", "-pk"))
 
     @extend_schema(request=s.JudgeRunRequestSerializer, responses={202: JobSerializer})
@@ -113,5 +113,5 @@ class JudgeRunDetail(generics.RetrieveAPIView):
     serializer_class = s.JudgeRunSerializer
 
     def get_object(self):
-        qs = JudgeRun.objects.visible_to(self.request.user).select_related("judge", "job")
+        qs = JudgeRun.objects.visible_to(self.request.user).select_related("judge", "job", "run")
         return get_object_or_404(qs, pk=self.kwargs["pk"])

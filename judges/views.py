@@ -78,7 +78,7 @@ def judge_edit(request: HttpRequest, judge_id: int) -> HttpResponse:
 @login_required
 def judge_detail(request: HttpRequest, judge_id: int) -> HttpResponse:
     judge, membership = _judge_for(request, judge_id)
-    runs = list(judge.runs.select_related("job").order_by("-created_at", "-pk")[:10])
+    runs = list(judge.runs.select_related("job", "run").order_by("-created_at", "-pk")[:10])
     failed = (JudgeTraceResult.objects.filter(judge=judge, status=JudgeTraceResult.Status.FAILED)
               .select_related("trace").order_by("trace__trace_id")[:50])
     context = {
@@ -169,7 +169,7 @@ def judge_run_start(request: HttpRequest, judge_id: int) -> HttpResponse:
 
 @login_required
 def judge_run(request: HttpRequest, run_id: int) -> HttpResponse:
-    run = get_object_or_404(JudgeRun.objects.visible_to(request.user).select_related("job", "judge__study"), pk=run_id)
+    run = get_object_or_404(JudgeRun.objects.visible_to(request.user).select_related("job", "run", "judge__study"), pk=run_id)
     failed = run.results.filter(status=JudgeTraceResult.Status.FAILED).select_related("trace").order_by("trace_id")[:50]
     context = {"run": run, "job": run.job, "judge": run.judge, "study": run.judge.study,
                "progress": jobs.live_progress(run.job), "failed": failed}

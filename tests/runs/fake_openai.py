@@ -190,7 +190,7 @@ class FakeOpenAI:
         }
 
 
-if __name__ == "__main__":  # a server of its own process: python -m tests.judges.fake_openai LATENCY
+if __name__ == "__main__":  # a server of its own process: python -m tests.runs.fake_openai LATENCY
     import sys
 
     server = FakeOpenAI(latency=float(sys.argv[1]) if len(sys.argv) > 1 else 0.0)
