@@ -451,8 +451,7 @@ class ModelPool:
             except openai.APITimeoutError:
                 error, status = f"timed out after {ep.timeout_seconds:g}s", None
             except openai.APIConnectionError as exc:
-                cause = exc.__cause__ or exc
-                error, status = f"could not connect to {ep.base_url}: {cause or exc}", None
+                error, status = f"could not connect to {ep.base_url}: {_root_cause(exc)}", None
                 if _refused(exc):
                     pt = ct = 0  # nothing reached the server
             except openai.APIStatusError as exc:
@@ -533,12 +532,22 @@ def _content(response, api: str) -> str | None:
     return choice.message.content
 
 
+def _root_cause(exc: BaseException) -> BaseException:
+    while exc.__cause__ is not None:
+        exc = exc.__cause__
+    return exc
+
+
 def _refused(exc: Exception) -> bool:
     """True when the connection was never made (nothing was sent)."""
     import httpx
 
-    cause = exc.__cause__
-    return isinstance(cause, httpx.ConnectError)
+    seen = exc
+    while seen is not None:
+        if isinstance(seen, (httpx.ConnectError, ConnectionRefusedError)):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def _status_message(exc) -> str:
