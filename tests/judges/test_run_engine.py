@@ -132,3 +132,24 @@ def test_a_verdict_copying_the_example_is_a_warning_on_the_run(make_traces, llm_
     assert run.notes == {protocol.COPIED_EXAMPLE_NOTE: 1}
     result = JudgeTraceResult.objects.get(judge=judge, trace__trace_id="t0001")
     assert result.warnings == ["the reason of steps 1, 2, 3 copies the prompt's example verbatim"]
+
+
+def test_the_run_page_shows_a_partial_run_with_its_reasons_unknown_tokens_and_warnings(
+        client, owner, make_traces, llm_judge, server):
+    from django.urls import reverse
+    from django.utils.html import escape
+
+    make_traces(4)
+    judge = llm_judge(max_retries=0, timeout_seconds=0.3, concurrency=1)
+    _fail_traces(server, {3})
+    server.inject(Fault(delay=1.0))  # the first request times out: trace 0 fails, its tokens unknown
+    copied = json.dumps({"steps": [{"step": 1, "verdict": "valid", "skeleton_refs": [], "reason": "why, in a few words"}]})
+    server.rule(lambda body: "of trace 2\n" in body["messages"][-1]["content"] + "\n", Fault(content=copied))
+    run, job = run_judge(judge)
+    assert job.status == Job.Status.PARTIAL
+    client.force_login(owner)
+    page = client.get(reverse("judge-run", args=[run.pk])).content.decode()
+    assert '<span class="status partial">partial</span>' in page
+    assert "2 of 4 traces failed; first reasons: timed out after 0.3s" in page and "context length exceeded" in page
+    assert "unknown for 1 call" in page and "at least $" in page
+    assert escape(f"{protocol.COPIED_EXAMPLE_NOTE}: 1 trace") in page
