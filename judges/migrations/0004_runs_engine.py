@@ -100,7 +100,12 @@ def backwards(apps, schema_editor):
                                  prompt_tokens=c.prompt_tokens or 0, completion_tokens=c.completion_tokens or 0,
                                  created_at=c.created_at))
     OldCache.objects.bulk_create(rows, batch_size=1000)
-    Run.objects.filter(pk__in=list(by_run)).delete()
+    # The engine's rows of judge runs go (the judge rows hold everything again).
+    JudgeRun.objects.update(run=None)
+    ModelCall.objects.filter(run_id__in=list(by_run))._raw_delete(schema_editor.connection.alias)
+    RunChunk.objects.filter(run_id__in=list(by_run))._raw_delete(schema_editor.connection.alias)
+    NewCache.objects.filter(scope__startswith="judge:")._raw_delete(schema_editor.connection.alias)
+    Run.objects.filter(pk__in=list(by_run))._raw_delete(schema_editor.connection.alias)
     _reset_sequences(schema_editor, [JudgeRunChunk, JudgeCall, OldCache])
 
 
