@@ -17,7 +17,7 @@ from tests.judges.conftest import trace_records
 pytestmark = pytest.mark.django_db(transaction=True)
 
 BEFORE = [("judges", "0003_mechanistic_judge_for_every_study"), ("runs", None)]
-AFTER = [("judges", "0004_runs_engine"), ("runs", "0001_initial")]
+AFTER = [("judges", "0006_drop_moved_engine_fields"), ("runs", "0001_initial")]
 
 
 def _migrate(targets):
