@@ -400,6 +400,7 @@ class Job(models.Model):
         QUEUED = "queued"
         RUNNING = "running"
         SUCCEEDED = "succeeded"
+        PARTIAL = "partial"  # finished, some items failed (runs of model calls)
         FAILED = "failed"
         CANCELLED = "cancelled"
 
@@ -434,7 +435,7 @@ class Job(models.Model):
 
     @property
     def finished(self) -> bool:
-        return self.status in (self.Status.SUCCEEDED, self.Status.FAILED, self.Status.CANCELLED)
+        return self.status in (self.Status.SUCCEEDED, self.Status.PARTIAL, self.Status.FAILED, self.Status.CANCELLED)
 
     @property
     def percent(self) -> int:

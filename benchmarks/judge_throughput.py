@@ -1,6 +1,6 @@
 """Judge throughput.
 
-1. An LLM judge against the fake OpenAI-compatible server (tests/judges/fake_openai.py)
+1. An LLM judge against the fake OpenAI-compatible server (tests/runs/fake_openai.py)
    with --latency seconds per answer and --concurrency requests in flight, over
    --traces synthetic traces of 3 steps: wall time against the ideal
    traces * latency / concurrency, then the same run again (all from the cache).
@@ -51,7 +51,7 @@ def setup_django(data_dir: str, database_url: str | None, broker: str) -> None:
 
 class FakeServerProcess:
     def __init__(self, latency: float) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-m", "tests.judges.fake_openai", str(latency)], cwd=ROOT,
+        self.proc = subprocess.Popen([sys.executable, "-m", "tests.runs.fake_openai", str(latency)], cwd=ROOT,
                                      stdout=subprocess.PIPE, text=True)
         self.url = self.proc.stdout.readline().strip()
         self.stopped: dict | None = None

@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from judges.models import JudgeCall, JudgeConfig, JudgeRun, JudgeRunChunk, JudgeTraceResult, PromptVersion
+from judges.models import JudgeConfig, JudgeRun, JudgeTraceResult, PromptVersion
 
 
 class PromptVersionInline(admin.TabularInline):
@@ -19,18 +19,10 @@ class JudgeConfigAdmin(admin.ModelAdmin):
     inlines = [PromptVersionInline]
 
 
-class JudgeRunChunkInline(admin.TabularInline):
-    model = JudgeRunChunk
-    extra = 0
-    fields = ["index", "status", "holder", "lease_until", "attempts"]
-    readonly_fields = fields
-
-
 @admin.register(JudgeRun)
 class JudgeRunAdmin(admin.ModelAdmin):
-    list_display = ["pk", "judge", "scope", "requests", "cache_hits", "cost_usd", "created_at"]
-    raw_id_fields = ["job", "judge"]
-    inlines = [JudgeRunChunkInline]
+    list_display = ["pk", "judge", "scope", "labels_created", "labels_changed", "created_at"]
+    raw_id_fields = ["job", "run", "judge"]
 
 
 @admin.register(JudgeTraceResult)
@@ -38,10 +30,3 @@ class JudgeTraceResultAdmin(admin.ModelAdmin):
     list_display = ["judge", "trace", "status", "answer_correct", "attempts", "cost_usd", "updated_at"]
     list_filter = ["status"]
     raw_id_fields = ["judge", "trace", "run"]
-
-
-@admin.register(JudgeCall)
-class JudgeCallAdmin(admin.ModelAdmin):
-    list_display = ["run", "trace", "attempt", "output_mode", "outcome", "http_status", "latency_ms", "at"]
-    list_filter = ["outcome"]
-    raw_id_fields = ["run", "trace"]

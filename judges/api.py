@@ -85,7 +85,7 @@ class StudyJudgeRuns(generics.ListAPIView):
 
     def get_queryset(self):
         study, _ = access.check_study(self.request.user, self.kwargs["pk"])
-        return (JudgeRun.objects.filter(judge__study=study).select_related("judge", "job")
+        return (JudgeRun.objects.filter(judge__study=study).select_related("judge", "job", "run")
                 .order_by("-created_at", "-pk"))
 
     @extend_schema(request=s.JudgeRunRequestSerializer, responses={202: JobSerializer})
@@ -111,6 +111,6 @@ class JudgeRunDetail(generics.RetrieveAPIView):
     serializer_class = s.JudgeRunSerializer
 
     def get_object(self):
-        run, _ = access.check_object(self.request.user, JudgeRun.objects.select_related("judge", "job"),
+        run, _ = access.check_object(self.request.user, JudgeRun.objects.select_related("judge", "job", "run"),
                                      self.kwargs["pk"], study_path="judge__study_id", what="judge run")
         return run

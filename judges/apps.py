@@ -7,3 +7,7 @@ class JudgesConfig(AppConfig):
 
     def ready(self) -> None:
         from judges import signals  # noqa: F401  (connects the receivers)
+        from judges.runclient import JudgeClient
+        from runs.clients import register
+
+        register(JudgeClient())  # judge runs are runs of the run engine

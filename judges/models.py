@@ -18,13 +18,13 @@ from django.urls import reverse
 from django.utils import timezone
 
 from annotation.models import Job, Study, StudyScopedQuerySet, Trace
+from judges.protocol import template_error
+from runs.models import Run
 
 MECHANISTIC = "mechanistic"  # the built-in judge every study has
 
 
 def validate_template(source: str) -> None:
-    from judges.protocol import template_error
-
     error = template_error(source)
     if error:
         raise ValidationError(f"the template does not compile: {error}")
@@ -122,6 +122,7 @@ class JudgeConfig(models.Model):
         return self.provider != self.Provider.MECHANISTIC
 
     def price(self, prompt_tokens: int, completion_tokens: int) -> float:
+        """USD: (prompt tokens x input price + completion tokens x output price) / 1,000,000."""
         return (prompt_tokens * self.price_input_per_mtok + completion_tokens * self.price_output_per_mtok) / 1e6
 
 
@@ -152,11 +153,10 @@ class JudgeRunQuerySet(StudyScopedQuerySet):
 
 
 class JudgeRun(models.Model):
-    """One judge run: a Job of kind "judge", split into chunks of traces.
-
-    The counters are sums over committed chunks (updated with F() in each
-    chunk's transaction), so a chunk that died before committing counts nothing.
-    """
+    """One judge run: which judge, over which traces, and what it did to the
+    labels. The engine's side -- chunks, leases, calls, tokens, cost, the stop
+    reason -- is the ``run`` (runs.Run of kind "judge"); both belong to the same
+    Job. The counters are sums over committed chunks."""
 
     class Scope(models.TextChoices):
         ALL = "all"
@@ -164,25 +164,16 @@ class JudgeRun(models.Model):
         FAILED = "failed"
 
     job = models.OneToOneField(Job, on_delete=models.CASCADE, related_name="judge_run")
+    run = models.OneToOneField(Run, on_delete=models.CASCADE, related_name="judge_run")
     judge = models.ForeignKey(JudgeConfig, on_delete=models.CASCADE, related_name="runs")
     scope = models.CharField(max_length=20, choices=Scope.choices, default=Scope.ALL)
     filters = models.JSONField(default=dict, blank=True)  # model, domain, answer_correct, trace_ids
-    force = models.BooleanField(default=False)  # ignore cached responses
-    budget_usd = models.FloatField(null=True, blank=True)
     judge_version = models.PositiveIntegerField()
     prompt_version = models.CharField(max_length=50, blank=True)
-    config = models.JSONField(default=dict, blank=True)  # the configuration the run started with
-    requests = models.PositiveIntegerField(default=0)
-    cache_hits = models.PositiveIntegerField(default=0)
-    prompt_tokens = models.PositiveBigIntegerField(default=0)
-    completion_tokens = models.PositiveBigIntegerField(default=0)
-    cost_usd = models.FloatField(default=0.0)
-    warnings = models.PositiveIntegerField(default=0)
     labels_created = models.PositiveIntegerField(default=0)
     labels_changed = models.PositiveIntegerField(default=0)
     labels_unchanged = models.PositiveIntegerField(default=0)
     labels_removed = models.PositiveIntegerField(default=0)
-    stop_reason = models.CharField(max_length=500, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
 
     objects = JudgeRunQuerySet.as_manager()
@@ -196,55 +187,33 @@ class JudgeRun(models.Model):
     def get_absolute_url(self) -> str:
         return reverse("judge-run", args=[self.pk])
 
+    # The engine's figures, read through (templates, the API and the CLI show them).
+    force = property(lambda self: self.run.force)
+    budget_usd = property(lambda self: self.run.budget_usd)
+    config = property(lambda self: self.run.config)
+    requests = property(lambda self: self.run.requests)
+    cache_hits = property(lambda self: self.run.cache_hits)
+    prompt_tokens = property(lambda self: self.run.prompt_tokens)
+    completion_tokens = property(lambda self: self.run.completion_tokens)
+    unknown_token_calls = property(lambda self: self.run.unknown_token_calls)
+    cost_usd = property(lambda self: self.run.cost_usd)
+    warnings = property(lambda self: self.run.warnings)
+    notes = property(lambda self: self.run.notes)
+    stop_reason = property(lambda self: self.run.stop_reason)
+    output_mode = property(lambda self: self.run.output_mode)
+    chunks = property(lambda self: self.run.chunks)
+    calls = property(lambda self: self.run.calls)
+
     def summary(self) -> dict:
         return {
             "run": self.pk,
             "judge": self.judge.name if self.judge_id else None,
-            "requests": self.requests,
-            "cache_hits": self.cache_hits,
-            "prompt_tokens": self.prompt_tokens,
-            "completion_tokens": self.completion_tokens,
-            "cost_usd": round(self.cost_usd, 6),
-            "warnings": self.warnings,
+            **self.run.summary(),
             "labels_created": self.labels_created,
             "labels_changed": self.labels_changed,
             "labels_unchanged": self.labels_unchanged,
             "labels_removed": self.labels_removed,
         }
-
-
-class JudgeRunChunk(models.Model):
-    """A slice of a run's traces: the unit of work of one task.
-
-    A worker takes a chunk with a conditional UPDATE (pending, or running with
-    an expired lease) and writes its results in one transaction with the
-    status change, so a chunk is committed exactly once however often its
-    task is delivered."""
-
-    class Status(models.TextChoices):
-        PENDING = "pending"
-        RUNNING = "running"
-        DONE = "done"
-        SKIPPED = "skipped"  # the run stopped first
-
-    run = models.ForeignKey(JudgeRun, on_delete=models.CASCADE, related_name="chunks")
-    index = models.PositiveIntegerField()
-    trace_ids = models.JSONField(default=list)
-    status = models.CharField(max_length=20, choices=Status.choices, default=Status.PENDING)
-    holder = models.CharField(max_length=200, blank=True)  # "nodename/boot id" of the worker on it
-    lease_until = models.DateTimeField(null=True, blank=True)
-    attempts = models.PositiveSmallIntegerField(default=0)
-
-    class Meta:
-        ordering = ["run", "index"]
-        constraints = [models.UniqueConstraint(fields=["run", "index"], name="judgechunk_unique_index")]
-        indexes = [
-            # The next pending chunk of a run; stalled chunks when a worker starts.
-            models.Index(fields=["run", "status", "index"], name="judgechunk_run_status_idx"),
-        ]
-
-    def __str__(self) -> str:
-        return f"chunk {self.index} of run {self.run_id} ({self.status})"
 
 
 class JudgeTraceResultQuerySet(StudyScopedQuerySet):
@@ -270,8 +239,9 @@ class JudgeTraceResult(models.Model):
     n_labels = models.PositiveIntegerField(default=0)
     attempts = models.PositiveSmallIntegerField(default=0)
     cached = models.BooleanField(default=False)
-    prompt_tokens = models.PositiveIntegerField(default=0)
+    prompt_tokens = models.PositiveIntegerField(default=0)  # known tokens; see unknown_token_calls
     completion_tokens = models.PositiveIntegerField(default=0)
+    unknown_token_calls = models.PositiveSmallIntegerField(default=0)  # calls whose usage the server never told
     cost_usd = models.FloatField(default=0.0)
     judge_version = models.PositiveIntegerField(default=1)
     prompt_version = models.CharField(max_length=50, blank=True)
@@ -291,46 +261,3 @@ class JudgeTraceResult(models.Model):
 
     def __str__(self) -> str:
         return f"{self.judge} on {self.trace_id}: {self.status}"
-
-
-class JudgeCall(models.Model):
-    """One HTTP request of a run (every attempt, including retries)."""
-
-    class Outcome(models.TextChoices):
-        OK = "ok"
-        MALFORMED = "malformed"  # an answer, but not valid JSON of the judge output shape
-        ERROR = "error"  # transport error, timeout, HTTP error
-        REJECTED_FORMAT = "rejected_format"  # the server refused the response_format
-
-    run = models.ForeignKey(JudgeRun, on_delete=models.CASCADE, related_name="calls")
-    trace = models.ForeignKey(Trace, on_delete=models.CASCADE, related_name="+")
-    attempt = models.PositiveSmallIntegerField()
-    output_mode = models.CharField(max_length=20)
-    outcome = models.CharField(max_length=20, choices=Outcome.choices)
-    http_status = models.PositiveSmallIntegerField(null=True, blank=True)
-    error = models.TextField(blank=True)
-    latency_ms = models.PositiveIntegerField(default=0)
-    prompt_tokens = models.PositiveIntegerField(default=0)
-    completion_tokens = models.PositiveIntegerField(default=0)
-    cost_usd = models.FloatField(default=0.0)
-    at = models.DateTimeField(default=timezone.now)
-
-    class Meta:
-        ordering = ["run", "at", "pk"]
-
-
-class ResponseCache(models.Model):
-    """A judge's valid answer to one exact request. The key hashes the judge,
-    its version, the prompt version, the model and the rendered request, so a
-    re-run costs no request unless forced."""
-
-    key = models.CharField(max_length=64, unique=True)
-    judge = models.ForeignKey(JudgeConfig, on_delete=models.CASCADE, related_name="+")
-    content = models.TextField()
-    output_mode = models.CharField(max_length=20)
-    prompt_tokens = models.PositiveIntegerField(default=0)
-    completion_tokens = models.PositiveIntegerField(default=0)
-    created_at = models.DateTimeField(default=timezone.now)
-
-    def __str__(self) -> str:
-        return self.key[:12]

@@ -13,7 +13,31 @@ from typing import Literal
 from django.template import Context, Engine, TemplateSyntaxError
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from judges.providers.base import LabelOut, TraceInput
+from runs import transport
+
+
+@dataclass(frozen=True)
+class TraceInput:
+    """Everything a judge may see of one trace."""
+
+    trace_pk: int
+    trace_id: str
+    model: str
+    problem: str
+    gold_answer: str
+    answer: str
+    steps: tuple[str, ...]
+    skeleton: tuple[tuple[str, str], ...] = ()  # approved skeleton: (text, check expression)
+
+
+@dataclass
+class LabelOut:
+    step: int  # 1-based
+    verdict: str
+    skeleton_refs: list[int]
+    confidence: float | None
+    reason: str
+
 
 SKELETON = "skeleton"
 REFERENCE_FREE = "reference-free"
@@ -85,18 +109,31 @@ def output_schema(mode: str) -> dict:
     }
 
 
+# The example answer is a FORMAT illustration made of placeholders: a small
+# model copied a concrete example's reason ("computes the eggs left
+# correctly") into every verdict of problems with no eggs (issue 15).
+EXAMPLE_REASON = "<why, in a few words>"
+COPIED_EXAMPLE_NOTE = "a verdict's reason copies the prompt's example verbatim (the model may be echoing the prompt)"
+
+
 def _example(mode: str) -> str:
-    step = {"step": 1, "verdict": "valid", "confidence": 0.9, "reason": "computes the eggs left correctly"}
-    if mode == SKELETON:
-        step = {"step": 1, "verdict": "valid", "skeleton_refs": [1], "confidence": 0.9,
-                "reason": "computes the eggs left correctly"}
-    return json.dumps({"steps": [step], "answer_correct": True})
+    refs = '"skeleton_refs": [<numbers of skeleton steps>], ' if mode == SKELETON else ""
+    return ('{"steps": [{"step": <step number>, "verdict": <"valid" | "invalid" | "neutral">, ' + refs
+            + '"confidence": <0 to 1>, "reason": "' + EXAMPLE_REASON + '"}, ...], '
+            '"answer_correct": <true | false>}')
+
+
+def copies_example(reason: str) -> bool:
+    """True when a verdict's reason is the example's placeholder (with or without its brackets)."""
+    text = reason.strip().strip('"').strip().lower()
+    return text in (EXAMPLE_REASON.lower(), EXAMPLE_REASON.strip("<>").lower())
 
 
 def output_instructions(mode: str, output_mode: str) -> str:
     """What follows the rendered template. With json_schema the server enforces
     the shape; otherwise the schema travels in the prompt."""
-    text = f"\n\nReply with one JSON object, for example:\n{_example(mode)}\n"
+    text = (f"\n\nReply with one JSON object of this form (the <...> are placeholders for your own "
+            f"judgement, one entry per step):\n{_example(mode)}\n")
     if output_mode != "json_schema":
         text += f"It must follow this JSON schema:\n{json.dumps(output_schema(mode))}\n"
     return text
@@ -130,11 +167,11 @@ def messages(template: str, trace: TraceInput, mode: str, output_mode: str) -> l
 
 
 def response_format(mode: str, output_mode: str) -> dict | None:
-    if output_mode == "json_schema":
-        return {"type": "json_schema", "json_schema": {"name": "step_verdicts", "schema": output_schema(mode)}}
-    if output_mode == "json_object":
-        return {"type": "json_object"}
-    return None
+    """The response_format of a request (runs.transport builds it: json_object carries the schema too)."""
+    return transport.response_format(output_mode, output_schema(mode), SCHEMA_NAME)
+
+
+SCHEMA_NAME = "step_verdicts"
 
 
 # --------------------------------------------------------------------------
@@ -173,7 +210,7 @@ class _JudgeOut(BaseModel):
     answer_correct: bool | None = None
 
 
-class MalformedOutput(ValueError):
+class MalformedOutput(transport.Malformed):
     """The content is not valid JSON of the judge output shape: a failed attempt."""
 
 
@@ -182,6 +219,7 @@ class ParsedOutput:
     labels: list[LabelOut]
     answer_correct: bool | None
     warnings: list[str] = field(default_factory=list)
+    copied_example: bool = False
 
 
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL | re.IGNORECASE)
@@ -241,4 +279,8 @@ def parse_output(content: str | None, n_steps: int, n_skeleton: int, mode: str) 
                     warnings.append(f"step {s.step}: skeleton step {r} is outside 1..{n_skeleton}; ignored")
         labels.append(LabelOut(s.step, s.verdict, sorted(refs), s.confidence, s.reason.strip()))
     labels.sort(key=lambda label: label.step)
-    return ParsedOutput(labels, out.answer_correct, warnings)
+    copied = [label.step for label in labels if copies_example(label.reason)]
+    if copied:
+        warnings.append(f"the reason of step{'s' if len(copied) > 1 else ''} {', '.join(map(str, copied))} "
+                        "copies the prompt's example verbatim")
+    return ParsedOutput(labels, out.answer_correct, warnings, copied_example=bool(copied))

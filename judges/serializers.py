@@ -81,7 +81,8 @@ class JudgeRunSerializer(HtmlUrlMixin, serializers.ModelSerializer):
     class Meta:
         model = JudgeRun
         fields = ["id", "judge", "scope", "filters", "force", "budget_usd", "judge_version", "prompt_version", "job",
-                  "requests", "cache_hits", "prompt_tokens", "completion_tokens", "cost_usd", "warnings",
+                  "requests", "cache_hits", "prompt_tokens", "completion_tokens", "unknown_token_calls", "cost_usd",
+                  "warnings", "notes", "output_mode",
                   "labels_created", "labels_changed", "labels_unchanged", "labels_removed", "stop_reason",
                   "created_at", "html_url"]
         read_only_fields = fields

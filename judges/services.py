@@ -1,72 +1,41 @@
-"""Named judge operations shared by the web views, the API, the CLI and the
-Celery tasks (docs/judges.md).
+"""Named judge operations shared by the web views, the API and the CLI
+(docs/judges.md).
 
 ``check_*`` authorise and return objects or raise; ``do_*`` change data in a
 transaction and queue work only after commit.
 
-A run is a Job of kind "judge" with a JudgeRun and its chunks. Chunks are
-processed one after the other (each task queues the next), so one run keeps
-exactly the judge's ``concurrency`` requests in flight. A chunk is claimed
-with a conditional UPDATE and committed in one transaction with its labels,
-so a re-delivered task finds it done and does nothing; a chunk whose worker
-died is taken over when its lease expires or when a worker with the same
-node name starts again.
+A judge run is a Job of kind "judge" with a JudgeRun (the judge, the traces,
+the label counts) and a runs.Run of kind "judge" (chunks, leases, calls,
+cost): the run engine (runs.engine, docs/runs.md) does the work and calls
+judges.runclient for what is particular to judges.
 """
 
 from __future__ import annotations
 
 import logging
-import os
-import socket
-import time
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
-from datetime import timedelta
+from collections.abc import Iterable
 from typing import Any
 
-from django.conf import settings
 from django.db import transaction
-from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet, Subquery
-from django.utils import timezone
+from django.db.models import Count, Exists, OuterRef, QuerySet, Subquery
 
 from annotation import access, jobs
-from annotation.importing.pipeline import label_snapshot
-from annotation.models import Job, LabelHistory, Membership, SkeletonStep, Step, StepLabel, Study, Trace
+from annotation.models import Job, Membership, Step, StepLabel, Study, Trace
 from judges import protocol
-from judges.models import (
-    MECHANISTIC,
-    JudgeCall,
-    JudgeConfig,
-    JudgeRun,
-    JudgeRunChunk,
-    JudgeTraceResult,
-    PromptVersion,
-    ResponseCache,
-)
-from judges.providers import CachedAnswer, FatalJudgeError, TraceInput, TraceOutcome, get_provider, provider_class
+from judges.models import MECHANISTIC, JudgeConfig, JudgeRun, JudgeTraceResult, PromptVersion
+from judges.runclient import KIND, chunk_size, load_inputs
+from runs import engine
+from runs.engine import ACTIVE, Progress
 
 log = logging.getLogger(__name__)
 
-Progress = Callable[[int, int], None]  # (traces done, total)
-
-ACTIVE = (Job.Status.QUEUED, Job.Status.RUNNING)
 # Changing one of these can change a judge's answers: a new version, and a cold cache.
 VERSIONED_FIELDS = ("provider", "model", "base_url", "temperature", "max_tokens", "mode", "output_mode")
 FILTER_KEYS = ("model", "domain", "answer_correct", "trace_ids")
-MAX_CHUNK_ATTEMPTS = 3
 
 
 class RunConflict(Exception):
     """The judge already has a run in progress."""
-
-
-def lease_seconds() -> float:
-    """How long a chunk stays with a worker that stops renewing it."""
-    return float(getattr(settings, "JUDGE_CHUNK_LEASE_SECONDS", 300))
-
-
-def _lease() -> timedelta:
-    return timedelta(seconds=lease_seconds())
 
 
 # --------------------------------------------------------------------------
@@ -203,10 +172,6 @@ def traces_in_scope(judge: JudgeConfig, scope: str = "all", filters: dict | None
     return qs.order_by("pk")
 
 
-def chunk_size(judge: JudgeConfig) -> int:
-    return provider_class(judge).chunk_traces(judge)
-
-
 def _config_snapshot(judge: JudgeConfig) -> dict[str, Any]:
     keys = ("name", "provider", "model", "base_url", "api_key_env", "temperature", "max_tokens", "mode", "output_mode",
             "output_mode_resolved", "prompt_version", "concurrency", "rate_limit_per_minute", "max_retries",
@@ -223,7 +188,7 @@ def do_start_run(judge: JudgeConfig, *, scope: str = "all", filters: dict | None
     if budget_usd is not None and budget_usd < 0:
         raise ValueError("the budget must not be negative")
     filters = {k: v for k, v in (filters or {}).items() if v not in (None, "", [])}
-    run = None
+    judge_run = None
     try:
         with transaction.atomic():
             active = JudgeRun.objects.filter(judge=judge, job__status__in=ACTIVE).first()
@@ -236,429 +201,29 @@ def do_start_run(judge: JudgeConfig, *, scope: str = "all", filters: dict | None
                 params={"judge": judge.name, "judge_id": judge.pk, "traces": scope, "filters": filters, "force": force,
                         "budget_usd": budget_usd},
             )
-            run = JudgeRun.objects.create(
-                job=job, judge=judge, scope=scope, filters=filters, force=force, budget_usd=budget_usd,
-                judge_version=judge.version, prompt_version=judge.prompt_version if judge.uses_prompt else "",
-                config=_config_snapshot(judge),
+            run = engine.create_run(job, KIND, ids, chunk_size(judge), force=force, budget_usd=budget_usd,
+                                    config=_config_snapshot(judge))
+            judge_run = JudgeRun.objects.create(
+                job=job, run=run, judge=judge, scope=scope, filters=filters, judge_version=judge.version,
+                prompt_version=judge.prompt_version if judge.uses_prompt else "",
             )
-            job.params["run"] = run.pk
+            job.params["run"] = judge_run.pk
             job.save(update_fields=["params"])
-            size = chunk_size(judge)
-            chunks = JudgeRunChunk.objects.bulk_create(
-                [JudgeRunChunk(run=run, index=i, trace_ids=ids[start:start + size])
-                 for i, start in enumerate(range(0, len(ids), size))]
-            )
-            if not chunks:
-                jobs.finish(job.pk, status=Job.Status.SUCCEEDED, result=run.summary(), error="")
+            if not ids:
+                engine.finalize(run)
             elif queue:
-                first = chunks[0].pk
-                transaction.on_commit(lambda: queue_chunk(first))
+                engine.queue_first(run)
     except BrokerError:
-        if run is not None:
-            jobs.finish(run.job_id, status=Job.Status.FAILED, error="the task queue is not reachable")
+        if judge_run is not None:
+            jobs.finish(judge_run.job_id, status=Job.Status.FAILED, error="the task queue is not reachable")
         raise
-    run.job.refresh_from_db()
-    return run
+    judge_run.job.refresh_from_db()
+    return judge_run
 
 
-def queue_chunk(chunk_id: int) -> None:
-    from judges.tasks import judge_chunk
-
-    judge_chunk.delay(chunk_id)
-
-
-def run_inline(run: JudgeRun, *, progress: Progress | None = None) -> Job:
-    """Process every chunk of ``run`` in this process (CLI, demo, eager mode)."""
-    holder = f"inline:{socket.gethostname()}:{os.getpid()}"
-    chunk = run.chunks.filter(status=JudgeRunChunk.Status.PENDING).order_by("index").values_list("pk", flat=True).first()
-    while chunk is not None:
-        chunk = process_chunk(chunk, holder, progress=progress)
-    return Job.objects.get(pk=run.job_id)
-
-
-# --------------------------------------------------------------------------
-# Processing a chunk
-
-
-def load_inputs(trace_ids: Sequence[int]) -> tuple[list[TraceInput], dict[int, list[int]]]:
-    """What judges see of these traces (in the given order), and each trace's step pks by index."""
-    traces = {
-        t.pk: t
-        for t in Trace.objects.filter(pk__in=trace_ids).select_related("problem").only(
-            "pk", "trace_id", "model", "answer", "problem__statement", "problem__gold_answer",
-            "problem__approved_skeleton_id",
-        )
-    }
-    steps: dict[int, list[str]] = {pk: [] for pk in traces}
-    step_pks: dict[int, list[int]] = {pk: [] for pk in traces}
-    for trace_pk, pk, text in (
-        Step.objects.filter(trace_id__in=list(traces)).order_by("trace_id", "index").values_list("trace_id", "pk", "text")
-    ):
-        steps[trace_pk].append(text)
-        step_pks[trace_pk].append(pk)
-    skeleton_ids = {t.problem.approved_skeleton_id for t in traces.values()} - {None}
-    skeletons: dict[int, list[tuple[str, str]]] = {}
-    for skeleton_id, text, check in (
-        SkeletonStep.objects.filter(skeleton_id__in=skeleton_ids).order_by("skeleton_id", "position")
-        .values_list("skeleton_id", "text", "check_expr")
-    ):
-        skeletons.setdefault(skeleton_id, []).append((text, check))
-    inputs = []
-    for pk in trace_ids:
-        t = traces.get(pk)
-        if t is None:
-            continue  # deleted since the run started
-        inputs.append(TraceInput(
-            trace_pk=t.pk, trace_id=t.trace_id, model=t.model, problem=t.problem.statement,
-            gold_answer=t.problem.gold_answer, answer=t.answer, steps=tuple(steps[pk]),
-            skeleton=tuple(skeletons.get(t.problem.approved_skeleton_id, ())),
-        ))
-    return inputs, step_pks
-
-
-class DbStore:
-    """The response cache and the remembered output mode, in the database."""
-
-    def __init__(self, judge: JudgeConfig, *, force: bool = False) -> None:
-        self.judge = judge
-        self.force = force
-
-    def lookup(self, keys: Sequence[str]) -> dict[str, CachedAnswer]:
-        if self.force or not keys:
-            return {}
-        return {
-            key: CachedAnswer(content, mode, pt, ct)
-            for key, content, mode, pt, ct in ResponseCache.objects.filter(key__in=keys).values_list(
-                "key", "content", "output_mode", "prompt_tokens", "completion_tokens"
-            )
-        }
-
-    def save(self, answers: dict[str, CachedAnswer]) -> None:
-        # Written at once, outside the chunk's transaction: a worker killed
-        # mid-chunk does not pay for these answers again.
-        ResponseCache.objects.bulk_create(
-            [ResponseCache(key=key, judge=self.judge, content=a.content, output_mode=a.output_mode,
-                           prompt_tokens=a.prompt_tokens, completion_tokens=a.completion_tokens)
-             for key, a in answers.items()],
-            update_conflicts=True, unique_fields=["key"],
-            update_fields=["content", "output_mode", "prompt_tokens", "completion_tokens"],
-        )
-
-    def remember_output_mode(self, output_mode: str) -> None:
-        JudgeConfig.objects.filter(pk=self.judge.pk).update(output_mode_resolved=output_mode)
-
-
-class RunControl:
-    """What a provider asks between traces: cancel requested? budget spent?
-    Also keeps the chunk's lease alive. Reads the database at most every
-    ``interval`` seconds."""
-
-    def __init__(self, run: JudgeRun, chunk_id: int, holder: str) -> None:
-        self.run = run
-        self.chunk_id = chunk_id
-        self.holder = holder
-        self.interval = float(getattr(settings, "JUDGE_CANCEL_CHECK_SECONDS", 0.5))
-        self.spent = run.cost_usd
-        self.cancelled = False
-        self.lost = False
-        self.checked = float("-inf")
-        self.renewed = time.monotonic()
-
-    def charge(self, cost_usd: float) -> None:
-        self.spent += cost_usd
-
-    def stop_reason(self) -> str | None:
-        if self.lost:
-            return "lost"
-        if self.cancelled:
-            return "cancelled"
-        budget = self.run.budget_usd
-        if budget is not None and self.spent >= budget:
-            return "budget"
-        now = time.monotonic()
-        if now - self.checked >= self.interval:
-            self.checked = now
-            self.cancelled = Job.objects.filter(pk=self.run.job_id).filter(
-                Q(cancel_requested=True) | ~Q(status__in=ACTIVE)
-            ).exists()
-            if now - self.renewed >= _lease().total_seconds() / 4:
-                self.renewed = now
-                self.lost = not JudgeRunChunk.objects.filter(
-                    pk=self.chunk_id, holder=self.holder, status=JudgeRunChunk.Status.RUNNING
-                ).update(lease_until=timezone.now() + _lease())
-            if self.lost:
-                return "lost"
-            if self.cancelled:
-                return "cancelled"
-        return None
-
-
-def claim_chunk(chunk_id: int, holder: str) -> bool:
-    now = timezone.now()
-    return bool(
-        JudgeRunChunk.objects.filter(pk=chunk_id)
-        .filter(Q(status=JudgeRunChunk.Status.PENDING) | Q(status=JudgeRunChunk.Status.RUNNING, lease_until__lt=now))
-        .update(status=JudgeRunChunk.Status.RUNNING, holder=holder, lease_until=now + _lease(),
-                attempts=F("attempts") + 1)
-    )
-
-
-@dataclass
-class _Tally:
-    done: int = 0
-    failed: int = 0
-
-
-def process_chunk(chunk_id: int, holder: str, *, progress: Progress | None = None) -> int | None:
-    """Judge one chunk and commit its results. Returns the next chunk to queue,
-    or None (run over, or the chunk was not ours to do). Safe to call twice."""
-    if not claim_chunk(chunk_id, holder):
-        return None
-    chunk = JudgeRunChunk.objects.select_related("run__judge__study", "run__job").get(pk=chunk_id)
-    run, job = chunk.run, chunk.run.job
-    if job.cancel_requested or job.finished:
-        _release(chunk, holder, JudgeRunChunk.Status.SKIPPED)
-        finalize(run)
-        return None
-    Job.objects.filter(pk=job.pk, status=Job.Status.QUEUED).update(status=Job.Status.RUNNING, started_at=timezone.now())
-    judge = run.judge
-    control = RunControl(run, chunk.pk, holder)
-    tally = _Tally()
-    outcomes: list[TraceOutcome] = []
-    fatal = ""
-    last_report = 0.0
-
-    def report(force: bool = False) -> None:
-        nonlocal last_report
-        now = time.monotonic()
-        if force or now - last_report >= 0.25:
-            last_report = now
-            done, failed = job.done + tally.done, job.failed + tally.failed
-            jobs.report_progress(job.pk, done, job.total, failed)
-            if progress:
-                progress(done, job.total)
-
-    inputs, step_pks = load_inputs(chunk.trace_ids)
-    provider = None
-    try:
-        provider = get_provider(judge, DbStore(judge, force=run.force))
-        for outcome in provider.judge(inputs, control):
-            outcomes.append(outcome)  # a skipped trace (stopped mid-retry) still had calls that cost
-            if outcome.status == "skipped":
-                continue
-            tally.done += 1
-            tally.failed += outcome.status == "failed"
-            report()
-    except FatalJudgeError as exc:
-        fatal = str(exc)
-    finally:
-        if provider is not None:
-            provider.close()
-    stop = control.stop_reason()
-    if stop == "lost":
-        log.warning("judge chunk %s was taken over by another worker; dropping %d outcomes", chunk.pk, tally.done)
-        return None
-    # Only traces with an outcome are done (a stop leaves the rest for another run);
-    # traces deleted since the run started count as done.
-    missing = len(chunk.trace_ids) - len(inputs)
-    with transaction.atomic():
-        if not _release(chunk, holder, JudgeRunChunk.Status.DONE):
-            transaction.set_rollback(True)
-            return None
-        write_outcomes(run, judge, outcomes, step_pks, actor=job.created_by)
-        Job.objects.filter(pk=job.pk).update(done=F("done") + tally.done + missing, failed=F("failed") + tally.failed)
-    job.done += tally.done + missing
-    job.failed += tally.failed
-    report(force=True)
-    nxt = run.chunks.filter(status=JudgeRunChunk.Status.PENDING).order_by("index").values_list("pk", flat=True).first()
-    if fatal:
-        return finalize(run, status=Job.Status.FAILED, error=fatal)
-    if stop == "cancelled":
-        return finalize(run)
-    if stop == "budget" and (tally.done < len(inputs) or nxt is not None):
-        run.refresh_from_db(fields=["cost_usd"])
-        return finalize(run, status=Job.Status.FAILED,
-                        error=f"stopped: the budget of ${run.budget_usd:g} is spent (${run.cost_usd:.4f})")
-    if nxt is None:
-        return finalize(run)
-    return nxt
-
-
-def _release(chunk: JudgeRunChunk, holder: str, status: str) -> bool:
-    return bool(
-        JudgeRunChunk.objects.filter(pk=chunk.pk, holder=holder, status=JudgeRunChunk.Status.RUNNING)
-        .update(status=status, lease_until=None)
-    )
-
-
-def release_failed_chunk(chunk_id: int, holder: str, error: str) -> int | None:
-    """After an unexpected error: give the chunk back to be tried again, or
-    fail the run after MAX_CHUNK_ATTEMPTS. Returns the chunk to re-queue."""
-    chunk = JudgeRunChunk.objects.select_related("run").filter(pk=chunk_id, holder=holder).first()
-    if chunk is None:
-        return None
-    if chunk.attempts >= MAX_CHUNK_ATTEMPTS:
-        _release(chunk, holder, JudgeRunChunk.Status.SKIPPED)
-        finalize(chunk.run, status=Job.Status.FAILED, error=f"chunk {chunk.index} failed {chunk.attempts} times: {error}")
-        return None
-    JudgeRunChunk.objects.filter(pk=chunk.pk, holder=holder).update(
-        status=JudgeRunChunk.Status.PENDING, holder="", lease_until=None
-    )
-    return chunk.pk
-
-
-def write_outcomes(run: JudgeRun, judge: JudgeConfig, outcomes: Sequence[TraceOutcome],
-                   step_pks: dict[int, list[int]], *, actor=None) -> None:
-    """Upsert the labels (one per step and judge: the unique constraint is the
-    last guard against duplicates), record what changed in LabelHistory, and
-    store per-trace results, calls and the run's counters. Call inside a transaction."""
-    now = timezone.now()
-    ok = [o for o in outcomes if o.status == "ok"]
-    existing = {
-        label.step_id: label
-        for label in StepLabel.objects.filter(
-            kind=StepLabel.Kind.JUDGE, judge=judge, step__trace_id__in=[o.trace_pk for o in ok]
-        )
-    }
-    created: list[StepLabel] = []
-    changed: list[StepLabel] = []
-    removed: list[StepLabel] = []
-    history: list[LabelHistory] = []
-    unchanged = 0
-
-    def record(step_id: int, label: StepLabel | None, before, after) -> None:
-        history.append(LabelHistory(step_id=step_id, label=label, kind=StepLabel.Kind.JUDGE, source_name=judge.name,
-                                    actor=actor, at=now, before=before, after=after, via="judge run"))
-
-    for outcome in ok:
-        pks = step_pks.get(outcome.trace_pk, [])
-        given = set()
-        for lab in outcome.labels:
-            step_id = pks[lab.step - 1]
-            given.add(step_id)
-            after = {"verdict": lab.verdict, "skeleton_refs": list(lab.skeleton_refs), "confidence": lab.confidence,
-                     "reason": lab.reason}
-            old = existing.get(step_id)
-            if old is None:
-                label = StepLabel(step_id=step_id, kind=StepLabel.Kind.JUDGE, judge=judge, verdict=lab.verdict,
-                                  skeleton_refs=after["skeleton_refs"], confidence=lab.confidence, reason=lab.reason,
-                                  created_at=now, updated_at=now)
-                created.append(label)
-                record(step_id, label, None, after)
-                continue
-            before = label_snapshot(old)
-            if before == after:
-                unchanged += 1
-                continue
-            old.verdict, old.skeleton_refs, old.confidence, old.reason = (
-                lab.verdict, after["skeleton_refs"], lab.confidence, lab.reason
-            )
-            old.version += 1
-            old.updated_at = now
-            changed.append(old)
-            record(step_id, old, before, after)
-        # A step the judge left out this time keeps no stale verdict.
-        for step_id in pks:
-            old = existing.get(step_id)
-            if step_id not in given and old is not None:
-                removed.append(old)
-                record(step_id, None, label_snapshot(old), None)
-
-    StepLabel.objects.bulk_create(created, batch_size=1000)
-    StepLabel.objects.bulk_update(changed, ["verdict", "skeleton_refs", "confidence", "reason", "version", "updated_at"],
-                                  batch_size=500)
-    if removed:
-        StepLabel.objects.filter(pk__in=[label.pk for label in removed]).delete()
-    LabelHistory.objects.bulk_create(history, batch_size=1000)
-
-    results = [
-        JudgeTraceResult(
-            judge=judge, trace_id=o.trace_pk, run=run, status=JudgeTraceResult.Status.OK if o.status == "ok" else
-            JudgeTraceResult.Status.FAILED, reason=o.reason[:5000], warnings=o.warnings,
-            answer_correct=o.answer_correct, n_labels=len(o.labels), attempts=len(o.calls), cached=o.cached,
-            prompt_tokens=o.prompt_tokens, completion_tokens=o.completion_tokens, cost_usd=o.cost_usd,
-            judge_version=run.judge_version, prompt_version=run.prompt_version, updated_at=now,
-        )
-        for o in outcomes if o.status != "skipped"
-    ]
-    JudgeTraceResult.objects.bulk_create(
-        results, batch_size=1000, update_conflicts=True, unique_fields=["judge", "trace"],
-        update_fields=["run", "status", "reason", "warnings", "answer_correct", "n_labels", "attempts", "cached",
-                       "prompt_tokens", "completion_tokens", "cost_usd", "judge_version", "prompt_version",
-                       "updated_at"],
-    )
-    JudgeCall.objects.bulk_create(
-        [JudgeCall(run=run, trace_id=o.trace_pk, attempt=c.attempt, output_mode=c.output_mode, outcome=c.outcome,
-                   http_status=c.http_status, error=c.error[:2000], latency_ms=c.latency_ms,
-                   prompt_tokens=c.prompt_tokens, completion_tokens=c.completion_tokens, cost_usd=c.cost_usd, at=now)
-         for o in outcomes for c in o.calls],
-        batch_size=1000,
-    )
-    JudgeRun.objects.filter(pk=run.pk).update(
-        requests=F("requests") + sum(len(o.calls) for o in outcomes),
-        cache_hits=F("cache_hits") + sum(o.cached for o in outcomes),
-        prompt_tokens=F("prompt_tokens") + sum(o.prompt_tokens for o in outcomes),
-        completion_tokens=F("completion_tokens") + sum(o.completion_tokens for o in outcomes),
-        cost_usd=F("cost_usd") + sum(o.cost_usd for o in outcomes),
-        warnings=F("warnings") + sum(len(o.warnings) for o in outcomes),
-        labels_created=F("labels_created") + len(created),
-        labels_changed=F("labels_changed") + len(changed),
-        labels_unchanged=F("labels_unchanged") + unchanged,
-        labels_removed=F("labels_removed") + len(removed),
-    )
-
-
-def finalize(run: JudgeRun, *, status: str | None = None, error: str = "") -> None:
-    """End the run's job once (later calls do nothing) and tell scoring when labels changed."""
-    run.refresh_from_db()
-    job = Job.objects.get(pk=run.job_id)
-    if job.status not in ACTIVE:
-        return None
-    if job.cancel_requested and status is None:
-        status = Job.Status.CANCELLED
-    if status is None:
-        if job.done and job.failed == job.done:
-            first = run.results.filter(status=JudgeTraceResult.Status.FAILED).values_list("reason", flat=True).first()
-            status, error = Job.Status.FAILED, f"every trace failed; for example: {first or 'unknown reason'}"
-        else:
-            status = Job.Status.SUCCEEDED
-    run.chunks.filter(status=JudgeRunChunk.Status.PENDING).update(status=JudgeRunChunk.Status.SKIPPED)
-    if error:
-        JudgeRun.objects.filter(pk=run.pk).update(stop_reason=error[:500])
-    jobs.finish(job.pk, status=status, result=run.summary(), error=error)
-    if run.labels_created or run.labels_changed or run.labels_removed:
-        from annotation import signals
-
-        study = run.judge.study
-        transaction.on_commit(lambda: signals.data_changed.send(sender=Study, study=study, reason="judge"))
-    return None
-
-
-def resume_stalled(nodename: str | None = None, boot: str | None = None) -> list[int]:
-    """Re-queue the work of unfinished runs whose worker is gone: chunks with
-    an expired lease, and (when a worker starts) chunks held by an earlier
-    process with this worker's node name. Returns the chunks queued."""
-    now = timezone.now()
-    queued = []
-    dead = Q(status=JudgeRunChunk.Status.RUNNING, lease_until__lt=now)
-    if nodename:
-        dead |= Q(status=JudgeRunChunk.Status.RUNNING, holder__startswith=f"{nodename}/") & ~Q(
-            holder=f"{nodename}/{boot}"
-        )
-    for run in JudgeRun.objects.filter(job__status__in=ACTIVE).select_related("job"):
-        run.chunks.filter(dead).update(status=JudgeRunChunk.Status.PENDING, holder="", lease_until=None)
-        if run.chunks.filter(status=JudgeRunChunk.Status.RUNNING).exists():
-            continue  # a live worker is on it
-        if run.job.cancel_requested:
-            finalize(run)
-            continue
-        nxt = run.chunks.filter(status=JudgeRunChunk.Status.PENDING).order_by("index").values_list("pk", flat=True).first()
-        if nxt is None:
-            finalize(run)
-        else:
-            queue_chunk(nxt)
-            queued.append(nxt)
-    return queued
+def run_inline(judge_run: JudgeRun, *, progress: Progress | None = None) -> Job:
+    """Process every chunk of the run in this process (CLI, demo, eager mode)."""
+    return engine.run_inline(judge_run.run, progress=progress)
 
 
 # --------------------------------------------------------------------------
@@ -710,7 +275,7 @@ def judge_list(study: Study) -> list[JudgeConfig]:
         .order_by("name")
     )
     runs = {r.pk: r for r in JudgeRun.objects.filter(pk__in=[j.last_run_id for j in judges if j.last_run_id])
-            .select_related("job")}
+            .select_related("job", "run")}
     counts = disagreement_counts(study)
     for judge in judges:
         judge.last_run = runs.get(judge.last_run_id)

@@ -79,7 +79,7 @@ def judge_edit(request: HttpRequest, judge_id: int) -> HttpResponse:
 @require_GET
 def judge_detail(request: HttpRequest, judge_id: int) -> HttpResponse:
     judge, membership = _judge_for(request, judge_id)
-    runs = list(judge.runs.select_related("job").order_by("-created_at", "-pk")[:10])
+    runs = list(judge.runs.select_related("job", "run").order_by("-created_at", "-pk")[:10])
     failed = (JudgeTraceResult.objects.filter(judge=judge, status=JudgeTraceResult.Status.FAILED)
               .select_related("trace").order_by("trace__trace_id")[:50])
     context = {
@@ -172,7 +172,7 @@ def judge_run_start(request: HttpRequest, judge_id: int) -> HttpResponse:
 @login_required
 @require_GET
 def judge_run(request: HttpRequest, run_id: int) -> HttpResponse:
-    run, membership = access.check_object(request.user, JudgeRun.objects.select_related("job", "judge__study"),
+    run, membership = access.check_object(request.user, JudgeRun.objects.select_related("job", "run", "judge__study"),
                                           run_id, study_path="judge__study_id", what="judge run")
     failed = run.results.filter(status=JudgeTraceResult.Status.FAILED).select_related("trace").order_by("trace_id")[:50]
     context = {"run": run, "job": run.job, "judge": run.judge, "study": run.judge.study,

@@ -59,6 +59,7 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "django_htmx",
     "annotation",
+    "runs",
     "scoring",
     "judges",
     "agreement",
@@ -243,13 +244,16 @@ ANSWER_CHECK_TIMEOUT = 5.0
 # A burst of label saves becomes one score recompute this many seconds later.
 SCORING_DEBOUNCE_SECONDS = env_int("SCORING_DEBOUNCE_SECONDS", 5, minimum=0)
 
-# Judge runs (docs/configuration.md); seconds.
-JUDGE_RETRY_BASE_SECONDS = env_float("JUDGE_RETRY_BASE_SECONDS", 1.0)
-JUDGE_RETRY_MAX_SECONDS = env_float("JUDGE_RETRY_MAX_SECONDS", 30.0)
-JUDGE_RETRY_AFTER_MAX_SECONDS = env_float("JUDGE_RETRY_AFTER_MAX_SECONDS", 120.0)
-JUDGE_CHUNK_LEASE_SECONDS = env_float("JUDGE_CHUNK_LEASE_SECONDS", 300.0, minimum=1.0)
-JUDGE_CANCEL_CHECK_SECONDS = env_float("JUDGE_CANCEL_CHECK_SECONDS", 0.5, minimum=0.01)
-JUDGE_TASK_SECONDS = env_float("JUDGE_TASK_SECONDS", 60.0, minimum=1.0)
+# Runs of model calls (judge runs now; docs/runs.md, docs/configuration.md); seconds.
+# The RUN_* variables win; the older JUDGE_* names are still read.
+RUN_RETRY_BASE_SECONDS = env_float("RUN_RETRY_BASE_SECONDS", env_float("JUDGE_RETRY_BASE_SECONDS", 1.0))
+RUN_RETRY_MAX_SECONDS = env_float("RUN_RETRY_MAX_SECONDS", env_float("JUDGE_RETRY_MAX_SECONDS", 30.0))
+RUN_RETRY_AFTER_MAX_SECONDS = env_float("RUN_RETRY_AFTER_MAX_SECONDS", env_float("JUDGE_RETRY_AFTER_MAX_SECONDS", 120.0))
+RUN_CHUNK_LEASE_SECONDS = env_float("RUN_CHUNK_LEASE_SECONDS", env_float("JUDGE_CHUNK_LEASE_SECONDS", 300.0, minimum=1.0),
+                                    minimum=1.0)
+RUN_CANCEL_CHECK_SECONDS = env_float("RUN_CANCEL_CHECK_SECONDS", env_float("JUDGE_CANCEL_CHECK_SECONDS", 0.5, minimum=0.01),
+                                     minimum=0.01)
+RUN_TASK_SECONDS = env_float("RUN_TASK_SECONDS", env_float("JUDGE_TASK_SECONDS", 60.0, minimum=1.0), minimum=1.0)
 
 LOGGING = {
     "version": 1,

@@ -46,9 +46,10 @@ def redis_reachable() -> bool:
 class Worker:
     """A `celery worker` subprocess on a queue of its own, pointed at the test database."""
 
-    def __init__(self, queue: str, log: Path) -> None:
+    def __init__(self, queue: str, log: Path, env: dict[str, str] | None = None) -> None:
         self.queue = queue
         self.log = log
+        self.env = env or {}  # extra settings, e.g. a short RUN_CHUNK_LEASE_SECONDS
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> None:
@@ -62,6 +63,7 @@ class Worker:
             "REASONAUDIT_QUEUE": self.queue,
             "REASONAUDIT_DATA_DIR": str(settings.DATA_DIR),
             "SECRET_KEY": settings.SECRET_KEY,
+            **self.env,
         }
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "celery", "-A", "reasonaudit", "worker", "--pool=prefork", "--concurrency=2",

@@ -44,5 +44,5 @@ def provider_class(config: JudgeConfig) -> type[JudgeProvider]:
     raise ValueError(f"unknown judge provider {config.provider!r}")
 
 
-def get_provider(config: JudgeConfig, store: ResponseStore | None = None) -> JudgeProvider:
-    return provider_class(config)(config, store)
+def get_provider(config: JudgeConfig, store: ResponseStore | None = None, *, force: bool = False) -> JudgeProvider:
+    return provider_class(config)(config, store, force=force)

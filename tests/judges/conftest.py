@@ -10,13 +10,13 @@ from annotation.models import Job
 from judges import services
 from judges.models import JudgeConfig, JudgeRun
 from tests.conftest import jsonl
-from tests.judges.fake_openai import FakeOpenAI
+from tests.runs.fake_openai import FakeOpenAI
 
 
 @pytest.fixture(autouse=True)
 def quick_retries(settings):
-    settings.JUDGE_RETRY_BASE_SECONDS = 0.01
-    settings.JUDGE_RETRY_MAX_SECONDS = 0.05
+    settings.RUN_RETRY_BASE_SECONDS = 0.01
+    settings.RUN_RETRY_MAX_SECONDS = 0.05
 
 
 @pytest.fixture

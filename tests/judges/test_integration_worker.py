@@ -16,11 +16,12 @@ from rest_framework.test import APIClient
 
 from annotation.models import Job, LabelHistory, Step, StepLabel
 from judges import services
-from judges.models import JudgeRunChunk, JudgeTraceResult
+from judges.models import JudgeTraceResult
 from reasonaudit.celery import app as celery_app
+from runs.models import RunChunk
 from tests import integration
 from tests.judges.conftest import trace_records
-from tests.judges.fake_openai import FakeOpenAI
+from tests.runs.fake_openai import FakeOpenAI
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -108,7 +109,7 @@ def test_a_run_survives_a_killed_worker_with_no_lost_and_no_duplicated_labels(wo
         kill_hard(first)
         at_kill = Job.objects.get(pk=job_id)
         assert at_kill.status == Job.Status.RUNNING and 0 < at_kill.done < 300
-        assert run.chunks.filter(status=JudgeRunChunk.Status.RUNNING).count() == 1  # orphaned
+        assert run.chunks.filter(status=RunChunk.Status.RUNNING).count() == 1  # orphaned
 
         second = workers(2)  # same queue, same node name: it takes the orphaned chunk over
         job = wait_until(lambda: (j := Job.objects.get(pk=job_id)).finished and j, 90, "the run to finish")
@@ -128,7 +129,7 @@ def test_a_run_survives_a_killed_worker_with_no_lost_and_no_duplicated_labels(wo
         # only the requests in flight at the kill (at most `concurrency`) were lost.
         assert run.cache_hits > 0
         assert 0 <= server.count - (run.requests + run.cache_hits) <= 4
-        assert "resumed judge chunks" in second.log.read_text()
+        assert "resumed run chunks" in second.log.read_text()
     finally:
         server.stop()
 

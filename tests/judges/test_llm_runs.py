@@ -10,9 +10,10 @@ import pytest
 
 from annotation import jobs
 from annotation.models import Job, LabelHistory, StepLabel, Trace
-from judges.models import JudgeCall, JudgeConfig, JudgeRunChunk, JudgeTraceResult
+from judges.models import JudgeConfig, JudgeTraceResult
+from runs.models import ModelCall, RunChunk
 from tests.judges.conftest import run_judge
-from tests.judges.fake_openai import Fault
+from tests.runs.fake_openai import Fault
 
 pytestmark = pytest.mark.django_db
 
@@ -41,7 +42,7 @@ def test_a_run_labels_every_step_as_the_server_says(make_traces, llm_judge, serv
     result = JudgeTraceResult.objects.get(judge=judge, trace__trace_id="t0002")
     assert (result.status, result.answer_correct, result.attempts, result.prompt_tokens) == ("ok", True, 1, 100)
     assert (run.requests, run.prompt_tokens, run.completion_tokens, run.labels_created) == (6, 600, 120, 18)
-    assert JudgeCall.objects.filter(run=run, outcome="ok").count() == 6
+    assert ModelCall.objects.filter(run=run.run, outcome="ok").count() == 6
     # every new label is in the audit trail, once
     assert LabelHistory.objects.filter(via="judge run", source_name="gpt", before__isnull=True).count() == 18
 
@@ -59,11 +60,11 @@ def test_a_run_survives_errors_rate_limits_timeouts_and_malformed_answers(make_t
     assert job.status == Job.Status.SUCCEEDED and job.failed == 0 and job.done == 8
     assert len(judge_labels(judge)) == 24
     assert server.count == 8 + 7  # every fault cost one retry
-    outcomes = sorted(JudgeCall.objects.filter(run=run).exclude(outcome="ok").values_list("outcome", "http_status"),
+    outcomes = sorted(ModelCall.objects.filter(run=run.run).exclude(outcome="ok").values_list("outcome", "http_status"),
                       key=str)
     assert outcomes == sorted([("error", 500), ("error", 503), ("error", 429), ("error", None), ("malformed", 200),
                                ("malformed", 200), ("error", 502)], key=str)
-    timeout = JudgeCall.objects.get(run=run, outcome="error", http_status=None)
+    timeout = ModelCall.objects.get(run=run.run, outcome="error", http_status=None)
     assert "timed out" in timeout.error
     # Retry-After: 1 was honoured although the backoff is 10 ms
     limited = next(i for i, r in enumerate(server.requests) if r.status == 429)
@@ -80,7 +81,9 @@ def test_after_max_retries_the_trace_fails_with_its_reason_and_the_run_goes_on(m
     judge = llm_judge(max_retries=2)
     server.rule(lambda body: "trace 1\n" in body["messages"][-1]["content"] + "\n", Fault(status=500, message="boom"))
     run, job = run_judge(judge)
-    assert job.status == Job.Status.SUCCEEDED and (job.done, job.failed) == (4, 1)
+    # some traces failed: the run is partial, and says why
+    assert job.status == Job.Status.PARTIAL and (job.done, job.failed) == (4, 1)
+    assert job.error == "1 of 4 traces failed; first reasons: HTTP 500: boom (gave up after 3 attempts)"
     failed = JudgeTraceResult.objects.get(judge=judge, status="failed")
     assert failed.trace.trace_id == "t0001" and failed.attempts == 3
     assert failed.reason == "HTTP 500: boom (gave up after 3 attempts)"
@@ -204,7 +207,7 @@ def test_a_changed_answer_updates_the_label_and_records_the_change(make_traces, 
 
 
 def test_cancel_stops_the_run_between_traces(make_traces, llm_judge, server, settings):
-    settings.JUDGE_CANCEL_CHECK_SECONDS = 0  # look before every trace
+    settings.RUN_CANCEL_CHECK_SECONDS = 0  # look before every trace
     make_traces(60)
     server.latency = 0.05
     judge = llm_judge(concurrency=2)
@@ -221,7 +224,7 @@ def test_cancel_stops_the_run_between_traces(make_traces, llm_judge, server, set
     assert server.count <= sent_before_cancel[0] + 2 and server.count < 10
     assert job.done == JudgeTraceResult.objects.filter(judge=judge).count() == server.count
     chunks = list(run.chunks.values_list("status", flat=True))
-    assert chunks[0] == JudgeRunChunk.Status.DONE and set(chunks[1:]) == {JudgeRunChunk.Status.SKIPPED}
+    assert chunks[0] == RunChunk.Status.DONE and set(chunks[1:]) == {RunChunk.Status.SKIPPED}
 
 
 def test_a_run_cancelled_before_it_starts_does_nothing(make_traces, llm_judge, server):

@@ -18,7 +18,9 @@ from annotation.importing.pipeline import import_stream
 from annotation.models import Job, LabelHistory, Step, StepLabel, Study
 from annotation.signals import data_changed
 from judges import services
-from judges.models import MECHANISTIC, JudgeConfig, JudgeRun, JudgeRunChunk, JudgeTraceResult
+from judges.models import MECHANISTIC, JudgeConfig, JudgeRun, JudgeTraceResult
+from runs import engine
+from runs.models import RunChunk
 from tests.conftest import jsonl
 from tests.judges.conftest import run_judge
 
@@ -120,8 +122,8 @@ def test_a_chunk_is_done_once_however_often_its_task_arrives(study, make_traces)
     make_traces(4)
     run = _started_run(study)
     chunk = run.chunks.get()
-    assert services.process_chunk(chunk.pk, "w1/a") is None  # the last chunk: the run ends
-    assert services.process_chunk(chunk.pk, "w2/b") is None  # re-delivered: nothing to do
+    assert engine.process_chunk(chunk.pk, "w1/a") is None  # the last chunk: the run ends
+    assert engine.process_chunk(chunk.pk, "w2/b") is None  # re-delivered: nothing to do
     assert StepLabel.objects.filter(kind="judge").count() == 12
     assert JudgeTraceResult.objects.count() == 4 and LabelHistory.objects.count() == 12
     job = Job.objects.get(pk=run.job_id)
@@ -132,11 +134,11 @@ def test_a_chunk_held_by_a_live_worker_is_left_alone_until_its_lease_expires(stu
     make_traces(2)
     run = _started_run(study)
     chunk = run.chunks.get()
-    assert services.claim_chunk(chunk.pk, "w1/a")
-    assert services.process_chunk(chunk.pk, "w2/b") is None
+    assert engine.claim_chunk(chunk.pk, "w1/a")
+    assert engine.process_chunk(chunk.pk, "w2/b") is None
     assert not StepLabel.objects.filter(kind="judge").exists()
-    JudgeRunChunk.objects.filter(pk=chunk.pk).update(lease_until=timezone.now() - timedelta(seconds=1))
-    services.process_chunk(chunk.pk, "w2/b")
+    RunChunk.objects.filter(pk=chunk.pk).update(lease_until=timezone.now() - timedelta(seconds=1))
+    engine.process_chunk(chunk.pk, "w2/b")
     assert StepLabel.objects.filter(kind="judge").count() == 6
     chunk.refresh_from_db()
     assert (chunk.status, chunk.holder, chunk.attempts) == ("done", "w2/b", 2)
@@ -146,23 +148,23 @@ def test_the_old_holder_cannot_commit_a_chunk_taken_over(study, make_traces):
     make_traces(2)
     run = _started_run(study)
     chunk = run.chunks.get()
-    services.claim_chunk(chunk.pk, "w1/a")
-    JudgeRunChunk.objects.filter(pk=chunk.pk).update(holder="w2/b")
-    assert not services._release(chunk, "w1/a", JudgeRunChunk.Status.DONE)
+    engine.claim_chunk(chunk.pk, "w1/a")
+    RunChunk.objects.filter(pk=chunk.pk).update(holder="w2/b")
+    assert not engine._release(chunk, "w1/a", RunChunk.Status.DONE)
 
 
 def test_a_restarted_worker_resumes_the_chunks_of_its_dead_predecessor(study, make_traces, monkeypatch):
     make_traces(3)
     run = _started_run(study)
     chunk = run.chunks.get()
-    services.claim_chunk(chunk.pk, "celery@box/old-boot")  # then the worker was killed
+    engine.claim_chunk(chunk.pk, "celery@box/old-boot")  # then the worker was killed
     queued = []
-    monkeypatch.setattr(services, "queue_chunk", queued.append)
-    assert services.resume_stalled("other@box", "x") == []  # another node's live-looking chunk: left alone
-    assert services.resume_stalled("celery@box", "new-boot") == [chunk.pk]
+    monkeypatch.setattr(engine, "queue_chunk", queued.append)
+    assert engine.resume_stalled("other@box", "x") == []  # another node's live-looking chunk: left alone
+    assert engine.resume_stalled("celery@box", "new-boot") == [chunk.pk]
     chunk.refresh_from_db()
     assert chunk.status == "pending" and chunk.holder == ""
-    services.process_chunk(chunk.pk, "celery@box/new-boot")
+    engine.process_chunk(chunk.pk, "celery@box/new-boot")
     assert Job.objects.get(pk=run.job_id).status == Job.Status.SUCCEEDED
     assert StepLabel.objects.filter(kind="judge").count() == 9
 
@@ -171,18 +173,18 @@ def test_a_run_whose_next_chunk_was_never_queued_is_picked_up(study, make_traces
     make_traces(2)
     run = _started_run(study)
     queued = []
-    monkeypatch.setattr(services, "queue_chunk", queued.append)
-    assert services.resume_stalled() == [run.chunks.get().pk]
+    monkeypatch.setattr(engine, "queue_chunk", queued.append)
+    assert engine.resume_stalled() == [run.chunks.get().pk]
 
 
 def test_a_chunk_failing_again_and_again_fails_the_run(study, make_traces):
     make_traces(2)
     run = _started_run(study)
     chunk = run.chunks.get()
-    for attempt in range(services.MAX_CHUNK_ATTEMPTS):
-        assert services.claim_chunk(chunk.pk, "w/a")
-        again = services.release_failed_chunk(chunk.pk, "w/a", "OperationalError: database is locked")
-        assert (again is None) == (attempt == services.MAX_CHUNK_ATTEMPTS - 1)
+    for attempt in range(engine.MAX_CHUNK_ATTEMPTS):
+        assert engine.claim_chunk(chunk.pk, "w/a")
+        again = engine.release_failed_chunk(chunk.pk, "w/a", "OperationalError: database is locked")
+        assert (again is None) == (attempt == engine.MAX_CHUNK_ATTEMPTS - 1)
     job = Job.objects.get(pk=run.job_id)
     assert job.status == Job.Status.FAILED and "database is locked" in job.error
 

@@ -44,7 +44,9 @@ def test_without_json_schema_the_schema_travels_in_the_prompt(output_mode):
 
 def test_response_formats_per_output_mode():
     assert protocol.response_format("skeleton", "json_schema")["json_schema"]["schema"]["required"] == ["steps"]
-    assert protocol.response_format("skeleton", "json_object") == {"type": "json_object"}
+    # the json_object fallback carries the schema (llama-cpp-python enforces it with a grammar)
+    assert protocol.response_format("skeleton", "json_object") == {"type": "json_object",
+                                                                   "schema": protocol.output_schema("skeleton")}
     assert protocol.response_format("skeleton", "prompt") is None
 
 

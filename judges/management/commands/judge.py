@@ -9,11 +9,13 @@ from annotation.models import Job, Study
 from judges import services
 from judges.models import JudgeConfig, JudgeRun
 from reasonaudit.celery import app as celery_app
+from runs import engine
 
 
 class Command(BaseCommand):
     requires_system_checks: list[str] = []
-    help = "Queue a judge run over a study's traces; --wait follows it to the end (exit 1 if it failed)."
+    help = ("Queue a judge run over a study's traces; --wait follows it to the end "
+            "(exit 1 unless every trace succeeded: failed, partial or cancelled).")
 
     def add_arguments(self, parser):
         parser.add_argument("--study", required=True)
@@ -69,9 +71,10 @@ class Command(BaseCommand):
                     return job
                 if progress != last:
                     last, changed = progress, time.monotonic()
-                elif time.monotonic() - changed > services.lease_seconds():
-                    # No progress for a whole lease: a worker may have died with our chunk.
-                    services.resume_stalled()
+                elif time.monotonic() - changed > engine.lease_seconds():
+                    # No progress for a whole lease: a worker may have died with our chunk
+                    # (a live worker renews its lease, so its chunk is left alone).
+                    engine.resume_stalled()
                     changed = time.monotonic()
                 time.sleep(0.5)
         except KeyboardInterrupt:
@@ -80,12 +83,15 @@ class Command(BaseCommand):
 
     def _report(self, run: JudgeRun, job: Job) -> None:
         run.refresh_from_db()
+        unknown = f" (+ unknown in {run.unknown_token_calls} calls)" if run.unknown_token_calls else ""
         self.stdout.write(
             f"{job.status}: {job.done} of {job.total} traces judged, {job.failed} failed; labels "
             f"{run.labels_created} new, {run.labels_changed} changed, {run.labels_unchanged} unchanged; "
-            f"{run.requests} requests, {run.cache_hits} cache hits, {run.prompt_tokens}+{run.completion_tokens} tokens, "
-            f"${run.cost_usd:.4f}; {run.warnings} warnings"
+            f"{run.requests} requests, {run.cache_hits} cache hits, {run.prompt_tokens}+{run.completion_tokens} tokens"
+            f"{unknown}, ${run.cost_usd:.4f}{'+' if run.unknown_token_calls else ''}; {run.warnings} warnings"
         )
+        for note, n in run.notes.items():
+            self.stderr.write(f"warning: {note} ({n} trace{'s' if n != 1 else ''})")
         if job.error:
             self.stderr.write(job.error)
 

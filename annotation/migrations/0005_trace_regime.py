@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('annotation', '0003_review_workflow'),
+        ('annotation', '0004_job_status_partial'),
     ]
 
     operations = [

@@ -5,8 +5,11 @@ It answers every request with verdicts for the steps it finds in the prompt
 ("Step N: text" lines; a step containing WRONG is invalid), and can be told
 to misbehave: HTTP errors (with Retry-After), slow answers, malformed
 content, steps out of range, and llama-cpp-python's refusal of json_schema
-response formats. Faults queued with ``inject`` hit the next requests in
-arrival order; ``rule`` faults hit every request they match.
+response formats -- and, like its grammar-based json_object mode, a small
+model that without the schema echoes the schema back (``json_object_needs_schema``).
+Faults queued with ``inject`` hit the next requests in arrival order;
+``rule`` faults hit every request they match. ``item_counts()`` counts the
+requests per work item (the trace number in "step k of trace N" lines).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ LLAMA_CPP_REFUSAL = (
     "'ctx': {'expected': \"'text' or 'json_object'\"}}]"
 )
 STEP_LINE = re.compile(r"^Step (\d+): (.*)$", re.MULTILINE)
+ITEM = re.compile(r"of trace (\d+)")
 
 
 @dataclass
@@ -53,6 +57,8 @@ class FakeOpenAI:
     latency: float = 0.0
     reject_json_schema: bool = False  # as llama-cpp-python's server does
     reject_response_format: bool = False  # refuse any response_format (400)
+    # json_object without a "schema": answer what SmolLM2 did on llama-cpp-python, the schema echoed back.
+    json_object_needs_schema: bool = False
     usage: tuple[int, int] = (100, 20)  # prompt, completion tokens per answer
     requests: list[Seen] = field(default_factory=list)
     on_request: Callable[[dict], None] | None = None
@@ -78,7 +84,8 @@ class FakeOpenAI:
 
             def do_GET(self) -> None:  # /stats, for a server in another process
                 with fake.lock:
-                    data = json.dumps({"count": len(fake.requests), "max_in_flight": fake.max_in_flight}).encode()
+                    data = json.dumps({"count": len(fake.requests), "max_in_flight": fake.max_in_flight,
+                                   "in_flight": fake.in_flight}).encode()
                 self.send_response(200)
                 self.send_header("content-type", "application/json")
                 self.send_header("content-length", str(len(data)))
@@ -116,6 +123,20 @@ class FakeOpenAI:
         with self.lock:
             self.rules.append((when, fault))
 
+    def item_counts(self) -> dict[str, int]:
+        """Requests per item: the trace number its prompt names ("step k of trace N")."""
+        counts: dict[str, int] = {}
+        with self.lock:
+            for r in self.requests:
+                m = ITEM.search(r.body["messages"][-1]["content"] if "messages" in r.body else r.body.get("prompt", ""))
+                key = m.group(1) if m else "?"
+                counts[key] = counts.get(key, 0) + 1
+        return counts
+
+    def started_after(self, when: float) -> int:
+        with self.lock:
+            return sum(r.started > when for r in self.requests)
+
     def formats(self) -> list[str | None]:
         with self.lock:
             return [(r.body.get("response_format") or {}).get("type") for r in self.requests]
@@ -144,6 +165,9 @@ class FakeOpenAI:
             elif self.reject_response_format and fmt:
                 status, payload = 400, {"error": {"message": "response_format is not supported by this model",
                                                   "type": "invalid_request_error"}}
+            elif self.json_object_needs_schema and fmt == "json_object" and "schema" not in body["response_format"]:
+                status, payload = 200, self._completion(body, Fault(content=json.dumps(
+                    {"type": "object", "properties": {"steps": {"type": "array"}}})))
             elif fault.status:
                 status, payload = fault.status, {"error": {"message": fault.message, "type": "server_error"}}
             else:
@@ -165,6 +189,13 @@ class FakeOpenAI:
                 self.in_flight -= 1
 
     def _completion(self, body: dict, fault: Fault) -> dict:
+        pt, ct = self.usage
+        if "messages" not in body:  # /v1/completions: a raw prompt continued
+            return {
+                "id": "cmpl-fake", "object": "text_completion", "created": int(time.time()), "model": body.get("model"),
+                "choices": [{"index": 0, "finish_reason": "stop", "text": fault.content or " 4"}],
+                "usage": {"prompt_tokens": pt, "completion_tokens": ct, "total_tokens": pt + ct},
+            }
         if fault.content is not None:
             content = fault.content
         else:
@@ -182,7 +213,6 @@ class FakeOpenAI:
             content = json.dumps({"steps": steps, "answer_correct": True})
             if body.get("response_format") is None:
                 content = f"Here is my assessment.\n```json\n{content}\n```"
-        pt, ct = self.usage
         return {
             "id": "chatcmpl-fake", "object": "chat.completion", "created": int(time.time()), "model": body.get("model"),
             "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}],
@@ -190,7 +220,7 @@ class FakeOpenAI:
         }
 
 
-if __name__ == "__main__":  # a server of its own process: python -m tests.judges.fake_openai LATENCY
+if __name__ == "__main__":  # a server of its own process: python -m tests.runs.fake_openai LATENCY
     import sys
 
     server = FakeOpenAI(latency=float(sys.argv[1]) if len(sys.argv) > 1 else 0.0)

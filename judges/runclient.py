@@ -1,0 +1,214 @@
+"""Judge runs as a client of the run engine (runs.engine): the items of a
+judge run are trace pks; a chunk's work loads what the judge may see of its
+traces, asks the judge's provider, and commits labels, history and per-trace
+results in the engine's transaction."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from annotation import signals
+from annotation.importing.pipeline import label_snapshot
+from annotation.models import LabelHistory, SkeletonStep, Step, StepLabel, Study, Trace
+from judges.models import JudgeConfig, JudgeRun, JudgeTraceResult
+from judges.providers import JudgeProvider, TraceInput, TraceOutcome, get_provider, provider_class
+from runs import cache
+from runs.clients import ChunkWork, RunClient
+from runs.models import Run
+from runs.transport import Control
+
+KIND = "judge"
+
+
+def load_inputs(trace_ids: Sequence[int]) -> tuple[list[TraceInput], dict[int, list[int]]]:
+    """What judges see of these traces (in the given order), and each trace's step pks by index."""
+    traces = {
+        t.pk: t
+        for t in Trace.objects.filter(pk__in=trace_ids).select_related("problem").only(
+            "pk", "trace_id", "model", "answer", "problem__statement", "problem__gold_answer",
+            "problem__approved_skeleton_id",
+        )
+    }
+    steps: dict[int, list[str]] = {pk: [] for pk in traces}
+    step_pks: dict[int, list[int]] = {pk: [] for pk in traces}
+    for trace_pk, pk, text in (
+        Step.objects.filter(trace_id__in=list(traces)).order_by("trace_id", "index").values_list("trace_id", "pk", "text")
+    ):
+        steps[trace_pk].append(text)
+        step_pks[trace_pk].append(pk)
+    skeleton_ids = {t.problem.approved_skeleton_id for t in traces.values()} - {None}
+    skeletons: dict[int, list[tuple[str, str]]] = {}
+    for skeleton_id, text, check in (
+        SkeletonStep.objects.filter(skeleton_id__in=skeleton_ids).order_by("skeleton_id", "position")
+        .values_list("skeleton_id", "text", "check_expr")
+    ):
+        skeletons.setdefault(skeleton_id, []).append((text, check))
+    inputs = []
+    for pk in trace_ids:
+        t = traces.get(pk)
+        if t is None:
+            continue  # deleted since the run started
+        inputs.append(TraceInput(
+            trace_pk=t.pk, trace_id=t.trace_id, model=t.model, problem=t.problem.statement,
+            gold_answer=t.problem.gold_answer, answer=t.answer, steps=tuple(steps[pk]),
+            skeleton=tuple(skeletons.get(t.problem.approved_skeleton_id, ())),
+        ))
+    return inputs, step_pks
+
+
+
+def write_outcomes(run: JudgeRun, judge: JudgeConfig, outcomes: Sequence[TraceOutcome],
+                   step_pks: dict[int, list[int]], *, actor=None) -> None:
+    """Upsert the labels (one per step and judge: the unique constraint is the
+    last guard against duplicates), record what changed in LabelHistory, and
+    store per-trace results and the run's label counters (runs.engine stores the
+    calls and the engine's counters). Call inside a transaction."""
+    now = timezone.now()
+    ok = [o for o in outcomes if o.status == "ok"]
+    existing = {
+        label.step_id: label
+        for label in StepLabel.objects.filter(
+            kind=StepLabel.Kind.JUDGE, judge=judge, step__trace_id__in=[o.trace_pk for o in ok]
+        )
+    }
+    created: list[StepLabel] = []
+    changed: list[StepLabel] = []
+    removed: list[StepLabel] = []
+    history: list[LabelHistory] = []
+    unchanged = 0
+
+    def record(step_id: int, label: StepLabel | None, before, after) -> None:
+        history.append(LabelHistory(step_id=step_id, label=label, kind=StepLabel.Kind.JUDGE, source_name=judge.name,
+                                    actor=actor, at=now, before=before, after=after, via="judge run"))
+
+    for outcome in ok:
+        pks = step_pks.get(outcome.trace_pk, [])
+        given = set()
+        for lab in outcome.labels:
+            step_id = pks[lab.step - 1]
+            given.add(step_id)
+            after = {"verdict": lab.verdict, "skeleton_refs": list(lab.skeleton_refs), "confidence": lab.confidence,
+                     "reason": lab.reason}
+            old = existing.get(step_id)
+            if old is None:
+                label = StepLabel(step_id=step_id, kind=StepLabel.Kind.JUDGE, judge=judge, verdict=lab.verdict,
+                                  skeleton_refs=after["skeleton_refs"], confidence=lab.confidence, reason=lab.reason,
+                                  created_at=now, updated_at=now)
+                created.append(label)
+                record(step_id, label, None, after)
+                continue
+            before = label_snapshot(old)
+            if before == after:
+                unchanged += 1
+                continue
+            old.verdict, old.skeleton_refs, old.confidence, old.reason = (
+                lab.verdict, after["skeleton_refs"], lab.confidence, lab.reason
+            )
+            old.version += 1
+            old.updated_at = now
+            changed.append(old)
+            record(step_id, old, before, after)
+        # A step the judge left out this time keeps no stale verdict.
+        for step_id in pks:
+            old = existing.get(step_id)
+            if step_id not in given and old is not None:
+                removed.append(old)
+                record(step_id, None, label_snapshot(old), None)
+
+    StepLabel.objects.bulk_create(created, batch_size=1000)
+    StepLabel.objects.bulk_update(changed, ["verdict", "skeleton_refs", "confidence", "reason", "version", "updated_at"],
+                                  batch_size=500)
+    if removed:
+        StepLabel.objects.filter(pk__in=[label.pk for label in removed]).delete()
+    LabelHistory.objects.bulk_create(history, batch_size=1000)
+
+    results = [
+        JudgeTraceResult(
+            judge=judge, trace_id=o.trace_pk, run=run, status=JudgeTraceResult.Status.OK if o.status == "ok" else
+            JudgeTraceResult.Status.FAILED, reason=o.reason[:5000], warnings=o.warnings,
+            answer_correct=o.answer_correct, n_labels=len(o.labels), attempts=len(o.calls), cached=o.cached,
+            prompt_tokens=o.prompt_tokens, completion_tokens=o.completion_tokens,
+            unknown_token_calls=o.unknown_token_calls, cost_usd=o.cost_usd,
+            judge_version=run.judge_version, prompt_version=run.prompt_version, updated_at=now,
+        )
+        for o in outcomes if o.status != "skipped"
+    ]
+    JudgeTraceResult.objects.bulk_create(
+        results, batch_size=1000, update_conflicts=True, unique_fields=["judge", "trace"],
+        update_fields=["run", "status", "reason", "warnings", "answer_correct", "n_labels", "attempts", "cached",
+                       "prompt_tokens", "completion_tokens", "unknown_token_calls", "cost_usd", "judge_version", "prompt_version",
+                       "updated_at"],
+    )
+    JudgeRun.objects.filter(pk=run.pk).update(
+        labels_created=F("labels_created") + len(created),
+        labels_changed=F("labels_changed") + len(changed),
+        labels_unchanged=F("labels_unchanged") + unchanged,
+        labels_removed=F("labels_removed") + len(removed),
+    )
+
+
+class JudgeWork(ChunkWork):
+    def __init__(self, judge_run: JudgeRun) -> None:
+        self.judge_run = judge_run
+        self.judge = judge_run.judge
+        self.step_pks: dict[int, list[int]] = {}
+        self.provider: JudgeProvider | None = None
+
+    def load(self, items: Sequence[int]) -> list[TraceInput]:
+        inputs, self.step_pks = load_inputs(items)
+        return inputs
+
+    def execute(self, inputs: Sequence[TraceInput], control: Control) -> Iterator[TraceOutcome]:
+        judge = self.judge
+        run = self.judge_run.run
+
+        def remember(output_mode: str) -> None:
+            JudgeConfig.objects.filter(pk=judge.pk).update(output_mode_resolved=output_mode)
+
+        store = cache.DbStore(f"judge:{judge.pk}", force=run.force, remember=remember)
+        self.provider = get_provider(judge, store, force=run.force)
+        yield from self.provider.judge(inputs, control)
+
+    def commit(self, outcomes: Sequence[TraceOutcome]) -> None:
+        write_outcomes(self.judge_run, self.judge, outcomes, self.step_pks, actor=self.judge_run.job.created_by)
+
+    def close(self) -> None:
+        if self.provider is not None:
+            self.provider.close()
+
+
+class JudgeClient(RunClient):
+    kind = KIND
+    noun = "trace"
+
+    @staticmethod
+    def judge_run(run: Run) -> JudgeRun:
+        return JudgeRun.objects.select_related("judge__study", "job__created_by", "run").get(run=run)
+
+    def chunk_size(self, run: Run) -> int:
+        return chunk_size(self.judge_run(run).judge)
+
+    def open(self, run: Run) -> JudgeWork:
+        return JudgeWork(self.judge_run(run))
+
+    def failure_reasons(self, run: Run, limit: int) -> list[str]:
+        return list(JudgeTraceResult.objects.filter(run__run=run, status=JudgeTraceResult.Status.FAILED)
+                    .order_by("trace_id").values_list("reason", flat=True)[:limit])
+
+    def summary(self, run: Run) -> dict:
+        return self.judge_run(run).summary()
+
+    def finished(self, run: Run) -> None:
+        """Tell scoring when labels changed."""
+        judge_run = self.judge_run(run)
+        if judge_run.labels_created or judge_run.labels_changed or judge_run.labels_removed:
+            study = judge_run.judge.study
+            transaction.on_commit(lambda: signals.data_changed.send(sender=Study, study=study, reason="judge"))
+
+
+def chunk_size(judge: JudgeConfig) -> int:
+    return provider_class(judge).chunk_traces(judge)

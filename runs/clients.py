@@ -1,0 +1,121 @@
+"""What a kind of run tells the engine: the apps that start runs (judges now;
+generation, continuations, diagnostics next) register a RunClient for their
+kind in their AppConfig.ready(), so this app never imports them.
+
+A client cuts a run into items and, for each chunk, gives a ChunkWork that
+loads the chunk's items, executes them (usually through a
+runs.transport.ModelPool, one or more requests per item) and commits their
+outcomes inside the engine's transaction.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from runs.transport import CallRecord, Control
+
+if TYPE_CHECKING:
+    from runs.models import Run
+
+
+class Accounting:
+    """Sums over an outcome's ``calls``; unknown token counts are counted, not added as zero."""
+
+    calls: list[CallRecord]
+
+    @property
+    def prompt_tokens(self) -> int:
+        return sum(c.prompt_tokens or 0 for c in self.calls)
+
+    @property
+    def completion_tokens(self) -> int:
+        return sum(c.completion_tokens or 0 for c in self.calls)
+
+    @property
+    def unknown_token_calls(self) -> int:
+        return sum(not c.tokens_known for c in self.calls)
+
+    @property
+    def cost_usd(self) -> float:
+        return sum(c.cost_usd for c in self.calls)
+
+
+@dataclass
+class ItemOutcome(Accounting):
+    """The end of one work item: ok, failed (with the reason) or skipped (the
+    run stopped before it was done; its calls still cost and are recorded).
+    ``notes`` are run-level warnings (counted per message on the Run).
+    Clients may use their own dataclass with these fields (and Accounting)."""
+
+    item: int
+    status: str  # ok | failed | skipped
+    reason: str = ""
+    warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    calls: list[CallRecord] = field(default_factory=list)
+    cached: bool = False
+    output_mode: str = ""  # the structured-output form of the answer used, if any
+
+
+class ChunkWork(ABC):
+    """One chunk's work for one kind of run."""
+
+    @abstractmethod
+    def load(self, items: Sequence[int]) -> list[Any]:
+        """The items' inputs, in order; items deleted since the run started are left out."""
+
+    @abstractmethod
+    def execute(self, inputs: Sequence[Any], control: Control) -> Iterator[ItemOutcome]:
+        """One outcome per input, in any order. Checks ``control`` between items;
+        items it did not start are simply not yielded. May raise
+        runs.transport.FatalRunError after yielding what finished."""
+
+    @abstractmethod
+    def commit(self, outcomes: Sequence[ItemOutcome]) -> None:
+        """Store the outcomes' domain results (called inside the chunk's transaction)."""
+
+    def close(self) -> None:  # noqa: B027 - most work holds nothing to release
+        """Release connections and threads."""
+
+
+class RunClient(ABC):
+    """A kind of run."""
+
+    kind: str = ""
+    noun: str = "item"  # what an item is, in messages ("trace")
+
+    @abstractmethod
+    def chunk_size(self, run: Run) -> int:
+        """Items per chunk (one task)."""
+
+    @abstractmethod
+    def open(self, run: Run) -> ChunkWork:
+        """The work of one chunk of ``run`` (may raise FatalRunError: bad configuration)."""
+
+    def failure_reasons(self, run: Run, limit: int) -> list[str]:
+        """The first reasons items of ``run`` failed, for the run's status line."""
+        return []
+
+    def summary(self, run: Run) -> dict:
+        """The job's result when the run ends."""
+        return run.summary()
+
+    def finished(self, run: Run) -> None:  # noqa: B027 - optional hook
+        """Called once when the run ends (inside a transaction: queue work with on_commit)."""
+
+
+_CLIENTS: dict[str, RunClient] = {}
+
+
+def register(client: RunClient) -> None:
+    _CLIENTS[client.kind] = client
+
+
+def client_for(kind: str) -> RunClient:
+    try:
+        return _CLIENTS[kind]
+    except KeyError:
+        raise LookupError(f"no run client registered for kind {kind!r}") from None

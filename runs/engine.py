@@ -1,0 +1,383 @@
+"""The run engine: chunks with leases, a heartbeat, idempotent commits,
+honest statuses (docs/runs.md).
+
+A run is a Job with a Run and its chunks. Chunks are processed one after the
+other (each task goes on with the next, then queues it), so one run keeps
+exactly its ``concurrency`` requests in flight. A chunk is claimed with a
+conditional UPDATE; while it is worked on a heartbeat renews its lease and
+looks for a cancel (runs.transport beats it at least every half second,
+whatever the requests are doing); its outcomes are committed in one
+transaction with the status change, and only while this process still holds
+it, so a re-delivered task finds it done and does nothing and a displaced
+process writes nothing. A chunk whose worker died is taken over when its
+lease expires or when a worker with the same node name starts again.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F, Q
+from django.utils import timezone
+
+from annotation import jobs
+from annotation.models import Job
+from runs import identity
+from runs.clients import ItemOutcome, client_for
+from runs.models import ModelCall, Run, RunChunk
+from runs.transport import FatalRunError
+
+log = logging.getLogger(__name__)
+
+Progress = Callable[[int, int], None]  # (items done, total)
+
+ACTIVE = (Job.Status.QUEUED, Job.Status.RUNNING)
+MAX_CHUNK_ATTEMPTS = 3
+CHUNK_TASK = "runs.tasks.run_chunk"
+
+
+def lease_seconds() -> float:
+    """How long a chunk stays with a worker that stops renewing it."""
+    return float(getattr(settings, "RUN_CHUNK_LEASE_SECONDS", 300))
+
+
+def _lease() -> timedelta:
+    return timedelta(seconds=lease_seconds())
+
+
+# --------------------------------------------------------------------------
+# Creating and queueing
+
+
+def create_run(job: Job, kind: str, items: Sequence[int], chunk_size: int, *, force: bool = False,
+               budget_usd: float | None = None, config: dict[str, Any] | None = None) -> Run:
+    """The Run of ``job`` and its chunks (call inside the caller's transaction).
+    A run with no items ends at once (succeeded)."""
+    if budget_usd is not None and budget_usd < 0:
+        raise ValueError("the budget must not be negative")
+    run = Run.objects.create(job=job, kind=kind, force=force, budget_usd=budget_usd, config=config or {})
+    size = max(1, chunk_size)
+    RunChunk.objects.bulk_create(
+        [RunChunk(run=run, index=i, items=list(items[start:start + size]))
+         for i, start in enumerate(range(0, len(items), size))]
+    )
+    return run
+
+
+def queue_first(run: Run) -> None:
+    """Queue the run's first chunk once the caller's transaction commits."""
+    first = next_chunk(run)
+    if first is not None:
+        transaction.on_commit(lambda: queue_chunk(first))
+
+
+def queue_chunk(chunk_id: int) -> None:
+    """Queue a chunk task by name (this module is imported by the tasks, not the other way round)."""
+    from reasonaudit.celery import app
+
+    app.tasks[CHUNK_TASK].delay(chunk_id)
+
+
+def next_chunk(run: Run) -> int | None:
+    return run.chunks.filter(status=RunChunk.Status.PENDING).order_by("index").values_list("pk", flat=True).first()
+
+
+def run_inline(run: Run, *, progress: Progress | None = None) -> Job:
+    """Process every chunk of ``run`` in this process (CLI, demo, eager mode)."""
+    holder = identity.inline_holder()
+    chunk = next_chunk(run)
+    if chunk is None:
+        finalize(run)
+    while chunk is not None:
+        chunk = process_chunk(chunk, holder, progress=progress)
+    return Job.objects.get(pk=run.job_id)
+
+
+# --------------------------------------------------------------------------
+# The lease and the heartbeat
+
+
+class RunControl:
+    """What the work asks between items and the pool on every heartbeat:
+    cancel requested? budget spent? lease lost? ``heartbeat()`` renews the
+    chunk's lease every quarter lease (at most every minute) and reads the cancel flag every RUN_CANCEL_CHECK_SECONDS;
+    the pool calls it at least every half second, whatever its requests do."""
+
+    def __init__(self, run: Run, chunk_id: int, holder: str) -> None:
+        self.run = run
+        self.chunk_id = chunk_id
+        self.holder = holder
+        self.check_every = float(getattr(settings, "RUN_CANCEL_CHECK_SECONDS", 0.5))
+        self.renew_every = min(lease_seconds() / 4, 60.0)
+        self.spent = run.cost_usd
+        self.cancelled = False
+        self.lost = False
+        self.checked = float("-inf")
+        self.renewed = time.monotonic()
+
+    def charge(self, cost_usd: float) -> None:
+        self.spent += cost_usd
+
+    def stop_reason(self) -> str | None:
+        """Beats the heartbeat when due (work without requests asks between
+        items), then: lost, cancelled, budget spent, or None."""
+        self.heartbeat()
+        return self.reason()
+
+    def reason(self) -> str | None:
+        if self.lost:
+            return "lost"
+        if self.cancelled:
+            return "cancelled"
+        budget = self.run.budget_usd
+        if budget is not None and self.spent >= budget:
+            return "budget"
+        return None
+
+    def heartbeat(self) -> str | None:
+        now = time.monotonic()
+        if now - self.renewed >= self.renew_every and not self.lost:
+            self.renewed = now
+            self.lost = not RunChunk.objects.filter(
+                pk=self.chunk_id, holder=self.holder, status=RunChunk.Status.RUNNING
+            ).update(lease_until=timezone.now() + _lease())
+            if self.lost:
+                log.warning("run chunk %s was taken over by another worker; this process stops", self.chunk_id)
+        if now - self.checked >= self.check_every and not self.cancelled:
+            self.checked = now
+            self.cancelled = Job.objects.filter(pk=self.run.job_id).filter(
+                Q(cancel_requested=True) | ~Q(status__in=ACTIVE)
+            ).exists()
+        return self.reason()
+
+
+# --------------------------------------------------------------------------
+# Processing a chunk
+
+
+def claim_chunk(chunk_id: int, holder: str) -> bool:
+    now = timezone.now()
+    return bool(
+        RunChunk.objects.filter(pk=chunk_id)
+        .filter(Q(status=RunChunk.Status.PENDING) | Q(status=RunChunk.Status.RUNNING, lease_until__lt=now))
+        .update(status=RunChunk.Status.RUNNING, holder=holder, lease_until=now + _lease(), attempts=F("attempts") + 1)
+    )
+
+
+def _release(chunk: RunChunk, holder: str, status: str) -> bool:
+    return bool(
+        RunChunk.objects.filter(pk=chunk.pk, holder=holder, status=RunChunk.Status.RUNNING)
+        .update(status=status, lease_until=None)
+    )
+
+
+@dataclass
+class _Tally:
+    done: int = 0
+    failed: int = 0
+
+
+def process_chunk(chunk_id: int, holder: str, *, progress: Progress | None = None) -> int | None:
+    """Do one chunk and commit its outcomes. Returns the next chunk to queue,
+    or None (run over, or the chunk was not ours to do). Safe to call twice."""
+    if not claim_chunk(chunk_id, holder):
+        return None
+    chunk = RunChunk.objects.select_related("run__job").get(pk=chunk_id)
+    run, job = chunk.run, chunk.run.job
+    if job.cancel_requested or job.finished:
+        _release(chunk, holder, RunChunk.Status.SKIPPED)
+        finalize(run)
+        return None
+    Job.objects.filter(pk=job.pk, status=Job.Status.QUEUED).update(status=Job.Status.RUNNING, started_at=timezone.now())
+    client = client_for(run.kind)
+    control = RunControl(run, chunk.pk, holder)
+    tally = _Tally()
+    outcomes: list[ItemOutcome] = []
+    fatal = ""
+    last_report = 0.0
+
+    def report(done: int, failed: int, force: bool = False) -> None:
+        nonlocal last_report
+        now = time.monotonic()
+        if force or now - last_report >= 0.25:
+            last_report = now
+            jobs.report_progress(job.pk, done, job.total, failed)
+            if progress:
+                progress(done, job.total)
+
+    work = None
+    inputs: list = []
+    try:
+        work = client.open(run)
+        inputs = work.load(chunk.items)
+        for outcome in work.execute(inputs, control):
+            outcomes.append(outcome)  # a skipped item (stopped mid-retry) still had calls that cost
+            if outcome.status == "skipped":
+                continue
+            tally.done += 1
+            tally.failed += outcome.status == "failed"
+            report(job.done + tally.done, job.failed + tally.failed)
+    except FatalRunError as exc:
+        fatal = str(exc)
+    finally:
+        if work is not None:
+            work.close()
+    if control.heartbeat() == "lost" or control.lost:
+        log.warning("run chunk %s: dropping %d outcomes of a displaced holder", chunk.pk, tally.done)
+        return None
+    # Only items with an outcome are done (a stop leaves the rest for another run);
+    # items deleted since the run started count as done.
+    missing = len(chunk.items) - len(inputs) if work is not None and not fatal else 0
+    with transaction.atomic():
+        if not _release(chunk, holder, RunChunk.Status.DONE):
+            transaction.set_rollback(True)
+            log.warning("run chunk %s is no longer held by %s; its outcomes are dropped", chunk.pk, holder)
+            return None
+        work_commit(work, outcomes)
+        record_outcomes(run, outcomes)
+        Job.objects.filter(pk=job.pk).update(done=F("done") + tally.done + missing, failed=F("failed") + tally.failed)
+    job.refresh_from_db(fields=["done", "failed", "total"])
+    report(job.done, job.failed, force=True)
+    nxt = next_chunk(run)
+    stop = control.reason()  # no heartbeat: the chunk is released
+    if fatal:
+        return finalize(run, status=Job.Status.FAILED, error=fatal)
+    if stop == "cancelled":
+        return finalize(run)
+    if stop == "budget" and (tally.done < len(inputs) or nxt is not None):
+        run.refresh_from_db(fields=["cost_usd"])
+        return finalize(run, status=Job.Status.FAILED,
+                        error=f"stopped: the budget of ${run.budget_usd:g} is spent (${run.cost_usd:.4f})")
+    if nxt is None:
+        return finalize(run)
+    return nxt
+
+
+def work_commit(work, outcomes: Sequence[ItemOutcome]) -> None:
+    if work is not None and outcomes:
+        work.commit(outcomes)
+
+
+def record_outcomes(run: Run, outcomes: Sequence[ItemOutcome]) -> None:
+    """Store every call and add the outcomes to the run's counters (inside the chunk's transaction)."""
+    now = timezone.now()
+    ModelCall.objects.bulk_create(
+        [ModelCall(run=run, item=o.item, attempt=c.attempt, output_mode=c.output_mode, outcome=c.outcome,
+                   http_status=c.http_status, error=c.error[:2000], latency_ms=c.latency_ms,
+                   prompt_tokens=c.prompt_tokens, completion_tokens=c.completion_tokens, cost_usd=c.cost_usd, at=now)
+         for o in outcomes for c in o.calls],
+        batch_size=1000,
+    )
+    notes = Counter(note for o in outcomes for note in dict.fromkeys(o.notes))
+    updates: dict[str, Any] = dict(
+        requests=F("requests") + sum(len(o.calls) for o in outcomes),
+        cache_hits=F("cache_hits") + sum(o.cached for o in outcomes),
+        prompt_tokens=F("prompt_tokens") + sum(o.prompt_tokens for o in outcomes),
+        completion_tokens=F("completion_tokens") + sum(o.completion_tokens for o in outcomes),
+        unknown_token_calls=F("unknown_token_calls") + sum(o.unknown_token_calls for o in outcomes),
+        cost_usd=F("cost_usd") + sum(o.cost_usd for o in outcomes),
+        warnings=F("warnings") + sum(len(o.warnings) for o in outcomes),
+    )
+    modes = [o.output_mode for o in outcomes if o.output_mode and not o.cached]
+    if modes:
+        updates["output_mode"] = modes[-1]
+    Run.objects.filter(pk=run.pk).update(**updates)
+    if notes:
+        # A JSON merge: the chunk's transaction holds the row, so read-modify-write is safe.
+        current = Run.objects.select_for_update().values_list("notes", flat=True).get(pk=run.pk) or {}
+        for note, n in notes.items():
+            current[note] = current.get(note, 0) + n
+        Run.objects.filter(pk=run.pk).update(notes=current)
+
+
+def release_failed_chunk(chunk_id: int, holder: str, error: str) -> int | None:
+    """After an unexpected error: give the chunk back to be tried again, or
+    fail the run after MAX_CHUNK_ATTEMPTS. Returns the chunk to re-queue."""
+    chunk = RunChunk.objects.select_related("run").filter(pk=chunk_id, holder=holder).first()
+    if chunk is None:
+        return None
+    if chunk.attempts >= MAX_CHUNK_ATTEMPTS:
+        _release(chunk, holder, RunChunk.Status.SKIPPED)
+        finalize(chunk.run, status=Job.Status.FAILED, error=f"chunk {chunk.index} failed {chunk.attempts} times: {error}")
+        return None
+    RunChunk.objects.filter(pk=chunk.pk, holder=holder).update(status=RunChunk.Status.PENDING, holder="",
+                                                               lease_until=None)
+    return chunk.pk
+
+
+# --------------------------------------------------------------------------
+# The end of a run
+
+
+def final_status(done: int, failed: int) -> str:
+    """succeeded: every item done succeeded (or there were none); failed: every
+    item failed; partial: some did."""
+    if failed == 0:
+        return Job.Status.SUCCEEDED
+    if failed >= done:
+        return Job.Status.FAILED
+    return Job.Status.PARTIAL
+
+
+def finalize(run: Run, *, status: str | None = None, error: str = "") -> None:
+    """End the run's job once (later calls do nothing) with a status that says
+    what happened, and tell the run's client."""
+    run.refresh_from_db()
+    job = Job.objects.get(pk=run.job_id)
+    if job.status not in ACTIVE:
+        return None
+    client = client_for(run.kind)
+    noun = client.noun
+    if job.cancel_requested and status is None:
+        status = Job.Status.CANCELLED
+    if status is None:
+        status = final_status(job.done, job.failed)
+        if status != Job.Status.SUCCEEDED:
+            reasons = client.failure_reasons(run, 3) or ["unknown reason"]
+            if status == Job.Status.FAILED:
+                error = f"every {noun} failed; for example: {reasons[0]}"
+            else:
+                error = (f"{job.failed} of {job.done} {noun}s failed; first reasons: "
+                         + "; ".join(dict.fromkeys(reasons)))
+    run.chunks.filter(status=RunChunk.Status.PENDING).update(status=RunChunk.Status.SKIPPED)
+    if error:
+        Run.objects.filter(pk=run.pk).update(stop_reason=error[:500])
+        run.stop_reason = error[:500]
+    jobs.finish(job.pk, status=status, result=client.summary(run), error=error)
+    client.finished(run)
+    return None
+
+
+def resume_stalled(nodename: str | None = None, boot: str | None = None) -> list[int]:
+    """Re-queue the work of unfinished runs whose worker is gone: chunks with
+    an expired lease, and (when a worker starts) chunks held by an earlier
+    start of a worker with this node name. Returns the chunks queued."""
+    now = timezone.now()
+    queued = []
+    dead = Q(status=RunChunk.Status.RUNNING, lease_until__lt=now)
+    if nodename:
+        dead |= Q(status=RunChunk.Status.RUNNING, holder__startswith=f"{nodename}/") & ~Q(
+            holder__startswith=f"{nodename}/{boot}/"
+        )
+    for run in Run.objects.filter(job__status__in=ACTIVE).select_related("job"):
+        run.chunks.filter(dead).update(status=RunChunk.Status.PENDING, holder="", lease_until=None)
+        if run.chunks.filter(status=RunChunk.Status.RUNNING).exists():
+            continue  # a live worker is on it
+        if run.job.cancel_requested:
+            finalize(run)
+            continue
+        nxt = next_chunk(run)
+        if nxt is None:
+            finalize(run)
+        else:
+            queue_chunk(nxt)
+            queued.append(nxt)
+    return queued

@@ -1,0 +1,147 @@
+"""Runs: every batch of model calls (judge runs now; generation, continuation
+and diagnostics runs next) is a Run of work items split into chunks.
+
+A Run belongs to a Job (progress, cancel, status) and to the app that started
+it, which keeps its own row pointing here (e.g. judges.JudgeRun) and
+registers a client for the run's ``kind`` (runs.clients). This app knows
+nothing of judges: an item is a number in the client's namespace (a trace pk
+for judges, a problem pk for generation).
+"""
+
+from __future__ import annotations
+
+from django.db import models
+from django.utils import timezone
+
+from annotation.models import Job
+
+
+class Run(models.Model):
+    """The engine's side of a run: what it cost and why it stopped.
+
+    The counters are sums over committed chunks (updated with F() in each
+    chunk's transaction), so a chunk that died before committing counts nothing.
+    Token counts are what servers reported; calls whose usage is not known
+    (a timeout, a dropped connection, an answer without ``usage``) are counted
+    in ``unknown_token_calls`` instead of as zero, so a cost is a lower bound
+    whenever that count is not zero.
+    """
+
+    job = models.OneToOneField(Job, on_delete=models.CASCADE, related_name="run")
+    kind = models.CharField(max_length=30)  # the registered client: "judge", later "generation", ...
+    force = models.BooleanField(default=False)  # ignore cached responses
+    budget_usd = models.FloatField(null=True, blank=True)
+    config = models.JSONField(default=dict, blank=True)  # the model configuration the run started with
+    # The structured-output form the server accepted in this run (part of the inference regime).
+    output_mode = models.CharField(max_length=20, blank=True)
+    requests = models.PositiveIntegerField(default=0)
+    cache_hits = models.PositiveIntegerField(default=0)
+    prompt_tokens = models.PositiveBigIntegerField(default=0)
+    completion_tokens = models.PositiveBigIntegerField(default=0)
+    unknown_token_calls = models.PositiveIntegerField(default=0)
+    cost_usd = models.FloatField(default=0.0)
+    warnings = models.PositiveIntegerField(default=0)
+    # Run-level warnings: {message: number of items that raised it}.
+    notes = models.JSONField(default=dict, blank=True)
+    stop_reason = models.CharField(max_length=500, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+
+    def __str__(self) -> str:
+        return f"{self.kind} run {self.pk}"
+
+    def summary(self) -> dict:
+        return {
+            "requests": self.requests,
+            "cache_hits": self.cache_hits,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "unknown_token_calls": self.unknown_token_calls,
+            "cost_usd": round(self.cost_usd, 6),
+            "warnings": self.warnings,
+            "notes": self.notes,
+        }
+
+
+class RunChunk(models.Model):
+    """A slice of a run's items: the unit of work of one task.
+
+    A worker takes a chunk with a conditional UPDATE (pending, or running with
+    an expired lease), renews the lease from a heartbeat while it works, and
+    writes its results in one transaction with the status change -- only if it
+    still holds the chunk -- so a chunk is committed exactly once however
+    often its task is delivered."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        RUNNING = "running"
+        DONE = "done"
+        SKIPPED = "skipped"  # the run stopped first
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="chunks")
+    index = models.PositiveIntegerField()
+    items = models.JSONField(default=list)
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.PENDING)
+    holder = models.CharField(max_length=200, blank=True)  # "nodename/boot/process" of the worker on it
+    lease_until = models.DateTimeField(null=True, blank=True)
+    attempts = models.PositiveSmallIntegerField(default=0)
+
+    class Meta:
+        ordering = ["run", "index"]
+        constraints = [models.UniqueConstraint(fields=["run", "index"], name="runchunk_unique_index")]
+        indexes = [
+            # The next pending chunk of a run; stalled chunks when a worker starts.
+            models.Index(fields=["run", "status", "index"], name="runchunk_run_status_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"chunk {self.index} of run {self.run_id} ({self.status})"
+
+
+class ModelCall(models.Model):
+    """One HTTP request of a run (every attempt, including retries).
+
+    Token counts are null when unknown (see Run)."""
+
+    class Outcome(models.TextChoices):
+        OK = "ok"
+        MALFORMED = "malformed"  # an answer, but not valid output of the expected shape
+        ERROR = "error"  # transport error, timeout, HTTP error
+        REJECTED_FORMAT = "rejected_format"  # the server refused the response_format
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="calls")
+    item = models.PositiveBigIntegerField()  # in the run client's namespace (a trace pk for judges)
+    attempt = models.PositiveSmallIntegerField()
+    output_mode = models.CharField(max_length=20)
+    outcome = models.CharField(max_length=20, choices=Outcome.choices)
+    http_status = models.PositiveSmallIntegerField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    latency_ms = models.PositiveIntegerField(default=0)
+    prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
+    completion_tokens = models.PositiveIntegerField(null=True, blank=True)
+    cost_usd = models.FloatField(default=0.0)
+    at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["run", "at", "pk"]
+        indexes = [models.Index(fields=["run", "item"], name="modelcall_run_item_idx")]
+
+
+class ResponseCache(models.Model):
+    """A valid answer to one exact request. The key hashes the caller's scope
+    (e.g. judge, its version and prompt version), the model and the rendered
+    request, so a re-run costs no request unless forced. ``scope`` lets the
+    owner drop its entries (a deleted judge)."""
+
+    key = models.CharField(max_length=64, unique=True)
+    scope = models.CharField(max_length=100, db_index=True)
+    content = models.TextField()
+    output_mode = models.CharField(max_length=20)
+    prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
+    completion_tokens = models.PositiveIntegerField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return self.key[:12]

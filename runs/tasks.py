@@ -1,0 +1,70 @@
+"""Celery tasks of runs. They take ids, re-read state, and are safe to run
+twice (runs.engine: chunks are claimed, and committed only by their holder)."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from celery import shared_task
+from celery.signals import worker_ready
+from django.conf import settings
+from django.db import connection
+
+from runs import engine, identity
+
+log = logging.getLogger(__name__)
+
+
+def _queue(chunk_id: int) -> None:
+    for attempt in range(3):
+        try:
+            engine.queue_chunk(chunk_id)
+            return
+        except Exception:  # the broker hiccuped; a lost link is found again when a worker starts
+            log.exception("could not queue run chunk %s (attempt %d)", chunk_id, attempt + 1)
+            time.sleep(1 + attempt)
+
+
+@shared_task(bind=True, acks_late=True, reject_on_worker_lost=True, name=engine.CHUNK_TASK)
+def run_chunk(self, chunk_id: int) -> None:
+    holder = identity.holder(self.request.hostname)
+    # Go on with the next chunks in this task for up to RUN_TASK_SECONDS: a
+    # hand-off through the broker costs up to a second per chunk (the
+    # filesystem transport polls), yet every chunk still commits on its own, so
+    # a killed worker loses one chunk at most. Eager mode loops to the end.
+    deadline = time.monotonic() + float(getattr(settings, "RUN_TASK_SECONDS", 60))
+    current = chunk_id
+    try:
+        nxt = engine.process_chunk(current, holder)
+        while nxt is not None and (self.request.is_eager or time.monotonic() < deadline):
+            current = nxt
+            nxt = engine.process_chunk(current, holder)
+    except Exception as exc:
+        again = engine.release_failed_chunk(current, holder, f"{type(exc).__name__}: {exc}")
+        if again is None or self.request.is_eager:
+            raise
+        log.exception("run chunk %s failed; trying again", chunk_id)
+        self.apply_async(args=[again], countdown=5)
+        return
+    if nxt is not None:
+        _queue(nxt)
+
+
+@shared_task(name="runs.tasks.resume_stalled_runs")
+def resume_stalled_runs() -> None:
+    """For celery beat (optional): re-queue chunks whose worker's lease ran out."""
+    engine.resume_stalled()
+
+
+@worker_ready.connect
+def _resume_stalled_runs(sender=None, **kwargs) -> None:
+    hostname = getattr(sender, "hostname", None)
+    try:
+        queued = engine.resume_stalled(hostname, identity.BOOT_ID)
+        if queued:
+            log.warning("resumed run chunks %s left by a stopped worker", queued)
+    except Exception:  # never keep a worker from starting
+        log.exception("could not look for stalled runs")
+    finally:
+        connection.close()  # the pool's children have their own

@@ -1,0 +1,565 @@
+"""Model calls on any OpenAI-compatible server (OpenAI, vLLM, SGLang,
+llama.cpp / llama-cpp-python, Ollama, LiteLLM) through the official
+``openai`` client: the one place that talks to model servers.
+
+A ModelPool runs the requests of a chunk's items with ``concurrency`` requests
+in flight on a thread pool. The calling thread (the one with the database
+connection) hands out work, reads and writes the response cache, and beats
+the run's heartbeat (lease renewal, cancel and budget checks) at least every
+``TICK`` seconds whatever the requests are doing; a stop sets an event that
+ends back-offs and rate-limit waits at once and keeps new requests from
+starting. Retries are ours, not the client's, so that every attempt is
+counted and the backoff honours Retry-After.
+
+Plain data in and out: no ORM here (runs.engine and the client apps store).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from email.utils import parsedate_to_datetime
+from typing import Any, Protocol
+
+from django.conf import settings
+
+AUTO, JSON_SCHEMA, JSON_OBJECT, PROMPT = "auto", "json_schema", "json_object", "prompt"
+OUTPUT_MODES = (AUTO, JSON_SCHEMA, JSON_OBJECT, PROMPT)
+CHAT, COMPLETIONS = "chat", "completions"
+_FALLBACK = {JSON_SCHEMA: JSON_OBJECT, JSON_OBJECT: PROMPT}
+# What servers say when they do not support a response_format; llama-cpp-python
+# answers a json_schema request with HTTP 500 "Input should be 'text' or 'json_object'".
+_FORMAT_HINTS = ("response_format", "json_schema", "'text' or 'json_object'", "json_object", "response format")
+# The longest the calling thread waits before it beats the heartbeat again.
+TICK = 0.5
+
+
+def setting(name: str, default: float) -> float:
+    return float(getattr(settings, name, default))
+
+
+# --------------------------------------------------------------------------
+# Plain data
+
+
+class Malformed(ValueError):
+    """An answer that is not of the expected shape: a failed attempt, retried."""
+
+
+class FatalRunError(Exception):
+    """A failure no retry will mend (bad key, unknown model, refused output
+    mode, unreachable server): the run stops with this message."""
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where and how to call a model: the server half of a judge or subject-model configuration."""
+
+    base_url: str
+    model: str
+    api_key_env: str = ""
+    api: str = CHAT  # chat | completions
+    output_mode: str = AUTO  # structured output: auto | json_schema | json_object | prompt
+    output_mode_resolved: str = ""  # what "auto" found the server accepts, from an earlier run
+    concurrency: int = 4
+    rate_limit_per_minute: int | None = None
+    max_retries: int = 4
+    timeout_seconds: float = 120.0
+    price_input_per_mtok: float = 0.0
+    price_output_per_mtok: float = 0.0
+
+    def price(self, prompt_tokens: int | None, completion_tokens: int | None) -> float:
+        """USD for the known tokens: (prompt x input price + completion x output price) / 1,000,000."""
+        return ((prompt_tokens or 0) * self.price_input_per_mtok
+                + (completion_tokens or 0) * self.price_output_per_mtok) / 1e6
+
+
+@dataclass
+class ModelRequest:
+    """One model request of a work item. ``build(output_mode)`` gives the body
+    without ``model`` and ``response_format`` (chat: ``messages``; completions:
+    ``prompt``; plus per-request ``temperature``, ``max_tokens``, ``seed``,
+    ``top_p``, ``stop``...), rendered again only if the output mode changes;
+    ``parse(content)`` returns the value or raises Malformed (then the request
+    is tried again). ``schema`` asks for structured output."""
+
+    item: int
+    build: Callable[[str], dict]
+    parse: Callable[[str], Any] = lambda content: content
+    schema: dict | None = None
+    schema_name: str = "output"
+    api: str | None = None  # None: the endpoint's
+
+
+@dataclass
+class CallRecord:
+    """One request to a model server (each retry is a call of its own).
+    Token counts are None when unknown."""
+
+    attempt: int
+    output_mode: str
+    outcome: str  # ok | malformed | error | rejected_format
+    http_status: int | None = None
+    error: str = ""
+    latency_ms: int = 0
+    prompt_tokens: int | None = 0
+    completion_tokens: int | None = 0
+    cost_usd: float = 0.0
+
+    @property
+    def tokens_known(self) -> bool:
+        return self.prompt_tokens is not None and self.completion_tokens is not None
+
+
+@dataclass
+class Answer:
+    value: Any
+    content: str
+    output_mode: str
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    cached: bool = False
+
+
+@dataclass
+class RequestOutcome:
+    """The end of one request: an answer, a failure with its reason, or
+    skipped (the run stopped before it was done)."""
+
+    request: ModelRequest
+    status: str  # ok | failed | skipped
+    answer: Answer | None = None
+    reason: str = ""
+    calls: list[CallRecord] = field(default_factory=list)
+    fatal: str | None = None
+
+
+@dataclass
+class CachedAnswer:
+    content: str
+    output_mode: str
+    prompt_tokens: int | None
+    completion_tokens: int | None
+
+
+class ResponseStore(Protocol):
+    """Where a pool keeps valid answers and what it learnt about the server."""
+
+    def lookup(self, keys: Sequence[str]) -> dict[str, CachedAnswer]: ...
+
+    def save(self, answers: dict[str, CachedAnswer]) -> None: ...
+
+    def remember_output_mode(self, output_mode: str) -> None: ...
+
+
+class NullStore:
+    def lookup(self, keys: Sequence[str]) -> dict[str, CachedAnswer]:
+        return {}
+
+    def save(self, answers: dict[str, CachedAnswer]) -> None:
+        pass
+
+    def remember_output_mode(self, output_mode: str) -> None:
+        pass
+
+
+class Control(Protocol):
+    def stop_reason(self) -> str | None:
+        """Why the run must stop now (cancelled, budget spent, lease lost), or None. Cheap to call often."""
+
+    def heartbeat(self) -> str | None:
+        """Renew the lease and look for a cancel when due; the stop reason, or None."""
+
+    def charge(self, cost_usd: float) -> None:
+        """Count what calls cost as soon as they return (the budget check needs it)."""
+
+
+class NoStop:
+    def stop_reason(self) -> str | None:
+        return None
+
+    def heartbeat(self) -> str | None:
+        return None
+
+    def charge(self, cost_usd: float) -> None:
+        pass
+
+
+# --------------------------------------------------------------------------
+# Pieces
+
+
+def retry_after_seconds(headers) -> float | None:
+    """Seconds a server asked us to wait (Retry-After as seconds or HTTP date, or retry-after-ms)."""
+    if headers is None:
+        return None
+    ms = headers.get("retry-after-ms")
+    if ms:
+        try:
+            return max(0.0, float(ms) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def backoff_seconds(failures: int, base: float, cap: float, retry_after: float | None, retry_after_cap: float,
+                    rng: Callable[[float, float], float] = random.uniform) -> float:
+    """The wait before attempt ``failures + 1``: d = min(cap, base x 2^(failures-1)), then a random
+    point in [d/2, d] (so retries of many items spread out), and never less than
+    the server's Retry-After (itself capped at ``retry_after_cap``)."""
+    delay = min(cap, base * 2 ** (failures - 1))
+    delay = delay / 2 + rng(0, delay / 2)
+    if retry_after is not None:
+        delay = max(delay, min(retry_after, retry_after_cap))
+    return delay
+
+
+class RateLimiter:
+    """Spaces request starts ``60 / per_minute`` seconds apart."""
+
+    def __init__(self, per_minute: int) -> None:
+        self.interval = 60.0 / per_minute
+        self.next = 0.0
+        self.lock = threading.Lock()
+
+    def acquire(self, stop: threading.Event) -> bool:
+        with self.lock:
+            now = time.monotonic()
+            at = max(now, self.next)
+            self.next = at + self.interval
+        delay = at - now
+        return not (delay > 0 and stop.wait(delay))
+
+
+def response_format(output_mode: str, schema: dict | None, name: str = "output") -> dict | None:
+    """The ``response_format`` of a request. The json_object fallback carries the
+    schema too: llama-cpp-python (and other llama.cpp-based servers) refuse
+    ``json_schema`` but enforce ``{"type": "json_object", "schema": ...}`` with a
+    grammar; servers that do not know the key ignore it."""
+    if schema is None:
+        return None
+    if output_mode == JSON_SCHEMA:
+        return {"type": "json_schema", "json_schema": {"name": name, "schema": schema}}
+    if output_mode == JSON_OBJECT:
+        return {"type": "json_object", "schema": schema}
+    return None
+
+
+def cache_key(scope: str, model: str, api: str, body: dict) -> str:
+    """sha256 of the caller's scope, the model, the API kind and the exact request body."""
+    blob = json.dumps({"scope": scope, "model": model, "api": api, "request": body}, sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def start_mode(endpoint: Endpoint) -> str:
+    if endpoint.output_mode == AUTO:
+        return endpoint.output_mode_resolved or JSON_SCHEMA
+    return endpoint.output_mode
+
+
+# --------------------------------------------------------------------------
+# The pool
+
+
+@dataclass
+class _Done:
+    outcome: RequestOutcome
+    key: str | None = None
+    cached: CachedAnswer | None = None
+
+
+class ModelPool:
+    """Runs model requests with retries, cache, structured-output fallback, rate
+    limit and accounting. ``scope`` goes into every cache key (who asks, and
+    the version of what they ask)."""
+
+    def __init__(self, endpoint: Endpoint, scope: str, store: ResponseStore | None = None, *,
+                 force: bool = False) -> None:
+        import openai  # only runs that call models need the client
+
+        self.openai = openai
+        self.endpoint = endpoint
+        self.scope = scope
+        self.store = store or NullStore()
+        self.force = force
+        env = endpoint.api_key_env or "OPENAI_API_KEY"
+        key = os.environ.get(env, "")
+        if endpoint.api_key_env and not key:
+            raise FatalRunError(f"the environment variable {env} (the API key) is not set")
+        if not endpoint.base_url:
+            raise FatalRunError("no base URL is configured")
+        self.client = openai.OpenAI(base_url=endpoint.base_url, api_key=key or "not-needed", max_retries=0,
+                                    timeout=endpoint.timeout_seconds)
+        self.concurrency = max(1, endpoint.concurrency)
+        self.limiter = RateLimiter(endpoint.rate_limit_per_minute) if endpoint.rate_limit_per_minute else None
+        self.stop = threading.Event()
+        self.lock = threading.Lock()
+        self.output_mode = start_mode(endpoint)
+        self.accepted_mode = ""  # the structured-output form that earned a valid answer in this pool
+        self.retry_base = setting("RUN_RETRY_BASE_SECONDS", 1.0)
+        self.retry_cap = setting("RUN_RETRY_MAX_SECONDS", 30.0)
+        self.retry_after_cap = setting("RUN_RETRY_AFTER_MAX_SECONDS", 120.0)
+
+    def close(self) -> None:
+        self.client.close()
+
+    # -- bodies -------------------------------------------------------------
+
+    def body(self, request: ModelRequest, output_mode: str) -> dict:
+        body = {"model": self.endpoint.model, **request.build(output_mode)}
+        fmt = response_format(output_mode, request.schema, request.schema_name)
+        if fmt is not None:
+            body["response_format"] = fmt
+        return body
+
+    def key(self, request: ModelRequest, body: dict) -> str:
+        return cache_key(self.scope, self.endpoint.model, request.api or self.endpoint.api, body)
+
+    def _fall_back(self, rejected: str) -> None:
+        with self.lock:
+            if self.output_mode == rejected and rejected in _FALLBACK:
+                self.output_mode = _FALLBACK[rejected]
+
+    # -- running ------------------------------------------------------------
+
+    def run(self, requests: Sequence[ModelRequest], control: Control) -> Iterator[RequestOutcome]:
+        """Yield one outcome per request, in any order: cached answers first,
+        then the others as they finish. Raises FatalRunError after yielding
+        what finished when a failure no retry mends stops the run."""
+        bodies: dict[int, tuple[str, dict, str]] = {}
+        for n, request in enumerate(requests):
+            body = self.body(request, self.output_mode)
+            bodies[n] = (self.output_mode, body, self.key(request, body))
+        cached = {} if self.force else self.store.lookup([key for _m, _b, key in bodies.values()])
+        queue: deque[int] = deque()
+        for n, request in enumerate(requests):
+            mode, _body, key = bodies[n]
+            hit = cached.get(key)
+            outcome = self._from_cache(request, hit) if hit else None
+            if outcome is None:
+                queue.append(n)
+            else:
+                yield outcome
+        if queue:
+            yield from self._call_all(requests, bodies, queue, control)
+
+    def _from_cache(self, request: ModelRequest, hit: CachedAnswer) -> RequestOutcome | None:
+        try:
+            value = request.parse(hit.content)
+        except Malformed:
+            return None
+        answer = Answer(value, hit.content, hit.output_mode, hit.prompt_tokens, hit.completion_tokens, cached=True)
+        return RequestOutcome(request, "ok", answer)
+
+    def _call_all(self, requests: Sequence[ModelRequest], bodies: dict[int, tuple[str, dict, str]],
+                  queue: deque[int], control: Control) -> Iterator[RequestOutcome]:
+        fatal: str | None = None
+        in_flight: dict[Future, int] = {}
+        with ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="model") as pool:
+
+            def beat() -> None:
+                # The heartbeat: independent of slots freeing up, so a lease is
+                # renewed and a cancel seen while every slot waits on a slow server.
+                if control.heartbeat() or control.stop_reason():
+                    self.stop.set()
+
+            def fill() -> None:
+                while queue and len(in_flight) < self.concurrency and not self.stop.is_set():
+                    beat()
+                    if self.stop.is_set():
+                        return
+                    n = queue.popleft()
+                    in_flight[pool.submit(self._call, requests[n], bodies[n])] = n
+
+            fill()
+            while in_flight:
+                done, _ = wait(in_flight, timeout=TICK, return_when=FIRST_COMPLETED)
+                beat()
+                results: list[_Done] = []
+                for future in done:
+                    del in_flight[future]
+                    results.append(future.result())
+                    if results[-1].outcome.fatal and fatal is None:
+                        fatal = results[-1].outcome.fatal
+                        self.stop.set()
+                control.charge(sum(c.cost_usd for r in results for c in r.outcome.calls))
+                fill()  # the freed slots go back to work before we store anything
+                answers = {r.key: r.cached for r in results if r.cached is not None and r.key is not None}
+                if answers:
+                    self.store.save(answers)
+                    worked = next(iter(answers.values())).output_mode
+                    if self.endpoint.output_mode == AUTO and worked != self.accepted_mode:
+                        self.store.remember_output_mode(worked)
+                    self.accepted_mode = worked
+                for result in results:
+                    yield result.outcome
+            # Requests never started (the run stopped) are skipped.
+            while queue:
+                yield RequestOutcome(requests[queue.popleft()], "skipped")
+        if fatal:
+            raise FatalRunError(fatal)
+
+    def _call(self, request: ModelRequest, rendered: tuple[str, dict, str]) -> _Done:
+        openai = self.openai
+        ep = self.endpoint
+        api = request.api or ep.api
+        calls: list[CallRecord] = []
+        failures = 0
+        rejections = 0
+        while True:
+            if self.stop.is_set():
+                return _Done(RequestOutcome(request, "skipped", calls=calls))
+            mode = self.output_mode
+            rendered_mode, body, key = rendered
+            if rendered_mode != mode:
+                body = self.body(request, mode)
+                key = self.key(request, body)
+                rendered = (mode, body, key)
+            if self.limiter and not self.limiter.acquire(self.stop):
+                return _Done(RequestOutcome(request, "skipped", calls=calls))
+            attempt = len(calls) + 1
+            started = time.monotonic()
+            retry_after = None
+            # What the server did with the tokens of a failed call: unknown (None)
+            # unless it answered, so costs are never understated as zero.
+            pt: int | None = None
+            ct: int | None = None
+            try:
+                if api == COMPLETIONS:
+                    response = self.client.completions.create(**body)
+                else:
+                    response = self.client.chat.completions.create(**body)
+            except openai.APITimeoutError:
+                error, status = f"timed out after {ep.timeout_seconds:g}s", None
+            except openai.APIConnectionError as exc:
+                error, status = f"could not connect to {ep.base_url}: {_root_cause(exc)}", None
+                if _refused(exc):
+                    pt = ct = 0  # nothing reached the server
+            except openai.APIStatusError as exc:
+                status = exc.status_code
+                message = _status_message(exc)
+                error = f"HTTP {status}: {message}"
+                if status < 500:
+                    pt = ct = 0  # refused before any generation
+                if status in (400, 422, 500) and request.schema is not None and mode != PROMPT \
+                        and _mentions_format(message):
+                    calls.append(CallRecord(attempt, mode, "rejected_format", status, message, _ms(started), 0, 0))
+                    if ep.output_mode != AUTO:
+                        return self._fatal(request, calls, f"the server refuses output mode {mode} ({error}); "
+                                                           f"choose output mode auto")
+                    rejections += 1
+                    if rejections > len(_FALLBACK) + 1:
+                        return self._failed(request, calls, f"the server refuses every response format: {error}")
+                    self._fall_back(mode)
+                    continue  # the fallback is not a retry
+                if status in (401, 403):
+                    calls.append(CallRecord(attempt, mode, "error", status, message, _ms(started), pt, ct))
+                    return self._fatal(request, calls, f"the server at {ep.base_url} refused the API key "
+                                                       f"(HTTP {status}): {message}")
+                if status == 404:
+                    calls.append(CallRecord(attempt, mode, "error", status, message, _ms(started), pt, ct))
+                    return self._fatal(request, calls, f"not found at {ep.base_url} (HTTP 404): {message}; "
+                                                       "check the base URL and the model name")
+                if status == 429:
+                    retry_after = retry_after_seconds(exc.response.headers)
+                elif status < 500 and status != 408:
+                    calls.append(CallRecord(attempt, mode, "error", status, message, _ms(started), pt, ct))
+                    return self._failed(request, calls, error)
+            else:
+                usage = response.usage
+                pt = usage.prompt_tokens if usage is not None else None
+                ct = usage.completion_tokens if usage is not None else None
+                content = _content(response, api)
+                record = CallRecord(attempt, mode, "ok", 200, "", _ms(started), pt, ct, ep.price(pt, ct))
+                calls.append(record)
+                try:
+                    value = request.parse(content or "")
+                except Malformed as exc:
+                    record.outcome, record.error = "malformed", str(exc)
+                    error, status = f"malformed answer: {exc}", 200
+                else:
+                    answer = Answer(value, content or "", mode, pt, ct)
+                    return _Done(RequestOutcome(request, "ok", answer, calls=calls), key,
+                                 CachedAnswer(content or "", mode, pt, ct))
+            if not calls or calls[-1].attempt != attempt:
+                calls.append(CallRecord(attempt, mode, "error", status, error, _ms(started), pt, ct))
+            failures += 1
+            if failures > ep.max_retries:
+                return self._failed(request, calls,
+                                    f"{error} (gave up after {failures} attempt{'s' if failures > 1 else ''})")
+            delay = backoff_seconds(failures, self.retry_base, self.retry_cap, retry_after, self.retry_after_cap)
+            if self.stop.wait(delay):
+                return _Done(RequestOutcome(request, "skipped", calls=calls))
+
+    @staticmethod
+    def _failed(request: ModelRequest, calls: list[CallRecord], reason: str) -> _Done:
+        return _Done(RequestOutcome(request, "failed", reason=reason, calls=calls))
+
+    @staticmethod
+    def _fatal(request: ModelRequest, calls: list[CallRecord], reason: str) -> _Done:
+        return _Done(RequestOutcome(request, "failed", reason=reason, calls=calls, fatal=reason))
+
+
+def _ms(started: float) -> int:
+    return int((time.monotonic() - started) * 1000)
+
+
+def _content(response, api: str) -> str | None:
+    if not response.choices:
+        return None
+    choice = response.choices[0]
+    if api == COMPLETIONS:
+        return choice.text
+    return choice.message.content
+
+
+def _root_cause(exc: BaseException) -> BaseException:
+    while exc.__cause__ is not None:
+        exc = exc.__cause__
+    return exc
+
+
+def _refused(exc: Exception) -> bool:
+    """True when the connection was never made (nothing was sent)."""
+    import httpx
+
+    seen = exc
+    while seen is not None:
+        if isinstance(seen, (httpx.ConnectError, ConnectionRefusedError)):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def _status_message(exc) -> str:
+    body = exc.body
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        message = inner.get("message") if isinstance(inner, dict) else inner
+        if message:
+            return str(message)[:1000]
+    return str(exc.message)[:1000]
+
+
+def _mentions_format(message: str) -> bool:
+    text = message.lower()
+    return any(hint in text for hint in _FORMAT_HINTS)
