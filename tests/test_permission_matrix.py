@@ -27,12 +27,12 @@ from pathlib import Path
 import pytest
 from django.urls import URLPattern, URLResolver, get_resolver
 
+from agreement.models import CalibrationStudy
 from annotation import services
 from annotation.importing.pipeline import import_stream
 from annotation.models import Job, Membership, Skeleton, Step, Study, Trace
 from judges import services as judge_services
 from judges.models import MECHANISTIC, JudgeConfig
-from agreement.models import CalibrationStudy
 from tests.review.conftest import seed
 
 pytestmark = pytest.mark.django_db
