@@ -4,8 +4,6 @@ fallback, the cache, cancel, budget, concurrency and rate limits."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from annotation import jobs
@@ -55,7 +53,6 @@ def test_a_run_survives_errors_rate_limits_timeouts_and_malformed_answers(make_t
         Fault(content="I am not JSON"), Fault(content='{"steps": [{"step": 1, "verdict": "sure"}]}'),
         Fault(status=502),
     )
-    started = time.monotonic()
     run, job = run_judge(judge)
     assert job.status == Job.Status.SUCCEEDED and job.failed == 0 and job.done == 8
     assert len(judge_labels(judge)) == 24
@@ -71,7 +68,6 @@ def test_a_run_survives_errors_rate_limits_timeouts_and_malformed_answers(make_t
     retried_at = min(r.started for r in server.requests[limited + 1:] if r.started > server.requests[limited].finished
                      and r.body == server.requests[limited].body)
     assert retried_at - server.requests[limited].finished >= 0.95
-    assert time.monotonic() - started < 10
     # malformed answers cost tokens too
     assert run.requests == 15 and run.prompt_tokens == 100 * (8 + 2)
 
@@ -254,12 +250,9 @@ def test_concurrency_keeps_that_many_requests_in_flight(make_traces, llm_judge, 
     make_traces(12)
     server.latency = 0.2
     judge = llm_judge(concurrency=4)
-    started = time.monotonic()
     _, job = run_judge(judge)
-    elapsed = time.monotonic() - started
     assert job.status == Job.Status.SUCCEEDED
-    assert server.max_in_flight == 4
-    assert elapsed < 1.8  # ~0.6 s; one at a time would take 2.4 s
+    assert server.max_in_flight == 4  # the throughput this buys is measured in benchmarks/judge_throughput.py
 
 
 def test_the_rate_limit_spaces_requests(make_traces, llm_judge, server):

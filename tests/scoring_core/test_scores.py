@@ -369,7 +369,6 @@ def test_empty_traces_table():
 
 
 def test_score_traces_is_vectorised_100k_traces_1m_steps():
-    import time
 
     rng = np.random.default_rng(0)
     n, per = 100_000, 10
@@ -389,8 +388,5 @@ def test_score_traces_is_vectorised_100k_traces_1m_steps():
             "skeleton_refs": [[int(x)] for x in rng.integers(1, 12, n * per)],
         }
     )
-    t = time.perf_counter()
-    s = score_traces(traces, steps)
-    elapsed = time.perf_counter() - t
+    s = score_traces(traces, steps)  # speed: benchmarks/score_large.py
     assert len(s) == n and s.complete.all()
-    assert elapsed < 10, elapsed  # about 0.4 s on the development machine
