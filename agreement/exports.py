@@ -569,10 +569,8 @@ def do_queue_export(study: Study, membership: Membership, params, *, user, base_
 def _enqueue(job_id: int) -> None:
     from kombu.exceptions import OperationalError as BrokerError
 
-    from scoring.queueing import queue_task
-
     try:
-        queue_task("agreement.tasks.run_export", job_id)  # by name: agreement.tasks imports this module
+        jobs.queue_task("agreement.tasks.run_export", job_id)  # by name: agreement.tasks imports this module
     except BrokerError:
         jobs.finish(job_id, status=Job.Status.FAILED, error="the task queue is not reachable")
         raise

@@ -8,7 +8,6 @@ from django.core.cache import cache
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
-from django.utils.module_loading import import_string
 
 from annotation.models import Job
 
@@ -19,17 +18,42 @@ def _key(job_id: int) -> str:
     return f"job-progress:{job_id}"
 
 
-def queue(task_name: str, *args: Any, countdown: float | None = None) -> None:
-    """Queue the Celery task ``task_name`` (its dotted path) with ``args`` once
-    the current transaction commits, so a worker never looks for a row that is
-    not committed yet.
+def queue_task(name: str, *args: Any, countdown: float | None = None):
+    """Queue the Celery task ``name`` (e.g. ``"scoring.tasks.recompute_scores"``)
+    now; raises kombu's OperationalError when the broker is down.
 
     By name because tasks call services: a services module that imported its
-    tasks module would close an import cycle. The name is resolved now, so a
-    wrong one fails in the caller rather than in a commit hook.
+    tasks module would close an import cycle. Celery registers an app's tasks
+    when its ``tasks`` module is imported -- always in a worker, but in a web or
+    CLI process only once something imports it -- so an unknown name first has
+    Celery import every app's ``tasks`` module (the worker's own discovery), and
+    eager mode runs the real task in-process. A wrong name fails here, in the
+    caller, never on the broker.
     """
-    task = import_string(task_name)
-    transaction.on_commit(lambda: task.apply_async(args, countdown=countdown))
+    from celery import current_app
+
+    app = current_app
+    if name not in app.tasks:
+        app.loader.import_default_modules()
+    if name not in app.tasks:
+        raise LookupError(f"no Celery task named {name!r}")
+    task = app.tasks[name]
+    if countdown:
+        return task.apply_async(args, countdown=countdown)
+    return task.delay(*args)
+
+
+def queue(task_name: str, *args: Any, countdown: float | None = None) -> None:
+    """``queue_task`` once the current transaction commits, so a worker never
+    looks for a row that is not committed yet. The name is checked now, so a
+    wrong one fails in the caller rather than in a commit hook."""
+    from celery import current_app
+
+    if task_name not in current_app.tasks:
+        current_app.loader.import_default_modules()
+    if task_name not in current_app.tasks:
+        raise LookupError(f"no Celery task named {task_name!r}")
+    transaction.on_commit(lambda: queue_task(task_name, *args, countdown=countdown))
 
 
 def report_progress(job_id: int, done: int, total: int, failed: int = 0) -> None:

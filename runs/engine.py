@@ -81,9 +81,7 @@ def queue_first(run: Run) -> None:
 
 def queue_chunk(chunk_id: int) -> None:
     """Queue a chunk task by name (this module is imported by the tasks, not the other way round)."""
-    from reasonaudit.celery import app
-
-    app.tasks[CHUNK_TASK].delay(chunk_id)
+    jobs.queue_task(CHUNK_TASK, chunk_id)
 
 
 def next_chunk(run: Run) -> int | None:

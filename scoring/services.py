@@ -199,12 +199,10 @@ def do_queue_score_job(study: Study, *, profiles: list[str] | None = None, user=
 def _enqueue(job_id: int, *, countdown: float) -> None:
     from kombu.exceptions import OperationalError as BrokerError
 
-    from scoring.queueing import queue_task
-
     eager = settings.CELERY_TASK_ALWAYS_EAGER
     try:
         # By name: scoring.tasks imports this module.
-        queue_task("scoring.tasks.recompute_scores", job_id, countdown=0 if eager else countdown)
+        jobs.queue_task("scoring.tasks.recompute_scores", job_id, countdown=0 if eager else countdown)
     except BrokerError as exc:
         # Saving labels must not fail because the queue is down; the job is
         # marked failed so the next change queues a fresh one.

@@ -32,6 +32,6 @@ def test_a_queued_import_runs_only_once_its_job_is_committed(study, owner, djang
 
 
 def test_a_wrong_task_name_fails_in_the_caller_not_in_the_commit_hook(django_capture_on_commit_callbacks):
-    with django_capture_on_commit_callbacks(execute=True) as callbacks, pytest.raises(ImportError):
+    with django_capture_on_commit_callbacks(execute=True) as callbacks, pytest.raises(LookupError):
         jobs.queue("annotation.tasks.no_such_task", 1)
     assert callbacks == []
