@@ -19,7 +19,7 @@ Blind mode
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from django.contrib.auth import get_user_model
@@ -662,40 +662,21 @@ def study_models(study: Study) -> list[str]:
         return [row[0] for row in cur.fetchall()]
 
 
-def _trace_score_model():
-    """The scoring app's per-trace score model, if it has a ``lucky_guess``
-    column; the lucky-guess filter is skipped without it."""
-    from django.apps import apps
+# Trace conditions that other apps contribute to the trace filters by name
+# (e.g. scoring's "lucky_guess"): annotation is the lowest app and never
+# imports the apps above it, so they register here from their AppConfig.ready.
+# A condition takes (study, prefix) -- prefix is the path from the filtered
+# model to Trace -- and returns an expression to filter on.
+TraceCondition = Callable[[Study, str], Exists | Q]
+_TRACE_CONDITIONS: dict[str, TraceCondition] = {}
 
-    if not apps.is_installed("scoring"):
-        return None
-    try:
-        from scoring.models import TraceScore  # type: ignore[attr-defined]
-    except ImportError:
-        return None
-    names = {f.name for f in TraceScore._meta.get_fields()}
-    if not {"lucky_guess", "trace"} <= names or not ({"source", "score_set"} & names):
-        return None
-    return TraceScore
+
+def register_trace_condition(name: str, condition: TraceCondition) -> None:
+    _TRACE_CONDITIONS[name] = condition
 
 
 def lucky_guess_available() -> bool:
-    return _trace_score_model() is not None
-
-
-def _lucky_guess(study: Study, prefix: str) -> Exists | None:
-    """Lucky guesses by the "final" label source under the study's default
-    profile (the scores every page shows by default)."""
-    model = _trace_score_model()
-    if model is None:
-        return None
-    names = {f.name for f in model._meta.get_fields()}
-    qs = model.objects.filter(trace=OuterRef(f"{prefix}pk"), lucky_guess=True)
-    owner = "score_set__" if "score_set" in names else ""
-    qs = qs.filter(**{f"{owner}source": "final"})
-    if study.default_profile_id:
-        qs = qs.filter(**{f"{owner}profile_id": study.default_profile_id})
-    return Exists(qs)
+    return "lucky_guess" in _TRACE_CONDITIONS
 
 
 TRUE, FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
@@ -724,9 +705,9 @@ def filter_traces(qs: QuerySet, params, study: Study, membership: Membership, *,
         qs = qs.filter(**{f"{p}answer_correct": v})
     if (v := _flag(params.get("flagged"))) is not None:
         qs = qs.filter(**{f"{p}flagged": v})
-    if (v := _flag(params.get("lucky_guess"))) is not None:
-        cond = _lucky_guess(study, p)
-        if cond is not None:
+    for name, condition in _TRACE_CONDITIONS.items():
+        if (v := _flag(params.get(name))) is not None:
+            cond = condition(study, p)
             qs = qs.filter(cond if v else ~cond)
     user = membership.user
     mine_done = TraceReview.objects.filter(trace=OuterRef(f"{p}pk"), annotator=user, complete=True)

@@ -192,8 +192,8 @@ def test_the_full_gsm8k_model_solutions_file(tmp_path):
 
 def test_the_demo_labels_match_the_demo_traces_exactly(tmp_path):
     """The bundled AI-annotator label files must import cleanly on top of the demo data."""
-    from annotation.management.commands import demo
     from annotation.models import StepLabel
+    from demo.management.commands import demo
 
     assert len(demo.DEMO_LABELS) == 2
     status, out = run(GSM8K_SOLUTIONS, study="Labels", format="gsm8k-solutions", json=True)

@@ -14,7 +14,7 @@ outside the repository.
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -159,3 +159,31 @@ def test_a_package_importing_its_own_submodules_is_no_cycle(tmp_path):
         "pkg/impl.py": "import pkg\n",
     })
     assert import_cycles(tmp_path) == []
+
+
+# The apps in dependency order (docs/architecture.md): each may import those
+# before it, never those after it. ``reasonaudit`` (settings, Celery app, URL
+# root) is the project's frame and is left out.
+APP_LAYERS = ("annotation", "runs", "judges", "scoring", "agreement", "demo")
+
+
+def upward_imports(graph: dict[str, set[str]], layers: Sequence[str]) -> list[str]:
+    rank = {app: i for i, app in enumerate(layers)}
+    found = []
+    for module, imported in sorted(graph.items()):
+        app = module.split(".")[0]
+        for target in sorted(imported):
+            other = target.split(".")[0]
+            if app in rank and other in rank and rank[other] > rank[app]:
+                found.append(f"{module} -> {target} ({app} must not import {other})")
+    return found
+
+
+def test_apps_depend_on_each_other_one_way_only():
+    wrong = upward_imports(import_graph(ROOT), APP_LAYERS)
+    assert not wrong, "imports against the apps' order " + " < ".join(APP_LAYERS) + ":\n" + "\n".join(wrong)
+
+
+def test_the_layer_check_reports_an_upward_import():
+    graph = {"low.views": {"high.models"}, "high.models": {"low.models"}, "low.models": set()}
+    assert upward_imports(graph, ("low", "high")) == ["low.views -> high.models (low must not import high)"]

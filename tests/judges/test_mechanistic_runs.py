@@ -100,7 +100,7 @@ def test_the_data_migration_adds_the_judge_to_existing_studies(study):
 def test_the_demo_command_judges_in_process(study, do_import, settings, tmp_path, monkeypatch):
     from django.core.management import call_command
 
-    from annotation.management.commands import demo
+    from demo.management.commands import demo
 
     small = tmp_path / "demo.jsonl"
     small.write_bytes(b"".join(GSM8K.read_bytes().splitlines(keepends=True)[:5]))

@@ -164,3 +164,12 @@ def test_owners_queue_a_recompute(scored, owner, member, django_capture_on_commi
         response = api(owner).post(url, {"profile": "no-format"}, format="json")
     assert response.status_code == 202 and response.json()["kind"] == "score"
     assert response.json()["html_url"].endswith(f"/jobs/{response.json()['id']}/")
+
+
+def test_the_trace_list_filter_finds_exactly_the_lucky_guesses(scored, owner):
+    # The condition scoring registers with annotation's trace filters reads the same stored scores.
+    url = f"/api/v1/studies/{scored.pk}/traces/"
+    lucky = {r["trace_id"] for r in api(owner).get(url + "?lucky_guess=true").json()["results"]}
+    rest = {r["trace_id"] for r in api(owner).get(url + "?lucky_guess=false").json()["results"]}
+    assert lucky == {"t1", "t3", "t5"}
+    assert lucky.isdisjoint(rest) and rest
