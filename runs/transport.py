@@ -87,7 +87,8 @@ class ModelRequest:
     """One model request of a work item. ``build(output_mode)`` gives the body
     without ``model`` and ``response_format`` (chat: ``messages``; completions:
     ``prompt``; plus per-request ``temperature``, ``max_tokens``, ``seed``,
-    ``top_p``, ``stop``...), rendered again only if the output mode changes;
+    ``top_p``, ``stop``...; ``extra_body``: fields the openai client passes
+    through, e.g. vLLM's ``continue_final_message``), rendered again only if the output mode changes;
     ``parse(content)`` returns the value or raises Malformed (then the request
     is tried again). ``schema`` asks for structured output."""
 
@@ -127,6 +128,10 @@ class Answer:
     prompt_tokens: int | None
     completion_tokens: int | None
     cached: bool = False
+    # What the response said: the model as the server names it (a regime field) and why
+    # decoding stopped ("length" = cut by max_tokens). Empty for answers read from a cache that does not keep them.
+    model: str = ""
+    finish_reason: str = ""
 
 
 @dataclass
@@ -148,6 +153,8 @@ class CachedAnswer:
     output_mode: str
     prompt_tokens: int | None
     completion_tokens: int | None
+    model: str = ""
+    finish_reason: str = ""
 
 
 class ResponseStore(Protocol):
@@ -367,7 +374,8 @@ class ModelPool:
             value = request.parse(hit.content)
         except Malformed:
             return None
-        answer = Answer(value, hit.content, hit.output_mode, hit.prompt_tokens, hit.completion_tokens, cached=True)
+        answer = Answer(value, hit.content, hit.output_mode, hit.prompt_tokens, hit.completion_tokens, cached=True,
+                        model=hit.model, finish_reason=hit.finish_reason)
         return RequestOutcome(request, "ok", answer)
 
     def _call_all(self, requests: Sequence[ModelRequest], bodies: dict[int, tuple[str, dict, str]],
@@ -497,9 +505,10 @@ class ModelPool:
                     record.outcome, record.error = "malformed", str(exc)
                     error, status = f"malformed answer: {exc}", 200
                 else:
-                    answer = Answer(value, content or "", mode, pt, ct)
+                    served, finish = _served_by(response)
+                    answer = Answer(value, content or "", mode, pt, ct, model=served, finish_reason=finish)
                     return _Done(RequestOutcome(request, "ok", answer, calls=calls), key,
-                                 CachedAnswer(content or "", mode, pt, ct))
+                                 CachedAnswer(content or "", mode, pt, ct, served, finish))
             if not calls or calls[-1].attempt != attempt:
                 calls.append(CallRecord(attempt, mode, "error", status, error, _ms(started), pt, ct))
             failures += 1
@@ -530,6 +539,12 @@ def _content(response, api: str) -> str | None:
     if api == COMPLETIONS:
         return choice.text
     return choice.message.content
+
+
+def _served_by(response) -> tuple[str, str]:
+    """The model the response names and the first choice's finish reason ("" when absent)."""
+    finish = response.choices[0].finish_reason if response.choices else None
+    return str(getattr(response, "model", None) or ""), str(finish or "")
 
 
 def _root_cause(exc: BaseException) -> BaseException:

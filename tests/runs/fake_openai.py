@@ -10,6 +10,14 @@ model that without the schema echoes the schema back (``json_object_needs_schema
 Faults queued with ``inject`` hit the next requests in arrival order;
 ``rule`` faults hit every request they match. ``item_counts()`` counts the
 requests per work item (the trace number in "step k of trace N" lines).
+
+For continuations (runs.continuation) it can act as a tiny deterministic
+language model (``fake_continue``): ``continue_completions`` continues a raw
+prompt on /v1/completions; ``chat_prefill`` says what its chat endpoint does
+with a trailing assistant message -- continue it in place only when the
+request sets vLLM's ``continue_final_message`` (``"continue_final_message"``),
+always (``"native"``), or never, answering afresh (``"ignore"``);
+``no_completions`` answers /v1/completions with 404 as chat-only servers do.
 """
 
 from __future__ import annotations
@@ -30,6 +38,31 @@ LLAMA_CPP_REFUSAL = (
 )
 STEP_LINE = re.compile(r"^Step (\d+): (.*)$", re.MULTILINE)
 ITEM = re.compile(r"of trace (\d+)")
+SEQUENCE_END = re.compile(r"(\d+),( ?)(\d*)$")
+CUE_END = re.compile(r"answer:\s*$", re.IGNORECASE)
+INSTRUCTED_MARK = "BEGINNING OF THE ANSWER\n"
+CONTINUATION = " and so the reasoning goes on."
+EXPLANATION = "\n\nThis follows from the steps above," + " and each of them checks out," * 12
+
+
+def fake_continue(text: str, max_tokens: int) -> tuple[str, str]:
+    """What the fake model writes after ``text``, cut to ``max_tokens`` words,
+    and the finish reason. A comma-separated count goes on from where it stops,
+    even inside a number ("..., 9, 1" -> "0, 11, ..."); a text ending in an
+    answer cue ("Final answer:") gets the last number before it, then a long
+    explanation; anything else gets CONTINUATION."""
+    m = SEQUENCE_END.search(text)
+    if m and str(int(m.group(1)) + 1).startswith(m.group(3)):
+        n, space, partial = int(m.group(1)), m.group(2), m.group(3)
+        first = str(n + 1)[len(partial):] if partial else ("" if space else " ") + str(n + 1)
+        out = first + "".join(f", {k}" for k in range(n + 2, max(n + 2, 21)))
+    elif CUE_END.search(text):
+        numbers = re.findall(r"-?\d+", text[: CUE_END.search(text).start()])
+        out = f" {numbers[-1] if numbers else 'unknown'}{EXPLANATION}"
+    else:
+        out = CONTINUATION
+    words = re.findall(r"\s*\S+", out)
+    return "".join(words[:max_tokens]), "length" if len(words) > max_tokens else "stop"
 
 
 @dataclass
@@ -60,6 +93,10 @@ class FakeOpenAI:
     # json_object without a "schema": answer what SmolLM2 did on llama-cpp-python, the schema echoed back.
     json_object_needs_schema: bool = False
     usage: tuple[int, int] = (100, 20)  # prompt, completion tokens per answer
+    continue_completions: bool = False  # /v1/completions continues the prompt (fake_continue)
+    chat_prefill: str = ""  # "continue_final_message" | "native" | "ignore"; "" = the judge's answers
+    no_completions: bool = False  # /v1/completions -> 404
+    served_model: str = ""  # the model name answers carry ("" = the request's)
     requests: list[Seen] = field(default_factory=list)
     on_request: Callable[[dict], None] | None = None
 
@@ -160,7 +197,10 @@ class FakeOpenAI:
             fault = fault or Fault()
             time.sleep(self.latency + fault.delay)
             fmt = (body.get("response_format") or {}).get("type")
-            if self.reject_json_schema and fmt == "json_schema":
+            if self.no_completions and handler.path.rstrip("/").endswith("/completions") \
+                    and not handler.path.rstrip("/").endswith("/chat/completions"):
+                status, payload = 404, {"error": {"message": "Not Found", "type": "not_found_error"}}
+            elif self.reject_json_schema and fmt == "json_schema":
                 status, payload = 500, {"error": {"code": 500, "message": LLAMA_CPP_REFUSAL, "type": "internal_server_error"}}
             elif self.reject_response_format and fmt:
                 status, payload = 400, {"error": {"message": "response_format is not supported by this model",
@@ -190,6 +230,9 @@ class FakeOpenAI:
 
     def _completion(self, body: dict, fault: Fault) -> dict:
         pt, ct = self.usage
+        if fault.content is None and (self.continue_completions and "messages" not in body
+                                      or self.chat_prefill and "messages" in body):
+            return self._continuation(body)
         if "messages" not in body:  # /v1/completions: a raw prompt continued
             return {
                 "id": "cmpl-fake", "object": "text_completion", "created": int(time.time()), "model": body.get("model"),
@@ -218,6 +261,37 @@ class FakeOpenAI:
             "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}],
             "usage": {"prompt_tokens": pt, "completion_tokens": ct, "total_tokens": pt + ct},
         }
+
+
+    def _continuation(self, body: dict) -> dict:
+        pt, ct = self.usage
+        cap = int(body.get("max_tokens") or 16)
+        base = {"created": int(time.time()), "model": self.served_model or body.get("model"),
+                "usage": {"prompt_tokens": pt, "completion_tokens": ct, "total_tokens": pt + ct}}
+        if "messages" not in body:
+            text, finish = fake_continue(body["prompt"], cap)
+            return {**base, "id": "cmpl-fake", "object": "text_completion",
+                    "choices": [{"index": 0, "finish_reason": finish, "text": text}]}
+        messages = body["messages"]
+        last = messages[-1]
+        in_place = last["role"] == "assistant" and (
+            self.chat_prefill == "native"
+            or self.chat_prefill == "continue_final_message" and body.get("continue_final_message") is True)
+        if in_place:
+            text, finish = fake_continue(last["content"], cap)
+        else:  # a fresh answer to the last user message
+            question = next(m["content"] for m in reversed(messages) if m["role"] == "user")
+            if INSTRUCTED_MARK in question:  # follows the instruction, but echoes the partial answer first
+                partial = question.split(INSTRUCTED_MARK, 1)[1]
+                more, finish = fake_continue(partial, cap)
+                text = partial + more
+            elif "Count from 1 to 20" in question:
+                text, finish = fake_continue("0,", cap)  # starts over: " 1, 2, 3, ..."
+                text = text.lstrip()
+            else:
+                text, finish = "A fresh answer.", "stop"
+        return {**base, "id": "chatcmpl-fake", "object": "chat.completion",
+                "choices": [{"index": 0, "finish_reason": finish, "message": {"role": "assistant", "content": text}}]}
 
 
 if __name__ == "__main__":  # a server of its own process: python -m tests.runs.fake_openai LATENCY
