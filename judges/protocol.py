@@ -229,7 +229,10 @@ class _StepOut(BaseModel):
     step: int
     verdict: Literal["valid", "invalid", "neutral"]
     skeleton_refs: list[int] = Field(default_factory=list)
-    confidence: float | None = Field(default=None, ge=0, le=1)
+    # Range-checked in parse_output: an out-of-range confidence costs the step its
+    # confidence, not the trace its verdicts (llama-cpp-python's grammar does not
+    # bound numbers, and SmolLM2 wrote confidences above 1 on 4 of 40 traces).
+    confidence: float | None = None
     reason: str = ""
 
     @field_validator("verdict", mode="before")
@@ -322,7 +325,11 @@ def parse_output(content: str | None, n_steps: int, n_skeleton: int, mode: str) 
                         refs.append(r)
                 else:
                     warnings.append(f"step {s.step}: skeleton step {r} is outside 1..{n_skeleton}; ignored")
-        labels.append(LabelOut(s.step, s.verdict, sorted(refs), s.confidence, s.reason.strip()))
+        confidence = s.confidence
+        if confidence is not None and not 0 <= confidence <= 1:
+            warnings.append(f"step {s.step}: confidence {confidence:g} is outside 0..1; dropped")
+            confidence = None
+        labels.append(LabelOut(s.step, s.verdict, sorted(refs), confidence, s.reason.strip()))
     labels.sort(key=lambda label: label.step)
     copied = [label.step for label in labels if copies_example(label.reason)]
     if copied:

@@ -121,11 +121,19 @@ def test_json_is_found_inside_prose_and_fences(content):
     assert protocol.parse_output(content, 1, 0, "skeleton").labels[0].verdict == "neutral"
 
 
+def test_a_confidence_outside_0_to_1_is_dropped_with_a_warning_and_the_verdict_kept():
+    out = protocol.parse_output(answer({"step": 1, "verdict": "valid", "confidence": 7, "reason": "r"},
+                                       {"step": 2, "verdict": "invalid", "confidence": 0.5, "reason": "r"}),
+                                2, 0, "reference-free")
+    assert [(lab.verdict, lab.confidence) for lab in out.labels] == [("valid", None), ("invalid", 0.5)]
+    assert out.warnings == ["step 1: confidence 7 is outside 0..1; dropped"]
+
+
 @pytest.mark.parametrize("content, message", [
     ("", "empty"),
     ("I think every step is fine.", "no JSON object"),
     ('{"steps": [{"step": 1, "verdict": "maybe"}]}', "steps.0.verdict"),
-    ('{"steps": [{"step": 1, "verdict": "valid", "confidence": 7}]}', "steps.0.confidence"),
+    ('{"steps": [{"step": 1, "verdict": "valid", "confidence": "sure"}]}', "steps.0.confidence"),
     ('{"verdicts": []}', "steps"),
     ('{"steps": "all good"}', "steps"),
 ])
