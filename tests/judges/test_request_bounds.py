@@ -171,3 +171,23 @@ def test_a_judge_without_max_tokens_shows_the_rule_on_its_page(client, owner, ll
     page = client.get(reverse("judge", args=[judge.pk])).content.decode()
     assert "derived per trace (256 + 128 per step, at most 4,096)" in page
     assert JudgeConfig.objects.get(pk=judge.pk).max_tokens is None
+
+
+def test_the_web_form_and_the_api_leave_max_tokens_unset_or_set_it(client, study, owner):
+    from rest_framework.authtoken.models import Token
+    from rest_framework.test import APIClient
+
+    client.force_login(owner)
+    data = {"name": "local", "model": "qwen", "base_url": "http://127.0.0.1:8080/v1", "mode": "reference-free",
+            "output_mode": "auto", "temperature": 0, "max_tokens": "", "concurrency": 4, "max_retries": 3,
+            "timeout_seconds": 60, "price_input_per_mtok": 0, "price_output_per_mtok": 0}
+    assert client.post(reverse("judge-create", args=[study.pk]), data).status_code == 302
+    judge = JudgeConfig.objects.get(study=study, name="local")
+    assert judge.max_tokens is None
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=owner).key}")
+    body = api.patch(f"/api/v1/judges/{judge.pk}/", {"max_tokens": 700}, format="json").json()
+    assert (body["max_tokens"], body["version"]) == (700, 2)
+    body = api.patch(f"/api/v1/judges/{judge.pk}/", {"max_tokens": None}, format="json").json()
+    assert (body["max_tokens"], body["version"]) == (None, 3)
+    assert api.patch(f"/api/v1/judges/{judge.pk}/", {"max_tokens": 0}, format="json").status_code == 400
