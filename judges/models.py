@@ -74,7 +74,12 @@ class JudgeConfig(models.Model):
         help_text="name of the environment variable that holds the API key (the key itself is never stored)",
     )
     temperature = models.FloatField(default=0.0, validators=[MinValueValidator(0.0), MaxValueValidator(2.0)])
-    max_tokens = models.PositiveIntegerField(default=2048, validators=[MinValueValidator(1)])
+    # None: derived per trace from its number of steps (judges.protocol.derived_max_tokens), so a
+    # grammar-constrained server is never asked for far more than an answer can take.
+    max_tokens = models.PositiveIntegerField(
+        null=True, blank=True, default=None, validators=[MinValueValidator(1)],
+        help_text="leave empty to derive it from each trace's number of steps (256 + 128 per step, at most 4,096)",
+    )
     mode = models.CharField(max_length=20, choices=Mode.choices, default=Mode.SKELETON)
     output_mode = models.CharField(max_length=20, choices=OutputMode.choices, default=OutputMode.AUTO)
     # What "auto" found the server accepts; the next run starts there.

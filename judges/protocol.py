@@ -87,26 +87,71 @@ def template_error(source: str) -> str | None:
     return None
 
 
-def output_schema(mode: str) -> dict:
-    """JSON schema of the judge's answer (sent with json_schema, shown in the prompt otherwise)."""
+# A verdict's reason is "a few words"; the schema bounds it so that a small
+# model under a grammar cannot spend its whole token budget on one reason.
+# 200 characters is two short sentences, about 50 tokens.
+REASON_MAX_CHARS = 200
+
+# max_tokens when the judge leaves it unset: a fixed part for the JSON around
+# the steps (and some prose or a code fence in prompt mode) plus a share per
+# step, at most a cap. One step's entry is about 30 tokens of keys, verdict and
+# confidence, up to about 50 of reason (REASON_MAX_CHARS) and a few skeleton
+# references: 128 leaves room for a tokenizer that splits worse than 4
+# characters a token. The cap keeps long traces inside common context windows
+# and output limits (4,096 is the smallest output limit of current APIs).
+MAX_TOKENS_BASE = 256
+MAX_TOKENS_PER_STEP = 128
+MAX_TOKENS_CAP = 4096
+
+
+def derived_max_tokens(n_steps: int) -> int:
+    """The max_tokens of a request for a trace of ``n_steps`` steps when the judge sets none."""
+    return min(MAX_TOKENS_CAP, MAX_TOKENS_BASE + MAX_TOKENS_PER_STEP * max(1, n_steps))
+
+
+def effective_max_tokens(configured: int | None, n_steps: int) -> int:
+    """The judge's own max_tokens when it sets one, else derived from the trace's steps."""
+    return configured if configured else derived_max_tokens(n_steps)
+
+
+def output_schema(mode: str, n_steps: int, n_skeleton: int = 0) -> dict:
+    """JSON schema of the judge's answer on a trace of ``n_steps`` steps (and a
+    skeleton of ``n_skeleton``): sent as the response format, shown in the
+    prompt otherwise. It bounds everything a grammar-constrained server
+    (llama.cpp) would otherwise let a model repeat without end: at most one
+    entry per step, step numbers 1..N, short reasons, at most L skeleton
+    references. ``enum`` spells the step numbers out because llama-cpp-python's
+    grammar ignores ``minimum``/``maximum`` on integers; the bounds stay for
+    servers that read them."""
+    n = max(1, n_steps)
     step: dict = {
         "type": "object",
         "properties": {
-            "step": {"type": "integer", "minimum": 1},
+            "step": {"type": "integer", "minimum": 1, "maximum": n, "enum": list(range(1, n + 1))},
             "verdict": {"type": "string", "enum": ["valid", "invalid", "neutral"]},
             "confidence": {"type": "number", "minimum": 0, "maximum": 1},
-            "reason": {"type": "string"},
+            "reason": {"type": "string", "maxLength": REASON_MAX_CHARS},
         },
         "required": ["step", "verdict", "reason"],
+        "additionalProperties": False,
     }
     if mode == SKELETON:
-        step["properties"]["skeleton_refs"] = {"type": "array", "items": {"type": "integer", "minimum": 1}}
+        refs: dict = {"type": "array", "maxItems": n_skeleton}
+        refs["items"] = ({"type": "integer", "minimum": 1, "maximum": n_skeleton,
+                          "enum": list(range(1, n_skeleton + 1))} if n_skeleton else {"type": "integer"})
+        step["properties"]["skeleton_refs"] = refs
         step["required"].append("skeleton_refs")
     return {
         "type": "object",
-        "properties": {"steps": {"type": "array", "items": step}, "answer_correct": {"type": "boolean"}},
+        "properties": {"steps": {"type": "array", "items": step, "minItems": 1, "maxItems": n},
+                       "answer_correct": {"type": "boolean"}},
         "required": ["steps"],
+        "additionalProperties": False,
     }
+
+
+def trace_schema(trace: TraceInput, mode: str) -> dict:
+    return output_schema(mode, len(trace.steps), len(trace.skeleton) if mode == SKELETON else 0)
 
 
 # The example answer is a FORMAT illustration made of placeholders: a small
@@ -129,13 +174,13 @@ def copies_example(reason: str) -> bool:
     return text in (EXAMPLE_REASON.lower(), EXAMPLE_REASON.strip("<>").lower())
 
 
-def output_instructions(mode: str, output_mode: str) -> str:
+def output_instructions(mode: str, output_mode: str, schema: dict) -> str:
     """What follows the rendered template. With json_schema the server enforces
-    the shape; otherwise the schema travels in the prompt."""
+    ``schema`` (the trace's, see trace_schema); otherwise it travels in the prompt."""
     text = (f"\n\nReply with one JSON object of this form (the <...> are placeholders for your own "
             f"judgement, one entry per step):\n{_example(mode)}\n")
     if output_mode != "json_schema":
-        text += f"It must follow this JSON schema:\n{json.dumps(output_schema(mode))}\n"
+        text += f"It must follow this JSON schema:\n{json.dumps(schema)}\n"
     return text
 
 
@@ -156,7 +201,7 @@ def template_context(trace: TraceInput, mode: str) -> dict:
 
 def render_prompt(template: str, trace: TraceInput, mode: str, output_mode: str) -> str:
     body = compile_template(template or DEFAULT_TEMPLATE).render(Context(template_context(trace, mode), autoescape=False))
-    return body.rstrip() + output_instructions(mode, output_mode)
+    return body.rstrip() + output_instructions(mode, output_mode, trace_schema(trace, mode))
 
 
 def messages(template: str, trace: TraceInput, mode: str, output_mode: str) -> list[dict[str, str]]:
@@ -166,9 +211,9 @@ def messages(template: str, trace: TraceInput, mode: str, output_mode: str) -> l
     ]
 
 
-def response_format(mode: str, output_mode: str) -> dict | None:
-    """The response_format of a request (runs.transport builds it: json_object carries the schema too)."""
-    return transport.response_format(output_mode, output_schema(mode), SCHEMA_NAME)
+def response_format(trace: TraceInput, mode: str, output_mode: str) -> dict | None:
+    """The response_format of a request on ``trace`` (runs.transport builds it: json_object carries the schema too)."""
+    return transport.response_format(output_mode, trace_schema(trace, mode), SCHEMA_NAME)
 
 
 SCHEMA_NAME = "step_verdicts"
@@ -184,7 +229,10 @@ class _StepOut(BaseModel):
     step: int
     verdict: Literal["valid", "invalid", "neutral"]
     skeleton_refs: list[int] = Field(default_factory=list)
-    confidence: float | None = Field(default=None, ge=0, le=1)
+    # Range-checked in parse_output: an out-of-range confidence costs the step its
+    # confidence, not the trace its verdicts (llama-cpp-python's grammar does not
+    # bound numbers, and SmolLM2 wrote confidences above 1 on 4 of 40 traces).
+    confidence: float | None = None
     reason: str = ""
 
     @field_validator("verdict", mode="before")
@@ -277,7 +325,11 @@ def parse_output(content: str | None, n_steps: int, n_skeleton: int, mode: str) 
                         refs.append(r)
                 else:
                     warnings.append(f"step {s.step}: skeleton step {r} is outside 1..{n_skeleton}; ignored")
-        labels.append(LabelOut(s.step, s.verdict, sorted(refs), s.confidence, s.reason.strip()))
+        confidence = s.confidence
+        if confidence is not None and not 0 <= confidence <= 1:
+            warnings.append(f"step {s.step}: confidence {confidence:g} is outside 0..1; dropped")
+            confidence = None
+        labels.append(LabelOut(s.step, s.verdict, sorted(refs), confidence, s.reason.strip()))
     labels.sort(key=lambda label: label.step)
     copied = [label.step for label in labels if copies_example(label.reason)]
     if copied:

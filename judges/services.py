@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Count, Exists, OuterRef, QuerySet, Subquery
+from django.db.models import Count, Exists, Max, Min, OuterRef, QuerySet, Subquery
 
 from annotation import access, jobs
 from annotation.models import Job, Membership, Step, StepLabel, Study, Trace
@@ -26,6 +26,7 @@ from judges.models import MECHANISTIC, JudgeConfig, JudgeRun, JudgeTraceResult, 
 from judges.runclient import KIND, chunk_size, load_inputs
 from runs import engine
 from runs.engine import ACTIVE, Progress
+from runs.models import ModelCall
 
 log = logging.getLogger(__name__)
 
@@ -172,11 +173,25 @@ def traces_in_scope(judge: JudgeConfig, scope: str = "all", filters: dict | None
     return qs.order_by("pk")
 
 
-def _config_snapshot(judge: JudgeConfig) -> dict[str, Any]:
+def _config_snapshot(judge: JudgeConfig, traces: QuerySet[Trace]) -> dict[str, Any]:
     keys = ("name", "provider", "model", "base_url", "api_key_env", "temperature", "max_tokens", "mode", "output_mode",
             "output_mode_resolved", "prompt_version", "concurrency", "rate_limit_per_minute", "max_retries",
             "timeout_seconds", "price_input_per_mtok", "price_output_per_mtok", "version")
-    return {key: getattr(judge, key) for key in keys}
+    snapshot = {key: getattr(judge, key) for key in keys}
+    if judge.uses_prompt:
+        snapshot["max_tokens_effective"] = effective_max_tokens_range(judge, traces)
+    return snapshot
+
+
+def effective_max_tokens_range(judge: JudgeConfig, traces: QuerySet[Trace]) -> list[int] | None:
+    """[lowest, highest] max_tokens the run's requests ask for: the judge's own
+    value, or derived from the fewest and most steps among ``traces`` (one query)."""
+    if judge.max_tokens:
+        return [judge.max_tokens, judge.max_tokens]
+    span = traces.order_by().annotate(n=Count("steps")).aggregate(lo=Min("n"), hi=Max("n"))
+    if span["lo"] is None:
+        return None
+    return [protocol.derived_max_tokens(span["lo"]), protocol.derived_max_tokens(span["hi"])]
 
 
 def do_start_run(judge: JudgeConfig, *, scope: str = "all", filters: dict | None = None, force: bool = False,
@@ -195,14 +210,15 @@ def do_start_run(judge: JudgeConfig, *, scope: str = "all", filters: dict | None
             if active is not None:
                 raise RunConflict(f"judge {judge.name} already has run {active.pk} in progress (job {active.job_id}); "
                                   "wait for it or cancel it")
-            ids = list(traces_in_scope(judge, scope, filters).values_list("pk", flat=True))
+            selected = traces_in_scope(judge, scope, filters)
+            ids = list(selected.values_list("pk", flat=True))
             job = Job.objects.create(
                 study_id=judge.study_id, kind=Job.Kind.JUDGE, created_by=user, total=len(ids),
                 params={"judge": judge.name, "judge_id": judge.pk, "traces": scope, "filters": filters, "force": force,
                         "budget_usd": budget_usd},
             )
             run = engine.create_run(job, KIND, ids, chunk_size(judge), force=force, budget_usd=budget_usd,
-                                    config=_config_snapshot(judge))
+                                    config=_config_snapshot(judge, selected))
             judge_run = JudgeRun.objects.create(
                 job=job, run=run, judge=judge, scope=scope, filters=filters, judge_version=judge.version,
                 prompt_version=judge.prompt_version if judge.uses_prompt else "",
@@ -228,6 +244,22 @@ def run_inline(judge_run: JudgeRun, *, progress: Progress | None = None) -> Job:
 
 # --------------------------------------------------------------------------
 # Reading
+
+
+def failed_calls(judge_run: JudgeRun) -> QuerySet[ModelCall]:
+    """The run's calls that earned no valid answer -- HTTP errors, timeouts,
+    malformed answers, refused response formats -- oldest first."""
+    return ModelCall.objects.filter(run_id=judge_run.run_id).exclude(outcome=ModelCall.Outcome.OK).order_by("at", "pk")
+
+
+def with_trace_ids(calls: Iterable[ModelCall]) -> list[ModelCall]:
+    """The calls with ``trace_ref`` set to their trace's id (None once the trace
+    is deleted); one query for the lot (a call's item is a trace pk)."""
+    calls = list(calls)
+    ids = dict(Trace.objects.filter(pk__in={c.item for c in calls}).values_list("pk", "trace_id"))
+    for call in calls:
+        call.trace_ref = ids.get(call.item)
+    return calls
 
 
 def disagreements(study: Study, judge: JudgeConfig) -> QuerySet[Step]:

@@ -20,6 +20,8 @@ from judges import protocol, services
 from judges.forms import JudgeConfigForm, PromptForm, RunForm
 from judges.models import JudgeConfig, JudgeRun, JudgeTraceResult
 
+FAILED_CALLS_PER_PAGE = 25
+
 
 def _study_for(request: HttpRequest, study_id: int) -> tuple[Study, Membership]:
     return access.check_study(request.user, study_id)
@@ -174,12 +176,22 @@ def judge_run_start(request: HttpRequest, judge_id: int) -> HttpResponse:
 def judge_run(request: HttpRequest, run_id: int) -> HttpResponse:
     run, membership = access.check_object(request.user, JudgeRun.objects.select_related("job", "run", "judge__study"),
                                           run_id, study_path="judge__study_id", what="judge run")
-    failed = run.results.filter(status=JudgeTraceResult.Status.FAILED).select_related("trace").order_by("trace_id")[:50]
-    context = {"run": run, "job": run.job, "judge": run.judge, "study": run.judge.study,
-               "progress": jobs.live_progress(run.job), "failed": failed,
-               "can_cancel": access.can_cancel_job(request.user, run.job, membership)}
-    template = "judges/run.html#stats" if request.htmx else "judges/run.html"
-    return render(request, template, context)
+    context = {"run": run, "job": run.job, "judge": run.judge, "study": run.judge.study}
+    # Two polled fragments: the figures, and the failed calls at the page the reader is on.
+    part = (request.GET.get("part") or "stats") if request.htmx else None
+    if part != "stats":
+        calls = Paginator(services.failed_calls(run), FAILED_CALLS_PER_PAGE).get_page(request.GET.get("calls"))
+        calls.object_list = services.with_trace_ids(calls.object_list)
+        context["calls"] = calls
+        if part == "calls":
+            return render(request, "judges/run.html#calls", context)
+    context.update({
+        "progress": jobs.live_progress(run.job),
+        "failed": run.results.filter(status=JudgeTraceResult.Status.FAILED).select_related("trace")
+        .order_by("trace_id")[:50],
+        "can_cancel": access.can_cancel_job(request.user, run.job, membership),
+    })
+    return render(request, "judges/run.html#stats" if part == "stats" else "judges/run.html", context)
 
 
 @login_required

@@ -47,14 +47,18 @@ class OpenAICompatibleProvider(JudgeProvider):
     def request(self, trace: TraceInput) -> ModelRequest:
         cfg = self.config
 
+        # The trace's own schema and token budget: a grammar-constrained server
+        # stops when the JSON closes after at most N entries (docs/judges.md).
+        max_tokens = protocol.effective_max_tokens(cfg.max_tokens, len(trace.steps))
+
         def build(output_mode: str) -> dict:
             return {"messages": protocol.messages(cfg.prompt_template, trace, cfg.mode, output_mode),
-                    "temperature": cfg.temperature, "max_tokens": cfg.max_tokens}
+                    "temperature": cfg.temperature, "max_tokens": max_tokens}
 
         def parse(content: str) -> protocol.ParsedOutput:
             return protocol.parse_output(content, len(trace.steps), len(trace.skeleton), cfg.mode)
 
-        return ModelRequest(item=trace.trace_pk, build=build, parse=parse, schema=protocol.output_schema(cfg.mode),
+        return ModelRequest(item=trace.trace_pk, build=build, parse=parse, schema=protocol.trace_schema(trace, cfg.mode),
                             schema_name=protocol.SCHEMA_NAME)
 
     def judge(self, traces: Sequence[TraceInput], control: Control) -> Iterator[TraceOutcome]:

@@ -39,15 +39,41 @@ def test_the_reference_free_prompt_hides_the_skeleton():
 @pytest.mark.parametrize("output_mode", ["json_object", "prompt"])
 def test_without_json_schema_the_schema_travels_in_the_prompt(output_mode):
     text = protocol.render_prompt("", TRACE, "skeleton", output_mode)
-    assert json.dumps(protocol.output_schema("skeleton")) in text
+    assert json.dumps(protocol.output_schema("skeleton", 2, 2)) in text
 
 
 def test_response_formats_per_output_mode():
-    assert protocol.response_format("skeleton", "json_schema")["json_schema"]["schema"]["required"] == ["steps"]
-    # the json_object fallback carries the schema (llama-cpp-python enforces it with a grammar)
-    assert protocol.response_format("skeleton", "json_object") == {"type": "json_object",
-                                                                   "schema": protocol.output_schema("skeleton")}
-    assert protocol.response_format("skeleton", "prompt") is None
+    assert protocol.response_format(TRACE, "skeleton", "json_schema")["json_schema"]["schema"]["required"] == ["steps"]
+    # the json_object fallback carries the trace's schema (llama-cpp-python enforces it with a grammar)
+    assert protocol.response_format(TRACE, "skeleton", "json_object") == {
+        "type": "json_object", "schema": protocol.output_schema("skeleton", 2, 2)}
+    assert protocol.response_format(TRACE, "skeleton", "prompt") is None
+
+
+def test_the_schema_bounds_what_a_grammar_could_repeat():
+    schema = protocol.trace_schema(TRACE, "skeleton")
+    steps = schema["properties"]["steps"]
+    assert (steps["minItems"], steps["maxItems"]) == (1, 2)
+    step = steps["items"]["properties"]["step"]
+    # enum spells 1..N out: llama-cpp-python's grammar ignores minimum/maximum on integers
+    assert (step["minimum"], step["maximum"], step["enum"]) == (1, 2, [1, 2])
+    assert steps["items"]["properties"]["reason"]["maxLength"] == protocol.REASON_MAX_CHARS
+    refs = steps["items"]["properties"]["skeleton_refs"]
+    assert refs["maxItems"] == 2 and refs["items"]["enum"] == [1, 2]
+    assert schema["additionalProperties"] is False and steps["items"]["additionalProperties"] is False
+    # reference-free: no skeleton references at all; a longer trace, a longer list
+    free = protocol.output_schema("reference-free", 7)
+    assert "skeleton_refs" not in free["properties"]["steps"]["items"]["properties"]
+    assert free["properties"]["steps"]["maxItems"] == 7
+    assert free["properties"]["steps"]["items"]["properties"]["step"]["enum"] == list(range(1, 8))
+
+
+def test_max_tokens_is_derived_from_the_steps_unless_set():
+    assert protocol.derived_max_tokens(3) == 256 + 3 * 128
+    assert protocol.derived_max_tokens(1) < protocol.derived_max_tokens(2) < protocol.derived_max_tokens(10)
+    assert protocol.derived_max_tokens(500) == protocol.MAX_TOKENS_CAP
+    assert protocol.effective_max_tokens(None, 3) == 640
+    assert protocol.effective_max_tokens(2048, 3) == 2048
 
 
 def test_a_custom_template_renders_without_html_escaping():
@@ -95,11 +121,19 @@ def test_json_is_found_inside_prose_and_fences(content):
     assert protocol.parse_output(content, 1, 0, "skeleton").labels[0].verdict == "neutral"
 
 
+def test_a_confidence_outside_0_to_1_is_dropped_with_a_warning_and_the_verdict_kept():
+    out = protocol.parse_output(answer({"step": 1, "verdict": "valid", "confidence": 7, "reason": "r"},
+                                       {"step": 2, "verdict": "invalid", "confidence": 0.5, "reason": "r"}),
+                                2, 0, "reference-free")
+    assert [(lab.verdict, lab.confidence) for lab in out.labels] == [("valid", None), ("invalid", 0.5)]
+    assert out.warnings == ["step 1: confidence 7 is outside 0..1; dropped"]
+
+
 @pytest.mark.parametrize("content, message", [
     ("", "empty"),
     ("I think every step is fine.", "no JSON object"),
     ('{"steps": [{"step": 1, "verdict": "maybe"}]}', "steps.0.verdict"),
-    ('{"steps": [{"step": 1, "verdict": "valid", "confidence": 7}]}', "steps.0.confidence"),
+    ('{"steps": [{"step": 1, "verdict": "valid", "confidence": "sure"}]}', "steps.0.confidence"),
     ('{"verdicts": []}', "steps"),
     ('{"steps": "all good"}', "steps"),
 ])

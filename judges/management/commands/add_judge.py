@@ -1,3 +1,4 @@
+import argparse
 from pathlib import Path
 
 from django.core.exceptions import ValidationError
@@ -7,6 +8,17 @@ from annotation.models import Study
 from judges import services
 from judges.models import JudgeConfig
 from judges.serializers import EDITABLE_FIELDS
+
+AUTO = object()  # --max-tokens auto: unset, derived per trace
+
+
+def _max_tokens(value: str):
+    if value.strip().lower() == "auto":
+        return AUTO
+    try:
+        return int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number or auto, not {value!r}") from None
 
 
 class Command(BaseCommand):
@@ -22,7 +34,8 @@ class Command(BaseCommand):
         parser.add_argument("--api-key-env", help="environment variable holding the API key (never stored)")
         parser.add_argument("--concurrency", type=int, help="requests in flight")
         parser.add_argument("--temperature", type=float)
-        parser.add_argument("--max-tokens", type=int)
+        parser.add_argument("--max-tokens", type=_max_tokens, metavar="N|auto",
+                            help="tokens per answer; auto (the default) derives it from each trace's steps")
         parser.add_argument("--output-mode", choices=JudgeConfig.OutputMode.values)
         parser.add_argument("--max-retries", type=int)
         parser.add_argument("--timeout", type=float, dest="timeout_seconds", help="seconds per request")
@@ -44,6 +57,8 @@ class Command(BaseCommand):
         for key in EDITABLE_FIELDS:
             if opts.get(key) is not None:
                 fields[key] = opts[key]
+        if fields.get("max_tokens") is AUTO:
+            fields["max_tokens"] = None
         if opts["prompt_file"]:
             if not opts["prompt_file"].is_file():
                 raise CommandError(f"{opts['prompt_file']}: no such file")
