@@ -77,6 +77,20 @@ class JudgeRunRequestSerializer(serializers.Serializer):
 class JudgeRunSerializer(HtmlUrlMixin, serializers.ModelSerializer):
     judge = serializers.SlugRelatedField(slug_field="name", read_only=True)
     job = JobSerializer(read_only=True)
+    # The engine's figures live on the run (runs.Run); named by their source so
+    # the OpenAPI schema takes each type from that model's field.
+    force = serializers.ReadOnlyField(source="run.force")
+    budget_usd = serializers.ReadOnlyField(source="run.budget_usd")
+    requests = serializers.ReadOnlyField(source="run.requests")
+    cache_hits = serializers.ReadOnlyField(source="run.cache_hits")
+    prompt_tokens = serializers.ReadOnlyField(source="run.prompt_tokens")
+    completion_tokens = serializers.ReadOnlyField(source="run.completion_tokens")
+    unknown_token_calls = serializers.ReadOnlyField(source="run.unknown_token_calls")
+    cost_usd = serializers.ReadOnlyField(source="run.cost_usd")
+    warnings = serializers.ReadOnlyField(source="run.warnings")
+    notes = serializers.ReadOnlyField(source="run.notes")
+    output_mode = serializers.ReadOnlyField(source="run.output_mode")
+    stop_reason = serializers.ReadOnlyField(source="run.stop_reason")
 
     class Meta:
         model = JudgeRun
