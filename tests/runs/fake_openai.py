@@ -60,6 +60,11 @@ class FakeOpenAI:
     # json_object without a "schema": answer what SmolLM2 did on llama-cpp-python, the schema echoed back.
     json_object_needs_schema: bool = False
     usage: tuple[int, int] = (100, 20)  # prompt, completion tokens per answer
+    # Generation mode (subject models): a short chain of thought adding the numbers of the
+    # question, ending "The answer is N."; see _solve.
+    generation: bool = False
+    reasoning_field: str = ""  # "reasoning_content" / "reasoning": also answer a separate reasoning channel
+    wrong_odd_seeds: bool = False  # a request with an odd seed gets a wrong sum
     requests: list[Seen] = field(default_factory=list)
     on_request: Callable[[dict], None] | None = None
 
@@ -188,8 +193,44 @@ class FakeOpenAI:
             with self.lock:
                 self.in_flight -= 1
 
+    @staticmethod
+    def _question(body: dict) -> str:
+        text = body["messages"][-1]["content"] if "messages" in body else body.get("prompt", "")
+        if "Q:" in text:  # k-shot: the last question
+            return text.rsplit("Q:", 1)[-1].split("\nA:", 1)[0]
+        return text.rsplit("\n\n", 1)[-1]
+
+    def _solve(self, body: dict) -> tuple[str, str, str]:
+        """(text, reasoning, finish_reason): the sum of the question's numbers
+        (plus one for an odd seed with ``wrong_odd_seeds``); under 16 max_tokens
+        the text is cut after its first line with finish_reason "length"."""
+        numbers = [int(n) for n in re.findall(r"\d+", self._question(body))] or [0]
+        total = sum(numbers)
+        seed = body.get("seed")
+        if self.wrong_odd_seeds and isinstance(seed, int) and seed % 2 == 1:
+            total += 1
+        lines = ["We add the numbers of the question.", f"{' + '.join(map(str, numbers))} = {total}.",
+                 f"The answer is {total}."]
+        reasoning = f"The question gives {len(numbers)} numbers; I add them." if self.reasoning_field else ""
+        if (body.get("max_tokens") or 1000) < 16:
+            return lines[0], reasoning, "length"
+        return "\n".join(lines), reasoning, "stop"
+
     def _completion(self, body: dict, fault: Fault) -> dict:
         pt, ct = self.usage
+        if self.generation and fault.content is None:
+            text, reasoning, finish = self._solve(body)
+            extra = {self.reasoning_field: reasoning} if self.reasoning_field else {}
+            if "messages" not in body:
+                choice = {"index": 0, "finish_reason": finish, "text": text, **extra}
+                kind = "text_completion"
+            else:
+                choice = {"index": 0, "finish_reason": finish,
+                          "message": {"role": "assistant", "content": text, **extra}}
+                kind = "chat.completion"
+            return {"id": "gen-fake", "object": kind, "created": int(time.time()), "model": f"{body.get('model')}-served",
+                    "choices": [choice], "usage": {"prompt_tokens": pt, "completion_tokens": ct,
+                                                   "total_tokens": pt + ct}}
         if "messages" not in body:  # /v1/completions: a raw prompt continued
             return {
                 "id": "cmpl-fake", "object": "text_completion", "created": int(time.time()), "model": body.get("model"),
