@@ -8,6 +8,9 @@ of the response cache scope, so two configurations never share traces."""
 
 from __future__ import annotations
 
+from urllib.parse import urlsplit
+
+from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
 from django.urls import reverse
@@ -17,6 +20,24 @@ from annotation.models import Job, Problem, Study, StudyScopedQuerySet, Trace
 from runs.models import Run
 
 validate_name = RegexValidator(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", "use letters, digits, '_', '.' and '-' only")
+
+
+def validate_base_url(value: str) -> None:
+    # Not Django's URLValidator: model servers live at "http://ollama:11434/v1" and "http://gpu-box:8000/v1".
+    try:
+        parts = urlsplit(value)
+        parts.port  # noqa: B018 - raises on a bad port
+    except ValueError:
+        parts = None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname or " " in value:
+        raise ValidationError("enter an http:// or https:// URL, e.g. http://127.0.0.1:8080/v1")
+
+
+def validate_stop(value) -> None:
+    if not isinstance(value, list) or not all(isinstance(s, str) and s for s in value) or len(value) > 4:
+        raise ValidationError("give up to 4 non-empty stop strings")
+
+
 validate_env_name = RegexValidator(r"^[A-Za-z_][A-Za-z0-9_]*$", "not an environment variable name")
 
 
@@ -64,7 +85,7 @@ class SubjectModel(models.Model):
 
     study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="subject_models")
     name = models.CharField(max_length=100, validators=[validate_name])
-    base_url = models.CharField(max_length=500)
+    base_url = models.CharField(max_length=500, validators=[validate_base_url])
     model = models.CharField(max_length=200)
     api_key_env = models.CharField(max_length=100, blank=True, validators=[validate_env_name],
                                    help_text="name of the environment variable with the API key (never the key)")
@@ -75,7 +96,7 @@ class SubjectModel(models.Model):
     top_p = models.FloatField(null=True, blank=True, validators=[MinValueValidator(0.0), MaxValueValidator(1.0)])
     seed = models.BigIntegerField(null=True, blank=True)
     max_tokens = models.PositiveIntegerField(default=512, validators=[MinValueValidator(1)])
-    stop = models.JSONField(default=list, blank=True)  # list of stop strings
+    stop = models.JSONField(default=list, blank=True, validators=[validate_stop])  # list of stop strings
     n_samples = models.PositiveSmallIntegerField(default=1, validators=[MinValueValidator(1), MaxValueValidator(100)])
     concurrency = models.PositiveSmallIntegerField(default=4, validators=[MinValueValidator(1), MaxValueValidator(64)])
     rate_limit_per_minute = models.PositiveIntegerField(null=True, blank=True, validators=[MinValueValidator(1)])

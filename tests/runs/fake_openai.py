@@ -74,6 +74,7 @@ class FakeOpenAI:
         self.rules: list[tuple[Callable[[dict], bool], Fault]] = []
         self.in_flight = 0
         self.max_in_flight = 0
+        self.gets: list[str] = []  # paths of GET requests
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -87,10 +88,14 @@ class FakeOpenAI:
             def do_POST(self) -> None:
                 fake._handle(self)
 
-            def do_GET(self) -> None:  # /stats, for a server in another process
+            def do_GET(self) -> None:  # /v1/models (a reachability check); anything else: /stats
                 with fake.lock:
-                    data = json.dumps({"count": len(fake.requests), "max_in_flight": fake.max_in_flight,
-                                   "in_flight": fake.in_flight}).encode()
+                    fake.gets.append(self.path)
+                    if self.path.endswith("/models"):
+                        data = json.dumps({"object": "list", "data": [{"id": "fake-model", "object": "model"}]}).encode()
+                    else:
+                        data = json.dumps({"count": len(fake.requests), "max_in_flight": fake.max_in_flight,
+                                           "in_flight": fake.in_flight}).encode()
                 self.send_response(200)
                 self.send_header("content-type", "application/json")
                 self.send_header("content-length", str(len(data)))
