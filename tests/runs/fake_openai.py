@@ -65,6 +65,7 @@ class FakeOpenAI:
     generation: bool = False
     reasoning_field: str = ""  # "reasoning_content" / "reasoning": also answer a separate reasoning channel
     wrong_odd_seeds: bool = False  # a request with an odd seed gets a wrong sum
+    down: bool = False  # a dead server: every POST's connection is closed without an answer
     requests: list[Seen] = field(default_factory=list)
     on_request: Callable[[dict], None] | None = None
 
@@ -156,6 +157,10 @@ class FakeOpenAI:
     def _handle(self, handler: BaseHTTPRequestHandler) -> None:
         length = int(handler.headers.get("content-length") or 0)
         body = json.loads(handler.rfile.read(length) or b"{}")
+        if self.down:
+            handler.close_connection = True
+            handler.connection.close()
+            return
         seen = Seen(body, 200, time.monotonic(), authorization=handler.headers.get("authorization", ""))
         with self.lock:
             self.requests.append(seen)

@@ -147,3 +147,47 @@ def test_pass_and_majority_at_k_on_the_model_table(make_problems, subject, serve
     generate(tiny)
     rows = {(r.model, r.config_version) for r in services.model_table(study)}
     assert {("tiny", 1), ("tiny", 2)} <= rows
+
+
+def test_a_server_that_dies_mid_run_fails_items_with_the_reason_and_missing_resumes(make_problems, subject, server):
+    make_problems(3)
+    tiny = subject(concurrency=1, max_retries=1)
+    answered = []
+
+    def die_after_two(body: dict) -> None:
+        answered.append(body)
+        if len(answered) == 2:
+            server.down = True  # from the third request on, connections are dropped
+
+    server.on_request = die_after_two
+    gen_run, job = generate(tiny)
+    assert job.status == Job.Status.PARTIAL and (job.done, job.failed) == (3, 1)
+    assert job.error.endswith(f"p2: sample 0: could not connect to {server.url}: Server disconnected without "
+                              "sending a response. (gave up after 2 attempts)")
+    kept = set(Trace.objects.filter(model="tiny").values_list("trace_id", flat=True))
+    assert len(kept) == 2  # nothing generated was lost
+    server.down, server.on_request = False, None
+    gen_run, job = generate(tiny, scope="missing")
+    assert job.status == Job.Status.SUCCEEDED and job.total == 1
+    assert Trace.objects.filter(model="tiny").count() == 3 and kept < set(
+        Trace.objects.filter(model="tiny").values_list("trace_id", flat=True))
+
+
+def test_an_empty_completion_is_retried_then_fails_the_problem(make_problems, subject, server):
+    make_problems(1)
+    server.inject(Fault(content=""), Fault(content=""))
+    gen_run, job = generate(subject(max_retries=1))
+    assert job.status == Job.Status.FAILED
+    assert "malformed answer: empty completion (gave up after 2 attempts)" in job.error
+    assert not Trace.objects.filter(model="tiny").exists()
+    assert list(ModelCall.objects.filter(run=gen_run.run).values_list("outcome", flat=True)) == ["malformed"] * 2
+
+
+def test_a_timeout_is_retried(make_problems, subject, server):
+    make_problems(1)
+    server.inject(Fault(delay=1.5))
+    gen_run, job = generate(subject(timeout_seconds=0.5, max_retries=2))
+    assert job.status == Job.Status.SUCCEEDED and Trace.objects.filter(model="tiny").count() == 1
+    timeout = ModelCall.objects.get(run=gen_run.run, outcome="error")
+    assert "timed out" in timeout.error and timeout.completion_tokens is None
+    assert gen_run.run.unknown_token_calls == 1
