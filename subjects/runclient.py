@@ -35,7 +35,16 @@ from annotation.models import Problem, Study, Trace
 from runs import cache as run_cache
 from runs.clients import Accounting, ChunkWork, RunClient
 from runs.models import Run
-from runs.transport import CallRecord, Control, Endpoint, FatalRunError, Malformed, ModelPool, ModelRequest
+from runs.transport import (
+    PROMPT,
+    CallRecord,
+    Control,
+    Endpoint,
+    FatalRunError,
+    Malformed,
+    ModelPool,
+    ModelRequest,
+)
 from subjects import core, prompts
 from subjects.models import Generation, GenerationRun, SubjectModel
 
@@ -173,6 +182,7 @@ class ProblemOutcome(Accounting):
 def endpoint_of(subject: SubjectModel) -> Endpoint:
     return Endpoint(
         base_url=subject.base_url, model=subject.model, api_key_env=subject.api_key_env, api=subject.api,
+        output_mode=PROMPT,  # plain text: no response_format is ever sent
         concurrency=subject.concurrency, rate_limit_per_minute=subject.rate_limit_per_minute,
         max_retries=subject.max_retries, timeout_seconds=subject.timeout_seconds,
         price_input_per_mtok=subject.price_input_per_mtok, price_output_per_mtok=subject.price_output_per_mtok,
@@ -264,7 +274,6 @@ class GenerationWork(ChunkWork):
                         sum(c.cost_usd for c in result.calls), result.answer.cached,
                     ))
                     out.cached = out.cached and result.answer.cached
-                    out.output_mode = result.answer.output_mode
                 else:
                     out.cached = False
                     if result.status == "failed":

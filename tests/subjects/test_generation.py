@@ -191,3 +191,11 @@ def test_a_timeout_is_retried(make_problems, subject, server):
     timeout = ModelCall.objects.get(run=gen_run.run, outcome="error")
     assert "timed out" in timeout.error and timeout.completion_tokens is None
     assert gen_run.run.unknown_token_calls == 1
+
+
+def test_no_response_format_is_sent_and_calls_say_plain_text(make_problems, subject, server):
+    make_problems(1)
+    gen_run, _job = generate(subject())
+    assert "response_format" not in server.requests[0].body
+    assert list(ModelCall.objects.filter(run=gen_run.run).values_list("output_mode", flat=True)) == ["prompt"]
+    assert gen_run.run.output_mode == ""
