@@ -88,6 +88,11 @@ def do_save_template(study: Study, name: str, template: str, *, exemplars: list[
     if error:
         raise ValueError(f"the template does not compile: {error}")
     exemplars = exemplars or []
+    if not isinstance(exemplars, list) or not all(
+        isinstance(e, dict) and isinstance(e.get("question"), str) and isinstance(e.get("answer"), str)
+        for e in exemplars
+    ):
+        raise ValueError('exemplars must be a list of {"question": text, "answer": text}')
     newest = PromptTemplate.objects.filter(study=study, name=name).order_by("-version").first()
     if newest is not None and newest.template == template and newest.exemplars == exemplars:
         return newest

@@ -87,3 +87,30 @@ def test_generate_exits_1_when_the_run_fails(make_problems, subject, server, stu
     assert exc.value.code == 1
     with pytest.raises(CommandError, match="no subject model named 'nope'"):
         call_command("generate", "--study", study.name, "--model", "nope")
+
+
+def test_add_template_makes_versions_and_refuses_bad_templates(study, tmp_path, capsys):
+    text = tmp_path / "t.txt"
+    text.write_text("{% for e in exemplars %}Question: {{ e.question }}\nSolution: {{ e.answer }}\n{% endfor %}"
+                    "Question: {{ problem }}\nSolution:")
+    shots = tmp_path / "shots.json"
+    shots.write_text('[{"question": "1 + 1?", "answer": "1 + 1 = 2. The answer is 2."}]')
+    call_command("add_template", "--study", study.name, "--name", "mine", "--file", str(text), "--exemplars", str(shots))
+    assert "template mine v1 (k-shot, 1 exemplars)" in capsys.readouterr().out
+    call_command("add_template", "--study", study.name, "--name", "mine", "--file", str(text), "--exemplars", str(shots))
+    assert "template mine v1" in capsys.readouterr().out  # unchanged: no new version
+    text.write_text("{{ problem }}")
+    call_command("add_template", "--study", study.name, "--name", "mine", "--file", str(text))
+    assert "template mine v2 (zero-shot, 0 exemplars)" in capsys.readouterr().out
+    text.write_text("{% if %}")
+    with pytest.raises(CommandError, match="does not compile"):
+        call_command("add_template", "--study", study.name, "--name", "mine", "--file", str(text))
+    shots.write_text('[{"q": 1}]')
+    text.write_text("{{ problem }}!")
+    with pytest.raises(CommandError, match="exemplars must be a list"):
+        call_command("add_template", "--study", study.name, "--name", "mine", "--file", str(text), "--exemplars",
+                     str(shots))
+    with pytest.raises(CommandError, match="not a registered tag library"):  # the sandbox loads none
+        text.write_text("{% load static %}{{ problem }}")
+        call_command("add_template", "--study", study.name, "--name", "mine", "--file", str(text))
+    assert PromptTemplate.objects.filter(study=study, name="mine").count() == 2
