@@ -271,9 +271,9 @@ class FakeOpenAI:
         }
 
 
-if __name__ == "__main__":  # a server of its own process: python -m tests.runs.fake_openai LATENCY
+if __name__ == "__main__":  # a server of its own process: python -m tests.runs.fake_openai LATENCY [generation]
     import sys
 
-    server = FakeOpenAI(latency=float(sys.argv[1]) if len(sys.argv) > 1 else 0.0)
+    server = FakeOpenAI(latency=float(sys.argv[1]) if len(sys.argv) > 1 else 0.0, generation="generation" in sys.argv[2:])
     print(server.url, flush=True)
     server.server.serve_forever()
