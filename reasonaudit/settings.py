@@ -63,6 +63,7 @@ INSTALLED_APPS = [
     "scoring",
     "judges",
     "agreement",
+    "subjects",
     "demo",
 ]
 

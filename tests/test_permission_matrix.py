@@ -33,6 +33,7 @@ from annotation.importing.pipeline import import_stream
 from annotation.models import Job, Membership, Skeleton, Step, Study, Trace
 from judges import services as judge_services
 from judges.models import MECHANISTIC, JudgeConfig
+from subjects import services as subject_services
 from tests.review.conftest import seed
 
 pytestmark = pytest.mark.django_db
@@ -180,6 +181,16 @@ RULES: dict[str, Rule] = {
     "api-study-judge-runs": api("study", GET=MEMBERS, POST=OWNERS),
     "api-judge": api("judge", GET=MEMBERS),
     "api-judge-run": api("run", GET=MEMBERS),
+    # subjects
+    "subject-model-list": study(GET=MEMBERS),
+    "subject-model-create": study(GET=OWNERS, POST=OWNERS),
+    "subject-model-edit": Rule(GET=OWNERS, POST=OWNERS, kwargs={"subject_id": "subject"}),
+    "generation-start": Rule(POST=OWNERS, kwargs={"subject_id": "subject"}),
+    "generation-run": Rule(GET=MEMBERS, kwargs={"run_id": "generation_run"}),
+    "api-study-subject-models": api("study", GET=MEMBERS, POST=OWNERS),
+    "api-subject-model": api("subject", GET=MEMBERS),  # PATCH: owners (tests/subjects/test_api.py)
+    "api-study-generation-runs": api("study", GET=MEMBERS, POST=OWNERS),
+    "api-generation-run": api("generation_run", GET=MEMBERS),
 }
 #: Django's admin site: its own staff check, one rule for all its patterns.
 ADMIN_RULE = Rule(GET=STAFF, POST=STAFF)
@@ -288,6 +299,9 @@ class World:
         self.calibration = CalibrationStudy.objects.create(study=self.study, name="pilot", sample_size=2,
                                                            candidates=["judge:gpt"], created_by=owner)
         self.profile_name = "default"
+        self.subject, _ = subject_services.do_save_subject(
+            self.study, {"name": "tiny", "model": "tiny", "base_url": "http://127.0.0.1:9/v1"})
+        self.generation_run = subject_services.do_start_generation(self.subject, queue=False)
 
 
 def _path(p: Pattern, world) -> str:

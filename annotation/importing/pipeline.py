@@ -12,7 +12,7 @@ from __future__ import annotations
 import gc
 import hashlib
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import IO, Any
@@ -608,6 +608,25 @@ _TRACE_FIELDS = [
     "study", "problem", "model", "trace_id", "raw", "thought", "answer", "answer_correct", "answer_origin",
     "auto_answer_correct", "n_steps", "empty", "steps_hash", "flagged", "meta", "created_at", "regime",
 ]
+
+
+def write_records(study: Study, records: Iterable[ProblemIn | TraceIn], *, actor=None) -> ImportReport:
+    """Records made by code (generation runs) through the import's own writer:
+    the same segmentation, answer extraction and check, and the same
+    idempotence on ``trace_id``, as a file. A record that cannot be kept is
+    reported in ``rejected`` (its 1-based position as the line); the others
+    are written. Call inside a transaction."""
+    report = ImportReport()
+    writer = _Writer(study, report, actor, skip_invalid=True)
+    for n, record in enumerate(records, start=1):
+        report.read += 1
+        try:
+            writer.add(n, record)
+        except RecordError as exc:
+            writer.reject(n, str(exc))
+    writer.finish()
+    report.committed = True
+    return report
 
 
 def label_snapshot(label: StepLabel | None) -> dict[str, Any] | None:

@@ -97,6 +97,12 @@ class FakeOpenAI:
     chat_prefill: str = ""  # "continue_final_message" | "native" | "ignore"; "" = the judge's answers
     no_completions: bool = False  # /v1/completions -> 404
     served_model: str = ""  # the model name answers carry ("" = the request's)
+    # Generation mode (subject models): a short chain of thought adding the numbers of the
+    # question, ending "The answer is N."; see _solve.
+    generation: bool = False
+    reasoning_field: str = ""  # "reasoning_content" / "reasoning": also answer a separate reasoning channel
+    wrong_odd_seeds: bool = False  # a request with an odd seed gets a wrong sum
+    down: bool = False  # a dead server: every POST's connection is closed without an answer
     requests: list[Seen] = field(default_factory=list)
     on_request: Callable[[dict], None] | None = None
 
@@ -106,6 +112,7 @@ class FakeOpenAI:
         self.rules: list[tuple[Callable[[dict], bool], Fault]] = []
         self.in_flight = 0
         self.max_in_flight = 0
+        self.gets: list[str] = []  # paths of GET requests
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -119,10 +126,14 @@ class FakeOpenAI:
             def do_POST(self) -> None:
                 fake._handle(self)
 
-            def do_GET(self) -> None:  # /stats, for a server in another process
+            def do_GET(self) -> None:  # /v1/models (a reachability check); anything else: /stats
                 with fake.lock:
-                    data = json.dumps({"count": len(fake.requests), "max_in_flight": fake.max_in_flight,
-                                   "in_flight": fake.in_flight}).encode()
+                    fake.gets.append(self.path)
+                    if self.path.endswith("/models"):
+                        data = json.dumps({"object": "list", "data": [{"id": "fake-model", "object": "model"}]}).encode()
+                    else:
+                        data = json.dumps({"count": len(fake.requests), "max_in_flight": fake.max_in_flight,
+                                           "in_flight": fake.in_flight}).encode()
                 self.send_response(200)
                 self.send_header("content-type", "application/json")
                 self.send_header("content-length", str(len(data)))
@@ -183,6 +194,10 @@ class FakeOpenAI:
     def _handle(self, handler: BaseHTTPRequestHandler) -> None:
         length = int(handler.headers.get("content-length") or 0)
         body = json.loads(handler.rfile.read(length) or b"{}")
+        if self.down:
+            handler.close_connection = True
+            handler.connection.close()
+            return
         seen = Seen(body, 200, time.monotonic(), authorization=handler.headers.get("authorization", ""))
         with self.lock:
             self.requests.append(seen)
@@ -228,11 +243,47 @@ class FakeOpenAI:
             with self.lock:
                 self.in_flight -= 1
 
+    @staticmethod
+    def _question(body: dict) -> str:
+        text = body["messages"][-1]["content"] if "messages" in body else body.get("prompt", "")
+        if "Q:" in text:  # k-shot: the last question
+            return text.rsplit("Q:", 1)[-1].split("\nA:", 1)[0]
+        return text.rsplit("\n\n", 1)[-1]
+
+    def _solve(self, body: dict) -> tuple[str, str, str]:
+        """(text, reasoning, finish_reason): the sum of the question's numbers
+        (plus one for an odd seed with ``wrong_odd_seeds``); under 16 max_tokens
+        the text is cut after its first line with finish_reason "length"."""
+        numbers = [int(n) for n in re.findall(r"\d+", self._question(body))] or [0]
+        total = sum(numbers)
+        seed = body.get("seed")
+        if self.wrong_odd_seeds and isinstance(seed, int) and seed % 2 == 1:
+            total += 1
+        lines = ["We add the numbers of the question.", f"{' + '.join(map(str, numbers))} = {total}.",
+                 f"The answer is {total}."]
+        reasoning = f"The question gives {len(numbers)} numbers; I add them." if self.reasoning_field else ""
+        if (body.get("max_tokens") or 1000) < 16:
+            return lines[0], reasoning, "length"
+        return "\n".join(lines), reasoning, "stop"
+
     def _completion(self, body: dict, fault: Fault) -> dict:
         pt, ct = self.usage
         if fault.content is None and (self.continue_completions and "messages" not in body
                                       or self.chat_prefill and "messages" in body):
             return self._continuation(body)
+        if self.generation and fault.content is None:
+            text, reasoning, finish = self._solve(body)
+            extra = {self.reasoning_field: reasoning} if self.reasoning_field else {}
+            if "messages" not in body:
+                choice = {"index": 0, "finish_reason": finish, "text": text, **extra}
+                kind = "text_completion"
+            else:
+                choice = {"index": 0, "finish_reason": finish,
+                          "message": {"role": "assistant", "content": text, **extra}}
+                kind = "chat.completion"
+            return {"id": "gen-fake", "object": kind, "created": int(time.time()), "model": f"{body.get('model')}-served",
+                    "choices": [choice], "usage": {"prompt_tokens": pt, "completion_tokens": ct,
+                                                   "total_tokens": pt + ct}}
         if "messages" not in body:  # /v1/completions: a raw prompt continued
             return {
                 "id": "cmpl-fake", "object": "text_completion", "created": int(time.time()), "model": body.get("model"),
@@ -294,9 +345,9 @@ class FakeOpenAI:
                 "choices": [{"index": 0, "finish_reason": finish, "message": {"role": "assistant", "content": text}}]}
 
 
-if __name__ == "__main__":  # a server of its own process: python -m tests.runs.fake_openai LATENCY
+if __name__ == "__main__":  # a server of its own process: python -m tests.runs.fake_openai LATENCY [generation]
     import sys
 
-    server = FakeOpenAI(latency=float(sys.argv[1]) if len(sys.argv) > 1 else 0.0)
+    server = FakeOpenAI(latency=float(sys.argv[1]) if len(sys.argv) > 1 else 0.0, generation="generation" in sys.argv[2:])
     print(server.url, flush=True)
     server.server.serve_forever()

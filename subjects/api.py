@@ -1,0 +1,116 @@
+"""REST API for subject models and generation runs: thin views over subjects.services."""
+
+from __future__ import annotations
+
+from django.core.exceptions import ValidationError as DjangoValidationError
+from drf_spectacular.utils import extend_schema
+from rest_framework import generics, status
+from rest_framework.exceptions import APIException, ValidationError
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from annotation import access
+from annotation.api.serializers import JobSerializer
+from subjects import serializers as s
+from subjects import services
+from subjects.models import GenerationRun, SubjectModel
+
+
+class Conflict(APIException):
+    status_code = status.HTTP_409_CONFLICT
+    default_detail = "conflict"
+
+
+class BadGateway(APIException):
+    status_code = status.HTTP_502_BAD_GATEWAY
+    default_detail = "the model server is not reachable"
+
+
+def _save(study, data: dict, *, subject: SubjectModel | None = None) -> SubjectModel:
+    data = dict(data)
+    name, version = data.pop("template", None), data.pop("template_version", None)
+    check = data.pop("check", True)
+    try:
+        if check and "base_url" in data:
+            services.check_reachable(data["base_url"])
+        if name:
+            data["prompt_template"] = services.find_template(study, name, version)
+        subject, _ = services.do_save_subject(study, data, subject=subject)
+    except services.Unreachable as exc:
+        raise BadGateway(str(exc)) from None
+    except DjangoValidationError as exc:
+        raise ValidationError(exc.message_dict) from None
+    except ValueError as exc:
+        raise ValidationError({"non_field_errors": [str(exc)]}) from None
+    return subject
+
+
+class StudySubjectModels(generics.ListCreateAPIView):
+    """GET: the study's subject models (members). POST: a new one (owners)."""
+
+    serializer_class = s.SubjectModelSerializer
+
+    def get_queryset(self):
+        study, _ = access.check_study(self.request.user, self.kwargs["pk"])
+        return SubjectModel.objects.filter(study=study).select_related("prompt_template").order_by("name")
+
+    def create(self, request, *args, **kwargs):
+        study, membership = access.check_study(request.user, self.kwargs["pk"])
+        services.check_owner(membership)
+        ser = self.get_serializer(data=request.data)
+        ser.is_valid(raise_exception=True)
+        subject = _save(study, ser.validated_data)
+        return Response(self.get_serializer(subject).data, status=status.HTTP_201_CREATED)
+
+
+class SubjectModelDetail(APIView):
+    @extend_schema(responses=s.SubjectModelSerializer)
+    def get(self, request, pk: int):
+        subject, _ = services.check_subject(request.user, pk)
+        return Response(s.SubjectModelSerializer(subject, context={"request": request}).data)
+
+    @extend_schema(request=s.SubjectModelSerializer, responses=s.SubjectModelSerializer)
+    def patch(self, request, pk: int):
+        subject, membership = services.check_subject(request.user, pk)
+        services.check_owner(membership)
+        ser = s.SubjectModelSerializer(subject, data=request.data, partial=True, context={"request": request})
+        ser.is_valid(raise_exception=True)
+        subject = _save(subject.study, ser.validated_data, subject=subject)
+        return Response(s.SubjectModelSerializer(subject, context={"request": request}).data)
+
+
+class StudyGenerationRuns(generics.ListAPIView):
+    """GET: the study's generation runs, newest first. POST: start one (owners) -> 202 with its job."""
+
+    serializer_class = s.GenerationRunSerializer
+
+    def get_queryset(self):
+        study, _ = access.check_study(self.request.user, self.kwargs["pk"])
+        return (GenerationRun.objects.filter(subject__study=study).select_related("subject", "job", "run")
+                .order_by("-created_at", "-pk"))
+
+    @extend_schema(request=s.GenerationRunRequestSerializer, responses={202: JobSerializer})
+    def post(self, request, pk: int):
+        study, membership = access.check_study(request.user, pk)
+        services.check_owner(membership)
+        ser = s.GenerationRunRequestSerializer(data=request.data, context={"study": study})
+        ser.is_valid(raise_exception=True)
+        data = ser.validated_data
+        try:
+            gen_run = services.do_start_generation(data["model"], scope=data["problems"], samples=data.get("samples"),
+                                                   force=data["force"], budget_usd=data.get("budget_usd"),
+                                                   user=request.user)
+        except services.RunConflict as exc:
+            raise Conflict(str(exc)) from None
+        except ValueError as exc:
+            raise ValidationError({"non_field_errors": [str(exc)]}) from None
+        gen_run.job.refresh_from_db()
+        return Response(JobSerializer(gen_run.job, context={"request": request}).data, status=status.HTTP_202_ACCEPTED)
+
+
+class GenerationRunDetail(generics.RetrieveAPIView):
+    serializer_class = s.GenerationRunSerializer
+
+    def get_object(self):
+        gen_run, _ = services.check_generation_run(self.request.user, self.kwargs["pk"])
+        return gen_run

@@ -1,0 +1,12 @@
+from django.apps import AppConfig
+
+
+class SubjectsConfig(AppConfig):
+    name = "subjects"
+    verbose_name = "Subject models"
+
+    def ready(self) -> None:
+        from runs.clients import register
+        from subjects.runclient import GenerationClient
+
+        register(GenerationClient())  # generation runs are runs of the run engine

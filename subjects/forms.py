@@ -1,0 +1,29 @@
+from __future__ import annotations
+
+from django import forms
+
+from subjects.models import GenerationRun, PromptTemplate, SubjectModel
+from subjects.serializers import EDITABLE_FIELDS
+
+
+class SubjectModelForm(forms.ModelForm):
+    check_server = forms.BooleanField(required=False, initial=True, label="Check the server first (GET /models)")
+
+    class Meta:
+        model = SubjectModel
+        fields = [*EDITABLE_FIELDS, "prompt_template"]
+        widgets = {"base_url": forms.URLInput(attrs={"placeholder": "http://127.0.0.1:8080/v1"}),
+                   "system_prompt": forms.Textarea(attrs={"rows": 3})}
+
+    def __init__(self, *args, study, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.study = study
+        self.fields["prompt_template"].queryset = PromptTemplate.objects.filter(study=study).order_by("name", "-version")
+        self.fields["stop"].required = False
+
+
+class GenerationForm(forms.Form):
+    problems = forms.ChoiceField(choices=GenerationRun.Scope.choices, initial=GenerationRun.Scope.ALL)
+    samples = forms.IntegerField(required=False, min_value=1, max_value=100, help_text="K (default: the model's)")
+    force = forms.BooleanField(required=False, help_text="ask again even where a cached answer exists")
+    budget_usd = forms.FloatField(required=False, min_value=0, label="Budget (USD)")

@@ -1,0 +1,76 @@
+"""Prompt templates of subject models: rendering and the built-in ones. No
+ORM, no I/O but reading the bundled exemplars.
+
+A template is a Django template rendered in a sandbox, as the judges' prompts
+are: no autoescaping (prompts are text, not HTML), a missing variable renders
+empty, and no tag library beyond Django's built-ins can be loaded. Its
+context is ``problem`` (the statement), ``exemplars`` (a list of
+``{"question", "answer"}``) and ``problem_id``."""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from pathlib import Path
+
+from django.template import Context, Engine, TemplateSyntaxError
+
+from annotation.importing.regime import messages_hash
+
+_ENGINE = Engine(autoescape=False, string_if_invalid="", libraries={}, builtins=[])
+
+ZERO_SHOT = "zero-shot"
+GSM8K_8SHOT = "gsm8k-8shot-cot"
+
+ZERO_SHOT_TEMPLATE = (
+    "Solve the following problem step by step, one step per line. "
+    "End with a line \"The answer is N.\"\n\n{{ problem }}"
+)
+# The format of Wei et al. (2022): "Q: ... A: ... The answer is N." per exemplar, then the question.
+K_SHOT_TEMPLATE = "{% for e in exemplars %}Q: {{ e.question }}\nA: {{ e.answer }}\n\n{% endfor %}Q: {{ problem }}\nA:"
+
+
+@cache
+def gsm8k_exemplars() -> tuple[dict[str, str], ...]:
+    """The 8 chain-of-thought exemplars for GSM8K of Wei et al. (2022), Table 20."""
+    path = Path(__file__).resolve().parent / "data" / "gsm8k_8shot_cot.json"
+    return tuple(json.loads(path.read_text(encoding="utf-8")))
+
+
+def builtin_templates() -> list[dict]:
+    """The templates every study can use without writing one (version 1 each)."""
+    return [
+        {"name": ZERO_SHOT, "kind": "zero-shot", "template": ZERO_SHOT_TEMPLATE, "exemplars": []},
+        {"name": GSM8K_8SHOT, "kind": "k-shot", "template": K_SHOT_TEMPLATE, "exemplars": list(gsm8k_exemplars())},
+    ]
+
+
+def template_error(source: str) -> str | None:
+    try:
+        _ENGINE.from_string(source)
+    except TemplateSyntaxError as exc:
+        return str(exc)
+    return None
+
+
+def render(source: str, *, problem: str, problem_id: str = "", exemplars: list[dict] | None = None) -> str:
+    return _ENGINE.from_string(source).render(
+        Context({"problem": problem, "problem_id": problem_id, "exemplars": exemplars or []}, autoescape=False)
+    ).strip()
+
+
+def messages(system_prompt: str, user_text: str) -> list[dict[str, str]]:
+    out = [{"role": "system", "content": system_prompt}] if system_prompt else []
+    return [*out, {"role": "user", "content": user_text}]
+
+
+def completion_prompt(system_prompt: str, user_text: str) -> str:
+    """The raw prompt of the completions API: the system prompt, then the text."""
+    return f"{system_prompt}\n\n{user_text}" if system_prompt else user_text
+
+
+def prompt_hash(api: str, system_prompt: str, user_text: str) -> str:
+    """The regime's messages hash (annotation.importing.regime), of what is sent."""
+    if api == "completions":
+        return messages_hash(completion_prompt(system_prompt, user_text))
+    return messages_hash(messages(system_prompt, user_text))

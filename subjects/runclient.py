@@ -1,0 +1,425 @@
+"""Generation runs as a client of the run engine (runs.engine, docs/runs.md):
+an item is a problem pk; its requests are the K samples (or, for
+``--problems missing``, the samples it lacks). A chunk's completions become
+Traces through the import pipeline (annotation.importing.pipeline.write_records),
+so they are segmented, answer-extracted and checked exactly as imported
+traces, with a Generation row each for tokens, latency, cost and truncation.
+
+The engine's transport hands a request's parser only the message text. A
+completion is more than that: the reasoning channel (``reasoning_content`` /
+``reasoning``), the finish reason (truncation) and the model id the server
+reports. So the pool's openai client is wrapped (``_WholeChoice``) to return
+the whole choice as one JSON text; that text is also what the response cache
+keeps, so a cache hit gives back the reasoning and the finish reason too.
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from django.db import transaction
+from django.db.models import F
+
+from annotation import signals
+from annotation.importing.pipeline import pk_map, write_records
+from annotation.importing.records import TraceIn
+from annotation.importing.regime import host_of, regime
+from annotation.models import Problem, Study, Trace
+from runs import cache as run_cache
+from runs.clients import Accounting, ChunkWork, RunClient
+from runs.models import Run
+from runs.transport import (
+    PROMPT,
+    CallRecord,
+    Control,
+    Endpoint,
+    FatalRunError,
+    Malformed,
+    ModelPool,
+    ModelRequest,
+)
+from subjects import core, prompts
+from subjects.models import Generation, GenerationRun, SubjectModel
+
+KIND = "generation"
+JOB_KIND = "generation"  # Job.kind (annotation.Job.Kind lists the kinds annotation itself starts)
+SAMPLE_KEY = "_sample"  # in a request body for the cache key only; never sent
+TARGET_REQUESTS_PER_CHUNK = 50
+MAX_FAILURES_KEPT = 50
+
+
+@cache
+def code_version() -> str:
+    path = Path(__file__).resolve().parent.parent / "pyproject.toml"
+    try:
+        version = tomllib.loads(path.read_text(encoding="utf-8"))["project"]["version"]
+    except (OSError, KeyError, tomllib.TOMLDecodeError):
+        version = "unknown"
+    return f"reasonaudit {version}"
+
+
+# --------------------------------------------------------------------------
+# The whole choice through the transport
+
+
+def _extra(obj: Any, *names: str) -> Any:
+    for name in names:
+        value = getattr(obj, name, None)
+        if value is None and getattr(obj, "model_extra", None):
+            value = obj.model_extra.get(name)
+        if value:
+            return value
+    return None
+
+
+def _envelope(response: Any, api: str) -> str | None:
+    if not response.choices:
+        return None
+    choice = response.choices[0]
+    if api == "completions":
+        text, reasoning = choice.text, _extra(choice, "reasoning_content", "reasoning")
+    else:
+        message = choice.message
+        text, reasoning = message.content, _extra(message, "reasoning_content", "reasoning")
+    return json.dumps({"text": text or "", "reasoning": reasoning or "", "finish_reason": choice.finish_reason or "",
+                       "model": getattr(response, "model", None) or ""}, ensure_ascii=False)
+
+
+def _as_response(response: Any, content: str | None) -> SimpleNamespace:
+    finish = response.choices[0].finish_reason if response.choices else None
+    choices = [] if content is None else [SimpleNamespace(message=SimpleNamespace(content=content), text=content,
+                                                          finish_reason=finish)]
+    return SimpleNamespace(usage=response.usage, choices=choices, model=getattr(response, "model", None))
+
+
+class _WholeChoice:
+    """The pool's openai client, answering with the whole first choice as JSON (see the module docstring)."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self.chat = SimpleNamespace(completions=SimpleNamespace(create=self._chat))
+        self.completions = SimpleNamespace(create=self._complete)
+
+    def _chat(self, **body: Any) -> SimpleNamespace:
+        body.pop(SAMPLE_KEY, None)
+        response = self._client.chat.completions.create(**body)
+        return _as_response(response, _envelope(response, "chat"))
+
+    def _complete(self, **body: Any) -> SimpleNamespace:
+        body.pop(SAMPLE_KEY, None)
+        response = self._client.completions.create(**body)
+        return _as_response(response, _envelope(response, "completions"))
+
+    def close(self) -> None:
+        self._client.close()
+
+
+@dataclass(frozen=True)
+class Completion:
+    text: str
+    reasoning: str
+    finish_reason: str
+    model: str
+
+
+def parse_completion(content: str) -> Completion:
+    """The envelope back; an answer with neither text nor reasoning is malformed (tried again)."""
+    try:
+        data = json.loads(content)
+        completion = Completion(str(data.get("text") or ""), str(data.get("reasoning") or ""),
+                                str(data.get("finish_reason") or ""), str(data.get("model") or ""))
+    except (ValueError, AttributeError) as exc:
+        raise Malformed(f"not a completion envelope: {exc}") from None
+    if not completion.text.strip() and not completion.reasoning.strip():
+        raise Malformed("empty completion")
+    return completion
+
+
+# --------------------------------------------------------------------------
+# Items
+
+
+@dataclass(frozen=True)
+class ProblemInput:
+    pk: int
+    problem_id: str
+    statement: str
+    samples: tuple[int, ...]  # the sample indices to generate
+
+
+@dataclass
+class SampleResult:
+    sample: int
+    seed: int | None
+    messages_hash: str
+    completion: Completion
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    latency_ms: int
+    cost_usd: float
+    cached: bool
+
+
+@dataclass
+class ProblemOutcome(Accounting):
+    item: int
+    status: str  # ok | failed | skipped
+    reason: str = ""
+    warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    calls: list[CallRecord] = field(default_factory=list)
+    cached: bool = False
+    output_mode: str = ""
+    samples: list[SampleResult] = field(default_factory=list)
+    failed_samples: int = 0
+
+
+def endpoint_of(subject: SubjectModel) -> Endpoint:
+    return Endpoint(
+        base_url=subject.base_url, model=subject.model, api_key_env=subject.api_key_env, api=subject.api,
+        output_mode=PROMPT,  # plain text: no response_format is ever sent
+        concurrency=subject.concurrency, rate_limit_per_minute=subject.rate_limit_per_minute,
+        max_retries=subject.max_retries, timeout_seconds=subject.timeout_seconds,
+        price_input_per_mtok=subject.price_input_per_mtok, price_output_per_mtok=subject.price_output_per_mtok,
+    )
+
+
+def cache_scope(subject: SubjectModel) -> str:
+    return f"subject:{subject.pk}:v{subject.version}"
+
+
+class GenerationWork(ChunkWork):
+    def __init__(self, gen_run: GenerationRun) -> None:
+        self.gen_run = gen_run
+        self.subject = gen_run.subject
+        self.config: dict[str, Any] = gen_run.run.config
+        self.pool: ModelPool | None = None
+        self.problem_ids: dict[int, str] = {}
+
+    # -- loading ---------------------------------------------------------------
+
+    def load(self, items: Sequence[int]) -> list[ProblemInput]:
+        problems = {pk: (pid, statement) for pk, pid, statement in
+                    Problem.objects.filter(pk__in=items, study_id=self.subject.study_id)
+                    .values_list("pk", "problem_id", "statement")}
+        wanted = range(self.gen_run.samples)
+        have: dict[int, set[int]] = {}
+        if self.gen_run.scope == GenerationRun.Scope.MISSING:
+            for problem, sample in Generation.objects.filter(
+                subject=self.subject, config_version=self.gen_run.config_version, problem_id__in=list(problems)
+            ).values_list("problem_id", "sample"):
+                have.setdefault(problem, set()).add(sample)
+        inputs = []
+        for pk in items:
+            if pk not in problems:
+                continue  # deleted since the run started
+            pid, statement = problems[pk]
+            self.problem_ids[pk] = pid
+            inputs.append(ProblemInput(pk, pid, statement, tuple(s for s in wanted if s not in have.get(pk, set()))))
+        return inputs
+
+    # -- requests --------------------------------------------------------------
+
+    def _request(self, problem: ProblemInput, sample: int) -> tuple[ModelRequest, str]:
+        cfg = self.config
+        text = prompts.render(cfg["template"], problem=problem.statement, problem_id=problem.problem_id,
+                              exemplars=cfg["exemplars"])
+        seed = core.sample_seed(cfg["seed"], sample)
+        body: dict[str, Any] = {"temperature": cfg["temperature"], "max_tokens": cfg["max_tokens"], SAMPLE_KEY: sample}
+        for key, value in (("seed", seed), ("top_p", cfg["top_p"]), ("stop", cfg["stop"] or None)):
+            if value is not None:
+                body[key] = value
+        if cfg["api"] == SubjectModel.Api.COMPLETIONS:
+            body["prompt"] = prompts.completion_prompt(cfg["system_prompt"], text)
+        else:
+            body["messages"] = prompts.messages(cfg["system_prompt"], text)
+        request = ModelRequest(item=problem.pk, build=lambda _mode, body=body: dict(body), parse=parse_completion,
+                               api=cfg["api"])
+        return request, prompts.prompt_hash(cfg["api"], cfg["system_prompt"], text)
+
+    def execute(self, inputs: Sequence[ProblemInput], control: Control) -> Iterator[ProblemOutcome]:
+        store = run_cache.DbStore(cache_scope(self.subject), force=self.gen_run.run.force)
+        self.pool = ModelPool(endpoint_of(self.subject), cache_scope(self.subject), store, force=self.gen_run.run.force)
+        self.pool.client = _WholeChoice(self.pool.client)
+        requests: list[ModelRequest] = []
+        meta: dict[int, tuple[int, int | None, str]] = {}  # id(request) -> (sample, seed, messages hash)
+        pending: dict[int, int] = {}
+        outcomes: dict[int, ProblemOutcome] = {}
+        for problem in inputs:
+            outcomes[problem.pk] = ProblemOutcome(item=problem.pk, status="ok", cached=bool(problem.samples))
+            pending[problem.pk] = len(problem.samples)
+            for sample in problem.samples:
+                request, digest = self._request(problem, sample)
+                requests.append(request)
+                meta[id(request)] = (sample, core.sample_seed(self.config["seed"], sample), digest)
+        # Problems with nothing left to generate are done at once.
+        for pk, n in pending.items():
+            if n == 0:
+                yield outcomes[pk]
+        try:
+            for result in self.pool.run(requests, control):
+                out = outcomes[result.request.item]
+                out.calls.extend(result.calls)
+                sample, seed, digest = meta[id(result.request)]
+                if result.status == "ok" and result.answer is not None:
+                    ok_calls = [c for c in result.calls if c.outcome == "ok"]
+                    out.samples.append(SampleResult(
+                        sample, seed, digest, result.answer.value, result.answer.prompt_tokens,
+                        result.answer.completion_tokens, ok_calls[-1].latency_ms if ok_calls else 0,
+                        sum(c.cost_usd for c in result.calls), result.answer.cached,
+                    ))
+                    out.cached = out.cached and result.answer.cached
+                else:
+                    out.cached = False
+                    if result.status == "failed":
+                        out.failed_samples += 1
+                        if out.status != "failed":
+                            out.status, out.reason = "failed", f"sample {sample}: {result.reason}"
+                    elif out.status == "ok":
+                        out.status = "skipped"
+                pending[result.request.item] -= 1
+                if pending[result.request.item] == 0:
+                    yield out
+        except FatalRunError:
+            # What finished of the unfinished problems is kept (committed as skipped items).
+            for pk, n in pending.items():
+                if n > 0:
+                    outcomes[pk].status = "skipped"
+                    yield outcomes[pk]
+            raise
+
+    # -- writing ---------------------------------------------------------------
+
+    def commit(self, outcomes: Sequence[ProblemOutcome]) -> None:
+        write_generations(self.gen_run, self.subject, outcomes, self.problem_ids)
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.close()
+
+
+def trace_regime(subject_cfg: dict[str, Any], result: SampleResult, k: int) -> dict[str, Any]:
+    """Every key of the inference regime (generation.md), then what ties the trace to its configuration."""
+    return regime(
+        model=result.completion.model or subject_cfg["model"],
+        base_url_host=host_of(subject_cfg["base_url"]),
+        api=subject_cfg["api"],
+        prompt_template=subject_cfg["template_name"],
+        prompt_template_version=subject_cfg["template_version"],
+        messages_hash=result.messages_hash,
+        temperature=subject_cfg["temperature"],
+        top_p=subject_cfg["top_p"],
+        seed=result.seed,
+        max_tokens=subject_cfg["max_tokens"],
+        stop=subject_cfg["stop"] or None,
+        k=k,
+        tool_access="none",
+        continuation="none",  # a fresh completion, not the continuation of a prefix
+        code_version=code_version(),
+        subject_model=subject_cfg["name"],
+        subject_model_version=subject_cfg["version"],
+        configured_model=subject_cfg["model"],
+        sample=result.sample,
+    )
+
+
+def write_generations(gen_run: GenerationRun, subject: SubjectModel, outcomes: Sequence[ProblemOutcome],
+                      problem_ids: dict[int, str]) -> None:
+    """The chunk's completions as traces (through the import pipeline) and
+    their Generation rows, plus the run's counters. Inside the engine's transaction."""
+    cfg = gen_run.run.config
+    version = gen_run.config_version
+    records: list[TraceIn] = []
+    rows: list[tuple[int, SampleResult, str]] = []  # (problem pk, result, trace id)
+    for out in outcomes:
+        for result in out.samples:
+            c = result.completion
+            tid = core.generated_trace_id(subject.name, version, problem_ids[out.item], result.sample)
+            truncated = c.finish_reason == "length"
+            meta: dict[str, Any] = {"finish_reason": c.finish_reason}
+            if truncated:
+                meta["truncated"] = True
+            records.append(TraceIn.model_validate({
+                "kind": "trace", "problem_id": problem_ids[out.item], "model": subject.name, "trace_id": tid,
+                "raw": c.text, "thought": c.reasoning or None, "meta": meta,
+                "regime": trace_regime(cfg, result, gen_run.samples),
+            }))
+            rows.append((out.item, result, tid))
+    created = unchanged = 0
+    notes: list[str] = []
+    if records:
+        report = write_records(subject.study, records, actor=gen_run.job.created_by)
+        created, unchanged = report.traces_created, report.unchanged
+        # Only a forced re-run can give another text for an existing id: the first trace is kept.
+        if report.rejected:
+            notes.append(f"{len(report.rejected)} completion(s) differ from the trace kept under the same id")
+        trace_pks = pk_map(Trace, "trace_id", [tid for _p, _r, tid in rows], study=subject.study_id)
+        Generation.objects.bulk_create(
+            [Generation(subject=subject, config_version=version, problem_id=problem, sample=r.sample,
+                        trace_id=trace_pks[tid], run=gen_run, finish_reason=r.completion.finish_reason,
+                        truncated=r.completion.finish_reason == "length", prompt_tokens=r.prompt_tokens,
+                        completion_tokens=r.completion_tokens, latency_ms=r.latency_ms, cost_usd=r.cost_usd,
+                        cached=r.cached)
+             for problem, r, tid in rows if tid in trace_pks],
+            ignore_conflicts=True,  # the first record of a sample stays, as its trace does
+        )
+    for note in notes:
+        for out in outcomes:
+            out.notes.append(note)
+            break
+    failures = {problem_ids.get(o.item, str(o.item)): o.reason for o in outcomes if o.status == "failed"}
+    GenerationRun.objects.filter(pk=gen_run.pk).update(
+        traces_created=F("traces_created") + created, traces_unchanged=F("traces_unchanged") + unchanged,
+        samples_failed=F("samples_failed") + sum(o.failed_samples for o in outcomes),
+    )
+    if failures:
+        # The chunk's transaction holds the row: read-modify-write is safe.
+        current = GenerationRun.objects.select_for_update().values_list("failures", flat=True).get(pk=gen_run.pk) or {}
+        for pid, reason in failures.items():
+            if len(current) >= MAX_FAILURES_KEPT:
+                break
+            current[pid] = reason[:1000]
+        GenerationRun.objects.filter(pk=gen_run.pk).update(failures=current)
+
+
+def chunk_size(subject: SubjectModel, samples: int) -> int:
+    """Problems per chunk: about 50 requests, a whole number of rounds of the concurrency."""
+    requests = max(TARGET_REQUESTS_PER_CHUNK, subject.concurrency)
+    requests += (-requests) % subject.concurrency
+    return max(1, -(-requests // max(1, samples)))
+
+
+class GenerationClient(RunClient):
+    kind = KIND
+    noun = "problem"
+
+    @staticmethod
+    def gen_run(run: Run) -> GenerationRun:
+        return GenerationRun.objects.select_related("subject__study", "job__created_by", "run").get(run=run)
+
+    def chunk_size(self, run: Run) -> int:
+        gen_run = self.gen_run(run)
+        return chunk_size(gen_run.subject, gen_run.samples)
+
+    def open(self, run: Run) -> GenerationWork:
+        return GenerationWork(self.gen_run(run))
+
+    def failure_reasons(self, run: Run, limit: int) -> list[str]:
+        failures = GenerationRun.objects.filter(run=run).values_list("failures", flat=True).first() or {}
+        return [f"{pid}: {reason}" for pid, reason in list(failures.items())[:limit]]
+
+    def summary(self, run: Run) -> dict:
+        return self.gen_run(run).summary()
+
+    def finished(self, run: Run) -> None:
+        gen_run = self.gen_run(run)
+        if gen_run.traces_created:
+            study = gen_run.subject.study
+            transaction.on_commit(lambda: signals.data_changed.send(sender=Study, study=study, reason="generation"))

@@ -1,0 +1,74 @@
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from annotation.api.serializers import HtmlUrlMixin, JobSerializer
+from subjects.models import GenerationRun, SubjectModel
+
+# What a user sets on a subject model (the web form shows the same fields).
+EDITABLE_FIELDS = [
+    "name", "base_url", "model", "api_key_env", "api", "system_prompt", "temperature", "top_p", "seed", "max_tokens",
+    "stop", "n_samples", "concurrency", "rate_limit_per_minute", "timeout_seconds", "max_retries",
+    "price_input_per_mtok", "price_output_per_mtok",
+]
+
+
+class SubjectModelSerializer(HtmlUrlMixin, serializers.ModelSerializer):
+    template = serializers.CharField(required=False, write_only=True, help_text="prompt template name")
+    template_version = serializers.IntegerField(required=False, write_only=True, min_value=1,
+                                                help_text="a version of the template (default: the newest)")
+    prompt_template = serializers.SerializerMethodField()
+    check = serializers.BooleanField(required=False, default=True, write_only=True,
+                                     help_text="ask the server (GET /models) before saving")
+
+    class Meta:
+        model = SubjectModel
+        fields = ["id", "study", *EDITABLE_FIELDS, "continuation", "prompt_template", "template", "template_version",
+                  "check", "version", "created_at", "updated_at", "html_url"]
+        read_only_fields = ["id", "study", "continuation", "version", "created_at", "updated_at"]
+        validators: list = []  # uniqueness per study: subjects.services.do_save_subject
+
+    def get_prompt_template(self, obj: SubjectModel) -> dict:
+        t = obj.prompt_template
+        return {"name": t.name, "version": t.version, "kind": t.kind}
+
+    def validate(self, attrs):
+        if self.instance is None:
+            for key in ("name", "model", "base_url"):
+                if not attrs.get(key):
+                    raise serializers.ValidationError({key: "this field is required"})
+        return attrs
+
+
+class GenerationRunRequestSerializer(serializers.Serializer):
+    model = serializers.CharField(help_text="name of one of the study's subject models")
+    problems = serializers.ChoiceField(choices=GenerationRun.Scope.choices, default=GenerationRun.Scope.ALL)
+    samples = serializers.IntegerField(required=False, min_value=1, max_value=100)
+    force = serializers.BooleanField(default=False, help_text="ignore cached answers")
+    budget_usd = serializers.FloatField(required=False, allow_null=True, min_value=0)
+
+    def validate_model(self, value: str) -> SubjectModel:
+        subject = SubjectModel.objects.filter(study=self.context["study"], name=value).select_related(
+            "prompt_template").first()
+        if subject is None:
+            raise serializers.ValidationError(f"no subject model named {value!r} in this study")
+        return subject
+
+
+class GenerationRunSerializer(HtmlUrlMixin, serializers.ModelSerializer):
+    model = serializers.CharField(source="subject.name", read_only=True)
+    job = JobSerializer(read_only=True)
+    requests = serializers.IntegerField(source="run.requests", read_only=True)
+    cache_hits = serializers.IntegerField(source="run.cache_hits", read_only=True)
+    prompt_tokens = serializers.IntegerField(source="run.prompt_tokens", read_only=True)
+    completion_tokens = serializers.IntegerField(source="run.completion_tokens", read_only=True)
+    unknown_token_calls = serializers.IntegerField(source="run.unknown_token_calls", read_only=True)
+    cost_usd = serializers.FloatField(source="run.cost_usd", read_only=True)
+    stop_reason = serializers.CharField(source="run.stop_reason", read_only=True)
+
+    class Meta:
+        model = GenerationRun
+        fields = ["id", "model", "config_version", "scope", "samples", "job", "requests", "cache_hits",
+                  "prompt_tokens", "completion_tokens", "unknown_token_calls", "cost_usd", "traces_created",
+                  "traces_unchanged", "samples_failed", "failures", "stop_reason", "created_at", "html_url"]
+        read_only_fields = fields

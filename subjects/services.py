@@ -1,0 +1,282 @@
+"""Every operation on subject models and generation runs: the web views, the
+API and the management commands call these (docs/generation.md)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+from django.db import transaction
+from django.db.models import Count, Q, QuerySet
+
+from annotation import access, jobs
+from annotation.models import Job, Membership, Problem, Study, Trace
+from annotation.parsing import normalize_answer
+from runs import engine
+from runs.engine import ACTIVE, Progress
+from subjects import core, prompts
+from subjects.models import Generation, GenerationRun, PromptTemplate, SubjectModel
+from subjects.runclient import JOB_KIND, KIND, chunk_size
+
+# Changing one of these can change the completions: a new version (new trace ids, a cold cache).
+VERSIONED_FIELDS = ("base_url", "model", "api", "system_prompt", "prompt_template", "temperature", "top_p", "seed",
+                    "max_tokens", "stop")
+# What a subject model is made of; everything else on the row is bookkeeping.
+FIELDS = ("name", "base_url", "model", "api_key_env", "api", "system_prompt", "prompt_template", "temperature",
+          "top_p", "seed", "max_tokens", "stop", "n_samples", "concurrency", "rate_limit_per_minute",
+          "timeout_seconds", "max_retries", "price_input_per_mtok", "price_output_per_mtok", "continuation")
+
+
+class RunConflict(Exception):
+    """The subject model already has a generation run in progress."""
+
+
+class Unreachable(Exception):
+    """The base URL did not answer ``GET /models``."""
+
+
+# --------------------------------------------------------------------------
+# Access
+
+
+def check_subject(user, subject_id: int) -> tuple[SubjectModel, Membership]:
+    return access.check_object(user, SubjectModel.objects.select_related("study", "prompt_template"), subject_id,
+                               study_path="study_id", what="subject model")
+
+
+def check_owner(membership: Membership) -> None:
+    access.check_owner(membership, "managing the study's subject models")
+
+
+def check_generation_run(user, run_id: int) -> tuple[GenerationRun, Membership]:
+    return access.check_object(user, GenerationRun.objects.select_related("subject__study", "job", "run"), run_id,
+                               study_path="subject__study_id", what="generation run")
+
+
+# --------------------------------------------------------------------------
+# Templates
+
+
+def ensure_builtin_templates(study: Study) -> None:
+    """The study's copies of the built-in templates (version 1), made once."""
+    for spec in prompts.builtin_templates():
+        PromptTemplate.objects.get_or_create(study=study, name=spec["name"], version=1,
+                                             defaults={"kind": spec["kind"], "template": spec["template"],
+                                                       "exemplars": spec["exemplars"]})
+
+
+def find_template(study: Study, name: str, version: int | None = None) -> PromptTemplate:
+    """The newest version of the named template (or the given version)."""
+    ensure_builtin_templates(study)
+    qs = PromptTemplate.objects.filter(study=study, name=name)
+    if version is not None:
+        qs = qs.filter(version=version)
+    template = qs.order_by("-version").first()
+    if template is None:
+        names = ", ".join(sorted(set(PromptTemplate.objects.filter(study=study).values_list("name", flat=True))))
+        raise ValueError(f"no prompt template named {name!r}{f' version {version}' if version else ''} "
+                         f"(templates: {names})")
+    return template
+
+
+@transaction.atomic
+def do_save_template(study: Study, name: str, template: str, *, exemplars: list[dict] | None = None) -> PromptTemplate:
+    """A new version of the named template (version 1 for a new name); an unchanged one is returned as it is."""
+    error = prompts.template_error(template)
+    if error:
+        raise ValueError(f"the template does not compile: {error}")
+    exemplars = exemplars or []
+    if not isinstance(exemplars, list) or not all(
+        isinstance(e, dict) and isinstance(e.get("question"), str) and isinstance(e.get("answer"), str)
+        for e in exemplars
+    ):
+        raise ValueError('exemplars must be a list of {"question": text, "answer": text}')
+    newest = PromptTemplate.objects.filter(study=study, name=name).order_by("-version").first()
+    if newest is not None and newest.template == template and newest.exemplars == exemplars:
+        return newest
+    kind = PromptTemplate.Kind.K_SHOT if exemplars else PromptTemplate.Kind.ZERO_SHOT
+    return PromptTemplate.objects.create(study=study, name=name, version=(newest.version + 1) if newest else 1,
+                                         kind=kind, template=template, exemplars=exemplars)
+
+
+# --------------------------------------------------------------------------
+# Subject models
+
+
+def check_reachable(base_url: str, *, timeout: float = 10.0) -> None:
+    """One cheap request, ``GET {base_url}/models``; raises Unreachable naming
+    the URL when the server does not answer (any HTTP answer counts: a server
+    that wants a key still exists)."""
+    url = base_url.rstrip("/") + "/models"
+    try:
+        httpx.get(url, timeout=timeout)
+    except httpx.HTTPError as exc:
+        raise Unreachable(f"the server at {base_url} is not reachable (GET {url}: {exc})") from None
+
+
+@transaction.atomic
+def do_save_subject(study: Study, fields: dict[str, Any], *, subject: SubjectModel | None = None) -> tuple[SubjectModel, bool]:
+    """Create or update a subject model; its version goes up when a field of
+    VERSIONED_FIELDS changes. ``prompt_template`` defaults to the built-in zero-shot one."""
+    unknown = set(fields) - set(FIELDS)
+    if unknown:
+        raise ValueError(f"unknown field(s): {', '.join(sorted(unknown))}")
+    created = subject is None
+    if subject is None:
+        subject = SubjectModel(study=study)
+        if fields.get("prompt_template") is None:
+            fields = {**fields, "prompt_template": find_template(study, prompts.ZERO_SHOT)}
+    else:
+        stored = SubjectModel.objects.get(pk=subject.pk)
+        if any(key in fields and getattr(stored, key) != fields[key] for key in VERSIONED_FIELDS):
+            subject.version = stored.version + 1
+    template = fields.get("prompt_template")
+    if template is not None and template.study_id != study.pk:
+        raise ValueError("the prompt template belongs to another study")
+    for key, value in fields.items():
+        setattr(subject, key, value)
+    subject.full_clean(exclude=["study", "prompt_template"], validate_unique=False)
+    if SubjectModel.objects.filter(study=study, name=subject.name).exclude(pk=subject.pk).exists():
+        raise ValueError(f"a subject model named {subject.name!r} exists in this study")
+    subject.save()
+    return subject, created
+
+
+def config_snapshot(subject: SubjectModel) -> dict[str, Any]:
+    """What a run uses: the configuration and the template as they were when it started."""
+    t = subject.prompt_template
+    return {
+        "name": subject.name, "version": subject.version, "base_url": subject.base_url, "model": subject.model,
+        "api": subject.api, "system_prompt": subject.system_prompt, "template_name": t.name,
+        "template_version": t.version, "template": t.template, "exemplars": t.exemplars,
+        "temperature": subject.temperature, "top_p": subject.top_p, "seed": subject.seed,
+        "max_tokens": subject.max_tokens, "stop": list(subject.stop or []), "concurrency": subject.concurrency,
+        "rate_limit_per_minute": subject.rate_limit_per_minute, "max_retries": subject.max_retries,
+        "timeout_seconds": subject.timeout_seconds, "price_input_per_mtok": subject.price_input_per_mtok,
+        "price_output_per_mtok": subject.price_output_per_mtok,
+    }
+
+
+# --------------------------------------------------------------------------
+# Generation runs
+
+
+def problems_in_scope(subject: SubjectModel, scope: str, samples: int) -> list[int]:
+    problems = Problem.objects.filter(study_id=subject.study_id)
+    if scope == GenerationRun.Scope.MISSING:
+        complete = (Generation.objects.filter(subject=subject, config_version=subject.version, sample__lt=samples)
+                    .values("problem_id").annotate(n=Count("pk")).filter(n__gte=samples).values("problem_id"))
+        problems = problems.exclude(pk__in=complete)
+    elif scope != GenerationRun.Scope.ALL:
+        raise ValueError(f"unknown problem selection {scope!r}; choose all or missing")
+    return list(problems.order_by("pk").values_list("pk", flat=True))
+
+
+def do_start_generation(subject: SubjectModel, *, scope: str = "all", samples: int | None = None, force: bool = False,
+                        budget_usd: float | None = None, user=None, queue: bool = True) -> GenerationRun:
+    """Create the job, the run and its chunks; queue the first chunk after
+    commit (``queue=False`` leaves it to run_inline)."""
+    from kombu.exceptions import OperationalError as BrokerError
+
+    samples = samples or subject.n_samples
+    if not 1 <= samples <= 100:
+        raise ValueError("samples must lie in 1..100")
+    if budget_usd is not None and budget_usd < 0:
+        raise ValueError("the budget must not be negative")
+    gen_run = None
+    try:
+        with transaction.atomic():
+            active = GenerationRun.objects.filter(subject=subject, job__status__in=ACTIVE).first()
+            if active is not None:
+                raise RunConflict(f"subject model {subject.name} already has run {active.pk} in progress "
+                                  f"(job {active.job_id}); wait for it or cancel it")
+            ids = problems_in_scope(subject, scope, samples)
+            job = Job.objects.create(
+                study_id=subject.study_id, kind=JOB_KIND, created_by=user, total=len(ids),
+                params={"subject_model": subject.name, "subject_model_id": subject.pk, "problems": scope,
+                        "samples": samples, "force": force, "budget_usd": budget_usd},
+            )
+            run = engine.create_run(job, KIND, ids, chunk_size(subject, samples), force=force, budget_usd=budget_usd,
+                                    config=config_snapshot(subject))
+            gen_run = GenerationRun.objects.create(job=job, run=run, subject=subject, scope=scope, samples=samples,
+                                                   config_version=subject.version)
+            job.params["run"] = gen_run.pk
+            job.save(update_fields=["params"])
+            if not ids:
+                engine.finalize(run)
+            elif queue:
+                engine.queue_first(run)
+    except BrokerError:
+        if gen_run is not None:
+            jobs.finish(gen_run.job_id, status=Job.Status.FAILED, error="the task queue is not reachable")
+        raise
+    gen_run.job.refresh_from_db()
+    return gen_run
+
+
+def run_inline(gen_run: GenerationRun, *, progress: Progress | None = None) -> Job:
+    return engine.run_inline(gen_run.run, progress=progress)
+
+
+def active_runs(subject: SubjectModel) -> QuerySet[GenerationRun]:
+    return GenerationRun.objects.filter(subject=subject, job__status__in=ACTIVE).select_related("job")
+
+
+# --------------------------------------------------------------------------
+# Aggregates
+
+
+@dataclass(frozen=True)
+class ModelRow:
+    """One line of the study's model table: a subject model's configuration
+    version (generated) or an imported model (``subject`` None)."""
+
+    model: str
+    subject: SubjectModel | None
+    config_version: int | None
+    traces: int
+    accuracy: float | None
+    aggregate: core.Aggregate | None = None
+    mean_completion_tokens: float | None = None
+    cost_usd: float = 0.0
+    truncated: int = 0
+
+
+def model_table(study: Study) -> list[ModelRow]:
+    """Accuracy, pass@k, maj@k, mean tokens and cost per (subject model, config
+    version) -- never mixing two versions -- next to the accuracy of the
+    models whose traces were imported. A fixed number of queries."""
+    subjects = {s.pk: s for s in SubjectModel.objects.filter(study=study).select_related("prompt_template")}
+    samples: dict[tuple[int, int], dict[int, list[tuple[int, core.Sample]]]] = defaultdict(lambda: defaultdict(list))
+    tokens: dict[tuple[int, int], list[int]] = defaultdict(list)
+    cost: dict[tuple[int, int], float] = defaultdict(float)
+    truncated: dict[tuple[int, int], int] = defaultdict(int)
+    for subject_id, version, problem, sample, answer, correct, ct, usd, trunc in (
+        Generation.objects.filter(subject__study=study).values_list(
+            "subject_id", "config_version", "problem_id", "sample", "trace__answer", "trace__answer_correct",
+            "completion_tokens", "cost_usd", "truncated")
+    ):
+        key = (subject_id, version)
+        samples[key][problem].append((sample, core.Sample(normalize_answer(answer) if answer else "", correct)))
+        if ct is not None:
+            tokens[key].append(ct)
+        cost[key] += usd
+        truncated[key] += trunc
+    rows: list[ModelRow] = []
+    for (subject_id, version), per_problem in sorted(samples.items(), key=lambda kv: (subjects[kv[0][0]].name, kv[0][1])):
+        subject = subjects[subject_id]
+        ordered = [[s for _i, s in sorted(v, key=lambda x: x[0])] for v in per_problem.values()]
+        agg = core.aggregate(ordered, subject.n_samples)
+        toks = tokens[(subject_id, version)]
+        rows.append(ModelRow(subject.name, subject, version, agg.samples, agg.accuracy, agg,
+                             sum(toks) / len(toks) if toks else None, cost[(subject_id, version)],
+                             truncated[(subject_id, version)]))
+    imported = (Trace.objects.filter(study=study, generation__isnull=True).values("model")
+                .annotate(n=Count("pk"), checked=Count("pk", filter=Q(answer_correct__isnull=False)),
+                          correct=Count("pk", filter=Q(answer_correct=True))).order_by("model"))
+    for r in imported:
+        rows.append(ModelRow(r["model"], None, None, r["n"], r["correct"] / r["checked"] if r["checked"] else None))
+    return rows
+

@@ -1,0 +1,106 @@
+"""Web pages for subject models: the study's list with the model table
+(accuracy, pass@k, maj@k, tokens, cost beside the imported models), the
+create/edit form, starting a generation run and following it. Each view
+starts with an access helper (annotation.access) that returns the objects or
+raises, then delegates to subjects.services."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from kombu.exceptions import OperationalError as BrokerError
+
+from annotation import access, jobs
+from subjects import services
+from subjects.forms import GenerationForm, SubjectModelForm
+from subjects.models import GenerationRun, SubjectModel
+
+
+@login_required
+@require_GET
+def subject_model_list(request: HttpRequest, study_id: int) -> HttpResponse:
+    study, membership = access.check_study(request.user, study_id)
+    context = {
+        "study": study, "membership": membership,
+        "subjects": SubjectModel.objects.filter(study=study).select_related("prompt_template").order_by("name"),
+        "rows": services.model_table(study),
+        "runs": GenerationRun.objects.filter(subject__study=study).select_related("subject", "job")[:20],
+        "is_owner": access.has_role(membership, "owner"),
+        "run_form": GenerationForm(),
+    }
+    return render(request, "subjects/list.html", context)
+
+
+def _save_form(request: HttpRequest, study, subject: SubjectModel | None) -> HttpResponse | None:
+    services.ensure_builtin_templates(study)
+    form = SubjectModelForm(request.POST or None, study=study, instance=subject or SubjectModel(study=study),
+                            initial={} if subject else {"check_server": True})
+    if request.method == "POST" and form.is_valid():
+        data = {k: v for k, v in form.cleaned_data.items() if k != "check_server"}
+        data["stop"] = data.get("stop") or []
+        try:
+            if form.cleaned_data["check_server"]:
+                services.check_reachable(data["base_url"])
+            fresh = SubjectModel.objects.get(pk=subject.pk) if subject else None
+            saved, created = services.do_save_subject(study, data, subject=fresh)
+        except (services.Unreachable, ValueError, ValidationError) as exc:
+            form.add_error(None, str(exc) if not isinstance(exc, ValidationError) else "; ".join(exc.messages))
+        else:
+            messages.success(request, f"Subject model {saved.name} {'created' if created else 'saved'} "
+                                      f"(version {saved.version}).")
+            return redirect("subject-model-list", study_id=study.pk)
+    status = 400 if request.method == "POST" else 200
+    return render(request, "subjects/form.html", {"study": study, "form": form, "subject": subject}, status=status)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def subject_model_create(request: HttpRequest, study_id: int) -> HttpResponse:
+    study, membership = access.check_study(request.user, study_id)
+    services.check_owner(membership)
+    return _save_form(request, study, None)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def subject_model_edit(request: HttpRequest, subject_id: int) -> HttpResponse:
+    subject, membership = services.check_subject(request.user, subject_id)
+    services.check_owner(membership)
+    return _save_form(request, subject.study, subject)
+
+
+@login_required
+@require_POST
+def generation_start(request: HttpRequest, subject_id: int) -> HttpResponse:
+    subject, membership = services.check_subject(request.user, subject_id)
+    services.check_owner(membership)
+    form = GenerationForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "; ".join(f"{k}: {' '.join(v)}" for k, v in form.errors.items()))
+        return redirect("subject-model-list", study_id=subject.study_id)
+    data = form.cleaned_data
+    try:
+        gen_run = services.do_start_generation(subject, scope=data["problems"], samples=data["samples"],
+                                               force=data["force"], budget_usd=data["budget_usd"], user=request.user)
+    except (services.RunConflict, ValueError) as exc:
+        messages.error(request, str(exc))
+        return redirect("subject-model-list", study_id=subject.study_id)
+    except BrokerError:
+        messages.error(request, "the task queue is not reachable; the run was not started")
+        return redirect("subject-model-list", study_id=subject.study_id)
+    return redirect("generation-run", run_id=gen_run.pk)
+
+
+@login_required
+@require_GET
+def generation_run(request: HttpRequest, run_id: int) -> HttpResponse:
+    gen_run, membership = services.check_generation_run(request.user, run_id)
+    context = {"run": gen_run, "job": gen_run.job, "subject": gen_run.subject, "study": gen_run.subject.study,
+               "progress": jobs.live_progress(gen_run.job),
+               "can_cancel": access.can_cancel_job(request.user, gen_run.job, membership)}
+    template = "subjects/run.html#stats" if request.htmx else "subjects/run.html"
+    return render(request, template, context)
