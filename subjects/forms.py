@@ -13,7 +13,9 @@ class SubjectModelForm(forms.ModelForm):
         model = SubjectModel
         fields = [*EDITABLE_FIELDS, "prompt_template"]
         widgets = {"base_url": forms.URLInput(attrs={"placeholder": "http://127.0.0.1:8080/v1"}),
-                   "system_prompt": forms.Textarea(attrs={"rows": 3})}
+                   "system_prompt": forms.Textarea(attrs={"rows": 3}),
+                   "chat_template": forms.Textarea(attrs={"rows": 4, "placeholder": "the chat_template of the "
+                                                          "model's tokenizer_config.json (optional)"})}
 
     def __init__(self, *args, study, **kwargs):
         super().__init__(*args, **kwargs)
