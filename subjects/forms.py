@@ -22,6 +22,12 @@ class SubjectModelForm(forms.ModelForm):
         self.study = study
         self.fields["prompt_template"].queryset = PromptTemplate.objects.filter(study=study).order_by("name", "-version")
         self.fields["stop"].required = False
+        self.fields["chat_template"].strip = False  # whitespace is part of the prompt the template renders
+
+    def clean_chat_template(self) -> str:
+        # Browsers send a textarea's lines ending in CRLF; the model's template has LF, and every "\r" would
+        # reach the raw prompt of the completions mode.
+        return self.cleaned_data["chat_template"].replace("\r\n", "\n")
 
 
 class GenerationForm(forms.Form):

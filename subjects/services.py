@@ -46,7 +46,8 @@ class Unreachable(Exception):
 
 
 class ProbeFailed(Exception):
-    """The server answered the probe but refused it for good (e.g. the API key)."""
+    """The probe could not be recorded: the server refused it for good (e.g. the
+    API key), or the subject model's server settings changed meanwhile."""
 
 
 # --------------------------------------------------------------------------

@@ -309,3 +309,20 @@ def test_the_api_exposes_the_probe_and_runs_it_for_owners(study, owner, member, 
     r = api(owner).post(f"{url}probe/")
     assert r.status_code == 502 and f"no server answers at {server.url}" in r.json()["detail"]
     assert api(member).get(url).json()["continuation"] == PREFILL
+
+
+@pytest.mark.django_db
+def test_the_form_sets_the_chat_template_with_the_models_line_ends(study, owner, fake):
+    server = vllm_like(fake)
+    subject = make_subject(study, server.url)
+    form = {"name": "tiny", "model": "subject", "base_url": server.url, "api": "chat", "temperature": "0",
+            "max_tokens": "512", "stop": "[]", "n_samples": "1", "concurrency": "2", "timeout_seconds": "30",
+            "max_retries": "0", "price_input_per_mtok": "0", "price_output_per_mtok": "0",
+            "prompt_template": subject.prompt_template_id, "chat_template": SMOLLM2.replace("\n", "\r\n"),
+            "eos_token": "<|im_end|>"}
+    r = web(owner).post(f"/subject-models/{subject.pk}/edit/", form)
+    assert r.status_code == 302, r.content.decode()[:2000]
+    subject.refresh_from_db()
+    assert (subject.chat_template, subject.eos_token, subject.version) == (SMOLLM2, "<|im_end|>", 1)
+    r = web(owner).post(f"/subject-models/{subject.pk}/edit/", {**form, "chat_template": "{% if x %}"})
+    assert r.status_code == 400 and "the chat template does not compile" in r.content.decode()
