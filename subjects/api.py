@@ -79,6 +79,23 @@ class SubjectModelDetail(APIView):
         return Response(s.SubjectModelSerializer(subject, context={"request": request}).data)
 
 
+class SubjectModelProbe(APIView):
+    """POST: probe the subject model's server now and record its continuation
+    mode (owners) -> the updated subject model; 502 when the server does not answer."""
+
+    @extend_schema(request=None, responses=s.SubjectModelSerializer)
+    def post(self, request, pk: int):
+        subject, membership = services.check_subject(request.user, pk)
+        services.check_owner(membership)
+        try:
+            services.do_probe_subject_model(subject)
+        except services.Unreachable as exc:
+            raise BadGateway(str(exc)) from None
+        except services.ProbeFailed as exc:
+            raise Conflict(str(exc)) from None
+        return Response(s.SubjectModelSerializer(subject, context={"request": request}).data)
+
+
 class StudyGenerationRuns(generics.ListAPIView):
     """GET: the study's generation runs, newest first. POST: start one (owners) -> 202 with its job."""
 

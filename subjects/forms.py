@@ -13,13 +13,21 @@ class SubjectModelForm(forms.ModelForm):
         model = SubjectModel
         fields = [*EDITABLE_FIELDS, "prompt_template"]
         widgets = {"base_url": forms.URLInput(attrs={"placeholder": "http://127.0.0.1:8080/v1"}),
-                   "system_prompt": forms.Textarea(attrs={"rows": 3})}
+                   "system_prompt": forms.Textarea(attrs={"rows": 3}),
+                   "chat_template": forms.Textarea(attrs={"rows": 4, "placeholder": "the chat_template of the "
+                                                          "model's tokenizer_config.json (optional)"})}
 
     def __init__(self, *args, study, **kwargs):
         super().__init__(*args, **kwargs)
         self.study = study
         self.fields["prompt_template"].queryset = PromptTemplate.objects.filter(study=study).order_by("name", "-version")
         self.fields["stop"].required = False
+        self.fields["chat_template"].strip = False  # whitespace is part of the prompt the template renders
+
+    def clean_chat_template(self) -> str:
+        # Browsers send a textarea's lines ending in CRLF; the model's template has LF, and every "\r" would
+        # reach the raw prompt of the completions mode.
+        return self.cleaned_data["chat_template"].replace("\r\n", "\n")
 
 
 class GenerationForm(forms.Form):

@@ -17,6 +17,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from annotation.models import Job, Problem, Study, StudyScopedQuerySet, Trace
+from runs.continuation import ModelServer
 from runs.models import Run
 
 validate_name = RegexValidator(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", "use letters, digits, '_', '.' and '-' only")
@@ -105,6 +106,13 @@ class SubjectModel(models.Model):
     price_input_per_mtok = models.FloatField(default=0.0, validators=[MinValueValidator(0.0)])
     price_output_per_mtok = models.FloatField(default=0.0, validators=[MinValueValidator(0.0)])
     continuation = models.CharField(max_length=20, choices=Continuation.choices, blank=True)
+    # The model's own Jinja chat template (from its tokenizer_config.json): the completions continuation mode
+    # renders the chat with it, so the model decodes from exactly the tokens it would have produced itself.
+    chat_template = models.TextField(blank=True)
+    eos_token = models.CharField(max_length=100, blank=True,
+                                 help_text="the template's end-of-turn token (read from a tokenizer_config.json)")
+    # The last probe (runs.continuation.ProbeResult.to_dict() plus probed_at and config_version); {} = never probed.
+    probe_result = models.JSONField(default=dict, blank=True)
     # Bumped on every change that can change the completions (subjects.services.VERSIONED_FIELDS).
     version = models.PositiveIntegerField(default=1)
     created_at = models.DateTimeField(default=timezone.now)
@@ -120,7 +128,18 @@ class SubjectModel(models.Model):
         return self.name
 
     def get_absolute_url(self) -> str:
-        return reverse("subject-model-list", args=[self.study_id])
+        return reverse("subject-model", args=[self.pk])
+
+    def server(self) -> ModelServer:
+        """The plain server configuration the continuation service and the probe take."""
+        return ModelServer(
+            base_url=self.base_url, model=self.model, api_key_env=self.api_key_env, chat_template=self.chat_template,
+            eos_token=self.eos_token, timeout_seconds=self.timeout_seconds,
+            # A probe asks for 8 tokens: a server that needs longer than this for them is not one to wait on.
+            probe_timeout_seconds=min(self.timeout_seconds, 30.0), max_retries=self.max_retries,
+            concurrency=self.concurrency, rate_limit_per_minute=self.rate_limit_per_minute,
+            price_input_per_mtok=self.price_input_per_mtok, price_output_per_mtok=self.price_output_per_mtok,
+        )
 
 
 class GenerationRunQuerySet(StudyScopedQuerySet):

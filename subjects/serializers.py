@@ -9,7 +9,7 @@ from subjects.models import GenerationRun, SubjectModel
 EDITABLE_FIELDS = [
     "name", "base_url", "model", "api_key_env", "api", "system_prompt", "temperature", "top_p", "seed", "max_tokens",
     "stop", "n_samples", "concurrency", "rate_limit_per_minute", "timeout_seconds", "max_retries",
-    "price_input_per_mtok", "price_output_per_mtok",
+    "price_input_per_mtok", "price_output_per_mtok", "chat_template", "eos_token",
 ]
 
 
@@ -23,9 +23,10 @@ class SubjectModelSerializer(HtmlUrlMixin, serializers.ModelSerializer):
 
     class Meta:
         model = SubjectModel
-        fields = ["id", "study", *EDITABLE_FIELDS, "continuation", "prompt_template", "template", "template_version",
-                  "check", "version", "created_at", "updated_at", "html_url"]
-        read_only_fields = ["id", "study", "continuation", "version", "created_at", "updated_at"]
+        fields = ["id", "study", *EDITABLE_FIELDS, "continuation", "probe_result", "prompt_template", "template",
+                  "template_version", "check", "version", "created_at", "updated_at", "html_url"]
+        # The continuation mode and its evidence come from the probe (POST subject-models/{id}/probe/) only.
+        read_only_fields = ["id", "study", "continuation", "probe_result", "version", "created_at", "updated_at"]
         validators: list = []  # uniqueness per study: subjects.services.do_save_subject
 
     def get_prompt_template(self, obj: SubjectModel) -> dict:

@@ -5,17 +5,22 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
 from django.db import transaction
 from django.db.models import Count, Q, QuerySet
+from django.utils import timezone
 
 from annotation import access, jobs
 from annotation.models import Job, Membership, Problem, Study, Trace
 from annotation.parsing import normalize_answer
 from runs import engine
+from runs.chat_template import ChatTemplateError, TemplateSource, compile_template, template_from_text
+from runs.continuation import ProbeResult, ServerUnreachable, probe_model
 from runs.engine import ACTIVE, Progress
+from runs.transport import FatalRunError
 from subjects import core, prompts
 from subjects.models import Generation, GenerationRun, PromptTemplate, SubjectModel
 from subjects.runclient import JOB_KIND, KIND, chunk_size
@@ -26,7 +31,10 @@ VERSIONED_FIELDS = ("base_url", "model", "api", "system_prompt", "prompt_templat
 # What a subject model is made of; everything else on the row is bookkeeping.
 FIELDS = ("name", "base_url", "model", "api_key_env", "api", "system_prompt", "prompt_template", "temperature",
           "top_p", "seed", "max_tokens", "stop", "n_samples", "concurrency", "rate_limit_per_minute",
-          "timeout_seconds", "max_retries", "price_input_per_mtok", "price_output_per_mtok", "continuation")
+          "timeout_seconds", "max_retries", "price_input_per_mtok", "price_output_per_mtok", "continuation",
+          "chat_template", "eos_token")
+# What a probe's answer depends on: a change makes the recorded continuation mode stale, so it is cleared.
+PROBED_FIELDS = ("base_url", "model", "api_key_env", "chat_template", "eos_token")
 
 
 class RunConflict(Exception):
@@ -34,7 +42,12 @@ class RunConflict(Exception):
 
 
 class Unreachable(Exception):
-    """The base URL did not answer ``GET /models``."""
+    """The base URL did not answer (``GET /models``, or any request of a probe)."""
+
+
+class ProbeFailed(Exception):
+    """The probe could not be recorded: the server refused it for good (e.g. the
+    API key), or the subject model's server settings changed meanwhile."""
 
 
 # --------------------------------------------------------------------------
@@ -132,6 +145,16 @@ def do_save_subject(study: Study, fields: dict[str, Any], *, subject: SubjectMod
         stored = SubjectModel.objects.get(pk=subject.pk)
         if any(key in fields and getattr(stored, key) != fields[key] for key in VERSIONED_FIELDS):
             subject.version = stored.version + 1
+        if "continuation" not in fields and any(
+            key in fields and getattr(stored, key) != fields[key] for key in PROBED_FIELDS
+        ):
+            # Another server, model or template: the probe's answer no longer describes it.
+            subject.continuation, subject.probe_result = SubjectModel.Continuation.UNKNOWN, {}
+    if fields.get("chat_template", "").strip():
+        try:
+            compile_template(fields["chat_template"])
+        except ChatTemplateError as exc:
+            raise ValueError(str(exc)) from None
     template = fields.get("prompt_template")
     if template is not None and template.study_id != study.pk:
         raise ValueError("the prompt template belongs to another study")
@@ -142,6 +165,44 @@ def do_save_subject(study: Study, fields: dict[str, Any], *, subject: SubjectMod
         raise ValueError(f"a subject model named {subject.name!r} exists in this study")
     subject.save()
     return subject, created
+
+
+def chat_template_from_file(path: Path) -> TemplateSource:
+    """The chat template of a Jinja file or a tokenizer_config.json (with its
+    EOS token); ValueError naming the file when it is missing, unreadable or
+    does not compile."""
+    if not path.is_file():
+        raise ValueError(f"{path}: no such file")
+    try:
+        source = template_from_text(path.read_text(encoding="utf-8"))
+        compile_template(source.template)
+    except (ChatTemplateError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path}: {exc}") from None
+    return source
+
+
+def do_probe_subject_model(subject: SubjectModel) -> ProbeResult:
+    """Probe the subject model's server for the continuation modes it supports
+    (runs.continuation.probe_model: three cheap greedy requests) and record the
+    strongest as its ``continuation``, with the evidence in ``probe_result``.
+    Raises Unreachable (naming the URL) or ProbeFailed and changes nothing."""
+    try:
+        # Outside the transaction: up to three HTTP requests, never holding a database transaction open.
+        result = probe_model(subject.server())
+    except ServerUnreachable as exc:
+        raise Unreachable(str(exc)) from None
+    except FatalRunError as exc:
+        raise ProbeFailed(f"the server at {subject.base_url} refused the probe: {exc}") from None
+    with transaction.atomic():
+        fresh = SubjectModel.objects.select_for_update().get(pk=subject.pk)
+        if any(getattr(fresh, key) != getattr(subject, key) for key in PROBED_FIELDS):
+            raise ProbeFailed(f"subject model {subject.name} changed while it was probed; probe it again")
+        fresh.continuation = result.chosen or SubjectModel.Continuation.UNKNOWN
+        fresh.probe_result = {**result.to_dict(), "probed_at": timezone.now().isoformat(),
+                              "config_version": fresh.version}
+        fresh.save(update_fields=["continuation", "probe_result", "updated_at"])
+    subject.continuation, subject.probe_result = fresh.continuation, fresh.probe_result
+    return result
 
 
 def config_snapshot(subject: SubjectModel) -> dict[str, Any]:

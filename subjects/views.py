@@ -11,6 +11,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.utils.dateparse import parse_datetime
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from kombu.exceptions import OperationalError as BrokerError
 
@@ -71,6 +72,37 @@ def subject_model_edit(request: HttpRequest, subject_id: int) -> HttpResponse:
     subject, membership = services.check_subject(request.user, subject_id)
     services.check_owner(membership)
     return _save_form(request, subject.study, subject)
+
+
+@login_required
+@require_GET
+def subject_model_detail(request: HttpRequest, subject_id: int) -> HttpResponse:
+    subject, membership = services.check_subject(request.user, subject_id)
+    probe = subject.probe_result or None
+    context = {"subject": subject, "study": subject.study, "probe": probe,
+               "probed_at": parse_datetime(probe.get("probed_at") or "") if probe else None,
+               "is_owner": access.has_role(membership, "owner"),
+               "runs": GenerationRun.objects.filter(subject=subject).select_related("job")[:10]}
+    return render(request, "subjects/detail.html", context)
+
+
+@login_required
+@require_POST
+def subject_model_probe(request: HttpRequest, subject_id: int) -> HttpResponse:
+    """Probe the server now (three requests of 8 tokens, in the request: a
+    probe is quick or fails on its timeout) and show the result on the page."""
+    subject, membership = services.check_subject(request.user, subject_id)
+    services.check_owner(membership)
+    try:
+        result = services.do_probe_subject_model(subject)
+    except (services.Unreachable, services.ProbeFailed) as exc:
+        messages.error(request, f"Probe failed, nothing recorded: {exc}")
+    else:
+        if result.chosen:
+            messages.success(request, f"Probed {subject.name}: continuation mode {result.chosen}.")
+        else:
+            messages.error(request, f"Probed {subject.name}: the server supports no continuation mode.")
+    return redirect("subject-model", subject_id=subject.pk)
 
 
 @login_required

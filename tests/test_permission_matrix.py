@@ -8,7 +8,8 @@ A method a rule does not list must answer 405 (method guards), except to
 anonymous visitors, who are sent to sign in first.
 
 What the outcomes mean:
-* ``ok``: anything but a refusal -- not 401/403/404/405 and no server error
+* ``ok``: anything but a refusal -- not 401/403/404/405 and no server error (502, a model
+  server that does not answer, is the API's deliberate answer, not an error of ours)
   (an empty POST may well answer 400, 409 or a redirect back to the form);
 * ``403``: a member without the role; ``404``: an outsider (the study is
   not revealed); ``login``: the sign-in redirect (web) or 401 (API);
@@ -185,10 +186,13 @@ RULES: dict[str, Rule] = {
     "subject-model-list": study(GET=MEMBERS),
     "subject-model-create": study(GET=OWNERS, POST=OWNERS),
     "subject-model-edit": Rule(GET=OWNERS, POST=OWNERS, kwargs={"subject_id": "subject"}),
+    "subject-model": Rule(GET=MEMBERS, kwargs={"subject_id": "subject"}),
+    "subject-model-probe": Rule(POST=OWNERS, kwargs={"subject_id": "subject"}),
     "generation-start": Rule(POST=OWNERS, kwargs={"subject_id": "subject"}),
     "generation-run": Rule(GET=MEMBERS, kwargs={"run_id": "generation_run"}),
     "api-study-subject-models": api("study", GET=MEMBERS, POST=OWNERS),
     "api-subject-model": api("subject", GET=MEMBERS),  # PATCH: owners (tests/subjects/test_api.py)
+    "api-subject-model-probe": api("subject", POST=OWNERS),  # the world's server is down: the owner gets 502
     "api-study-generation-runs": api("study", GET=MEMBERS, POST=OWNERS),
     "api-generation-run": api("generation_run", GET=MEMBERS),
 }
@@ -364,7 +368,8 @@ def outcome(response) -> str:
         return "login"
     if code in (403, 404, 405):
         return str(code)
-    if code >= 500:
+    # 502 is a deliberate answer (the API's BadGateway: a model server that does not answer), not a crash.
+    if code >= 500 and code != 502:
         return f"server error {code}"
     return "ok"
 

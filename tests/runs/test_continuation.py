@@ -9,7 +9,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
-from django.core.management import CommandError, call_command
 
 from runs.chat_template import render_chat
 from runs.continuation import (
@@ -289,44 +288,4 @@ def test_probe_stops_on_a_refused_key(fake):
     assert server.count == 1
 
 
-# -- the command ------------------------------------------------------------------------
-
-
-def test_probe_model_command_prints_the_evidence_and_the_mode(fake, capsys):
-    server = vllm_like(fake)
-    call_command("probe_model", "--base-url", server.url, "--model", "subject", "--chat-template-file",
-                 str(TEMPLATE_FILE))
-    out = capsys.readouterr().out
-    assert "subject (the server says served/smollm2) at " + server.url in out
-    assert "completions  yes  HTTP 200  '0, 11, 12, 13, 14, 15, 16, 17,'" in out
-    assert out.rstrip().endswith("continuation mode: completions")
-
-
-def test_probe_model_command_json_and_a_tokenizer_config(fake, capsys, tmp_path):
-    server = vllm_like(fake)
-    config = tmp_path / "tokenizer_config.json"
-    config.write_text(json.dumps({"chat_template": SMOLLM2, "eos_token": "<|im_end|>"}))
-    call_command("probe_model", "--base-url", server.url, "--model", "subject", "--chat-template-file", str(config),
-                 "--json")
-    data = json.loads(capsys.readouterr().out)
-    assert data["chosen"] == COMPLETIONS and data["supported"] == [COMPLETIONS, PREFILL, INSTRUCTED]
-    assert data["modes"][1] | {"latency_ms": 0} == {
-        "mode": PREFILL, "supported": True, "reason": "continued '1, 2, 3, 4, 5, 6, 7, 8, 9, 1' in place",
-        "status": 200, "first_tokens": "0, 11, 12, 13, 14, 15, 16, 17,", "latency_ms": 0}
-    # Without the template, the command still probes, and completions is not chosen.
-    call_command("probe_model", "--base-url", server.url, "--model", "subject", "--json")
-    assert json.loads(capsys.readouterr().out)["chosen"] == PREFILL
-
-
-def test_probe_model_command_fails_on_an_unreachable_url_or_no_mode(fake):
-    dead = fake()
-    url = dead.url
-    dead.stop()
-    with pytest.raises(CommandError, match=f"no server answers at {url}"):
-        call_command("probe_model", "--base-url", url, "--model", "subject")
-    broken = fake(no_completions=True)
-    broken.rule(lambda body: "messages" in body, Fault(status=400, message="bad request"))
-    with pytest.raises(CommandError, match="supports no continuation mode"):
-        call_command("probe_model", "--base-url", broken.url, "--model", "subject")
-    with pytest.raises(CommandError, match="no such file"):
-        call_command("probe_model", "--base-url", broken.url, "--model", "subject", "--chat-template-file", "/nope")
+# The probe_model command lives in subjects/ (it also records on subject models): tests/subjects/test_probe.py.

@@ -1,3 +1,5 @@
+from pathlib import Path
+
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
@@ -34,6 +36,9 @@ class Command(BaseCommand):
         parser.add_argument("--price-input", type=float, dest="price_input_per_mtok", help="USD per 1M prompt tokens")
         parser.add_argument("--price-output", type=float, dest="price_output_per_mtok",
                             help="USD per 1M completion tokens")
+        parser.add_argument("--chat-template-file", type=Path,
+                            help="the model's chat template, a Jinja file or its tokenizer_config.json (needed "
+                                 "for the completions continuation mode; see probe_model)")
         parser.add_argument("--no-check", action="store_true", help="do not ask the server first")
 
     def handle(self, *args, **opts):
@@ -47,6 +52,9 @@ class Command(BaseCommand):
             if opts.get(key) is not None:
                 fields[key] = opts[key]
         try:
+            if opts["chat_template_file"]:
+                source = services.chat_template_from_file(opts["chat_template_file"])
+                fields["chat_template"], fields["eos_token"] = source.template, source.eos_token
             if not opts["no_check"]:
                 services.check_reachable(opts["base_url"])
             if opts["template"]:
@@ -62,4 +70,5 @@ class Command(BaseCommand):
         t = subject.prompt_template
         self.stdout.write(f"{verb} subject model {subject.name} in {study.name!r}: {subject.model} at "
                           f"{subject.base_url} ({subject.api}), version {subject.version}, template {t.name} "
-                          f"v{t.version}, k={subject.n_samples}")
+                          f"v{t.version}, k={subject.n_samples}"
+                          f"{', with its chat template' if subject.chat_template else ''}")
