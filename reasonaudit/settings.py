@@ -197,6 +197,7 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "OutputModeEnum": "judges.models.JudgeConfig.OutputMode",
         "JudgeRunScopeEnum": "judges.models.JudgeRun.Scope",
+        "GenerationRunScopeEnum": "subjects.models.GenerationRun.Scope",
     },
 }
 
