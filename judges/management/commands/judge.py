@@ -1,5 +1,4 @@
 import sys
-import time
 
 from django.core.management.base import BaseCommand, CommandError
 
@@ -9,7 +8,7 @@ from annotation.models import Job, Study
 from judges import services
 from judges.models import JudgeConfig, JudgeRun
 from reasonaudit.celery import app as celery_app
-from runs import engine
+from runs import cli
 
 
 class Command(BaseCommand):
@@ -54,41 +53,18 @@ class Command(BaseCommand):
         if eager:
             job = services.run_inline(run, progress=bar)
         else:
-            job = self._follow(job, bar)
+            job = cli.follow(job, bar)
         bar.close()
         self._report(run, job)
         if job.status != Job.Status.SUCCEEDED:
             sys.exit(1)
 
-    def _follow(self, job: Job, bar: Bar) -> Job:
-        last, changed = None, time.monotonic()
-        try:
-            while True:
-                job.refresh_from_db()
-                progress = jobs.live_progress(job)
-                bar(progress["done"], progress["total"])
-                if job.finished:
-                    return job
-                if progress != last:
-                    last, changed = progress, time.monotonic()
-                elif time.monotonic() - changed > engine.lease_seconds():
-                    # No progress for a whole lease: a worker may have died with our chunk
-                    # (a live worker renews its lease, so its chunk is left alone).
-                    engine.resume_stalled()
-                    changed = time.monotonic()
-                time.sleep(0.5)
-        except KeyboardInterrupt:
-            bar.close()
-            raise CommandError(f"stopped waiting; job {job.pk} goes on (cancel it with --cancel)") from None
-
     def _report(self, run: JudgeRun, job: Job) -> None:
         run.refresh_from_db()
-        unknown = f" (+ unknown in {run.unknown_token_calls} calls)" if run.unknown_token_calls else ""
         self.stdout.write(
             f"{job.status}: {job.done} of {job.total} traces judged, {job.failed} failed; labels "
             f"{run.labels_created} new, {run.labels_changed} changed, {run.labels_unchanged} unchanged; "
-            f"{run.requests} requests, {run.cache_hits} cache hits, {run.prompt_tokens}+{run.completion_tokens} tokens"
-            f"{unknown}, ${run.cost_usd:.4f}{'+' if run.unknown_token_calls else ''}; {run.warnings} warnings"
+            f"{cli.usage(run.run)}; {run.warnings} warnings"
         )
         for note, n in run.notes.items():
             self.stderr.write(f"warning: {note} ({n} trace{'s' if n != 1 else ''})")

@@ -1,5 +1,4 @@
 import sys
-import time
 
 from django.core.management.base import BaseCommand, CommandError
 
@@ -7,7 +6,7 @@ from annotation import jobs
 from annotation.management.commands._progress import Bar
 from annotation.models import Job, Study
 from reasonaudit.celery import app as celery_app
-from runs import engine
+from runs import cli
 from subjects import services
 from subjects.models import GenerationRun, SubjectModel
 
@@ -52,41 +51,20 @@ class Command(BaseCommand):
             return
         bar = Bar(f"generate {subject.name}", unit="problem", unit_scale=False,
                   enabled=sys.stderr.isatty() or opts["wait"])
-        job = services.run_inline(gen_run, progress=bar) if eager else self._follow(job, bar)
+        job = services.run_inline(gen_run, progress=bar) if eager else cli.follow(job, bar)
         bar.close()
         self._report(gen_run, job)
         if job.status != Job.Status.SUCCEEDED:
             sys.exit(1)
 
-    def _follow(self, job: Job, bar: Bar) -> Job:
-        last, changed = None, time.monotonic()
-        try:
-            while True:
-                job.refresh_from_db()
-                progress = jobs.live_progress(job)
-                bar(progress["done"], progress["total"])
-                if job.finished:
-                    return job
-                if progress != last:
-                    last, changed = progress, time.monotonic()
-                elif time.monotonic() - changed > engine.lease_seconds():
-                    engine.resume_stalled()  # a worker may have died holding our chunk
-                    changed = time.monotonic()
-                time.sleep(0.5)
-        except KeyboardInterrupt:
-            bar.close()
-            raise CommandError(f"stopped waiting; job {job.pk} goes on (cancel it with --cancel)") from None
-
     def _report(self, gen_run: GenerationRun, job: Job) -> None:
         gen_run.refresh_from_db()
         run = gen_run.run
         run.refresh_from_db()
-        unknown = f" (+ unknown in {run.unknown_token_calls} calls)" if run.unknown_token_calls else ""
         self.stdout.write(
             f"{job.status}: {job.done} of {job.total} problems done, {job.failed} failed; traces "
             f"{gen_run.traces_created} new, {gen_run.traces_unchanged} unchanged, {gen_run.samples_failed} samples "
-            f"failed; {run.requests} requests, {run.cache_hits} cache hits, {run.prompt_tokens}+"
-            f"{run.completion_tokens} tokens{unknown}, ${run.cost_usd:.4f}{'+' if run.unknown_token_calls else ''}"
+            f"failed; {cli.usage(run)}"
         )
         for note, n in run.notes.items():
             self.stderr.write(f"warning: {note} ({n} problem{'s' if n != 1 else ''})")
