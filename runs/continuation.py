@@ -1,5 +1,5 @@
 """Continuation (prefix -> continue) and forced answers, the service the
-diagnostics call (``/work/shared/spec/generation.md``): re-decode a subject
+diagnostics call (docs/generation.md, "Continuation mode"; docs/runs.md): re-decode a subject
 model from a *given* partial trace, in one of three modes, strongest first:
 
 ``completions``
