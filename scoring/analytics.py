@@ -11,6 +11,7 @@ labels from the chosen source are complete.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -307,8 +308,20 @@ TIER_TEXT = {
 }
 
 
-def evidence_tiers(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+# The evidence report (a higher app: faithfulness) registers the one source of the tier cards from its
+# AppConfig.ready; without it the cards come from the step labels below.
+_TIER_SOURCE: Callable[[Study], list[dict[str, Any]]] | None = None
+
+
+def register_tier_source(source: Callable[[Study], list[dict[str, Any]]]) -> None:
+    global _TIER_SOURCE
+    _TIER_SOURCE = source
+
+
+def evidence_tiers(rows: list[dict[str, Any]], study: Study | None = None) -> list[dict[str, Any]]:
     """Per model: the strongest evidence level the data supports, and why."""
+    if _TIER_SOURCE is not None and study is not None:
+        return _TIER_SOURCE(study)
     cards = []
     for r in rows:
         verified, with_steps = r["verified"], r["with_steps"]

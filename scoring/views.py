@@ -91,7 +91,7 @@ def leaderboard(request: HttpRequest, study_id: int) -> HttpResponse:
     context = _context(request, study, membership, sel, "scoring-leaderboard", counts)
     context.update(
         rows=rows,
-        tiers=analytics.evidence_tiers(model_rows),
+        tiers=analytics.evidence_tiers(model_rows, study),
         headline=charts.headline(rows, sel.group),
         exports=_export_links(study, sel, "leaderboard"),
     )

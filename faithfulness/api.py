@@ -1,0 +1,162 @@
+"""REST API of the faithfulness app: thin views over faithfulness.services.
+
+GET  /studies/{id}/faithfulness-runs/        the study's runs (members)
+POST /studies/{id}/faithfulness-runs/        start one (owners) -> 202 with its job:
+     {"what": "interventions", "model", "kinds", "per_trace", "seed", "mode"} or
+     {"what": "anytime", "model", "budgets", "mode"}
+GET  /faithfulness-runs/{id}/                a run with its summary (IFR table or Acc(b) / AUC_any)
+GET  /faithfulness-runs/{id}/interventions/  its interventions
+GET  /studies/{id}/evidence/?model=&policy=  the evidence tier and report per model (JSON)
+"""
+
+from __future__ import annotations
+
+import json
+
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import generics, serializers, status
+from rest_framework.exceptions import APIException, ValidationError
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from annotation import access
+from annotation.api.serializers import JobSerializer
+from faithfulness import services
+from faithfulness.core import anytime as any_core
+from faithfulness.core import edits as edit_core
+from faithfulness.core import validity as val_core
+from faithfulness.models import FaithfulnessRun, Intervention
+from runs.continuation import MODES
+from subjects.models import SubjectModel
+
+
+class Conflict(APIException):
+    status_code = status.HTTP_409_CONFLICT
+    default_detail = "conflict"
+
+
+class RunSerializer(serializers.ModelSerializer):
+    subject_model = serializers.CharField(source="subject.name", read_only=True)
+    status = serializers.CharField(source="job.status", read_only=True)
+    skipped = serializers.SerializerMethodField()
+    summary = serializers.SerializerMethodField()
+
+    class Meta:
+        model = FaithfulnessRun
+        fields = ["id", "kind", "subject_model", "config_version", "mode", "grid", "params", "traces", "skipped",
+                  "status", "job", "created_at", "summary"]
+
+    def get_skipped(self, obj: FaithfulnessRun) -> dict:
+        return services.skipped_reasons(obj)
+
+    def get_summary(self, obj: FaithfulnessRun) -> dict | None:
+        if not self.context.get("detail"):
+            return None
+        if obj.kind == FaithfulnessRun.Kind.INTERVENTIONS:
+            return services.ifr_summary(obj)
+        return services.anytime_summary(obj)
+
+
+class InterventionSerializer(serializers.ModelSerializer):
+    trace_id = serializers.CharField(source="trace.trace_id", read_only=True)
+
+    class Meta:
+        model = Intervention
+        fields = ["id", "trace_id", "kind", "step", "why", "old_value", "new_value", "implied", "status", "reason",
+                  "original_step", "edited_step", "original_answer", "original_correct", "new_answer", "new_correct",
+                  "strict", "strict_computed", "lenient", "monotone", "invariant", "continuation", "result"]
+
+
+class StartSerializer(serializers.Serializer):
+    what = serializers.ChoiceField(choices=[k for k, _ in FaithfulnessRun.Kind.choices])
+    model = serializers.CharField()
+    kinds = serializers.CharField(required=False, default=",".join(edit_core.KINDS))
+    per_trace = serializers.IntegerField(required=False, default=3, min_value=1, max_value=20)
+    seed = serializers.IntegerField(required=False, default=0)
+    budgets = serializers.CharField(required=False, default=any_core.DEFAULT_TOKEN_GRID)
+    mode = serializers.ChoiceField(choices=list(MODES), required=False, allow_blank=True, default="")
+
+    def validate_model(self, value: str) -> SubjectModel:
+        try:
+            return services.find_subject(self.context["study"], value)
+        except ValueError as exc:
+            raise serializers.ValidationError(str(exc)) from None
+
+    def validate_kinds(self, value: str) -> tuple[str, ...]:
+        try:
+            return edit_core.parse_kinds(value)
+        except ValueError as exc:
+            raise serializers.ValidationError(str(exc)) from None
+
+    def validate_budgets(self, value: str) -> str:
+        try:
+            return any_core.parse_grid(value).spec
+        except any_core.GridError as exc:
+            raise serializers.ValidationError(str(exc)) from None
+
+
+class StudyRuns(generics.ListAPIView):
+    """GET: the study's faithfulness runs, newest first. POST: start one (owners) -> 202 with its job."""
+
+    serializer_class = RunSerializer
+
+    def get_queryset(self):
+        study, _ = access.check_study(self.request.user, self.kwargs["pk"])
+        return FaithfulnessRun.objects.filter(subject__study=study).select_related("subject", "job") \
+            .order_by("-created_at", "-pk")
+
+    @extend_schema(request=StartSerializer, responses={202: JobSerializer})
+    def post(self, request, pk: int):
+        study, membership = access.check_study(request.user, pk)
+        services.check_owner(membership)
+        ser = StartSerializer(data=request.data, context={"study": study})
+        ser.is_valid(raise_exception=True)
+        d = ser.validated_data
+        try:
+            if d["what"] == FaithfulnessRun.Kind.INTERVENTIONS:
+                frun = services.do_start_interventions(d["model"], kinds=d["kinds"], per_trace=d["per_trace"],
+                                                       seed=d["seed"], mode=d["mode"] or None, user=request.user)
+            else:
+                frun = services.do_start_anytime(d["model"], grid=d["budgets"], mode=d["mode"] or None,
+                                                 user=request.user)
+        except services.RunConflict as exc:
+            raise Conflict(str(exc)) from None
+        except services.ContinuationUnavailable as exc:
+            raise ValidationError({"mode": [str(exc)]}) from None
+        except ValueError as exc:
+            raise ValidationError({"non_field_errors": [str(exc)]}) from None
+        return Response(JobSerializer(frun.job, context={"request": request}).data, status=status.HTTP_202_ACCEPTED)
+
+
+class RunDetail(generics.RetrieveAPIView):
+    serializer_class = RunSerializer
+
+    def get_object(self):
+        frun, _ = services.check_frun(self.request.user, self.kwargs["pk"])
+        return frun
+
+    def get_serializer_context(self):
+        return {**super().get_serializer_context(), "detail": True}
+
+
+class RunInterventions(generics.ListAPIView):
+    serializer_class = InterventionSerializer
+
+    def get_queryset(self):
+        frun, _ = services.check_frun(self.request.user, self.kwargs["pk"])
+        return frun.interventions.select_related("trace").order_by("pk")
+
+
+class StudyEvidence(APIView):
+    @extend_schema(parameters=[OpenApiParameter("model", str), OpenApiParameter("policy", str, enum=val_core.POLICIES)],
+                   responses={200: dict})
+    def get(self, request, pk: int):
+        study, _ = access.check_study(request.user, pk)
+        policy = request.query_params.get("policy", val_core.EXCLUDE)
+        if policy not in val_core.POLICIES:
+            raise ValidationError({"policy": [f"choose {', '.join(val_core.POLICIES)}"]})
+        try:
+            text = services.report(study, request.query_params.get("model") or None, "json", policy=policy)
+        except ValueError as exc:
+            raise ValidationError({"model": [str(exc)]}) from None
+        return Response({"policy": policy, "models": json.loads(text)})

@@ -1,0 +1,42 @@
+"""The answer a value flip implies (spec 4.2 step 4, strict): the trace's own
+arithmetic claims form a calculator chain; the flipped value replaces the old one
+in every later step that uses it, results propagate, and the step that gave the
+final answer gives the implied one. The replay is annotation.calc_chain's (the
+one chain re-evaluator of the product); this module only lays the trace out as
+a chain."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from fractions import Fraction
+
+from annotation.arithmetic import Claim
+
+try:  # lands on main with the calculator-chain module (docs/faithfulness.md)
+    from annotation import calc_chain
+except ImportError:  # pragma: no cover - only before the merge
+    calc_chain = None  # type: ignore[assignment]
+
+
+def implied_answer(step_claims: Sequence[Sequence[Claim]], step: int, old: Fraction, new: Fraction,
+                   final: Fraction | None) -> Fraction | None:
+    """The final answer implied by replacing ``old`` (derived in 1-based ``step``) by ``new``; None when
+    the chain cannot trace it (then strict falls back to lenient)."""
+    if calc_chain is None:
+        return None
+    checks: list[str] = []
+    owner: list[int] = []
+    for t, claims in enumerate(step_claims, start=1):
+        for c in claims:
+            if c.stated is not None and c.lhs.strip():
+                checks.append(f"{c.lhs}={c.rhs}")
+                owner.append(t)
+    chain = calc_chain.chain_from_checks(checks)
+    positions = [n for n, link in enumerate(chain) if owner[link.index] == step and link.result == old]
+    if not positions:
+        return None
+    k = positions[-1]
+    if final is not None and old == final and not any(link.result == final for link in chain[k + 1:]):
+        return new  # the flipped step states the answer itself
+    replay = calc_chain.replay(chain, {old: new}, final=final, start=k + 1)
+    return replay.answer if replay.traced else None

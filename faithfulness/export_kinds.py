@@ -1,0 +1,124 @@
+"""Export kinds of the faithfulness app (``export --what ...``): interventions,
+ifr, anytime, anytime-curve, evidence. Each row names its run, mode and code
+version; the manifest (scoring.exports.write_file) adds study, counts and time."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from faithfulness import services
+from faithfulness.core import tiers as tier_core
+from faithfulness.models import AnytimePoint, FaithfulnessRun, Intervention
+from scoring.exports import ExportError, ExportRequest, Table, register
+
+INTERVENTION_FIELDS = ["run", "model", "mode", "trace_id", "problem_id", "kind", "step", "why", "old_value",
+                       "new_value", "implied", "status", "reason", "original_answer", "original_correct", "new_answer",
+                       "new_correct", "strict", "strict_computed", "lenient", "monotone", "invariant", "edited_step",
+                       "original_step", "continuation", "seed", "code_version"]
+IFR_FIELDS = ["run", "model", "kind", "mode", "interventions", "traces", "criterion", "value", "ci_low", "ci_high",
+              "n_traces", "n_interventions", "code_version"]
+POINT_FIELDS = ["run", "model", "mode", "grid", "trace_id", "budget", "within", "used", "prefix_chars", "status",
+                "answer", "correct", "code_version"]
+CURVE_FIELDS = ["run", "model", "mode", "grid", "budget", "acc", "own_answer", "n", "auc_any", "code_version"]
+EVIDENCE_FIELDS = ["model", "tier", "level", "complete", "qualifier", "badges", "accuracy", "svr", "vsr",
+                   "ifr_lenient", "auc_any", "false_stop_rate", "late_stop_rate", "missing", "code_version"]
+
+
+def _runs(request: ExportRequest, kind: str) -> list[FaithfulnessRun]:
+    qs = FaithfulnessRun.objects.filter(subject__study=request.study, kind=kind).select_related("subject")
+    if request.model:
+        qs = qs.filter(subject__name=request.model)
+    run = request.extra.get("run")
+    if run:
+        try:
+            qs = qs.filter(pk=int(run))
+        except ValueError:
+            raise ExportError(f"--run: not a run id: {run!r}") from None
+        return list(qs)
+    latest: dict[str, FaithfulnessRun] = {}
+    for frun in qs.order_by("-created_at", "-pk"):
+        latest.setdefault(frun.subject.name, frun)
+    return list(latest.values())
+
+
+@register("interventions", help="one row per intervention of the newest run per subject model (or --run)")
+def interventions(request: ExportRequest) -> Table:
+    runs = _runs(request, FaithfulnessRun.Kind.INTERVENTIONS)
+
+    def rows() -> Iterator[dict[str, Any]]:
+        for frun in runs:
+            for i in Intervention.objects.filter(frun=frun).select_related("trace__problem").order_by("pk"):
+                yield {"run": frun.pk, "model": frun.subject.name, "mode": frun.mode, "trace_id": i.trace.trace_id,
+                       "problem_id": i.trace.problem.problem_id, "kind": i.kind, "step": i.step, "why": i.why,
+                       "old_value": i.old_value, "new_value": i.new_value, "implied": i.implied, "status": i.status,
+                       "reason": i.reason, "original_answer": i.original_answer,
+                       "original_correct": i.original_correct, "new_answer": i.new_answer,
+                       "new_correct": i.new_correct, "strict": i.strict, "strict_computed": i.strict_computed,
+                       "lenient": i.lenient, "monotone": i.monotone, "invariant": i.invariant,
+                       "edited_step": i.edited_step, "original_step": i.original_step,
+                       "continuation": i.continuation, "seed": frun.params.get("seed"),
+                       "code_version": frun.params.get("code_version", "")}
+
+    return Table(INTERVENTION_FIELDS, rows(), meta={"runs": [f.pk for f in runs]})
+
+
+@register("ifr", help="IFR per model, kind and continuation mode (strict, lenient, monotone; paraphrase invariance)")
+def ifr(request: ExportRequest) -> Table:
+    runs = _runs(request, FaithfulnessRun.Kind.INTERVENTIONS)
+    out = []
+    for frun in runs:
+        summary = services.ifr_summary(frun)
+        for r in summary["rows"]:
+            for criterion in ("strict", "lenient", "monotone", "invariance"):
+                if criterion not in r:
+                    continue
+                rate = r[criterion]
+                ci = rate["ci"] or [None, None]
+                out.append({"run": frun.pk, "model": r["model"], "kind": r["kind"], "mode": r["mode"],
+                            "interventions": r["interventions"], "traces": r["traces"], "criterion": criterion,
+                            "value": rate["value"], "ci_low": ci[0], "ci_high": ci[1], "n_traces": rate["traces"],
+                            "n_interventions": rate["interventions"], "code_version": summary["code_version"]})
+    return Table(IFR_FIELDS, out, meta={"runs": [f.pk for f in runs]})
+
+
+@register("anytime", help="one row per (trace, budget) of the newest anytime run per subject model (or --run)")
+def anytime(request: ExportRequest) -> Table:
+    runs = _runs(request, FaithfulnessRun.Kind.ANYTIME)
+
+    def rows() -> Iterator[dict[str, Any]]:
+        for frun in runs:
+            for p in AnytimePoint.objects.filter(frun=frun).select_related("trace").order_by("pk"):
+                yield {"run": frun.pk, "model": frun.subject.name, "mode": frun.mode, "grid": frun.grid,
+                       "trace_id": p.trace.trace_id, "budget": "full" if p.budget is None else p.budget,
+                       "within": p.within, "used": p.used, "prefix_chars": p.prefix_chars, "status": p.status,
+                       "answer": p.answer, "correct": p.correct, "code_version": frun.params.get("code_version", "")}
+
+    return Table(POINT_FIELDS, rows(), meta={"runs": [f.pk for f in runs]})
+
+
+@register("anytime-curve", help="Acc(b) per budget and AUC_any (the table behind the anytime chart)")
+def anytime_curve(request: ExportRequest) -> Table:
+    runs = _runs(request, FaithfulnessRun.Kind.ANYTIME)
+    out = []
+    for frun in runs:
+        s = services.anytime_summary(frun)
+        for label, acc, own in zip(s["labels"], s["acc"] or [None] * len(s["labels"]), s["own_answer"], strict=True):
+            out.append({"run": frun.pk, "model": s["model"], "mode": s["mode"], "grid": s["grid"], "budget": label,
+                        "acc": acc, "own_answer": own, "n": s["n"], "auc_any": s["auc"],
+                        "code_version": s["code_version"]})
+    return Table(CURVE_FIELDS, out, meta={"runs": [f.pk for f in runs]})
+
+
+@register("evidence", help="the evidence tier and headline numbers per model, with the missing report items")
+def evidence(request: ExportRequest) -> Table:
+    out = []
+    for ev in services.evidence(request.study, request.model or None):
+        rep = tier_core.template(ev)
+        t, h = rep["tier"], rep["headline"]
+        out.append({"model": ev.model, "tier": t["label"], "level": t["level"], "complete": t["complete"],
+                    "qualifier": t["qualifier"], "badges": ", ".join(t["badges"]), "accuracy": h["accuracy"],
+                    "svr": h["svr"], "vsr": h["vsr"], "ifr_lenient": h["ifr_lenient"], "auc_any": h["auc"],
+                    "false_stop_rate": h["false_stop_rate"], "late_stop_rate": h["late_stop_rate"],
+                    "missing": "; ".join(rep["missing"]), "code_version": rep["code_version"]})
+    return Table(EVIDENCE_FIELDS, out)

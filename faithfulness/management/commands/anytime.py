@@ -1,0 +1,38 @@
+from django.core.management.base import BaseCommand, CommandError
+
+from faithfulness import services
+from faithfulness.core import anytime
+from faithfulness.management.commands._common import add_run_arguments, find, start_and_follow
+
+
+class Command(BaseCommand):
+    requires_system_checks: list[str] = []
+    help = ("Anytime profile of a subject model: truncate each generated trace at every budget of a grid and force "
+            "an answer (a trace that ended within the budget keeps its own), then print Acc(b) and AUC_any. "
+            "--wait runs it here with a progress bar (exit 1 unless it succeeded).")
+
+    def add_arguments(self, parser):
+        add_run_arguments(parser)
+        parser.add_argument("--budgets", default=anytime.DEFAULT_TOKEN_GRID,
+                            help=f"tokens:B1,B2,...,full or steps:B1,...,full (default {anytime.DEFAULT_TOKEN_GRID})")
+
+    def handle(self, *args, **opts):
+        try:
+            anytime.parse_grid(opts["budgets"])
+        except anytime.GridError as exc:
+            raise CommandError(str(exc)) from None
+        subject = find(opts)
+        frun = start_and_follow(self, subject, opts, lambda queue: services.do_start_anytime(
+            subject, grid=opts["budgets"], mode=opts["mode"], queue=queue, force=opts["force"],
+            budget_usd=opts["budget"], limit=opts["limit"]))
+        if frun is not None and frun.job.status != "queued":
+            self.print_summary(frun)
+
+    def print_summary(self, frun) -> None:
+        s = services.anytime_summary(frun)
+        self.stdout.write(f"grid {s['grid']} ({s['mode']}), N = {s['n']}")
+        self.stdout.write(f"  {'budget':>8}  {'Acc(b)':>7}  own answer")
+        for p in s["points"]:
+            acc = "—" if p["acc"] is None else f"{p['acc']:.3f}"
+            self.stdout.write(f"  {p['budget']:>8}  {acc:>7}  {p['own_answer']}")
+        self.stdout.write(f"AUC_any = {s['auc']:.3f}" if s["auc"] is not None else "AUC_any undefined")

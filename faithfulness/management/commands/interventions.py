@@ -1,0 +1,47 @@
+from django.core.management.base import BaseCommand
+
+from faithfulness import services
+from faithfulness.core import edits
+from faithfulness.management.commands._common import add_run_arguments, find, start_and_follow
+
+
+class Command(BaseCommand):
+    requires_system_checks: list[str] = []
+    help = ("Intervene on causally relevant steps of a subject model's generated traces (value_flip, step_ablation, "
+            "paraphrase control, tool_result), re-decode from the edited prefix and print IFR per kind and mode. "
+            "--wait runs it here with a progress bar (exit 1 unless it succeeded).")
+
+    def add_arguments(self, parser):
+        add_run_arguments(parser)
+        parser.add_argument("--kinds", default=",".join(edits.KINDS), help=f"comma-separated: {', '.join(edits.KINDS)}")
+        parser.add_argument("--per-trace", type=int, default=3, help="at most K target steps per trace (default 3)")
+        parser.add_argument("--seed", type=int, default=services.DEFAULT_SEED, help="seed of the flipped values")
+
+    def handle(self, *args, **opts):
+        subject = find(opts)
+        frun = start_and_follow(self, subject, opts, lambda queue: services.do_start_interventions(
+            subject, kinds=opts["kinds"], per_trace=opts["per_trace"], seed=opts["seed"], mode=opts["mode"],
+            queue=queue, force=opts["force"], budget_usd=opts["budget"], limit=opts["limit"]))
+        if frun is not None and not frun.job.status == "queued":
+            self.print_summary(frun)
+
+    def print_summary(self, frun) -> None:
+        s = services.ifr_summary(frun)
+        self.stdout.write(f"traces {s['traces']}, skipped {s['skipped']} "
+                          f"({'; '.join(f'{n}: {r}' for r, n in s['skipped_reasons'].items()) or 'none'}); "
+                          f"interventions {dict(s['status_counts'])}")
+
+        def fmt(r):
+            if r is None or r["value"] is None:
+                return "—"
+            ci = f" [{r['ci'][0]:.3f}, {r['ci'][1]:.3f}]" if r["ci"] else ""
+            return f"{r['value']:.3f}{ci} (N={r['traces']})"
+
+        for r in s["rows"]:
+            if "invariance" in r:
+                self.stdout.write(f"  {r['kind']:<18} {r['mode']:<12} n={r['interventions']:<4} "
+                                  f"invariance {fmt(r['invariance'])}")
+            else:
+                self.stdout.write(f"  {r['kind']:<18} {r['mode']:<12} n={r['interventions']:<4} "
+                                  f"strict {fmt(r['strict'])}  lenient {fmt(r['lenient'])}  "
+                                  f"monotone {fmt(r['monotone'])}  (strict computed {r['strict_computed']})")

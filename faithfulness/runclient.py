@@ -1,0 +1,228 @@
+"""Interventions and anytime profiles as a client of the run engine (runs.engine,
+docs/runs.md), kind "faithfulness": an item is an Intervention (its edited
+prefix is continued to a final answer) or an AnytimePoint (its truncated prefix
+gets a forced answer). Each is one continuation request of runs.continuation in
+the run's mode, through the chunk's ModelPool (retries, cache, cost); the commit
+scores it (faithfulness.core.ifr) and stores it with the continuation's record.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from annotation.parsing import check_answer, extract_answer
+from faithfulness.core import ifr as ifr_core
+from faithfulness.core.numbers import format_value, numbers, to_fraction
+from faithfulness.loading import load_traces
+from faithfulness.models import AnytimePoint, FaithfulnessRun, Intervention, Status
+from runs import cache as run_cache
+from runs.clients import Accounting, ChunkWork, RunClient
+from runs.continuation import (
+    DEFAULT_CUE,
+    ContinuationError,
+    ContinuationResult,
+    ContinuationSpec,
+    continuation_request,
+    forced_answer_spec,
+    result_from_outcome,
+)
+from runs.models import Run
+from runs.transport import CallRecord, Control, FatalRunError, ModelPool
+from subjects import prompts
+from subjects.models import PromptTemplate, SubjectModel
+from subjects.runclient import code_version
+
+__all__ = ["KIND", "JOB_KIND", "SLACK_TOKENS", "FaithfulnessClient", "chunk_size", "code_version"]
+
+KIND = "faithfulness"
+JOB_KIND = "faithfulness"
+SLACK_TOKENS = 64  # re-decoding cap: the original trace's completion tokens plus this (spec 4.2 step 3)
+TARGET_REQUESTS_PER_CHUNK = 50
+
+
+def chunk_size(subject: SubjectModel) -> int:
+    """About 50 requests, a whole number of rounds of the concurrency."""
+    n = max(TARGET_REQUESTS_PER_CHUNK, subject.concurrency)
+    return n + (-n) % subject.concurrency
+
+
+def cache_scope(frun: FaithfulnessRun) -> str:
+    return f"faithfulness:subject:{frun.subject_id}:v{frun.config_version}:{frun.mode}"
+
+
+def forced_answer_text(text: str) -> str:
+    """A forced answer: what follows the cue, read as an answer line, else its first number."""
+    first = next((line for line in text.splitlines() if line.strip()), "")
+    found = extract_answer(DEFAULT_CUE.strip() + " " + first.strip())
+    if found:
+        return found.strip()
+    nums = numbers(first)
+    return format_value(nums[0][0]) if nums else ""
+
+
+def score_intervention(row: Intervention, continuation: str, gold: str) -> None:
+    """The new answer of the edited trace (prefix + continuation) and f (faithfulness.core.ifr)."""
+    new = extract_answer(row.edited_prefix + continuation) or ""
+    row.continuation, row.new_answer = continuation, new[:200]
+    row.new_correct = (check_answer(new, gold) if new else False) if gold else None
+    implied = to_fraction(row.implied) if row.implied else None
+    s = ifr_core.score(row.kind, row.original_answer or None, new or None, implied=implied,
+                       original_correct=row.original_correct, new_correct=row.new_correct,
+                       equal=lambda a, b: check_answer(a, b))
+    row.strict, row.strict_computed, row.lenient = s.strict, s.strict_computed, s.lenient
+    row.monotone, row.invariant = s.monotone, s.invariant
+
+
+@dataclass
+class Item:
+    pk: int
+    spec: ContinuationSpec
+    gold: str
+
+
+@dataclass
+class Outcome(Accounting):
+    item: int
+    status: str  # ok | failed | skipped
+    reason: str = ""
+    warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    calls: list[CallRecord] = field(default_factory=list)
+    cached: bool = False
+    output_mode: str = ""
+    result: ContinuationResult | None = None
+    gold: str = ""
+
+
+class FaithfulnessWork(ChunkWork):
+    def __init__(self, frun: FaithfulnessRun) -> None:
+        self.frun = frun
+        self.subject = frun.subject
+        self.server = self.subject.server()
+        self.pool: ModelPool | None = None
+        self.specs: dict[int, ContinuationSpec] = {}
+        self._templates: dict[tuple[str, int], PromptTemplate | None] = {}
+
+    # -- prompts ---------------------------------------------------------------
+
+    def _template(self, regime: dict[str, Any]) -> PromptTemplate:
+        key = (str(regime.get("prompt_template") or ""), int(regime.get("prompt_template_version") or 0))
+        if key not in self._templates:
+            self._templates[key] = PromptTemplate.objects.filter(
+                study_id=self.subject.study_id, name=key[0], version=key[1]).first()
+        return self._templates[key] or self.subject.prompt_template
+
+    def _messages(self, regime: dict[str, Any], statement: str, problem_id: str) -> tuple[dict[str, str], ...]:
+        t = self._template(regime)
+        text = prompts.render(t.template, problem=statement, problem_id=problem_id, exemplars=t.exemplars)
+        return tuple(prompts.messages(self.subject.system_prompt, text))
+
+    # -- loading ---------------------------------------------------------------
+
+    def load(self, items: Sequence[int]) -> list[Item]:
+        model = Intervention if self.frun.kind == FaithfulnessRun.Kind.INTERVENTIONS else AnytimePoint
+        rows = {r.pk: r for r in model.objects.filter(frun=self.frun, pk__in=items, status=Status.PENDING)}
+        traces = {t.pk: t for t in load_traces({r.trace_id for r in rows.values()}, with_generation=True)}
+        cfg = self.frun.params.get("decoding", {})
+        out = []
+        for pk in items:
+            row = rows.get(pk)
+            if row is None or row.trace_id not in traces:
+                continue  # done already, or deleted since the run started
+            t = traces[row.trace_id]
+            messages = self._messages(t.regime, t.statement, t.problem_id)
+            if isinstance(row, Intervention):
+                cap = (t.tokens + SLACK_TOKENS) if t.tokens else cfg.get("max_tokens", self.subject.max_tokens)
+                spec = ContinuationSpec(messages, row.edited_prefix, max_tokens=int(cap),
+                                        temperature=cfg.get("temperature", 0.0), seed=cfg.get("seed"),
+                                        top_p=cfg.get("top_p"), stop=tuple(cfg.get("stop") or ()))
+            else:
+                spec = forced_answer_spec(messages, t.raw[:row.prefix_chars], seed=cfg.get("seed"))
+            out.append(Item(pk, spec, t.gold))
+        return out
+
+    # -- requests --------------------------------------------------------------
+
+    def execute(self, inputs: Sequence[Item], control: Control) -> Iterator[Outcome]:
+        scope = cache_scope(self.frun)
+        force = self.frun.run.force
+        self.pool = ModelPool(self.server.endpoint(), scope, run_cache.DbStore(scope, force=force), force=force)
+        requests = []
+        by_pk = {i.pk: i for i in inputs}
+        for item in inputs:
+            try:
+                requests.append(continuation_request(item.pk, self.server, item.spec, self.frun.mode))
+            except ContinuationError as exc:
+                raise FatalRunError(f"continuation mode {self.frun.mode!r}: {exc}") from None
+        for outcome in self.pool.run(requests, control):
+            item = by_pk[outcome.request.item]
+            result = result_from_outcome(outcome, self.server, item.spec, self.frun.mode)
+            status = "ok" if result.ok else ("failed" if outcome.status == "failed" else "skipped")
+            yield Outcome(item=item.pk, status=status, reason=result.error, calls=list(outcome.calls),
+                          cached=result.cached, result=result, gold=item.gold)
+
+    # -- writing ---------------------------------------------------------------
+
+    def commit(self, outcomes: Sequence[Outcome]) -> None:
+        done = [o for o in outcomes if o.status in ("ok", "failed") and o.result is not None]
+        if not done:
+            return
+        if self.frun.kind == FaithfulnessRun.Kind.INTERVENTIONS:
+            rows = {r.pk: r for r in Intervention.objects.filter(pk__in=[o.item for o in done])}
+            for o in done:
+                row = rows[o.item]
+                row.result = o.result.to_dict()
+                if o.status == "ok":
+                    row.status = Status.OK
+                    score_intervention(row, o.result.text, o.gold)
+                else:
+                    row.status, row.reason = Status.FAILED, o.reason[:1000]
+            Intervention.objects.bulk_update(list(rows.values()), [
+                "result", "status", "reason", "continuation", "new_answer", "new_correct", "strict",
+                "strict_computed", "lenient", "monotone", "invariant"])
+        else:
+            points = {r.pk: r for r in AnytimePoint.objects.filter(pk__in=[o.item for o in done])}
+            for o in done:
+                p = points[o.item]
+                p.result = o.result.to_dict()
+                if o.status == "ok":
+                    answer = forced_answer_text(o.result.text)
+                    p.status, p.answer = Status.OK, answer[:200]
+                    p.correct = (check_answer(answer, o.gold) if answer else False) if o.gold else None
+                else:
+                    p.status, p.reason = Status.FAILED, o.reason[:1000]
+            AnytimePoint.objects.bulk_update(list(points.values()), ["result", "status", "reason", "answer", "correct"])
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.close()
+
+
+class FaithfulnessClient(RunClient):
+    kind = KIND
+    noun = "continuation"
+
+    @staticmethod
+    def frun(run: Run) -> FaithfulnessRun:
+        return FaithfulnessRun.objects.select_related("subject__study", "subject__prompt_template", "job", "run") \
+            .get(run=run)
+
+    def chunk_size(self, run: Run) -> int:
+        return chunk_size(self.frun(run).subject)
+
+    def open(self, run: Run) -> FaithfulnessWork:
+        return FaithfulnessWork(self.frun(run))
+
+    def failure_reasons(self, run: Run, limit: int) -> list[str]:
+        frun = self.frun(run)
+        rows = frun.interventions if frun.kind == FaithfulnessRun.Kind.INTERVENTIONS else frun.points
+        return [f"{t}: {r}" for t, r in rows.filter(status=Status.FAILED).values_list("trace__trace_id", "reason")[:limit]]
+
+    def summary(self, run: Run) -> dict:
+        frun = self.frun(run)
+        return {"faithfulness_run": frun.pk, "kind": frun.kind, "subject_model": frun.subject.name,
+                "mode": frun.mode, "grid": frun.grid, "traces": frun.traces, "skipped": len(frun.skipped),
+                **run.summary()}
+

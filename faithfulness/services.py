@@ -1,0 +1,533 @@
+"""Every operation of the faithfulness app (docs/faithfulness.md): starting
+intervention and anytime runs, the aggregates (IFR, Acc(b)/AUC_any, halting,
+SVR/VSR), the evidence tier and the section-6 report. The web views, the REST
+API and the management commands call these; the formulas are in core/."""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import transaction
+from django.db.models import QuerySet
+
+from annotation import access
+from annotation.models import Job, Membership, Step, StepLabel, Study, Trace
+from faithfulness.core import anytime as any_core
+from faithfulness.core import edits as edit_core
+from faithfulness.core import halting as halt_core
+from faithfulness.core import ifr as ifr_core
+from faithfulness.core import tiers as tier_core
+from faithfulness.core import validity as val_core
+from faithfulness.core.implied import implied_answer
+from faithfulness.core.numbers import format_value, to_fraction
+from faithfulness.core.selection import select_targets
+from faithfulness.loading import TraceData, load_traces, subject_traces
+from faithfulness.models import AnytimePoint, FaithfulnessRun, Intervention, Status
+from faithfulness.runclient import JOB_KIND, KIND, SLACK_TOKENS, chunk_size, code_version
+from judges.models import JudgeConfig
+from runs import engine
+from runs.continuation import DEFAULT_CUE, MODES
+from runs.engine import ACTIVE, Progress
+from subjects.models import Generation, SubjectModel
+
+DEFAULT_SEED = 0
+
+
+class RunConflict(Exception):
+    """The subject model already has a faithfulness run in progress."""
+
+
+class ContinuationUnavailable(Exception):
+    """The subject model has no usable continuation mode (not probed, or the probe failed)."""
+
+
+# --------------------------------------------------------------------------
+# Access
+
+
+def check_frun(user, run_id: int) -> tuple[FaithfulnessRun, Membership]:
+    return access.check_object(user, FaithfulnessRun.objects.select_related("subject__study", "job", "run"), run_id,
+                               study_path="subject__study_id", what="faithfulness run")
+
+
+def check_intervention(user, pk: int) -> tuple[Intervention, Membership]:
+    return access.check_object(user, Intervention.objects.select_related("frun__subject__study", "trace__problem"),
+                               pk, study_path="frun__subject__study_id", what="intervention")
+
+
+def check_owner(membership: Membership) -> None:
+    access.check_owner(membership, "running interventions and anytime profiles")
+
+
+def find_subject(study: Study, name: str) -> SubjectModel:
+    subject = SubjectModel.objects.filter(study=study, name=name).select_related("prompt_template", "study").first()
+    if subject is None:
+        names = ", ".join(study.subject_models.values_list("name", flat=True)) or "none"
+        raise ValueError(f"no subject model named {name!r} in {study.name!r} (subject models: {names})")
+    return subject
+
+
+# --------------------------------------------------------------------------
+# The continuation mode
+
+
+def continuation_mode(subject: SubjectModel, requested: str | None = None) -> str:
+    """The mode to re-decode in: the requested one or the probed one. A mode the
+    probe found unsupported, or no probe, is refused with the mode named."""
+    probe = subject.probe_result or {}
+    evidence = {m.get("mode"): m for m in probe.get("modes", [])}
+    if requested:
+        if requested not in MODES:
+            raise ValueError(f"unknown continuation mode {requested!r}; choose one of {', '.join(MODES)}")
+        seen = evidence.get(requested)
+        if seen is not None and not seen.get("supported"):
+            raise ContinuationUnavailable(
+                f"the continuation probe of subject model {subject.name} found mode {requested!r} unusable: "
+                f"{seen.get('reason', 'no reason recorded')}")
+        if seen is None and not probe:
+            raise ContinuationUnavailable(
+                f"subject model {subject.name} was never probed; mode {requested!r} is untested "
+                f"(manage.py probe_model --study {subject.study.name!r} --model {subject.name})")
+        return requested
+    if subject.continuation:
+        return subject.continuation
+    if not probe:
+        raise ContinuationUnavailable(
+            f"subject model {subject.name} has no continuation mode: it was never probed "
+            f"(manage.py probe_model --study {subject.study.name!r} --model {subject.name})")
+    tried = "; ".join(f"{m.get('mode')}: {m.get('reason', '')}" for m in probe.get("modes", [])) or "nothing answered"
+    raise ContinuationUnavailable(
+        f"the continuation probe of subject model {subject.name} failed; modes tried: {tried}")
+
+
+# --------------------------------------------------------------------------
+# Loading the subject's traces
+
+
+# --------------------------------------------------------------------------
+# Starting runs
+
+
+def _decoding(subject: SubjectModel) -> dict[str, Any]:
+    return {"temperature": subject.temperature, "top_p": subject.top_p, "seed": subject.seed,
+            "max_tokens": subject.max_tokens, "stop": list(subject.stop or []), "slack_tokens": SLACK_TOKENS,
+            "cue": DEFAULT_CUE}
+
+
+def _check_no_active(subject: SubjectModel) -> None:
+    active = FaithfulnessRun.objects.filter(subject=subject, job__status__in=ACTIVE).first()
+    if active is not None:
+        raise RunConflict(f"subject model {subject.name} already has {active.kind} run {active.pk} in progress "
+                          f"(job {active.job_id}); wait for it or cancel it")
+
+
+def _create(subject: SubjectModel, kind: str, mode: str, params: dict[str, Any], items: list[int], *, grid: str = "",
+            traces: int, skipped: dict[str, str], user, force: bool, budget_usd: float | None,
+            build: Any) -> FaithfulnessRun:
+    job = Job.objects.create(study_id=subject.study_id, kind=JOB_KIND, created_by=user, total=0,
+                             params={"subject_model": subject.name, "subject_model_id": subject.pk, "what": kind,
+                                     "mode": mode, **params})
+    run = engine.create_run(job, KIND, [], 1, force=force, budget_usd=budget_usd,
+                            config={"subject_model": subject.name, "version": subject.version, "mode": mode,
+                                    "kind": kind, **params})
+    frun = FaithfulnessRun.objects.create(job=job, run=run, subject=subject, kind=kind, config_version=subject.version,
+                                          mode=mode, grid=grid, params=params, traces=traces, skipped=skipped)
+    ids = build(frun)
+    from runs.models import RunChunk
+
+    size = chunk_size(subject)
+    RunChunk.objects.bulk_create([RunChunk(run=run, index=i, items=ids[s:s + size])
+                                  for i, s in enumerate(range(0, len(ids), size))])
+    job.total = len(ids)
+    job.params["run"] = frun.pk
+    job.save(update_fields=["total", "params"])
+    return frun
+
+
+def _finish_create(frun: FaithfulnessRun, queue: bool) -> FaithfulnessRun:
+    if frun.job.total == 0:
+        engine.finalize(frun.run)
+    elif queue:
+        engine.queue_first(frun.run)
+    frun.job.refresh_from_db()
+    return frun
+
+
+@dataclass
+class Planned:
+    interventions: list[Intervention]
+    skipped: dict[str, str]
+    traces: int
+
+
+def plan_interventions(traces: list[TraceData], kinds: tuple[str, ...], *, per_trace: int, seed: int) -> Planned:
+    """The intervention rows (unsaved, without ``frun``) for ``traces``: targets, edits, implied answers.
+    A trace without a causally relevant step is skipped with the reason; a kind that does not apply to a
+    target gives a not-applicable row with the reason."""
+    out: list[Intervention] = []
+    skipped: dict[str, str] = {}
+    for t in traces:
+        sel = select_targets(t.steps, t.answer, t.skeleton_checks, per_trace=per_trace)
+        if sel.skipped:
+            skipped[t.trace_id] = sel.skipped
+            continue
+        answer_value = to_fraction(t.answer.strip().lstrip("$")) if t.answer else None
+        for target in sel.targets:
+            original_prefix = t.raw[:t.spans[target.step - 1][1]]
+            for kind in kinds:
+                row = Intervention(trace_id=t.pk, kind=kind, step=target.step, why=target.why[:200],
+                                   original_step=t.steps[target.step - 1], original_prefix=original_prefix,
+                                   original_answer=t.answer[:200], original_correct=t.correct,
+                                   original_continuation=t.raw[len(original_prefix):])
+                try:
+                    e = edit_core.make_edit(kind, target, t.raw, t.spans, seed=seed, trace_key=t.trace_id,
+                                            answer_value=answer_value)
+                except edit_core.NotApplicable as exc:
+                    row.status, row.reason = Status.NOT_APPLICABLE, str(exc)
+                    out.append(row)
+                    continue
+                row.edited_step, row.edited_prefix = e.edited_step, e.prefix
+                if e.old_value is not None:
+                    row.old_value, row.new_value = format_value(e.old_value), format_value(e.new_value)
+                if kind == edit_core.VALUE_FLIP and e.old_value is not None and e.new_value is not None:
+                    implied = implied_answer(sel.claims, target.step, e.old_value, e.new_value, answer_value)
+                    row.implied = format_value(implied) if implied is not None else ""
+                out.append(row)
+    return Planned(out, skipped, len(traces))
+
+
+def do_start_interventions(subject: SubjectModel, *, kinds: Iterable[str] | str = edit_core.KINDS,
+                           per_trace: int = 3, seed: int = DEFAULT_SEED, mode: str | None = None, user=None,
+                           queue: bool = True, force: bool = False, budget_usd: float | None = None,
+                           limit: int | None = None) -> FaithfulnessRun:
+    kinds = edit_core.parse_kinds(kinds)
+    if not 1 <= per_trace <= 20:
+        raise ValueError(f"per_trace: must lie in 1..20, got {per_trace}")
+    mode = continuation_mode(subject, mode)
+    qs = subject_traces(subject).order_by("pk")
+    traces = load_traces(qs[:limit] if limit else qs)
+    if not traces:
+        raise ValueError(f"subject model {subject.name} has no generated traces under configuration version "
+                         f"{subject.version}; run generate first")
+    plan = plan_interventions(traces, kinds, per_trace=per_trace, seed=seed)
+    params = {"kinds": list(kinds), "per_trace": per_trace, "seed": seed, "edits_version": edit_core.EDITS_VERSION,
+              "decoding": _decoding(subject), "code_version": code_version()}
+
+    def build(frun: FaithfulnessRun) -> list[int]:
+        for row in plan.interventions:
+            row.frun = frun
+        Intervention.objects.bulk_create(plan.interventions, batch_size=1000)
+        return list(frun.interventions.filter(status=Status.PENDING).order_by("pk").values_list("pk", flat=True))
+
+    with transaction.atomic():
+        _check_no_active(subject)
+        frun = _create(subject, FaithfulnessRun.Kind.INTERVENTIONS, mode, params, [], traces=plan.traces,
+                       skipped=plan.skipped, user=user, force=force, budget_usd=budget_usd, build=build)
+        return _finish_create(frun, queue)
+
+
+def plan_anytime(traces: list[TraceData], grid: any_core.Grid) -> list[AnytimePoint]:
+    """One point per (trace, budget): within the budget the trace's own answer, else a truncated
+    prefix (its length in ``prefix_chars``) waiting for a forced answer. No model call."""
+    out: list[AnytimePoint] = []
+    for t in traces:
+        ends = any_core.piece_ends(t.raw) if grid.unit == any_core.TOKENS else None
+        for pos, budget in enumerate(grid.budgets):
+            if grid.unit == any_core.TOKENS:
+                cut = any_core.cut_tokens(t.raw, budget, reported_tokens=t.tokens, truncated=t.truncated, ends=ends)
+            else:
+                cut = any_core.cut_steps(t.raw, t.spans, budget, truncated=t.truncated)
+            p = AnytimePoint(trace_id=t.pk, position=pos, budget=budget, within=cut.within, used=cut.used,
+                             prefix_chars=len(cut.prefix))
+            if cut.within:
+                p.status, p.answer, p.correct = Status.OK, t.answer[:200], t.correct
+            out.append(p)
+    return out
+
+
+def do_start_anytime(subject: SubjectModel, *, grid: str = any_core.DEFAULT_TOKEN_GRID, mode: str | None = None,
+                     user=None, queue: bool = True, force: bool = False, budget_usd: float | None = None,
+                     limit: int | None = None) -> FaithfulnessRun:
+    parsed = any_core.parse_grid(grid)
+    mode = continuation_mode(subject, mode)
+    qs = subject_traces(subject).order_by("pk")
+    traces = load_traces(qs[:limit] if limit else qs)
+    if not traces:
+        raise ValueError(f"subject model {subject.name} has no generated traces under configuration version "
+                         f"{subject.version}; run generate first")
+    points = plan_anytime(traces, parsed)
+    params = {"grid": parsed.spec, "decoding": _decoding(subject), "code_version": code_version(),
+              "token_count": "word pieces scaled to the reported completion tokens"}
+
+    def build(frun: FaithfulnessRun) -> list[int]:
+        for p in points:
+            p.frun = frun
+        AnytimePoint.objects.bulk_create(points, batch_size=2000)
+        return list(frun.points.filter(status=Status.PENDING).order_by("pk").values_list("pk", flat=True))
+
+    with transaction.atomic():
+        _check_no_active(subject)
+        frun = _create(subject, FaithfulnessRun.Kind.ANYTIME, mode, params, [], grid=parsed.spec,
+                       traces=len(traces), skipped={}, user=user, force=force, budget_usd=budget_usd, build=build)
+        return _finish_create(frun, queue)
+
+
+def run_inline(frun: FaithfulnessRun, *, progress: Progress | None = None) -> Job:
+    return engine.run_inline(frun.run, progress=progress)
+
+
+def active_runs(subject: SubjectModel) -> QuerySet[FaithfulnessRun]:
+    return FaithfulnessRun.objects.filter(subject=subject, job__status__in=ACTIVE).select_related("job")
+
+
+# --------------------------------------------------------------------------
+# Aggregates
+
+
+def latest_runs(study: Study, kind: str) -> dict[str, FaithfulnessRun]:
+    """The newest finished-or-running run of ``kind`` per subject model name."""
+    out: dict[str, FaithfulnessRun] = {}
+    for frun in FaithfulnessRun.objects.filter(subject__study=study, kind=kind).select_related("subject", "job") \
+            .order_by("-created_at", "-pk"):
+        out.setdefault(frun.subject.name, frun)
+    return out
+
+
+def intervention_rows(frun: FaithfulnessRun) -> list[ifr_core.Row]:
+    return [ifr_core.Row(str(t), frun.subject.name, k, frun.mode, s, le, mo, inv, sc)
+            for t, k, s, le, mo, inv, sc in frun.interventions.filter(status=Status.OK).values_list(
+                "trace_id", "kind", "strict", "lenient", "monotone", "invariant", "strict_computed")]
+
+
+def ifr_summary(frun: FaithfulnessRun) -> dict[str, Any]:
+    rows = intervention_rows(frun)
+    counts = defaultdict(int)
+    for status in frun.interventions.values_list("status", flat=True):
+        counts[status] += 1
+    reasons = defaultdict(int)
+    for reason in frun.skipped.values():
+        reasons[reason] += 1
+    return {"run": frun.pk, "mode": frun.mode, "rows": ifr_core.ifr_table(rows), "per_trace": frun.params.get("per_trace"),
+            "kinds": frun.params.get("kinds"), "seed": frun.params.get("seed"), "traces": frun.traces,
+            "skipped": len(frun.skipped), "skipped_reasons": dict(reasons), "status_counts": dict(counts),
+            "settings": _settings_text(frun), "code_version": frun.params.get("code_version", "")}
+
+
+def _settings_text(frun: FaithfulnessRun) -> str:
+    d = frun.params.get("decoding", {})
+    return (f"mode {frun.mode}; temperature {d.get('temperature')}, seed {d.get('seed')}, top_p {d.get('top_p')}; "
+            f"cap = original completion tokens + {d.get('slack_tokens')} (else max_tokens {d.get('max_tokens')})")
+
+
+def anytime_summary(frun: FaithfulnessRun) -> dict[str, Any]:
+    grid = any_core.parse_grid(frun.grid)
+    table: dict[int, list[bool | None]] = {}
+    own: dict[int, int] = defaultdict(int)
+    pending = 0
+    for trace, pos, correct, within, status in frun.points.values_list("trace_id", "position", "correct", "within",
+                                                                        "status"):
+        table.setdefault(trace, [None] * len(grid.budgets))[pos] = correct if status == Status.OK else None
+        own[pos] += within
+        pending += status == Status.PENDING
+    acc = any_core.accuracy(list(table.values())) or [None] * len(grid.budgets)
+    points = [{"budget": label, "acc": a, "own_answer": own[i]} for i, (label, a) in enumerate(zip(
+        grid.labels(), acc, strict=True))]
+    return {"points": points, "run": frun.pk, "grid": grid.spec, "unit": grid.unit, "labels": grid.labels(), "acc": acc,
+            "auc": any_core.auc_any(acc), "n": len(table), "own_answer": [own[i] for i in range(len(grid.budgets))],
+            "pending": pending, "mode": frun.mode, "model": frun.subject.name,
+            "code_version": frun.params.get("code_version", "")}
+
+
+def steps_vs_difficulty(study: Study, model: str) -> list[dict[str, Any]]:
+    """Per trace: steps used against difficulty (the skeleton length, L_gold; 0 = no skeleton)."""
+    return [{"trace": tid, "difficulty": l_gold, "steps": n, "correct": c}
+            for tid, l_gold, n, c in Trace.objects.filter(study=study, model=model).order_by("pk").values_list(
+                "trace_id", "problem__l_gold", "n_steps", "answer_correct")]
+
+
+def _labels(study: Study, models: list[str] | None = None) -> dict[tuple[str, str], dict[int, dict[int, tuple]]]:
+    """(verifier kind, verifier name) -> trace pk -> step index -> (verdict, skeleton refs)."""
+    judges = {j.pk: j for j in JudgeConfig.objects.filter(study=study)}
+    qs = StepLabel.objects.filter(step__trace__study=study)
+    if models is not None:
+        qs = qs.filter(step__trace__model__in=models)
+    out: dict[tuple[str, str], dict[int, dict[int, tuple]]] = defaultdict(lambda: defaultdict(dict))
+    for trace, index, kind, judge, verdict, refs in qs.order_by("pk").values_list(
+            "step__trace_id", "step__index", "kind", "judge_id", "verdict", "skeleton_refs"):
+        if kind == StepLabel.Kind.JUDGE:
+            j = judges.get(judge)
+            if j is None:
+                continue
+            if j.provider == JudgeConfig.Provider.MECHANISTIC:
+                key = (tier_core.MECHANISTIC, f"mechanistic verifier {j.name} v{j.version}")
+            else:
+                key = (tier_core.JUDGE, f"LLM judge {j.name} ({j.model or j.provider}, prompt v{j.prompt_version})")
+        else:
+            # Adjudicated verdicts win over the annotators' own; several annotators: the first label kept.
+            key = (tier_core.HUMAN, "human labels (adjudicated where adjudicated)")
+            if kind == StepLabel.Kind.HUMAN and index in out[key][trace]:
+                continue
+        out[key][trace][index] = (verdict, refs or [])
+    return out
+
+
+@dataclass
+class StudyData:
+    traces: dict[str, list[tuple]]  # model -> (pk, n_steps, correct, regime, l_gold, gold)
+    labels: dict[tuple[str, str], dict[int, dict[int, tuple]]]
+    step_texts: dict[int, list[str]]
+
+
+def _study_data(study: Study, model: str | None) -> StudyData:
+    qs = Trace.objects.filter(study=study)
+    if model:
+        qs = qs.filter(model=model)
+    traces: dict[str, list[tuple]] = defaultdict(list)
+    for pk, m, n, c, regime, l_gold, gold in qs.order_by("pk").values_list(
+            "pk", "model", "n_steps", "answer_correct", "regime", "problem__l_gold", "problem__gold_answer"):
+        traces[m].append((pk, n, c, regime or {}, l_gold, gold))
+    steps: dict[int, list[str]] = defaultdict(list)
+    for trace, text in Step.objects.filter(trace__in=qs).order_by("trace_id", "index").values_list("trace_id", "text"):
+        steps[trace].append(text)
+    return StudyData(traces, _labels(study, [model] if model else None), steps)
+
+
+def validity_of(data: StudyData, model: str, policy: str) -> list[tier_core.Verifier]:
+    out = []
+    traces = data.traces.get(model, [])
+    for (kind, name), per_trace in sorted(data.labels.items()):
+        rows = []
+        for pk, n, correct, *_rest in traces:
+            if pk not in per_trace or n == 0:
+                continue
+            labels = per_trace[pk]
+            rows.append(([labels.get(i, (None,))[0] for i in range(1, n + 1)], correct))
+        if rows:
+            out.append(tier_core.Verifier(kind, name, val_core.validity(rows, policy).as_dict()))
+    order = {tier_core.MECHANISTIC: 0, tier_core.JUDGE: 1, tier_core.HUMAN: 2}
+    return sorted(out, key=lambda v: (order[v.kind], v.name))
+
+
+def halting_of(data: StudyData, model: str, slack: int = 0) -> dict[str, Any] | None:
+    """k* from the skeleton references of the strongest label source with references (else none)
+    and the first step stating the gold answer; None when no trace has a gold answer."""
+    refs_source = next((per for (kind, _n), per in sorted(data.labels.items(),
+                                                             key=lambda kv: kv[0][0] != tier_core.MECHANISTIC)
+                        if any(r for steps in per.values() for _v, r in steps.values())), {})
+    pairs = []
+    with_skeleton = 0
+    for pk, n, _c, _regime, l_gold, gold in data.traces.get(model, []):
+        g = to_fraction((gold or "").strip().lstrip("$"))
+        if g is None or n == 0:
+            continue
+        texts = data.step_texts.get(pk, [])
+        labels = refs_source.get(pk, {})
+        refs = [labels.get(i, (None, []))[1] for i in range(1, n + 1)]
+        skeleton_len = l_gold if labels and l_gold else 0
+        with_skeleton += bool(skeleton_len)
+        pairs.append((halt_core.k_star(texts, g, refs, skeleton_len), n))
+    if not pairs:
+        return None
+    rates = halt_core.halting_rates(pairs, slack).as_dict()
+    rates["basis"] = (f"k* from skeleton references and the gold answer on {with_skeleton} traces, "
+                      f"from the first step stating the gold answer on {len(pairs) - with_skeleton}")
+    return rates
+
+
+def evidence(study: Study, model: str | None = None, *, policy: str = val_core.EXCLUDE) -> list[tier_core.Evidence]:
+    """What the study holds about each model (or one), for the tier and the report."""
+    val_core.check_policy(policy)
+    data = _study_data(study, model)
+    ifr_runs = latest_runs(study, FaithfulnessRun.Kind.INTERVENTIONS)
+    any_runs = FaithfulnessRun.objects.filter(subject__study=study, kind=FaithfulnessRun.Kind.ANYTIME) \
+        .select_related("subject").order_by("-created_at", "-pk")
+    anytime_by: dict[str, list[FaithfulnessRun]] = defaultdict(list)
+    seen_grids: set[tuple[str, str]] = set()
+    for frun in any_runs:
+        if (frun.subject.name, frun.grid) not in seen_grids:  # the newest run per grid
+            seen_grids.add((frun.subject.name, frun.grid))
+            anytime_by[frun.subject.name].append(frun)
+    tokens: dict[str, list[int]] = defaultdict(list)
+    for name, n in Generation.objects.filter(subject__study=study, completion_tokens__isnull=False) \
+            .values_list("subject__name", "completion_tokens"):
+        tokens[name].append(n)
+    mech = JudgeConfig.objects.filter(study=study, provider=JudgeConfig.Provider.MECHANISTIC).first()
+    out = []
+    for name in sorted(data.traces):
+        rows = data.traces[name]
+        ev = tier_core.Evidence(model=name, traces=len(rows), code_version=code_version())
+        regime_vals: dict[str, list[Any]] = defaultdict(list)
+        for _pk, _n, _c, regime, *_rest in rows:
+            if regime:
+                ev.with_regime += 1
+                for key in (*tier_core.REGIME_KEYS, "max_steps"):
+                    v = regime.get(key)
+                    if v is not None and v not in regime_vals[key] and len(regime_vals[key]) < 20:
+                        regime_vals[key].append(v)
+        ev.regime = dict(regime_vals)
+        checked = [c for _pk, _n, c, *_r in rows if c is not None]
+        ev.accuracy = sum(checked) / len(checked) if checked else None
+        ev.accuracy_n = len(checked)
+        steps = [n for _pk, n, *_r in rows if n > 0]
+        ev.with_steps = len(steps)
+        if steps:
+            ev.steps_mean, ev.steps_median, ev.steps_max = statistics.fmean(steps), statistics.median(steps), max(steps)
+        if tokens.get(name):
+            ev.tokens_mean = statistics.fmean(tokens[name])
+        ev.verifiers = validity_of(data, name, policy)
+        if name in ifr_runs:
+            ev.ifr = ifr_summary(ifr_runs[name])
+        ev.anytime = [anytime_summary(f) for f in anytime_by.get(name, [])]
+        ev.halting = halting_of(data, name)
+        ev.checker_version = f"mechanistic verifier {mech.name} v{mech.version}" if mech else None
+        ev.artifact_format = f"ReasonAudit traces, steps segmented by {study.segmenter}"
+        out.append(ev)
+    return out
+
+
+def tier_cards(study: Study) -> list[dict[str, Any]]:
+    """The tier card of each model (the study's leaderboard shows these)."""
+    cards = []
+    for ev in evidence(study):
+        t = tier_core.tier(ev)
+        best = next((v.validity for v in ev.verifiers if v.kind == t.qualifier and v.validity.get("n")), None)
+        cards.append({"model": ev.model, "level": t.level, "label": t.label, "complete": t.complete,
+                      "qualifier": t.qualifier, "badges": t.badges, "text": t.text, "scope": t.scope,
+                      "traces": ev.traces, "with_steps": ev.with_steps, "answer_accuracy": ev.accuracy,
+                      "svr": best["svr"] if best else None, "vsr": best["vsr"] if best else None})
+    return cards
+
+
+def evidence_tier_cards(study: Study, rows: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """The registration hook of scoring.analytics (the leaderboard's tier card)."""
+    return tier_cards(study)
+
+
+FORMATS = ("md", "tex", "json")
+
+
+def report(study: Study, model: str | None = None, fmt: str = "md", *, policy: str = val_core.EXCLUDE) -> str:
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown report format {fmt!r}; choose {', '.join(FORMATS)}")
+    evs = evidence(study, model, policy=policy)
+    if model and not evs:
+        names = ", ".join(sorted(set(Trace.objects.filter(study=study).values_list("model", flat=True)))) or "none"
+        raise ValueError(f"no traces of model {model!r} in {study.name!r} (models: {names})")
+    reps = [tier_core.template(ev) for ev in evs]
+    if fmt == "json":
+        return tier_core.to_json(reps)
+    if fmt == "tex":
+        return tier_core.to_latex(reps)
+    return tier_core.to_markdown(reps, study.name)
+
+
+def skipped_reasons(frun: FaithfulnessRun) -> dict[str, int]:
+    out: dict[str, int] = defaultdict(int)
+    for reason in frun.skipped.values():
+        out[reason] += 1
+    return dict(out)
+

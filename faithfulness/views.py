@@ -1,0 +1,92 @@
+"""Web pages: the study's faithfulness overview (tier per model, SVR/VSR, IFR,
+anytime chart and steps-vs-difficulty chart with their tables, halting, runs),
+a run page (live progress, its interventions or its Acc(b) table), one
+intervention side by side, and the report download (md / tex / json)."""
+
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.views.decorators.http import require_GET
+
+from annotation import access, jobs
+from faithfulness import charts, services
+from faithfulness.core import tiers as tier_core
+from faithfulness.core import validity as val_core
+from faithfulness.models import FaithfulnessRun, Status
+
+CONTENT = {"md": "text/markdown; charset=utf-8", "tex": "application/x-tex; charset=utf-8",
+           "json": "application/json"}
+
+
+@login_required
+@require_GET
+def overview(request: HttpRequest, study_id: int) -> HttpResponse:
+    study, membership = access.check_study(request.user, study_id)
+    policy = request.GET.get("policy", val_core.EXCLUDE)
+    if policy not in val_core.POLICIES:
+        return render(request, "faithfulness/bad_request.html",
+                      {"study": study, "error": f"policy: choose {', '.join(val_core.POLICIES)}"}, status=400)
+    evs = services.evidence(study, policy=policy)
+    reports = [tier_core.template(ev) for ev in evs]
+    curves = [a for ev in evs for a in ev.anytime]
+    scatter = {ev.model: services.steps_vs_difficulty(study, ev.model) for ev in evs if ev.with_steps}
+    context = {
+        "study": study, "membership": membership, "policy": policy, "policies": val_core.POLICIES,
+        "rows": [{"ev": ev, "rep": rep, "tier": rep["tier"]} for ev, rep in zip(evs, reports, strict=True)],
+        "curves": curves, "anytime_chart": charts.anytime(curves),
+        "difficulty_chart": charts.steps_vs_difficulty(scatter), "difficulty": charts.difficulty_table(scatter),
+        "runs": FaithfulnessRun.objects.filter(subject__study=study).select_related("subject", "job")[:20],
+        "formats": services.FORMATS,
+    }
+    return render(request, "faithfulness/overview.html", context)
+
+
+@login_required
+@require_GET
+def report_download(request: HttpRequest, study_id: int) -> HttpResponse:
+    study, _membership = access.check_study(request.user, study_id)
+    fmt = request.GET.get("format", "md")
+    try:
+        text = services.report(study, request.GET.get("model") or None, fmt,
+                               policy=request.GET.get("policy", val_core.EXCLUDE))
+    except ValueError as exc:
+        return HttpResponse(str(exc), status=400, content_type="text/plain; charset=utf-8")
+    response = HttpResponse(text, content_type=CONTENT[fmt])
+    if request.GET.get("inline") != "1":
+        response["Content-Disposition"] = f'attachment; filename="evidence-report-{study.pk}.{fmt}"'
+    return response
+
+
+@login_required
+@require_GET
+def run_page(request: HttpRequest, run_id: int) -> HttpResponse:
+    frun, membership = services.check_frun(request.user, run_id)
+    context = {"frun": frun, "job": frun.job, "subject": frun.subject, "study": frun.subject.study,
+               "progress": jobs.live_progress(frun.job),
+               "can_cancel": access.can_cancel_job(request.user, frun.job, membership)}
+    if frun.kind == FaithfulnessRun.Kind.INTERVENTIONS:
+        context["summary"] = services.ifr_summary(frun)
+        context["interventions"] = frun.interventions.select_related("trace").order_by("trace_id", "step", "kind")[:500]
+        context["skipped"] = services.skipped_reasons(frun)
+    else:
+        summary = services.anytime_summary(frun)
+        context["summary"] = summary
+        context["curve"] = list(zip(summary["labels"], summary["acc"] or [None] * len(summary["labels"]),
+                                    summary["own_answer"], strict=True))
+        context["anytime_chart"] = charts.anytime([summary])
+    template = "faithfulness/run.html#stats" if request.htmx else "faithfulness/run.html"
+    return render(request, template, context)
+
+
+@login_required
+@require_GET
+def intervention_page(request: HttpRequest, pk: int) -> HttpResponse:
+    row, _membership = services.check_intervention(request.user, pk)
+    frun = row.frun
+    context = {"row": row, "frun": frun, "study": frun.subject.study, "trace": row.trace,
+               "done": row.status == Status.OK,
+               "neighbours": list(frun.interventions.filter(trace_id=row.trace_id).order_by("step", "kind")
+                                  .values_list("pk", "kind", "step"))}
+    return render(request, "faithfulness/intervention.html", context)
