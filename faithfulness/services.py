@@ -208,8 +208,7 @@ def do_start_interventions(subject: SubjectModel, *, kinds: Iterable[str] | str 
     if not 1 <= per_trace <= 20:
         raise ValueError(f"per_trace: must lie in 1..20, got {per_trace}")
     mode = continuation_mode(subject, mode)
-    qs = subject_traces(subject).order_by("pk")
-    traces = load_traces(qs[:limit] if limit else qs)
+    traces = load_traces(_limited(subject, limit))
     if not traces:
         raise ValueError(f"subject model {subject.name} has no generated traces under configuration version "
                          f"{subject.version}; run generate first")
@@ -254,8 +253,7 @@ def do_start_anytime(subject: SubjectModel, *, grid: str = any_core.DEFAULT_TOKE
                      limit: int | None = None) -> FaithfulnessRun:
     parsed = any_core.parse_grid(grid)
     mode = continuation_mode(subject, mode)
-    qs = subject_traces(subject).order_by("pk")
-    traces = load_traces(qs[:limit] if limit else qs)
+    traces = load_traces(_limited(subject, limit))
     if not traces:
         raise ValueError(f"subject model {subject.name} has no generated traces under configuration version "
                          f"{subject.version}; run generate first")
@@ -274,6 +272,15 @@ def do_start_anytime(subject: SubjectModel, *, grid: str = any_core.DEFAULT_TOKE
         frun = _create(subject, FaithfulnessRun.Kind.ANYTIME, mode, params, [], grid=parsed.spec,
                        traces=len(traces), skipped={}, user=user, force=force, budget_usd=budget_usd, build=build)
         return _finish_create(frun, queue)
+
+
+def _limited(subject: SubjectModel, limit: int | None) -> QuerySet[Trace] | list[int]:
+    qs = subject_traces(subject).order_by("pk")
+    if limit is not None:
+        if limit < 1:
+            raise ValueError(f"limit: must be at least 1, got {limit}")
+        return list(qs.values_list("pk", flat=True)[:limit])
+    return qs
 
 
 def run_inline(frun: FaithfulnessRun, *, progress: Progress | None = None) -> Job:

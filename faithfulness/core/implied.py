@@ -22,6 +22,9 @@ def implied_answer(step_claims: Sequence[Sequence[Claim]], step: int, old: Fract
                    final: Fraction | None) -> Fraction | None:
     """The final answer implied by replacing ``old`` (derived in 1-based ``step``) by ``new``; None when
     the chain cannot trace it (then strict falls back to lenient)."""
+    if final is not None and old == final and not any(
+            c.stated == final for claims in step_claims[step:] for c in claims):
+        return new  # the flipped step states the answer itself, and no later step derives it again
     if calc_chain is None:
         return None
     checks: list[str] = []
@@ -36,7 +39,5 @@ def implied_answer(step_claims: Sequence[Sequence[Claim]], step: int, old: Fract
     if not positions:
         return None
     k = positions[-1]
-    if final is not None and old == final and not any(link.result == final for link in chain[k + 1:]):
-        return new  # the flipped step states the answer itself
     replay = calc_chain.replay(chain, {old: new}, final=final, start=k + 1)
     return replay.answer if replay.traced else None

@@ -1,0 +1,45 @@
+"""Fixtures of the faithfulness tests: the fake OpenAI-compatible server as a
+generating model (chat) that also continues raw prompts (/v1/completions), a
+study with problems whose gold answer is the sum of their numbers, a subject
+model with SmolLM2's chat template, probed, and its generated traces."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from subjects import services as subject_services
+from subjects.models import SubjectModel
+from tests.runs.fake_openai import FakeOpenAI
+from tests.subjects.conftest import generate, problem_records
+
+SMOLLM2 = (Path(__file__).parent.parent / "runs" / "data" / "smollm2_chat_template.jinja").read_text()
+
+
+@pytest.fixture(autouse=True)
+def quick_retries(settings):
+    settings.RUN_RETRY_BASE_SECONDS = 0.01
+    settings.RUN_RETRY_MAX_SECONDS = 0.05
+
+
+@pytest.fixture
+def server():
+    fake = FakeOpenAI(generation=True, continue_completions=True).start()
+    yield fake
+    fake.stop()
+
+
+@pytest.fixture
+def generated(study, do_import, server) -> SubjectModel:
+    """Subject model "tiny": probed (completions), 4 problems generated once each."""
+    report = do_import(problem_records(4))
+    assert report.committed, report.rejected
+    subject, _ = subject_services.do_save_subject(study, {
+        "name": "tiny", "model": "tiny-model", "base_url": server.url, "concurrency": 2, "max_retries": 1,
+        "timeout_seconds": 5.0, "seed": 0, "chat_template": SMOLLM2})
+    subject_services.do_probe_subject_model(subject)
+    assert subject.continuation == "completions"
+    _run, job = generate(subject)
+    assert job.status == "succeeded"
+    return subject
