@@ -32,8 +32,10 @@ from agreement.models import CalibrationStudy
 from annotation import services
 from annotation.importing.pipeline import import_stream
 from annotation.models import Job, Membership, Skeleton, Step, Study, Trace
+from faithfulness.models import FaithfulnessRun, Intervention
 from judges import services as judge_services
 from judges.models import MECHANISTIC, JudgeConfig
+from runs import engine as run_engine
 from subjects import services as subject_services
 from tests.review.conftest import seed
 
@@ -195,6 +197,15 @@ RULES: dict[str, Rule] = {
     "api-subject-model-probe": api("subject", POST=OWNERS),  # the world's server is down: the owner gets 502
     "api-study-generation-runs": api("study", GET=MEMBERS, POST=OWNERS),
     "api-generation-run": api("generation_run", GET=MEMBERS),
+    # faithfulness
+    "faithfulness": study(GET=MEMBERS),
+    "faithfulness-report": study(GET=MEMBERS),
+    "faithfulness-run": Rule(GET=MEMBERS, kwargs={"run_id": "faithfulness_run"}),
+    "faithfulness-intervention": Rule(GET=MEMBERS, kwargs={"pk": "intervention"}),
+    "api-study-faithfulness-runs": api("study", GET=MEMBERS, POST=OWNERS),
+    "api-faithfulness-run": api("faithfulness_run", GET=MEMBERS),
+    "api-faithfulness-run-interventions": api("faithfulness_run", GET=MEMBERS),
+    "api-study-evidence": api("study", GET=MEMBERS),
 }
 #: Django's admin site: its own staff check, one rule for all its patterns.
 ADMIN_RULE = Rule(GET=STAFF, POST=STAFF)
@@ -306,6 +317,13 @@ class World:
         self.subject, _ = subject_services.do_save_subject(
             self.study, {"name": "tiny", "model": "tiny", "base_url": "http://127.0.0.1:9/v1"})
         self.generation_run = subject_services.do_start_generation(self.subject, queue=False)
+        # faithfulness: a run and one intervention (made directly: the world's server is down)
+        fjob = Job.objects.create(study=self.study, kind="faithfulness", created_by=owner)
+        self.faithfulness_run = FaithfulnessRun.objects.create(
+            job=fjob, run=run_engine.create_run(fjob, "faithfulness", [], 1), subject=self.subject,
+            kind="interventions", config_version=1, mode="instructed")
+        self.intervention = Intervention.objects.create(frun=self.faithfulness_run, trace=self.trace,
+                                                        kind="value_flip", step=1, why="matrix")
 
 
 def _path(p: Pattern, world) -> str:
