@@ -469,7 +469,7 @@ def evidence(study: Study, model: str | None = None, *, policy: str = val_core.E
         ev = tier_core.Evidence(model=name, traces=len(rows), code_version=code_version())
         regime_vals: dict[str, list[Any]] = defaultdict(list)
         for _pk, _n, _c, regime, *_rest in rows:
-            if regime:
+            if regime and any(v is not None for v in regime.values()):
                 ev.with_regime += 1
                 for key in (*tier_core.REGIME_KEYS, "max_steps"):
                     v = regime.get(key)

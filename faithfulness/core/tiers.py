@@ -21,8 +21,8 @@ TIER_TEXT = {
        "trace reporting, not trace correctness.",
     2: "Level 2 — trace verified: step validity (SVR) and verified solutions (VSR) are measured.",
 }
-CAVEAT = ("Without validity, faithfulness and halting evidence (items 5–7) this is a task-performance evaluation, "
-          "not evidence of reasoning.")
+CAVEAT = ("Without validity (item 5), intervention faithfulness or an anytime profile (items 6–7) this is a "
+          "task-performance evaluation, not evidence of reasoning.")
 REGIME_KEYS = ("prompt_template", "temperature", "top_p", "seed", "k", "max_tokens", "tool_access", "model")
 
 
@@ -213,7 +213,8 @@ def template(ev: Evidence) -> dict[str, Any]:
         ("artifact format", ev.artifact_format, "no artifact format recorded"),
         ("contamination notes", ev.contamination, "no contamination notes recorded"),
     ])
-    has_5_7 = bool(ev.verifiers and any(v.validity.get("n") for v in ev.verifiers)) or t.badges
+    # [I] The halting rates alone (computable from any trace with a gold answer) do not lift the caveat.
+    has_5_7 = t.level == 2 or "IFR" in t.badges or "Anytime" in t.badges
     section(9, "Caveat", [("caveat", "" if has_5_7 else CAVEAT, "")])
     missing = [f"{s['n']}. {i['name']}: {i['missing']}" for s in sections for i in s["items"] if i["value"] is None]
     best = next((v.validity for v in ev.verifiers if v.kind == t.qualifier and v.validity.get("n")), None)
