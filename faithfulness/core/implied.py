@@ -12,10 +12,7 @@ from fractions import Fraction
 
 from annotation.arithmetic import Claim
 
-try:  # lands on main with the calculator-chain module (docs/faithfulness.md)
-    from annotation import calc_chain
-except ImportError:  # pragma: no cover - only before the merge
-    calc_chain = None  # type: ignore[assignment]
+from annotation import calc_chain
 
 
 def implied_answer(step_claims: Sequence[Sequence[Claim]], step: int, old: Fraction, new: Fraction,
@@ -25,8 +22,6 @@ def implied_answer(step_claims: Sequence[Sequence[Claim]], step: int, old: Fract
     if final is not None and old == final and not any(
             c.stated == final for claims in step_claims[step:] for c in claims):
         return new  # the flipped step states the answer itself, and no later step derives it again
-    if calc_chain is None:
-        return None
     checks: list[str] = []
     owner: list[int] = []
     for t, claims in enumerate(step_claims, start=1):
@@ -35,7 +30,8 @@ def implied_answer(step_claims: Sequence[Sequence[Claim]], step: int, old: Fract
                 checks.append(f"{c.lhs}={c.rhs}")
                 owner.append(t)
     chain = calc_chain.chain_from_checks(checks)
-    positions = [n for n, link in enumerate(chain) if owner[link.index] == step and link.result == old]
+    # chain_from_checks numbers the links it could read; span[0] is the position among the checks given.
+    positions = [n for n, link in enumerate(chain) if owner[link.span[0]] == step and link.result == old]
     if not positions:
         return None
     k = positions[-1]

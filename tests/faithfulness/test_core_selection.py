@@ -116,3 +116,33 @@ def test_parse_kinds_names_the_unknown_kind():
     assert parse_kinds("value_flip, paraphrase") == ("value_flip", "paraphrase")
     with pytest.raises(ValueError, match="unknown intervention kind.*flip"):
         parse_kinds("flip")
+
+
+# -- the implied answer (strict f) through annotation.calc_chain ---------------------------------------------
+
+
+def implied(steps, step, old, new, final):
+    from faithfulness.core.implied import implied_answer
+
+    claims = select_targets(steps, str(final)).claims
+    return implied_answer(claims, step, Fraction(old), Fraction(new), Fraction(final) if final is not None else None)
+
+
+def test_a_flipped_intermediate_value_propagates_to_the_implied_answer():
+    assert implied(STEPS, 1, 24, 25, 72) == 73
+    steps = ["16 - 3 - 4 = 9 eggs.", "9 * 2 = $18 a day.", "The answer is 18."]
+    assert implied(steps, 1, 9, 10, 18) == 20
+
+
+def test_a_flipped_answer_step_implies_the_new_value():
+    assert implied(STEPS, 2, 72, 80, 72) == 80
+
+
+def test_no_implied_answer_when_the_chain_cannot_trace_it():
+    # The flipped value is never used as an operand later: nothing to replay.
+    assert implied(["2 + 3 = 5 pens.", "I also have 5 cats.", "The answer is 7."], 1, 5, 6, 7) is None
+
+
+def test_an_unreadable_claim_does_not_shift_the_steps_of_the_chain():
+    steps = ["I note that x = y.", "48/2 = 24", "48+24 = 72", "The answer is 72."]
+    assert implied(steps, 2, 24, 30, 72) == 78
