@@ -10,9 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from fractions import Fraction
 
-from annotation.arithmetic import Claim
-
 from annotation import calc_chain
+from annotation.arithmetic import Claim
 
 
 def implied_answer(step_claims: Sequence[Sequence[Claim]], step: int, old: Fraction, new: Fraction,
