@@ -14,9 +14,12 @@ from typing import Any
 
 from annotation.parsing import check_answer, extract_answer
 from faithfulness.core import ifr as ifr_core
+from faithfulness.core.edits import VALUE_FLIP
+from faithfulness.core.implied import implied_answer
 from faithfulness.core.numbers import format_value, numbers, to_fraction
-from faithfulness.loading import load_traces
+from faithfulness.loading import TraceData, load_traces
 from faithfulness.models import AnytimePoint, FaithfulnessRun, Intervention, Status
+from judges.providers.mechanistic.verdicts import find_claims
 from runs import cache as run_cache
 from runs.clients import Accounting, ChunkWork, RunClient
 from runs.continuation import (
@@ -80,6 +83,7 @@ class Item:
     pk: int
     spec: ContinuationSpec
     gold: str
+    implied: str = ""  # value_flip: the answer the edit implies ("" when the chain cannot trace it)
 
 
 @dataclass
@@ -94,6 +98,7 @@ class Outcome(Accounting):
     output_mode: str = ""
     result: ContinuationResult | None = None
     gold: str = ""
+    implied: str = ""
 
 
 class FaithfulnessWork(ChunkWork):
@@ -104,6 +109,7 @@ class FaithfulnessWork(ChunkWork):
         self.pool: ModelPool | None = None
         self.specs: dict[int, ContinuationSpec] = {}
         self._templates: dict[tuple[str, int], PromptTemplate | None] = {}
+        self._claims: dict[int, list] = {}
 
     # -- prompts ---------------------------------------------------------------
 
@@ -133,15 +139,26 @@ class FaithfulnessWork(ChunkWork):
                 continue  # done already, or deleted since the run started
             t = traces[row.trace_id]
             messages = self._messages(t.regime, t.statement, t.problem_id)
+            implied = ""
             if isinstance(row, Intervention):
+                if row.kind == VALUE_FLIP and row.old_value and row.new_value:
+                    implied = row.implied or self._implied(t, row)
                 cap = (t.tokens + SLACK_TOKENS) if t.tokens else cfg.get("max_tokens", self.subject.max_tokens)
                 spec = ContinuationSpec(messages, row.edited_prefix, max_tokens=int(cap),
                                         temperature=cfg.get("temperature", 0.0), seed=cfg.get("seed"),
                                         top_p=cfg.get("top_p"), stop=tuple(cfg.get("stop") or ()))
             else:
                 spec = forced_answer_spec(messages, t.raw[:row.prefix_chars], seed=cfg.get("seed"))
-            out.append(Item(pk, spec, t.gold))
+            out.append(Item(pk, spec, t.gold, implied))
         return out
+
+    def _implied(self, t: TraceData, row: Intervention) -> str:
+        """The answer the value flip implies (strict f), through the trace's calculator chain."""
+        if t.pk not in self._claims:
+            self._claims[t.pk] = [find_claims(text) for text in t.steps]
+        implied = implied_answer(self._claims[t.pk], row.step, to_fraction(row.old_value), to_fraction(row.new_value),
+                                 to_fraction(t.answer.strip().lstrip("$")) if t.answer else None)
+        return format_value(implied) if implied is not None else ""
 
     # -- requests --------------------------------------------------------------
 
@@ -161,7 +178,8 @@ class FaithfulnessWork(ChunkWork):
             result = result_from_outcome(outcome, self.server, item.spec, self.frun.mode)
             status = "ok" if result.ok else ("failed" if outcome.status == "failed" else "skipped")
             yield Outcome(item=item.pk, status=status, reason=result.error, calls=list(outcome.calls),
-                          cached=result.cached, result=result, gold=item.gold)
+                          cached=result.cached, result=result, gold=item.gold,
+                          implied=item.implied)
 
     # -- writing ---------------------------------------------------------------
 
@@ -174,13 +192,14 @@ class FaithfulnessWork(ChunkWork):
             for o in done:
                 row = rows[o.item]
                 row.result = o.result.to_dict()
+                row.implied = o.implied
                 if o.status == "ok":
                     row.status = Status.OK
                     score_intervention(row, o.result.text, o.gold)
                 else:
                     row.status, row.reason = Status.FAILED, o.reason[:1000]
             Intervention.objects.bulk_update(list(rows.values()), [
-                "result", "status", "reason", "continuation", "new_answer", "new_correct", "strict",
+                "result", "implied", "status", "reason", "continuation", "new_answer", "new_correct", "strict",
                 "strict_computed", "lenient", "monotone", "invariant"])
         else:
             points = {r.pk: r for r in AnytimePoint.objects.filter(pk__in=[o.item for o in done])}

