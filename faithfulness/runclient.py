@@ -56,13 +56,20 @@ def cache_scope(frun: FaithfulnessRun) -> str:
 
 
 def forced_answer_text(text: str) -> str:
-    """A forced answer: what follows the cue, read as an answer line, else its first number."""
-    first = next((line for line in text.splitlines() if line.strip()), "")
-    found = extract_answer(DEFAULT_CUE.strip() + " " + first.strip())
-    if found:
-        return found.strip()
+    """A forced answer: the first line after the cue, read as an answer (``Final answer: 18``); a
+    line that is not only an answer gives its number (the last one after an "=", else the first).
+    [I] A line without a number gives its answer only when it is one short word, else nothing: a
+    sentence is no answer, and the answer checker would spend its symbolic parser on it."""
+    first = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    found = (extract_answer(DEFAULT_CUE.strip() + " " + first) or "").strip()
+    if found and to_fraction(found.lstrip("$").rstrip(".")) is not None:
+        return found.lstrip("$").rstrip(".")
     nums = numbers(first)
-    return format_value(nums[0][0]) if nums else ""
+    if nums:
+        eq = first.rfind("=")
+        after = [n for n in nums if n[1] > eq] if eq >= 0 else []
+        return format_value((after or nums)[0 if not after else -1][0])
+    return found if 0 < len(found) <= 40 and " " not in found else ""
 
 
 def score_intervention(row: Intervention, continuation: str, gold: str) -> None:
