@@ -5,6 +5,7 @@ API and the management commands call these; the formulas are in core/."""
 
 from __future__ import annotations
 
+import json
 import statistics
 from collections import defaultdict
 from collections.abc import Iterable
@@ -12,7 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import transaction
-from django.db.models import QuerySet
+from django.db.models import Count, QuerySet
+from django.db.models.fields.json import KT
 
 from annotation import access
 from annotation.models import Job, Membership, Step, StepLabel, Study, Trace
@@ -360,8 +362,11 @@ def _labels(study: Study, models: list[str] | None = None) -> dict[tuple[str, st
     if models is not None:
         qs = qs.filter(step__trace__model__in=models)
     out: dict[tuple[str, str], dict[int, dict[int, tuple]]] = defaultdict(lambda: defaultdict(dict))
-    for trace, index, kind, judge, verdict, refs in qs.order_by("pk").values_list(
-            "step__trace_id", "step__index", "kind", "judge_id", "verdict", "skeleton_refs"):
+    # Skeleton references are read only where a label has some (a second, small query): decoding
+    # a JSON list for every label is most of the time of a large study's report.
+    refs: dict[int, list[int]] = dict(qs.exclude(skeleton_refs=[]).values_list("pk", "skeleton_refs"))
+    for pk, trace, index, kind, judge, verdict in qs.order_by("pk").values_list(
+            "pk", "step__trace_id", "step__index", "kind", "judge_id", "verdict"):
         if kind == StepLabel.Kind.JUDGE:
             j = judges.get(judge)
             if j is None:
@@ -375,13 +380,25 @@ def _labels(study: Study, models: list[str] | None = None) -> dict[tuple[str, st
             key = (tier_core.HUMAN, "human labels (adjudicated where adjudicated)")
             if kind == StepLabel.Kind.HUMAN and index in out[key][trace]:
                 continue
-        out[key][trace][index] = (verdict, refs or [])
+        out[key][trace][index] = (verdict, refs.get(pk) or [])
     return out
+
+
+def _scalar(value: Any) -> Any:
+    """A JSON scalar read as text (PostgreSQL's ->>) back as the number or boolean it was."""
+    if isinstance(value, str):
+        try:
+            parsed = json.loads(value)
+        except ValueError:
+            return value
+        return parsed if isinstance(parsed, (int, float, bool)) else value
+    return value
 
 
 @dataclass
 class StudyData:
-    traces: dict[str, list[tuple]]  # model -> (pk, n_steps, correct, regime, l_gold, gold)
+    traces: dict[str, list[tuple]]  # model -> (pk, n_steps, correct, l_gold, gold)
+    regimes: dict[str, list[tuple[dict[str, Any], int]]]  # model -> (regime keys, traces with them)
     labels: dict[tuple[str, str], dict[int, dict[int, tuple]]]
     step_texts: dict[int, list[str]]
 
@@ -391,13 +408,19 @@ def _study_data(study: Study, model: str | None) -> StudyData:
     if model:
         qs = qs.filter(model=model)
     traces: dict[str, list[tuple]] = defaultdict(list)
-    for pk, m, n, c, regime, l_gold, gold in qs.order_by("pk").values_list(
-            "pk", "model", "n_steps", "answer_correct", "regime", "problem__l_gold", "problem__gold_answer"):
-        traces[m].append((pk, n, c, regime or {}, l_gold, gold))
+    for pk, m, n, c, l_gold, gold in qs.order_by("pk").values_list(
+            "pk", "model", "n_steps", "answer_correct", "problem__l_gold", "problem__gold_answer"):
+        traces[m].append((pk, n, c, l_gold, gold))
+    # The report's regime keys, grouped in the database (per-sample keys such as messages_hash are left out).
+    keys = (*tier_core.REGIME_KEYS, "max_steps")
+    regimes: dict[str, list[tuple[dict[str, Any], int]]] = defaultdict(list)
+    for row in qs.annotate(**{f"r_{k}": KT(f"regime__{k}") for k in keys}).values(
+            "model", *(f"r_{k}" for k in keys)).annotate(n=Count("pk")).order_by():
+        regimes[row["model"]].append(({k: _scalar(row[f"r_{k}"]) for k in keys}, row["n"]))
     steps: dict[int, list[str]] = defaultdict(list)
     for trace, text in Step.objects.filter(trace__in=qs).order_by("trace_id", "index").values_list("trace_id", "text"):
         steps[trace].append(text)
-    return StudyData(traces, _labels(study, [model] if model else None), steps)
+    return StudyData(traces, regimes, _labels(study, [model] if model else None), steps)
 
 
 def validity_of(data: StudyData, model: str, policy: str) -> list[tier_core.Verifier]:
@@ -424,7 +447,7 @@ def halting_of(data: StudyData, model: str, slack: int = 0) -> dict[str, Any] | 
                         if any(r for steps in per.values() for _v, r in steps.values())), {})
     pairs = []
     with_skeleton = 0
-    for pk, n, _c, _regime, l_gold, gold in data.traces.get(model, []):
+    for pk, n, _c, l_gold, gold in data.traces.get(model, []):
         g = to_fraction((gold or "").strip().lstrip("$"))
         if g is None or n == 0:
             continue
@@ -465,11 +488,10 @@ def evidence(study: Study, model: str | None = None, *, policy: str = val_core.E
         rows = data.traces[name]
         ev = tier_core.Evidence(model=name, traces=len(rows), code_version=code_version())
         regime_vals: dict[str, list[Any]] = defaultdict(list)
-        for _pk, _n, _c, regime, *_rest in rows:
-            if regime and any(v is not None for v in regime.values()):
-                ev.with_regime += 1
-                for key in (*tier_core.REGIME_KEYS, "max_steps"):
-                    v = regime.get(key)
+        for regime, n in data.regimes.get(name, []):
+            if any(v is not None for v in regime.values()):
+                ev.with_regime += n
+                for key, v in regime.items():
                     if v is not None and v not in regime_vals[key] and len(regime_vals[key]) < 20:
                         regime_vals[key].append(v)
         ev.regime = dict(regime_vals)

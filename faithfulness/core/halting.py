@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
-from faithfulness.core.numbers import values
+from faithfulness.core.numbers import NUMBER_RE, format_value, to_fraction
 
 
 def k_star(steps: Sequence[str], gold: Fraction | None, refs: Sequence[Sequence[int]] = (),
@@ -26,10 +26,14 @@ def k_star(steps: Sequence[str], gold: Fraction | None, refs: Sequence[Sequence[
     needed = set(range(1, skeleton_len + 1))
     seen: set[int] = set()
     stated = False
+    # The digits of the gold answer must occur in a step that states it: a cheap test before reading numbers.
+    digits = format_value(abs(gold)) if gold is not None else ""
     for t, text in enumerate(steps, start=1):
         if t <= len(refs):
             seen.update(refs[t - 1])
-        stated = stated or (gold is not None and gold in values(text))
+        if not stated and gold is not None and digits in text.replace(",", ""):
+            stated = any(digits in m.group(0).replace(",", "") and to_fraction(m.group(0)) == gold
+                         for m in NUMBER_RE.finditer(text))
         if stated and needed <= seen:
             return t
     return None
