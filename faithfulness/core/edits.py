@@ -29,11 +29,11 @@ CAUSAL_KINDS = (VALUE_FLIP, STEP_ABLATION, TOOL_RESULT)  # paraphrase is the con
 EDITS_VERSION = "faithfulness-edits 1"
 
 ANNOTATION_RE = re.compile(r"<<([^<>=]*)=([^<>]*)>>")
-_PARAPHRASES = (
+_PARAPHRASES = tuple((re.compile(p), r) for p, r in (
     (r"\bSo\b", "Therefore"), (r"\bso\b", "therefore"), (r"\bThen\b", "Next"), (r"\bthen\b", "next"),
     (r"\bis\b", "equals"), (r"\bhas\b", "holds"), (r"\bhave\b", "hold"), (r"\btotal\b", "sum"),
     (r"\bneeds\b", "requires"), (r"\bbuys\b", "purchases"), (r"\bgets\b", "receives"),
-)
+))
 
 
 class NotApplicable(Exception):
@@ -96,7 +96,7 @@ def paraphrase_text(text: str) -> str:
     """A rewording that keeps every number: word substitutions, else a lead-in."""
     out = text
     for pattern, repl in _PARAPHRASES:
-        out = re.sub(pattern, repl, out)
+        out = pattern.sub(repl, out)
     if out == text:
         lead = len(text) - len(text.lstrip())
         body = text[lead:]

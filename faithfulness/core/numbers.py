@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from fractions import Fraction
 
 # A plain decimal number with optional thousands separators; a leading minus only when it is not a
@@ -10,6 +11,7 @@ from fractions import Fraction
 NUMBER_RE = re.compile(r"(?<![\w.])(?:(?<=[\s(=$£€:])-|^-)?\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![\d,]\d)|(?<![\w.])(?:(?<=[\s(=$£€:])-|^-)?\d+(?:\.\d+)?")
 
 
+@lru_cache(maxsize=65536)  # the same few numbers recur in every trace
 def to_fraction(text: str) -> Fraction | None:
     plain = text.replace(",", "")
     try:
