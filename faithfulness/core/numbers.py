@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import re
-from functools import lru_cache
 from fractions import Fraction
+from functools import lru_cache
 
 # A plain decimal number with optional thousands separators; a leading minus only when it is not a
 # subtraction ("16-3" is two numbers). Percent and currency signs are left to the surrounding text.
