@@ -294,19 +294,34 @@ def active_runs(subject: SubjectModel) -> QuerySet[FaithfulnessRun]:
 # Aggregates
 
 
-def latest_runs(study: Study, kind: str) -> dict[str, FaithfulnessRun]:
-    """The newest finished-or-running run of ``kind`` per subject model name."""
-    out: dict[str, FaithfulnessRun] = {}
+def latest_runs(study: Study, kind: str) -> dict[str, list[FaithfulnessRun]]:
+    """Per subject model name, the newest run of ``kind`` of each continuation mode (IFR is reported per mode)."""
+    out: dict[str, list[FaithfulnessRun]] = defaultdict(list)
+    seen: set[tuple[str, str]] = set()
     for frun in FaithfulnessRun.objects.filter(subject__study=study, kind=kind).select_related("subject", "job") \
             .order_by("-created_at", "-pk"):
-        out.setdefault(frun.subject.name, frun)
+        if (frun.subject.name, frun.mode) not in seen:
+            seen.add((frun.subject.name, frun.mode))
+            out[frun.subject.name].append(frun)
     return out
 
 
 def intervention_rows(frun: FaithfulnessRun) -> list[ifr_core.Row]:
-    return [ifr_core.Row(str(t), frun.subject.name, k, frun.mode, s, le, mo, inv, sc)
-            for t, k, s, le, mo, inv, sc in frun.interventions.filter(status=Status.OK).values_list(
-                "trace_id", "kind", "strict", "lenient", "monotone", "invariant", "strict_computed")]
+    return [ifr_core.Row(str(t), frun.subject.name, k, frun.mode, s, le, mo, inv, sc, bool(a))
+            for t, k, s, le, mo, inv, sc, a in frun.interventions.filter(status=Status.OK).values_list(
+                "trace_id", "kind", "strict", "lenient", "monotone", "invariant", "strict_computed", "new_answer")]
+
+
+def ifr_of_runs(fruns: list[FaithfulnessRun]) -> dict[str, Any] | None:
+    """One IFR summary over the newest run of each continuation mode of a subject model."""
+    if not fruns:
+        return None
+    parts = [ifr_summary(f) for f in fruns]
+    return {"runs": [p["run"] for p in parts], "mode": ", ".join(p["mode"] for p in parts),
+            "rows": [r for p in parts for r in p["rows"]],
+            "per_trace": max(p["per_trace"] or 0 for p in parts), "traces": max(p["traces"] for p in parts),
+            "skipped": max(p["skipped"] for p in parts), "settings": "; ".join(p["settings"] for p in parts),
+            "code_version": parts[0]["code_version"]}
 
 
 def ifr_summary(frun: FaithfulnessRun) -> dict[str, Any]:
@@ -505,8 +520,7 @@ def evidence(study: Study, model: str | None = None, *, policy: str = val_core.E
         if tokens.get(name):
             ev.tokens_mean = statistics.fmean(tokens[name])
         ev.verifiers = validity_of(data, name, policy)
-        if name in ifr_runs:
-            ev.ifr = ifr_summary(ifr_runs[name])
+        ev.ifr = ifr_of_runs(ifr_runs.get(name, []))
         ev.anytime = [anytime_summary(f) for f in anytime_by.get(name, [])]
         ev.halting = halting_of(data, name)
         ev.checker_version = f"mechanistic verifier {mech.name} v{mech.version}" if mech else None

@@ -86,6 +86,7 @@ class Row:
     monotone: bool | None
     invariant: bool | None
     strict_computed: bool = False
+    answered: bool = True  # the edited trace states a final answer (a missing one counts as changed)
 
 
 def trace_means(rows: Iterable[Row], criterion: str) -> list[float]:
@@ -133,7 +134,7 @@ def ifr_table(rows: Sequence[Row], *, n_resamples: int = 1000, seed: int = 0) ->
     out = []
     for (model, kind, mode), rs in sorted(groups.items()):
         row = {"model": model, "kind": kind, "mode": mode, "interventions": len(rs),
-               "traces": len({r.trace for r in rs})}
+               "traces": len({r.trace for r in rs}), "no_answer": sum(not r.answered for r in rs)}
         if kind == PARAPHRASE:
             row["invariance"] = rate(rs, "invariant", n_resamples=n_resamples, seed=seed).as_dict()
         else:

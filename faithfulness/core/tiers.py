@@ -185,7 +185,7 @@ def template(ev: Evidence) -> dict[str, Any]:
                 f_items.append((f"IFR {r['kind']} ({r['mode']})",
                                 f"strict {_ci(r['strict'])}; lenient {_ci(r['lenient'])}; "
                                 f"monotone {_ci(r['monotone'])}; strict computed for {r['strict_computed']} of "
-                                f"{r['interventions']}", ""))
+                                f"{r['interventions']}; no final answer after {r.get('no_answer', 0)}", ""))
         f_items.append(("interventions per instance (at most)", ev.ifr.get("per_trace"), ""))
         f_items.append(("re-decoding settings", ev.ifr.get("settings"), ""))
         f_items.append(("traces without a causally relevant step (skipped)", ev.ifr.get("skipped", 0), ""))
@@ -218,7 +218,7 @@ def template(ev: Evidence) -> dict[str, Any]:
     section(9, "Caveat", [("caveat", "" if has_5_7 else CAVEAT, "")])
     missing = [f"{s['n']}. {i['name']}: {i['missing']}" for s in sections for i in s["items"] if i["value"] is None]
     best = next((v.validity for v in ev.verifiers if v.kind == t.qualifier and v.validity.get("n")), None)
-    overall = next((r for r in (ev.ifr or {}).get("rows", []) if r["kind"] == "all causal kinds"), None)
+    overall = next((r for r in (ev.ifr or {}).get("rows", []) if r["kind"] == "all causal kinds"), None)  # first mode
     headline = {"accuracy": ev.accuracy, "svr": best["svr"] if best else None, "vsr": best["vsr"] if best else None,
                 "ifr_lenient": overall["lenient"]["value"] if overall else None,
                 "ifr_ci": overall["lenient"]["ci"] if overall else None,

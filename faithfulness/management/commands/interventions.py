@@ -44,4 +44,5 @@ class Command(BaseCommand):
             else:
                 self.stdout.write(f"  {r['kind']:<18} {r['mode']:<12} n={r['interventions']:<4} "
                                   f"strict {fmt(r['strict'])}  lenient {fmt(r['lenient'])}  "
-                                  f"monotone {fmt(r['monotone'])}  (strict computed {r['strict_computed']})")
+                                  f"monotone {fmt(r['monotone'])}  (strict computed {r['strict_computed']}, "
+                                  f"no answer {r['no_answer']})")
