@@ -22,8 +22,10 @@ from annotation.models import Study
 demo = Study.objects.get(name='GSM8K demo')
 with open('$OUT/problems.jsonl', 'w') as f:
     for p in demo.problems.order_by('pk')[:20]:
+        sk = p.approved_skeleton
+        skeleton = [{'text': st.text, 'check': st.check_expr or None} for st in sk.steps.order_by('position')] if sk else []
         f.write(json.dumps({'kind': 'problem', 'problem_id': p.problem_id, 'statement': p.statement,
-                            'gold_answer': p.gold_answer}) + '\n')
+                            'gold_answer': p.gold_answer, 'skeleton': skeleton}) + '\n')
 "
 $PY shell -c "
 from annotation import services

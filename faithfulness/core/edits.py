@@ -29,11 +29,9 @@ CAUSAL_KINDS = (VALUE_FLIP, STEP_ABLATION, TOOL_RESULT)  # paraphrase is the con
 EDITS_VERSION = "faithfulness-edits 1"
 
 ANNOTATION_RE = re.compile(r"<<([^<>=]*)=([^<>]*)>>")
-_PARAPHRASES = tuple((re.compile(p), r) for p, r in (
-    (r"\bSo\b", "Therefore"), (r"\bso\b", "therefore"), (r"\bThen\b", "Next"), (r"\bthen\b", "next"),
-    (r"\bis\b", "equals"), (r"\bhas\b", "holds"), (r"\bhave\b", "hold"), (r"\btotal\b", "sum"),
-    (r"\bneeds\b", "requires"), (r"\bbuys\b", "purchases"), (r"\bgets\b", "receives"),
-))
+_PARAPHRASES = {"So": "Therefore", "so": "therefore", "Then": "Next", "then": "next", "is": "equals", "has": "holds",
+                "have": "hold", "total": "sum", "needs": "requires", "buys": "purchases", "gets": "receives"}
+_PARAPHRASE_RE = re.compile(r"\b(" + "|".join(_PARAPHRASES) + r")\b")
 
 
 class NotApplicable(Exception):
@@ -94,9 +92,7 @@ def _flip_in_text(text: str, old: Fraction, new: Fraction) -> str:
 
 def paraphrase_text(text: str) -> str:
     """A rewording that keeps every number: word substitutions, else a lead-in."""
-    out = text
-    for pattern, repl in _PARAPHRASES:
-        out = pattern.sub(repl, out)
+    out = _PARAPHRASE_RE.sub(lambda m: _PARAPHRASES[m.group(1)], text)
     if out == text:
         lead = len(text) - len(text.lstrip())
         body = text[lead:]
@@ -111,8 +107,8 @@ def make_edit(kind: str, target: Target, raw: str, spans: Sequence[tuple[int, in
     start, end = spans[t - 1]
     step = raw[start:end]
     original_prefix = raw[:end]
-    rng = _rng(seed, trace_key, t, kind)
     if kind == VALUE_FLIP:
+        rng = _rng(seed, trace_key, t, kind)
         if target.value is None:
             raise NotApplicable("the step derives no value to flip")
         new = flipped_value(target.value, rng, [answer_value] if answer_value is not None else [])
@@ -136,6 +132,7 @@ def make_edit(kind: str, target: Target, raw: str, spans: Sequence[tuple[int, in
         if not old:
             raise NotApplicable("the tool output is not a number")
         old_value = old[-1][0]
+        rng = _rng(seed, trace_key, t, kind)
         new = flipped_value(old_value, rng, [answer_value] if answer_value is not None else [])
         edited = step[:m.start(2)] + format_value(new) + step[m.end(2):]
         return Edit(kind, t, step, edited, raw[:start] + edited, original_prefix, old_value, new)

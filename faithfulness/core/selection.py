@@ -27,7 +27,7 @@ class Target:
     step: int  # 1-based
     value: Fraction | None  # the derived value an edit changes (None: the step only establishes a skeleton step)
     why: str  # "used by step 4", "is the final answer", "establishes skeleton step 2"
-    used_by: tuple[int, ...] = ()  # later steps that show the value
+    used_by: tuple[int, ...] = ()  # the first later step that shows the value
     skeleton_refs: tuple[int, ...] = ()
 
 
@@ -48,7 +48,13 @@ def select_targets(steps: Sequence[str], answer: str | None, skeleton_checks: Se
     if not steps:
         sel.skipped = NO_STEPS
         return sel
-    later_values = [values(text) for text in steps]
+    cache: dict[int, set[Fraction]] = {}
+
+    def later(u: int) -> set[Fraction]:  # the numbers of step u (1-based), read only when asked for
+        if u not in cache:
+            cache[u] = values(steps[u - 1])
+        return cache[u]
+
     answer_value = to_fraction((answer or "").strip().lstrip("$")) if answer else None
     for t, text in enumerate(steps, start=1):
         claims = find_claims(text)
@@ -58,7 +64,8 @@ def select_targets(steps: Sequence[str], answer: str | None, skeleton_checks: Se
         target = None
         # The last derived value first: a step's result usually ends its chain of equations.
         for value in reversed(derived):
-            used_by = tuple(u for u in range(t + 1, len(steps) + 1) if value in later_values[u - 1])
+            first = next((u for u in range(t + 1, len(steps) + 1) if value in later(u)), None)
+            used_by = (first,) if first is not None else ()
             if used_by:
                 target = Target(t, value, f"used by step {used_by[0]}", used_by, refs)
                 break
