@@ -17,8 +17,9 @@ def anytime(curves: list[dict[str, Any]]) -> dict[str, Any]:
         data.append({"type": "scatter", "mode": "lines+markers", "name": f"{c['model']} ({c['grid']}, AUC "
                      f"{c['auc']:.3f})" if c["auc"] is not None else f"{c['model']} ({c['grid']})",
                      "x": c["labels"], "y": c["acc"], "line": {"color": COLORS[i % len(COLORS)]}})
-    return {"data": data, "layout": _layout("Anytime profile: accuracy under a budget Acc(b)",
-                                            xaxis={"title": {"text": "budget b"}, "type": "category"},
+    unit = curves[0]["unit"] if curves else ""
+    return {"data": data, "layout": _layout(f"Anytime profile: accuracy under a budget of {unit or 'b'}, Acc(b)",
+                                            xaxis={"title": {"text": f"budget b ({unit})"}, "type": "category"},
                                             yaxis={"title": {"text": "Acc(b)"}, "range": [0, 1]})}
 
 

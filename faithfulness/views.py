@@ -35,7 +35,11 @@ def overview(request: HttpRequest, study_id: int) -> HttpResponse:
     context = {
         "study": study, "membership": membership, "policy": policy, "policies": val_core.POLICIES,
         "rows": [{"ev": ev, "rep": rep, "tier": rep["tier"]} for ev, rep in zip(evs, reports, strict=True)],
-        "curves": curves, "anytime_chart": charts.anytime(curves),
+        "curves": curves,
+        # One chart per budget unit: token and step budgets never share an axis.
+        "anytime_charts": [{"id": f"chart-anytime-{unit}", "unit": unit,
+                            "chart": charts.anytime([c for c in curves if c["unit"] == unit])}
+                           for unit in dict.fromkeys(c["unit"] for c in curves)],
         "difficulty_chart": charts.steps_vs_difficulty(scatter), "difficulty": charts.difficulty_table(scatter),
         "runs": FaithfulnessRun.objects.filter(subject__study=study).select_related("subject", "job")[:20],
         "formats": services.FORMATS,
