@@ -36,13 +36,14 @@ def _runs(request: ExportRequest, kind: str) -> list[FaithfulnessRun]:
         except ValueError:
             raise ExportError(f"--run: not a run id: {run!r}") from None
         return list(qs)
-    latest: dict[str, FaithfulnessRun] = {}
+    # The newest run per subject model, continuation mode and grid, as the study's page and the report read them.
+    latest: dict[tuple[str, str, str], FaithfulnessRun] = {}
     for frun in qs.order_by("-created_at", "-pk"):
-        latest.setdefault(frun.subject.name, frun)
+        latest.setdefault((frun.subject.name, frun.mode, frun.grid), frun)
     return list(latest.values())
 
 
-@register("interventions", help="one row per intervention of the newest run per subject model (or --run)")
+@register("interventions", help="one row per intervention of the newest run per subject model and mode (or --run)")
 def interventions(request: ExportRequest) -> Table:
     runs = _runs(request, FaithfulnessRun.Kind.INTERVENTIONS)
 
@@ -82,7 +83,7 @@ def ifr(request: ExportRequest) -> Table:
     return Table(IFR_FIELDS, out, meta={"runs": [f.pk for f in runs]})
 
 
-@register("anytime", help="one row per (trace, budget) of the newest anytime run per subject model (or --run)")
+@register("anytime", help="one row per (trace, budget) of the newest anytime run per subject model, mode and grid")
 def anytime(request: ExportRequest) -> Table:
     runs = _runs(request, FaithfulnessRun.Kind.ANYTIME)
 

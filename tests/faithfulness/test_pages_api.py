@@ -108,3 +108,19 @@ def test_only_owners_start_runs_and_bad_input_names_the_field(client, owner, mem
     ok = client.post(url, {"what": "anytime", "model": "tiny", "budgets": "steps:1,full"},
                      content_type="application/json")
     assert ok.status_code == 202 and ok.json()["status"] in ("queued", "running", "succeeded")
+
+
+def test_exports_take_the_newest_run_of_each_mode_and_grid_with_a_manifest(ran, study, tmp_path):
+    from scoring import exports
+
+    frun, anytime = ran
+    services.run_inline(services.do_start_anytime(frun.subject, grid="tokens:5,full", queue=False))
+    curve = exports.build(exports.ExportRequest(study=study, what="anytime-curve"))
+    rows = list(curve.records())
+    assert {r["grid"] for r in rows} == {"steps:1,2,full", "tokens:5,full"}
+    table = exports.build(exports.ExportRequest(study=study, what="ifr"))
+    info = exports.write_file(table, "csv", tmp_path / "ifr.csv", exports.ExportRequest(study=study, what="ifr"))
+    assert info["counts"]["rows"] == 1 + 3 * 2  # paraphrase invariance; value_flip and all causal kinds x 3
+    assert (tmp_path / "ifr.csv.manifest.json").is_file()
+    rows = list(exports.build(exports.ExportRequest(study=study, what="interventions")).records())
+    assert len(rows) == 8 and all(r["mode"] == "completions" and r["code_version"] for r in rows)
