@@ -22,9 +22,10 @@ import os
 import random
 import threading
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
 from typing import Any, Protocol
@@ -188,6 +189,9 @@ class Control(Protocol):
     def charge(self, cost_usd: float) -> None:
         """Count what calls cost as soon as they return (the budget check needs it)."""
 
+    # Optional: ``idle()``, called once the first requests are in flight -- the
+    # caller's own database work (the previous chunk's commit) can run meanwhile.
+
 
 class NoStop:
     def stop_reason(self) -> str | None:
@@ -286,12 +290,66 @@ def start_mode(endpoint: Endpoint) -> str:
 # --------------------------------------------------------------------------
 # The pool
 
+_CLIENTS: OrderedDict[tuple, Any] = OrderedDict()
+_CLIENTS_LOCK = threading.Lock()
+MAX_CLIENTS = 16
+
+
+def shared_client(base_url: str, api_key: str, timeout: float):
+    """The openai client for a server, made once per process and reused by
+    every pool (the client is thread-safe). Making one is costly -- httpx builds
+    a fresh SSL context and loads the CA bundle, about 0.2 s of CPU, which once
+    per chunk was the largest gap between a run and its ideal time -- and a
+    reused client keeps its connections open from one chunk to the next. Keyed
+    by the process id too, so a forked worker never shares its parent's sockets;
+    beyond MAX_CLIENTS the least recently used is forgotten."""
+    import openai
+
+    key = (os.getpid(), base_url, api_key, timeout)
+    with _CLIENTS_LOCK:
+        client = _CLIENTS.get(key)
+        if client is not None:
+            _CLIENTS.move_to_end(key)
+            return client
+        client = openai.OpenAI(base_url=base_url, api_key=api_key, max_retries=0, timeout=timeout)
+        _CLIENTS[key] = client
+        while len(_CLIENTS) > MAX_CLIENTS:
+            _CLIENTS.popitem(last=False)  # not closed: a pool may still use it; its sockets go with it
+        return client
+
 
 @dataclass
 class _Done:
     outcome: RequestOutcome
     key: str | None = None
     cached: CachedAnswer | None = None
+
+
+_EXECUTORS: dict[tuple[int, int], list[ThreadPoolExecutor]] = {}
+
+
+@contextmanager
+def _borrowed_executor(threads: int) -> Iterator[ThreadPoolExecutor]:
+    """A thread pool of ``threads`` threads for one pool's requests, lent out
+    of a per-process stock and given back afterwards, so the next chunk finds
+    its threads running: starting 32 threads for every chunk cost a noticeable
+    share of a run on a busy machine (each start waits until the new thread is
+    scheduled). One borrower at a time per executor, so two pools in a process
+    never share threads or exceed their concurrency. Not handed back when the
+    pool ended in an exception (its threads may still be busy)."""
+    key = (os.getpid(), threads)
+    with _CLIENTS_LOCK:
+        stock = _EXECUTORS.setdefault(key, [])
+        executor = stock.pop() if stock else None
+    if executor is None:
+        executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="model")
+    try:
+        yield executor
+    except BaseException:
+        executor.shutdown(wait=True)
+        raise
+    with _CLIENTS_LOCK:
+        _EXECUTORS[key].append(executor)
 
 
 class ModelPool:
@@ -314,8 +372,7 @@ class ModelPool:
             raise FatalRunError(f"the environment variable {env} (the API key) is not set")
         if not endpoint.base_url:
             raise FatalRunError("no base URL is configured")
-        self.client = openai.OpenAI(base_url=endpoint.base_url, api_key=key or "not-needed", max_retries=0,
-                                    timeout=endpoint.timeout_seconds)
+        self.client = shared_client(endpoint.base_url, key or "not-needed", endpoint.timeout_seconds)
         self.concurrency = max(1, endpoint.concurrency)
         self.limiter = RateLimiter(endpoint.rate_limit_per_minute) if endpoint.rate_limit_per_minute else None
         self.stop = threading.Event()
@@ -325,9 +382,10 @@ class ModelPool:
         self.retry_base = setting("RUN_RETRY_BASE_SECONDS", 1.0)
         self.retry_cap = setting("RUN_RETRY_MAX_SECONDS", 30.0)
         self.retry_after_cap = setting("RUN_RETRY_AFTER_MAX_SECONDS", 120.0)
+        self.save_every = setting("RUN_CACHE_SAVE_SECONDS", 1.0)
 
     def close(self) -> None:
-        self.client.close()
+        """Nothing to release: the client is shared (shared_client) and its connections stay open for the next chunk."""
 
     # -- bodies -------------------------------------------------------------
 
@@ -382,47 +440,70 @@ class ModelPool:
                   queue: deque[int], control: Control) -> Iterator[RequestOutcome]:
         fatal: str | None = None
         in_flight: dict[Future, int] = {}
-        with ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="model") as pool:
+        # Valid answers not yet in the store. They are written together at most every
+        # RUN_CACHE_SAVE_SECONDS (and when the requests end): one write per answer
+        # would be a database round trip (a commit) on this thread each time a request
+        # returns, and the freed slots would wait for it. A worker killed meanwhile
+        # pays again for at most that many seconds of answers.
+        unsaved: dict[str, CachedAnswer] = {}
+        saved_at = time.monotonic()
 
-            def beat() -> None:
-                # The heartbeat: independent of slots freeing up, so a lease is
-                # renewed and a cancel seen while every slot waits on a slow server.
-                if control.heartbeat() or control.stop_reason():
-                    self.stop.set()
+        def flush() -> None:
+            nonlocal saved_at
+            saved_at = time.monotonic()
+            if unsaved:
+                self.store.save(dict(unsaved))
+                unsaved.clear()
 
-            def fill() -> None:
-                while queue and len(in_flight) < self.concurrency and not self.stop.is_set():
-                    beat()
-                    if self.stop.is_set():
-                        return
-                    n = queue.popleft()
-                    in_flight[pool.submit(self._call, requests[n], bodies[n])] = n
+        try:
+            with _borrowed_executor(self.concurrency) as pool:
 
-            fill()
-            while in_flight:
-                done, _ = wait(in_flight, timeout=TICK, return_when=FIRST_COMPLETED)
-                beat()
-                results: list[_Done] = []
-                for future in done:
-                    del in_flight[future]
-                    results.append(future.result())
-                    if results[-1].outcome.fatal and fatal is None:
-                        fatal = results[-1].outcome.fatal
+                def beat() -> None:
+                    # The heartbeat: independent of slots freeing up, so a lease is
+                    # renewed and a cancel seen while every slot waits on a slow server.
+                    if control.heartbeat() or control.stop_reason():
                         self.stop.set()
-                control.charge(sum(c.cost_usd for r in results for c in r.outcome.calls))
-                fill()  # the freed slots go back to work before we store anything
-                answers = {r.key: r.cached for r in results if r.cached is not None and r.key is not None}
-                if answers:
-                    self.store.save(answers)
-                    worked = next(iter(answers.values())).output_mode
-                    if self.endpoint.output_mode == AUTO and worked != self.accepted_mode:
-                        self.store.remember_output_mode(worked)
-                    self.accepted_mode = worked
-                for result in results:
-                    yield result.outcome
-            # Requests never started (the run stopped) are skipped.
-            while queue:
-                yield RequestOutcome(requests[queue.popleft()], "skipped")
+
+                def fill() -> None:
+                    while queue and len(in_flight) < self.concurrency and not self.stop.is_set():
+                        beat()
+                        if self.stop.is_set():
+                            return
+                        n = queue.popleft()
+                        in_flight[pool.submit(self._call, requests[n], bodies[n])] = n
+
+                fill()
+                idle = getattr(control, "idle", None)
+                if idle is not None:
+                    idle()  # the caller's database work overlaps the first requests (runs.engine.ChunkPipeline)
+                while in_flight:
+                    done, _ = wait(in_flight, timeout=TICK, return_when=FIRST_COMPLETED)
+                    beat()
+                    results: list[_Done] = []
+                    for future in done:
+                        del in_flight[future]
+                        results.append(future.result())
+                        if results[-1].outcome.fatal and fatal is None:
+                            fatal = results[-1].outcome.fatal
+                            self.stop.set()
+                    control.charge(sum(c.cost_usd for r in results for c in r.outcome.calls))
+                    fill()  # the freed slots go back to work before we store anything
+                    answers = {r.key: r.cached for r in results if r.cached is not None and r.key is not None}
+                    if answers:
+                        unsaved.update(answers)
+                        worked = next(iter(answers.values())).output_mode
+                        if self.endpoint.output_mode == AUTO and worked != self.accepted_mode:
+                            self.store.remember_output_mode(worked)
+                        self.accepted_mode = worked
+                    if unsaved and (not in_flight or time.monotonic() - saved_at >= self.save_every):
+                        flush()
+                    for result in results:
+                        yield result.outcome
+                # Requests never started (the run stopped) are skipped.
+                while queue:
+                    yield RequestOutcome(requests[queue.popleft()], "skipped")
+        finally:
+            flush()  # also when the consumer stops early
         if fatal:
             raise FatalRunError(fatal)
 

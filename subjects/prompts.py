@@ -10,10 +10,10 @@ context is ``problem`` (the statement), ``exemplars`` (a list of
 from __future__ import annotations
 
 import json
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import Path
 
-from django.template import Context, Engine, TemplateSyntaxError
+from django.template import Context, Engine, Template, TemplateSyntaxError
 
 from annotation.importing.regime import messages_hash
 
@@ -53,8 +53,14 @@ def template_error(source: str) -> str | None:
     return None
 
 
+@lru_cache(maxsize=64)
+def _compiled(source: str) -> Template:
+    """Compiled once per process: a run renders the same template for every request."""
+    return _ENGINE.from_string(source)
+
+
 def render(source: str, *, problem: str, problem_id: str = "", exemplars: list[dict] | None = None) -> str:
-    return _ENGINE.from_string(source).render(
+    return _compiled(source).render(
         Context({"problem": problem, "problem_id": problem_id, "exemplars": exemplars or []}, autoescape=False)
     ).strip()
 

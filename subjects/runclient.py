@@ -52,6 +52,7 @@ KIND = "generation"
 JOB_KIND = "generation"  # Job.kind (annotation.Job.Kind lists the kinds annotation itself starts)
 SAMPLE_KEY = "_sample"  # in a request body for the cache key only; never sent
 TARGET_REQUESTS_PER_CHUNK = 50
+MIN_ROUNDS_PER_CHUNK = 4
 MAX_FAILURES_KEPT = 50
 
 
@@ -390,8 +391,11 @@ def write_generations(gen_run: GenerationRun, subject: SubjectModel, outcomes: S
 
 
 def chunk_size(subject: SubjectModel, samples: int) -> int:
-    """Problems per chunk: about 50 requests, a whole number of rounds of the concurrency."""
-    requests = max(TARGET_REQUESTS_PER_CHUNK, subject.concurrency)
+    """Problems per chunk: about 50 requests and at least MIN_ROUNDS_PER_CHUNK
+    rounds of the concurrency, a whole number of rounds. A chunk's start (claim,
+    load, cache lookup) happens with no request in flight, so a chunk of one or
+    two rounds at a high concurrency would spend a good part of its time there."""
+    requests = max(TARGET_REQUESTS_PER_CHUNK, MIN_ROUNDS_PER_CHUNK * subject.concurrency)
     requests += (-requests) % subject.concurrency
     return max(1, -(-requests // max(1, samples)))
 

@@ -126,9 +126,11 @@ class FakeOpenAI:
             def do_POST(self) -> None:
                 fake._handle(self)
 
-            def do_GET(self) -> None:  # /v1/models (a reachability check); anything else: /stats
+            def do_GET(self) -> None:  # /v1/models (a reachability check); anything else (and /reset): /stats
                 with fake.lock:
                     fake.gets.append(self.path)
+                    if self.path.endswith("/reset"):  # a new measurement: the high-water mark starts again
+                        fake.max_in_flight = fake.in_flight
                     if self.path.endswith("/models"):
                         data = json.dumps({"object": "list", "data": [{"id": "fake-model", "object": "model"}]}).encode()
                     else:
