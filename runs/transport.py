@@ -464,15 +464,16 @@ class ModelPool:
                     if control.heartbeat() or control.stop_reason():
                         self.stop.set()
 
-                def fill() -> None:
-                    while queue and len(in_flight) < self.concurrency and not self.stop.is_set():
-                        beat()
-                        if self.stop.is_set():
-                            return
+                # Every request goes to the thread pool at once: its ``concurrency`` threads
+                # take the next one as soon as one ends, so a slot never waits for this
+                # thread (which may be busy storing, or committing the previous chunk).
+                # Each request looks at the stop flag and the run's budget before it starts.
+                beat()
+                if not self.stop.is_set():
+                    reason = getattr(control, "reason", None)  # memory only: safe on the pool's threads
+                    while queue:
                         n = queue.popleft()
-                        in_flight[pool.submit(self._call, requests[n], bodies[n])] = n
-
-                fill()
+                        in_flight[pool.submit(self._task, requests[n], bodies[n], control, reason)] = n
                 idle = getattr(control, "idle", None)
                 if idle is not None:
                     idle()  # the caller's database work overlaps the first requests (runs.engine.ChunkPipeline)
@@ -486,8 +487,6 @@ class ModelPool:
                         if results[-1].outcome.fatal and fatal is None:
                             fatal = results[-1].outcome.fatal
                             self.stop.set()
-                    control.charge(sum(c.cost_usd for r in results for c in r.outcome.calls))
-                    fill()  # the freed slots go back to work before we store anything
                     answers = {r.key: r.cached for r in results if r.cached is not None and r.key is not None}
                     if answers:
                         unsaved.update(answers)
@@ -499,13 +498,30 @@ class ModelPool:
                         flush()
                     for result in results:
                         yield result.outcome
-                # Requests never started (the run stopped) are skipped.
+                # Requests never started (the run stopped before they were handed out) are skipped.
                 while queue:
                     yield RequestOutcome(requests[queue.popleft()], "skipped")
         finally:
+            if in_flight:  # the consumer stopped early: what has not started must not start
+                self.stop.set()
             flush()  # also when the consumer stops early
         if fatal:
             raise FatalRunError(fatal)
+
+    def _task(self, request: ModelRequest, rendered: tuple[str, dict, str], control: Control,
+              reason: Callable[[], str | None] | None) -> _Done:
+        """One request on a pool thread: skipped once the run must stop; what its calls cost
+        is charged at once, so the next request's budget check counts it."""
+        if reason is not None and reason():
+            self.stop.set()
+        done = self._call(request, rendered)
+        if done.outcome.fatal:
+            self.stop.set()  # before this thread takes the next request
+        cost = sum(c.cost_usd for c in done.outcome.calls)
+        if cost:
+            with self.lock:
+                control.charge(cost)
+        return done
 
     def _call(self, request: ModelRequest, rendered: tuple[str, dict, str]) -> _Done:
         openai = self.openai

@@ -113,6 +113,7 @@ class FakeOpenAI:
         self.in_flight = 0
         self.max_in_flight = 0
         self.gets: list[str] = []  # paths of GET requests
+        self.connections: set = set()  # open client connections (kept alive between requests)
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -122,6 +123,16 @@ class FakeOpenAI:
 
             def log_message(self, *args) -> None:
                 pass
+
+            def setup(self) -> None:
+                super().setup()
+                with fake.lock:
+                    fake.connections.add(self.connection)
+
+            def finish(self) -> None:
+                with fake.lock:
+                    fake.connections.discard(self.connection)
+                super().finish()
 
             def do_POST(self) -> None:
                 fake._handle(self)
@@ -153,8 +164,17 @@ class FakeOpenAI:
         return self
 
     def stop(self) -> None:
+        """Stop as a server process that dies does: its kept-alive connections close too."""
+        import socket
+
         self.server.shutdown()
         self.server.server_close()
+        with self.lock:
+            for conn in list(self.connections):
+                try:
+                    conn.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
 
     @property
     def url(self) -> str:
