@@ -52,7 +52,7 @@ KIND = "generation"
 JOB_KIND = "generation"  # Job.kind (annotation.Job.Kind lists the kinds annotation itself starts)
 SAMPLE_KEY = "_sample"  # in a request body for the cache key only; never sent
 TARGET_REQUESTS_PER_CHUNK = 50
-MIN_ROUNDS_PER_CHUNK = 4
+MIN_ROUNDS_PER_CHUNK = 8
 MAX_FAILURES_KEPT = 50
 
 
