@@ -141,6 +141,11 @@ class ResponseCache(models.Model):
     output_mode = models.CharField(max_length=20)
     prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
     completion_tokens = models.PositiveIntegerField(null=True, blank=True)
+    # The rest of the answer (runs.transport.Choice), so a hit replays it exactly:
+    # the model the server named, why decoding stopped, the reasoning channel.
+    model = models.CharField(max_length=200, blank=True, default="")
+    finish_reason = models.CharField(max_length=40, blank=True, default="")
+    reasoning = models.TextField(blank=True, default="")
     created_at = models.DateTimeField(default=timezone.now)
 
     def __str__(self) -> str:

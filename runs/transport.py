@@ -83,6 +83,20 @@ class Endpoint:
                 + (completion_tokens or 0) * self.price_output_per_mtok) / 1e6
 
 
+@dataclass(frozen=True)
+class Choice:
+    """The first choice of a response, whole: the text (chat: the message
+    content), the separate reasoning channel some servers return
+    (``reasoning_content`` or ``reasoning``; "" when none), why decoding stopped
+    ("length" = cut by max_tokens) and the model the server names. A cache hit
+    gives back all four (runs.ResponseCache keeps them)."""
+
+    text: str
+    reasoning: str = ""
+    finish_reason: str = ""
+    model: str = ""
+
+
 @dataclass
 class ModelRequest:
     """One model request of a work item. ``build(output_mode)`` gives the body
@@ -91,7 +105,10 @@ class ModelRequest:
     ``top_p``, ``stop``...; ``extra_body``: fields the openai client passes
     through, e.g. vLLM's ``continue_final_message``), rendered again only if the output mode changes;
     ``parse(content)`` returns the value or raises Malformed (then the request
-    is tried again). ``schema`` asks for structured output."""
+    is tried again); ``parse_choice(choice)``, when given, is used instead and
+    sees the whole Choice (reasoning channel, finish reason, model).
+    ``schema`` asks for structured output. ``key_extra`` goes into the cache
+    key, never to the server (e.g. the sample index of K samples of one prompt)."""
 
     item: int
     build: Callable[[str], dict]
@@ -99,6 +116,11 @@ class ModelRequest:
     schema: dict | None = None
     schema_name: str = "output"
     api: str | None = None  # None: the endpoint's
+    parse_choice: Callable[[Choice], Any] | None = None
+    key_extra: dict | None = None
+
+    def parse_answer(self, choice: Choice) -> Any:
+        return self.parse_choice(choice) if self.parse_choice is not None else self.parse(choice.text)
 
 
 @dataclass
@@ -133,6 +155,7 @@ class Answer:
     # decoding stopped ("length" = cut by max_tokens). Empty for answers read from a cache that does not keep them.
     model: str = ""
     finish_reason: str = ""
+    reasoning: str = ""
 
 
 @dataclass
@@ -156,6 +179,11 @@ class CachedAnswer:
     completion_tokens: int | None
     model: str = ""
     finish_reason: str = ""
+    reasoning: str = ""
+
+    @property
+    def choice(self) -> Choice:
+        return Choice(self.content, self.reasoning, self.finish_reason, self.model)
 
 
 class ResponseStore(Protocol):
@@ -275,9 +303,13 @@ def response_format(output_mode: str, schema: dict | None, name: str = "output")
     return None
 
 
-def cache_key(scope: str, model: str, api: str, body: dict) -> str:
-    """sha256 of the caller's scope, the model, the API kind and the exact request body."""
-    blob = json.dumps({"scope": scope, "model": model, "api": api, "request": body}, sort_keys=True, ensure_ascii=False)
+def cache_key(scope: str, model: str, api: str, body: dict, extra: dict | None = None) -> str:
+    """sha256 of the caller's scope, the model, the API kind, the exact request
+    body and the request's ``key_extra`` (when it has one)."""
+    data: dict[str, Any] = {"scope": scope, "model": model, "api": api, "request": body}
+    if extra:
+        data["extra"] = extra
+    blob = json.dumps(data, sort_keys=True, ensure_ascii=False)
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
@@ -397,7 +429,7 @@ class ModelPool:
         return body
 
     def key(self, request: ModelRequest, body: dict) -> str:
-        return cache_key(self.scope, self.endpoint.model, request.api or self.endpoint.api, body)
+        return cache_key(self.scope, self.endpoint.model, request.api or self.endpoint.api, body, request.key_extra)
 
     def _fall_back(self, rejected: str) -> None:
         with self.lock:
@@ -429,11 +461,11 @@ class ModelPool:
 
     def _from_cache(self, request: ModelRequest, hit: CachedAnswer) -> RequestOutcome | None:
         try:
-            value = request.parse(hit.content)
+            value = request.parse_answer(hit.choice)
         except Malformed:
             return None
         answer = Answer(value, hit.content, hit.output_mode, hit.prompt_tokens, hit.completion_tokens, cached=True,
-                        model=hit.model, finish_reason=hit.finish_reason)
+                        model=hit.model, finish_reason=hit.finish_reason, reasoning=hit.reasoning)
         return RequestOutcome(request, "ok", answer)
 
     def _call_all(self, requests: Sequence[ModelRequest], bodies: dict[int, tuple[str, dict, str]],
@@ -593,19 +625,20 @@ class ModelPool:
                 usage = response.usage
                 pt = usage.prompt_tokens if usage is not None else None
                 ct = usage.completion_tokens if usage is not None else None
-                content = _content(response, api)
+                choice = choice_of(response, api)
                 record = CallRecord(attempt, mode, "ok", 200, "", _ms(started), pt, ct, ep.price(pt, ct))
                 calls.append(record)
                 try:
-                    value = request.parse(content or "")
+                    value = request.parse_answer(choice)
                 except Malformed as exc:
                     record.outcome, record.error = "malformed", str(exc)
                     error, status = f"malformed answer: {exc}", 200
                 else:
-                    served, finish = _served_by(response)
-                    answer = Answer(value, content or "", mode, pt, ct, model=served, finish_reason=finish)
+                    answer = Answer(value, choice.text, mode, pt, ct, model=choice.model,
+                                    finish_reason=choice.finish_reason, reasoning=choice.reasoning)
                     return _Done(RequestOutcome(request, "ok", answer, calls=calls), key,
-                                 CachedAnswer(content or "", mode, pt, ct, served, finish))
+                                 CachedAnswer(choice.text, mode, pt, ct, choice.model, choice.finish_reason,
+                                              choice.reasoning))
             if not calls or calls[-1].attempt != attempt:
                 calls.append(CallRecord(attempt, mode, "error", status, error, _ms(started), pt, ct))
             failures += 1
@@ -629,19 +662,28 @@ def _ms(started: float) -> int:
     return int((time.monotonic() - started) * 1000)
 
 
-def _content(response, api: str) -> str | None:
+def _extra_field(obj: Any, *names: str) -> str:
+    """A field the openai types do not declare (servers add their own): the first of ``names`` that is set."""
+    for name in names:
+        value = getattr(obj, name, None)
+        if value is None and getattr(obj, "model_extra", None):
+            value = obj.model_extra.get(name)
+        if value:
+            return str(value)
+    return ""
+
+
+def choice_of(response, api: str) -> Choice:
+    """The first choice of a response as a Choice ("" for what is absent; no choice at all: an empty text)."""
+    model = str(getattr(response, "model", None) or "")
     if not response.choices:
-        return None
-    choice = response.choices[0]
-    if api == COMPLETIONS:
-        return choice.text
-    return choice.message.content
-
-
-def _served_by(response) -> tuple[str, str]:
-    """The model the response names and the first choice's finish reason ("" when absent)."""
-    finish = response.choices[0].finish_reason if response.choices else None
-    return str(getattr(response, "model", None) or ""), str(finish or "")
+        return Choice("", "", "", model)
+    first = response.choices[0]
+    holder = first if api == COMPLETIONS else first.message
+    text = first.text if api == COMPLETIONS else first.message.content
+    # vLLM and llama.cpp name the channel reasoning_content; OpenRouter and Ollama name it reasoning.
+    return Choice(text or "", _extra_field(holder, "reasoning_content", "reasoning"), str(first.finish_reason or ""),
+                  model)
 
 
 def _root_cause(exc: BaseException) -> BaseException:

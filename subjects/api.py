@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.core.exceptions import ValidationError as DjangoValidationError
 from drf_spectacular.utils import extend_schema
+from kombu.exceptions import OperationalError as BrokerError
 from rest_framework import generics, status
 from rest_framework.exceptions import APIException, ValidationError
 from rest_framework.response import Response
@@ -19,6 +20,11 @@ from subjects.models import GenerationRun, SubjectModel
 class Conflict(APIException):
     status_code = status.HTTP_409_CONFLICT
     default_detail = "conflict"
+
+
+class ServiceUnavailable(APIException):
+    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+    default_detail = "the task queue is not reachable"
 
 
 class BadGateway(APIException):
@@ -80,20 +86,21 @@ class SubjectModelDetail(APIView):
 
 
 class SubjectModelProbe(APIView):
-    """POST: probe the subject model's server now and record its continuation
-    mode (owners) -> the updated subject model; 502 when the server does not answer."""
+    """POST: probe the subject model's server in the background (owners) -> 202
+    with the probe's job (GET jobs/{id}/ follows it; its result names the mode
+    recorded, its error why nothing was); 409 while a probe is running."""
 
-    @extend_schema(request=None, responses=s.SubjectModelSerializer)
+    @extend_schema(request=None, responses={202: JobSerializer})
     def post(self, request, pk: int):
         subject, membership = services.check_subject(request.user, pk)
         services.check_owner(membership)
         try:
-            services.do_probe_subject_model(subject)
-        except services.Unreachable as exc:
-            raise BadGateway(str(exc)) from None
-        except services.ProbeFailed as exc:
+            job = services.do_start_probe(subject, user=request.user)
+        except services.RunConflict as exc:
             raise Conflict(str(exc)) from None
-        return Response(s.SubjectModelSerializer(subject, context={"request": request}).data)
+        except BrokerError:
+            raise ServiceUnavailable("the task queue is not reachable; the probe was not started") from None
+        return Response(JobSerializer(job, context={"request": request}).data, status=status.HTTP_202_ACCEPTED)
 
 
 class StudyGenerationRuns(generics.ListAPIView):

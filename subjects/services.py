@@ -205,6 +205,60 @@ def do_probe_subject_model(subject: SubjectModel) -> ProbeResult:
     return result
 
 
+PROBE_JOB_KIND = "probe"  # Job.kind of a probe in the background (the web button, the API)
+PROBE_TASK = "subjects.tasks.probe_subject_model"
+PROBE_REQUESTS = 3  # one per continuation mode: the job's total
+
+
+def active_probe(subject: SubjectModel) -> Job | None:
+    return (Job.objects.filter(study_id=subject.study_id, kind=PROBE_JOB_KIND, status__in=ACTIVE,
+                               params__subject_model_id=subject.pk).order_by("-created_at").first())
+
+
+def latest_probe_job(subject: SubjectModel) -> Job | None:
+    return (Job.objects.filter(study_id=subject.study_id, kind=PROBE_JOB_KIND, params__subject_model_id=subject.pk)
+            .order_by("-created_at", "-pk").first())
+
+
+@transaction.atomic
+def do_start_probe(subject: SubjectModel, *, user=None) -> Job:
+    """A Job that probes the subject model in a worker (runs.continuation.probe_model
+    through do_probe_subject_model), queued by name once this transaction commits.
+    One at a time per subject model: a second while one is active is a RunConflict."""
+    SubjectModel.objects.select_for_update().filter(pk=subject.pk).first()  # two clicks: one job
+    active = active_probe(subject)
+    if active is not None:
+        raise RunConflict(f"subject model {subject.name} is being probed already (job {active.pk})")
+    job = Job.objects.create(study_id=subject.study_id, kind=PROBE_JOB_KIND, created_by=user, total=PROBE_REQUESTS,
+                             params={"subject_model": subject.name, "subject_model_id": subject.pk,
+                                     "config_version": subject.version})
+    jobs.queue(PROBE_TASK, job.pk)
+    return job
+
+
+def run_probe_job(job_id: int) -> None:
+    """The probe job's work (the Celery task calls this): probe, record, and
+    finish the job with the evidence as its result, or failed with the reason.
+    A job already finished (a re-delivered task) is left alone."""
+    if not jobs.claim(job_id):
+        return
+    job = Job.objects.get(pk=job_id)
+    subject = SubjectModel.objects.filter(pk=job.params.get("subject_model_id")).select_related("study").first()
+    if subject is None:
+        jobs.finish(job_id, status=Job.Status.FAILED, error="the subject model was deleted")
+        return
+    jobs.report_progress(job_id, 0, PROBE_REQUESTS)
+    try:
+        result = do_probe_subject_model(subject)
+    except (Unreachable, ProbeFailed) as exc:
+        jobs.finish(job_id, status=Job.Status.FAILED, error=f"nothing recorded: {exc}")
+        return
+    data = result.to_dict()
+    jobs.finish(job_id, status=Job.Status.SUCCEEDED, done=PROBE_REQUESTS,
+                result={"chosen": data.get("chosen"), "supported": data.get("supported"),
+                        "continuation": subject.continuation, "config_version": subject.version})
+
+
 def config_snapshot(subject: SubjectModel) -> dict[str, Any]:
     """What a run uses: the configuration and the template as they were when it started."""
     t = subject.prompt_template

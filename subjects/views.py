@@ -77,31 +77,32 @@ def subject_model_edit(request: HttpRequest, subject_id: int) -> HttpResponse:
 @login_required
 @require_GET
 def subject_model_detail(request: HttpRequest, subject_id: int) -> HttpResponse:
+    """The subject model; its continuation card polls (htmx) while a probe job runs."""
     subject, membership = services.check_subject(request.user, subject_id)
     probe = subject.probe_result or None
+    probe_job = services.latest_probe_job(subject)
     context = {"subject": subject, "study": subject.study, "probe": probe,
                "probed_at": parse_datetime(probe.get("probed_at") or "") if probe else None,
+               "probe_job": probe_job, "probe_progress": jobs.live_progress(probe_job) if probe_job else None,
                "is_owner": access.has_role(membership, "owner"),
                "runs": GenerationRun.objects.filter(subject=subject).select_related("job")[:10]}
-    return render(request, "subjects/detail.html", context)
+    template = "subjects/detail.html#continuation" if request.htmx else "subjects/detail.html"
+    return render(request, template, context)
 
 
 @login_required
 @require_POST
 def subject_model_probe(request: HttpRequest, subject_id: int) -> HttpResponse:
-    """Probe the server now (three requests of 8 tokens, in the request: a
-    probe is quick or fails on its timeout) and show the result on the page."""
+    """Queue a probe of the server (a Job in a worker, never inside this
+    request); the page follows it and shows the result when it ends."""
     subject, membership = services.check_subject(request.user, subject_id)
     services.check_owner(membership)
     try:
-        result = services.do_probe_subject_model(subject)
-    except (services.Unreachable, services.ProbeFailed) as exc:
-        messages.error(request, f"Probe failed, nothing recorded: {exc}")
-    else:
-        if result.chosen:
-            messages.success(request, f"Probed {subject.name}: continuation mode {result.chosen}.")
-        else:
-            messages.error(request, f"Probed {subject.name}: the server supports no continuation mode.")
+        services.do_start_probe(subject, user=request.user)
+    except services.RunConflict as exc:
+        messages.error(request, str(exc))
+    except BrokerError:
+        messages.error(request, "the task queue is not reachable; the probe was not started")
     return redirect("subject-model", subject_id=subject.pk)
 
 

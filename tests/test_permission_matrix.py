@@ -192,7 +192,7 @@ RULES: dict[str, Rule] = {
     "generation-run": Rule(GET=MEMBERS, kwargs={"run_id": "generation_run"}),
     "api-study-subject-models": api("study", GET=MEMBERS, POST=OWNERS),
     "api-subject-model": api("subject", GET=MEMBERS),  # PATCH: owners (tests/subjects/test_api.py)
-    "api-subject-model-probe": api("subject", POST=OWNERS),  # the world's server is down: the owner gets 502
+    "api-subject-model-probe": api("subject", POST=OWNERS),  # 202 with the probe's job (409 while one runs)
     "api-study-generation-runs": api("study", GET=MEMBERS, POST=OWNERS),
     "api-generation-run": api("generation_run", GET=MEMBERS),
 }

@@ -12,7 +12,7 @@ import pytest
 from annotation.importing.regime import REGIME_KEYS
 from annotation.models import Job, Trace
 from runs import engine
-from runs.models import ModelCall
+from runs.models import ModelCall, ResponseCache
 from subjects import services
 from subjects.models import Generation
 from tests.runs.fake_openai import Fault
@@ -100,11 +100,20 @@ def test_the_reasoning_channel_is_kept_in_thought(make_problems, subject, server
     generate(tiny)
     t = Trace.objects.get(model="tiny")
     assert t.thought == "The question gives 2 numbers; I add them." and t.answer_correct is True
-    # a cache hit gives the reasoning back too
+    first = (t.thought, t.raw, t.regime["model"], t.meta["finish_reason"])
+    # The cache keeps the whole choice, not a wrapper of it ...
+    row = ResponseCache.objects.get()
+    assert (row.content, row.reasoning, row.model, row.finish_reason) == (
+        t.raw, "The question gives 2 numbers; I add them.", "tiny-model-served", "stop")
+    # ... and the sample index is in the key, never in what the server is sent.
+    assert "_sample" not in server.requests[0].body and "sample" not in server.requests[0].body
+    # A cache hit replays the completion exactly: text, reasoning, the model the server named, finish reason.
     Trace.objects.all().delete()
     gen_run, _job = generate(tiny)
     assert server.count == 1 and gen_run.run.cache_hits == 1
-    assert Trace.objects.get(model="tiny").thought == "The question gives 2 numbers; I add them."
+    again = Trace.objects.get(model="tiny")
+    assert (again.thought, again.raw, again.regime["model"], again.meta["finish_reason"]) == first
+    assert first[2] == "tiny-model-served"
 
 
 def test_retry_after_of_a_429_is_honoured(make_problems, subject, server):
