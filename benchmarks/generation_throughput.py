@@ -9,7 +9,8 @@ on N synthetic problems) and the same number of requests in flight:
 
 * **ReasonAudit**: a generation run of a fresh subject model (cold cache,
   K = 1) queued to real ``celery worker`` process(es) (prefork,
-  ``--concurrency=WORKERS``) on PostgreSQL with a Redis broker; timed from
+  ``--concurrency=WORKERS``, ``RUN_PARALLEL_CHUNKS=WORKERS``: one lane of
+  chunks per process) on PostgreSQL with a Redis broker; timed from
   ``do_start_generation`` until the job has finished (every completion stored
   as a segmented, answer-checked Trace). The worker is started before the clock.
 * **Inspect AI**: ``inspect eval task.py --model openai-api/fake/fake-model
@@ -138,6 +139,10 @@ def reasonaudit(server: FakeServer, records: list[dict], concurrency: int, proce
         "name": f"bench-c{concurrency}", "model": MODEL, "base_url": server.url, "concurrency": concurrency,
         "max_tokens": MAX_TOKENS, "temperature": 0.0, "timeout_seconds": 60.0,
     })
+    from django.conf import settings
+
+    # As a deployment with that many worker processes would set it: one lane of chunks per process.
+    settings.RUN_PARALLEL_CHUNKS = processes
     worker = start_worker(processes, tmp / f"worker-{concurrency}-{processes}.log")
     try:
         before = server.stats()["count"]
@@ -158,7 +163,7 @@ def reasonaudit(server: FakeServer, records: list[dict], concurrency: int, proce
     generations = Generation.objects.filter(subject=subject).count()
     assert traces == generations == len(records), (traces, generations)
     return {"tool": "ReasonAudit", "work_s": wall, "process_s": None, "requests": stats["count"] - before,
-            "stored": f"{traces} traces"}
+            "stored": f"{traces} traces", "lanes": gen_run.run.lanes}
 
 
 # --------------------------------------------------------------------------

@@ -58,25 +58,36 @@ def _lease() -> timedelta:
 
 
 def create_run(job: Job, kind: str, items: Sequence[int], chunk_size: int, *, force: bool = False,
-               budget_usd: float | None = None, config: dict[str, Any] | None = None) -> Run:
+               budget_usd: float | None = None, config: dict[str, Any] | None = None, lanes: int = 1) -> Run:
     """The Run of ``job`` and its chunks (call inside the caller's transaction).
-    A run with no items ends at once (succeeded)."""
+    A run with no items ends at once (succeeded). ``lanes`` chains of chunks
+    are worked on at once (chunk i belongs to lane i mod lanes), each with its
+    share of the run's concurrency (``lane_share``); never more lanes than chunks."""
     if budget_usd is not None and budget_usd < 0:
         raise ValueError("the budget must not be negative")
-    run = Run.objects.create(job=job, kind=kind, force=force, budget_usd=budget_usd, config=config or {})
     size = max(1, chunk_size)
+    n_chunks = -(-len(items) // size)
+    lanes = max(1, min(lanes, n_chunks))
+    run = Run.objects.create(job=job, kind=kind, force=force, budget_usd=budget_usd, config=config or {}, lanes=lanes)
     RunChunk.objects.bulk_create(
-        [RunChunk(run=run, index=i, items=list(items[start:start + size]))
+        [RunChunk(run=run, index=i, lane=i % lanes, items=list(items[start:start + size]))
          for i, start in enumerate(range(0, len(items), size))]
     )
     return run
 
 
+def lane_share(total: int, lanes: int, lane: int) -> int:
+    """A lane's part of ``total`` (concurrency, or a rate limit): the parts add up to ``total``, at least 1 each."""
+    lanes = max(1, lanes)
+    return max(1, total // lanes + (lane < total % lanes))
+
+
 def queue_first(run: Run) -> None:
-    """Queue the run's first chunk once the caller's transaction commits."""
-    first = next_chunk(run)
-    if first is not None:
-        transaction.on_commit(lambda: queue_chunk(first))
+    """Queue the first chunk of each lane once the caller's transaction commits."""
+    for lane in range(run.lanes):
+        first = next_chunk(run, lane)
+        if first is not None:
+            transaction.on_commit(lambda first=first: queue_chunk(first))
 
 
 def queue_chunk(chunk_id: int) -> None:
@@ -84,8 +95,24 @@ def queue_chunk(chunk_id: int) -> None:
     jobs.queue_task(CHUNK_TASK, chunk_id)
 
 
-def next_chunk(run: Run) -> int | None:
-    return run.chunks.filter(status=RunChunk.Status.PENDING).order_by("index").values_list("pk", flat=True).first()
+def next_chunk(run: Run, lane: int | None = None) -> int | None:
+    """The lowest pending chunk (of ``lane``, when given)."""
+    chunks = run.chunks.filter(status=RunChunk.Status.PENDING)
+    if lane is not None:
+        chunks = chunks.filter(lane=lane)
+    return chunks.order_by("index").values_list("pk", flat=True).first()
+
+
+def finalize_when_done(run: Run) -> None:
+    """End the run if no chunk of any lane is pending or running; with one
+    lane that is always so here. The run's row is locked, so of two lanes
+    ending together the second sees the first one's chunks done."""
+    with transaction.atomic():
+        Run.objects.select_for_update().filter(pk=run.pk).first()
+        if run.lanes > 1 and run.chunks.filter(
+                status__in=(RunChunk.Status.PENDING, RunChunk.Status.RUNNING)).exists():
+            return
+        finalize(run)
 
 
 def run_inline(run: Run, *, progress: Progress | None = None) -> Job:
@@ -95,7 +122,8 @@ def run_inline(run: Run, *, progress: Progress | None = None) -> Job:
     if chunk is None:
         finalize(run)
     while chunk is not None:
-        chunk = pipeline.process(chunk)
+        # A lane that ends hands on to the next lane's chunks (this process does them all, one after the other).
+        chunk = pipeline.process(chunk) or next_chunk(run)
     pipeline.flush()
     return Job.objects.get(pk=run.job_id)
 
@@ -110,10 +138,12 @@ class RunControl:
     chunk's lease every quarter lease (at most every minute) and reads the cancel flag every RUN_CANCEL_CHECK_SECONDS;
     the pool calls it at least every half second, whatever its requests do."""
 
-    def __init__(self, run: Run, chunk_id: int, holder: str) -> None:
+    def __init__(self, run: Run, chunk_id: int, holder: str, lane: int = 0) -> None:
         self.run = run
         self.chunk_id = chunk_id
         self.holder = holder
+        # The pool takes this lane's share of the concurrency and of the rate limit (lane_share).
+        self.lanes, self.lane = run.lanes, lane
         self.check_every = float(getattr(settings, "RUN_CANCEL_CHECK_SECONDS", 0.5))
         self.renew_every = min(lease_seconds() / 4, 60.0)
         self.spent = run.cost_usd
@@ -308,7 +338,7 @@ def _process_chunk(chunk_id: int, holder: str, progress: Progress | None, previo
         Job.objects.filter(pk=job.pk, status=Job.Status.QUEUED).update(status=Job.Status.RUNNING,
                                                                        started_at=timezone.now())
     client = client_for(run.kind)
-    control = RunControl(run, chunk.pk, holder)
+    control = RunControl(run, chunk.pk, holder, chunk.lane)
     # What the previous chunk did is not in the rows read above until it commits.
     base_done, base_failed = job.done, job.failed
     if previous is not None and not previous.committed:
@@ -356,8 +386,8 @@ def _process_chunk(chunk_id: int, holder: str, progress: Progress | None, previo
     missing = len(chunk.items) - len(inputs) if work is not None and not fatal else 0
     stop = control.reason()
     if defer and not fatal and stop is None:
-        nxt = run.chunks.filter(status=RunChunk.Status.PENDING).exclude(pk=chunk.pk).order_by("index") \
-            .values_list("pk", flat=True).first()
+        nxt = run.chunks.filter(status=RunChunk.Status.PENDING, lane=chunk.lane).exclude(pk=chunk.pk) \
+            .order_by("index").values_list("pk", flat=True).first()
         if nxt is not None:
             report(base_done + tally.done + missing, base_failed + tally.failed, force=True)
             return nxt, _Pending(chunk, holder, work, outcomes, tally, missing)
@@ -365,18 +395,18 @@ def _process_chunk(chunk_id: int, holder: str, progress: Progress | None, previo
         return None, None
     job.refresh_from_db(fields=["done", "failed", "total"])
     report(job.done, job.failed, force=True)
-    nxt = next_chunk(run)
+    nxt = next_chunk(run, chunk.lane)
     stop = control.reason()  # no heartbeat: the chunk is released
     if fatal:
         return finalize(run, status=Job.Status.FAILED, error=fatal), None
     if stop == "cancelled":
         return finalize(run), None
-    if stop == "budget" and (tally.done < len(inputs) or nxt is not None):
+    if stop == "budget" and (tally.done < len(inputs) or next_chunk(run) is not None):
         run.refresh_from_db(fields=["cost_usd"])
         return finalize(run, status=Job.Status.FAILED,
                         error=f"stopped: the budget of ${run.budget_usd:g} is spent (${run.cost_usd:.4f})"), None
     if nxt is None:
-        return finalize(run), None
+        return finalize_when_done(run), None
     return nxt, None
 
 
@@ -488,15 +518,18 @@ def resume_stalled(nodename: str | None = None, boot: str | None = None) -> list
         )
     for run in Run.objects.filter(job__status__in=ACTIVE).select_related("job"):
         run.chunks.filter(dead).update(status=RunChunk.Status.PENDING, holder="", lease_until=None)
-        if run.chunks.filter(status=RunChunk.Status.RUNNING).exists():
-            continue  # a live worker is on it
-        if run.job.cancel_requested:
+        running = set(run.chunks.filter(status=RunChunk.Status.RUNNING).values_list("lane", flat=True))
+        if run.job.cancel_requested and not running:
             finalize(run)
             continue
-        nxt = next_chunk(run)
-        if nxt is None:
+        if next_chunk(run) is None and not running:
             finalize(run)
-        else:
-            queue_chunk(nxt)
-            queued.append(nxt)
+            continue
+        for lane in range(run.lanes):
+            if lane in running:
+                continue  # a live worker is on this lane
+            nxt = next_chunk(run, lane)
+            if nxt is not None and not run.job.cancel_requested:
+                queue_chunk(nxt)
+                queued.append(nxt)
     return queued

@@ -32,6 +32,8 @@ class Run(models.Model):
     force = models.BooleanField(default=False)  # ignore cached responses
     budget_usd = models.FloatField(null=True, blank=True)
     config = models.JSONField(default=dict, blank=True)  # the model configuration the run started with
+    # Chains of chunks worked on at once (runs.engine: each with its share of the concurrency).
+    lanes = models.PositiveSmallIntegerField(default=1)
     # The structured-output form the server accepted in this run (part of the inference regime).
     output_mode = models.CharField(max_length=20, blank=True)
     requests = models.PositiveIntegerField(default=0)
@@ -82,6 +84,7 @@ class RunChunk(models.Model):
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="chunks")
     index = models.PositiveIntegerField()
+    lane = models.PositiveSmallIntegerField(default=0)  # index % run.lanes: the chain that does it
     items = models.JSONField(default=list)
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.PENDING)
     holder = models.CharField(max_length=200, blank=True)  # "nodename/boot/process" of the worker on it

@@ -360,6 +360,12 @@ class _Done:
 _EXECUTORS: dict[tuple[int, int], list[ThreadPoolExecutor]] = {}
 
 
+def _share(total: int, lanes: int, lane: int) -> int:
+    """A lane's part of ``total``, as runs.engine.lane_share (this module imports no engine)."""
+    lanes = max(1, lanes)
+    return max(1, total // lanes + (lane < total % lanes))
+
+
 @contextmanager
 def _borrowed_executor(threads: int) -> Iterator[ThreadPoolExecutor]:
     """A thread pool of ``threads`` threads for one pool's requests, lent out
@@ -487,8 +493,13 @@ class ModelPool:
                 self.store.save(dict(unsaved))
                 unsaved.clear()
 
+        # A run worked on in lanes (runs.engine) gives each its share of the concurrency and rate limit.
+        lanes, lane = getattr(control, "lanes", 1), getattr(control, "lane", 0)
+        concurrency = _share(self.concurrency, lanes, lane)
+        if self.limiter is not None and lanes > 1:
+            self.limiter = RateLimiter(_share(self.endpoint.rate_limit_per_minute or 1, lanes, lane))
         try:
-            with _borrowed_executor(self.concurrency) as pool:
+            with _borrowed_executor(concurrency) as pool:
 
                 def beat() -> None:
                     # The heartbeat: independent of slots freeing up, so a lease is
@@ -496,16 +507,23 @@ class ModelPool:
                     if control.heartbeat() or control.stop_reason():
                         self.stop.set()
 
-                # Every request goes to the thread pool at once: its ``concurrency`` threads
-                # take the next one as soon as one ends, so a slot never waits for this
-                # thread (which may be busy storing, or committing the previous chunk).
-                # Each request looks at the stop flag and the run's budget before it starts.
-                beat()
-                if not self.stop.is_set():
-                    reason = getattr(control, "reason", None)  # memory only: safe on the pool's threads
-                    while queue:
+                # Requests go to the thread pool ahead of the free slots: up to one round
+                # (``concurrency``) waits in its queue, so a thread takes the next request as
+                # soon as its own ends, without waiting for this thread -- which may be busy
+                # storing answers or committing the previous chunk. A stop keeps the queued ones
+                # from starting (each looks at the stop flag and the budget first); at most one
+                # round can have been taken by a thread before this thread sees a cancel.
+                reason = getattr(control, "reason", None)  # memory only: safe on the pool's threads
+
+                def fill() -> None:
+                    if not queue or len(in_flight) >= 2 * concurrency:
+                        return
+                    beat()  # once per hand-out: a cancel seen now starts nothing more
+                    while queue and len(in_flight) < 2 * concurrency and not self.stop.is_set():
                         n = queue.popleft()
                         in_flight[pool.submit(self._task, requests[n], bodies[n], control, reason)] = n
+
+                fill()
                 idle = getattr(control, "idle", None)
                 if idle is not None:
                     idle()  # the caller's database work overlaps the first requests (runs.engine.ChunkPipeline)
@@ -519,6 +537,7 @@ class ModelPool:
                         if results[-1].outcome.fatal and fatal is None:
                             fatal = results[-1].outcome.fatal
                             self.stop.set()
+                    fill()  # the freed places in the queue first, before anything is stored
                     answers = {r.key: r.cached for r in results if r.cached is not None and r.key is not None}
                     if answers:
                         unsaved.update(answers)

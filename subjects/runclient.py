@@ -330,13 +330,14 @@ def write_generations(gen_run: GenerationRun, subject: SubjectModel, outcomes: S
         GenerationRun.objects.filter(pk=gen_run.pk).update(failures=current)
 
 
-def chunk_size(subject: SubjectModel, samples: int) -> int:
+def chunk_size(subject: SubjectModel, samples: int, lanes: int = 1) -> int:
     """Problems per chunk: about 50 requests and at least MIN_ROUNDS_PER_CHUNK
     rounds of the concurrency, a whole number of rounds. A chunk's start (claim,
     load, cache lookup) happens with no request in flight, so a chunk of one or
     two rounds at a high concurrency would spend a good part of its time there."""
-    requests = max(TARGET_REQUESTS_PER_CHUNK, MIN_ROUNDS_PER_CHUNK * subject.concurrency)
-    requests += (-requests) % subject.concurrency
+    concurrency = max(1, subject.concurrency // max(1, lanes))  # a lane's share
+    requests = max(TARGET_REQUESTS_PER_CHUNK, MIN_ROUNDS_PER_CHUNK * concurrency)
+    requests += (-requests) % concurrency
     return max(1, -(-requests // max(1, samples)))
 
 
@@ -350,7 +351,7 @@ class GenerationClient(RunClient):
 
     def chunk_size(self, run: Run) -> int:
         gen_run = self.gen_run(run)
-        return chunk_size(gen_run.subject, gen_run.samples)
+        return chunk_size(gen_run.subject, gen_run.samples, run.lanes)
 
     def open(self, run: Run) -> GenerationWork:
         return GenerationWork(self.gen_run(run))

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from django.conf import settings
 from django.db import transaction
 from django.db.models import Count, Q, QuerySet
 from django.utils import timezone
@@ -384,8 +385,11 @@ def do_start_generation(subject: SubjectModel, *, scope: str = "all", samples: i
                 params={"subject_model": subject.name, "subject_model_id": subject.pk, "problems": scope,
                         "samples": samples, "force": force, "budget_usd": budget_usd},
             )
-            run = engine.create_run(job, KIND, ids, chunk_size(subject, samples), force=force, budget_usd=budget_usd,
-                                    config=config_snapshot(subject))
+            # Lanes: chunks worked on at once by several worker processes (RUN_PARALLEL_CHUNKS), each with
+            # its share of the concurrency, so the run's CPU work (parsing, storing traces) is shared too.
+            lanes = min(int(getattr(settings, "RUN_PARALLEL_CHUNKS", 1)), subject.concurrency)
+            run = engine.create_run(job, KIND, ids, chunk_size(subject, samples, lanes), force=force,
+                                    budget_usd=budget_usd, config=config_snapshot(subject), lanes=lanes)
             gen_run = GenerationRun.objects.create(job=job, run=run, subject=subject, scope=scope, samples=samples,
                                                    config_version=subject.version)
             job.params["run"] = gen_run.pk

@@ -208,3 +208,19 @@ def test_no_response_format_is_sent_and_calls_say_plain_text(make_problems, subj
     assert "response_format" not in server.requests[0].body
     assert list(ModelCall.objects.filter(run=gen_run.run).values_list("output_mode", flat=True)) == ["prompt"]
     assert gen_run.run.output_mode == ""
+
+
+def test_lanes_share_the_concurrency_and_every_problem_is_generated_once(make_problems, subject, server, settings):
+    # RUN_PARALLEL_CHUNKS = 2: two chains of chunks, each with half the concurrency (here, in
+    # this process, one after the other; with worker processes, at the same time).
+    settings.RUN_PARALLEL_CHUNKS = 2
+    make_problems(30)
+    server.latency = 0.05
+    tiny = subject(concurrency=4)
+    gen_run, job = generate(tiny, samples=4)
+    run = gen_run.run
+    assert run.lanes == 2 and job.status == Job.Status.SUCCEEDED and job.done == 30
+    lanes = list(run.chunks.order_by("index").values_list("lane", flat=True))
+    assert lanes == [i % 2 for i in range(len(lanes))] and len(lanes) >= 2
+    assert Trace.objects.filter(model="tiny").count() == 120 == server.count
+    assert server.max_in_flight == 2  # a lane's share of the concurrency of 4
