@@ -420,7 +420,7 @@ class ModelPool:
         self.retry_base = setting("RUN_RETRY_BASE_SECONDS", 1.0)
         self.retry_cap = setting("RUN_RETRY_MAX_SECONDS", 30.0)
         self.retry_after_cap = setting("RUN_RETRY_AFTER_MAX_SECONDS", 120.0)
-        self.save_every = setting("RUN_CACHE_SAVE_SECONDS", 1.0)
+        self.save_every = setting("RUN_CACHE_SAVE_SECONDS", 0.0)
 
     def close(self) -> None:
         """Nothing to release: the client is shared (shared_client) and its connections stay open for the next chunk."""
@@ -478,11 +478,11 @@ class ModelPool:
                   queue: deque[int], control: Control) -> Iterator[RequestOutcome]:
         fatal: str | None = None
         in_flight: dict[Future, int] = {}
-        # Valid answers not yet in the store. They are written together at most every
-        # RUN_CACHE_SAVE_SECONDS (and when the requests end): one write per answer
-        # would be a database round trip (a commit) on this thread each time a request
-        # returns, and the freed slots would wait for it. A worker killed meanwhile
-        # pays again for at most that many seconds of answers.
+        # Valid answers not yet in the store: written after every wait (all that came
+        # back together, one INSERT), so a worker killed mid-chunk asks again only for
+        # what was in flight. RUN_CACHE_SAVE_SECONDS > 0 groups the writes further (a
+        # kill then costs up to that many seconds of answers); the threads do not wait
+        # for these writes either way, a round of requests is queued ahead of them.
         unsaved: dict[str, CachedAnswer] = {}
         saved_at = time.monotonic()
 
