@@ -219,6 +219,7 @@ def write_results(arun: AbstractionRun, outcomes: Sequence[ItemOutcome], items: 
                                                          "mode": mr.mode}},
                                    regime=trace_regime(cfg, mr)))
             rows.append((item, mr, tid, det))
+    _record_failures(arun, outcomes, items)
     if not records:
         return
     write_records(study, records, actor=arun.job.created_by)
@@ -242,16 +243,20 @@ def write_results(arun: AbstractionRun, outcomes: Sequence[ItemOutcome], items: 
     Result.objects.bulk_create(results, update_conflicts=True, unique_fields=["item", "model", "mode"],
                                update_fields=["trace", "output", "extracted", "det_correct", "llm_correct",
                                               "llm_output", "correct", "checker", "regime"])
-    failures = {str(items[o.item]): o.reason for o in outcomes if o.status == "failed"}
     AbstractionRun.objects.filter(pk=arun.pk).update(results_created=F("results_created") + len(results))
-    if failures:
-        current = (AbstractionRun.objects.select_for_update().values_list("failures", flat=True).get(pk=arun.pk)
-                   or {})
-        for key, reason in failures.items():
-            if len(current) >= MAX_FAILURES_KEPT:
-                break
-            current[key] = reason[:1000]
-        AbstractionRun.objects.filter(pk=arun.pk).update(failures=current)
+
+
+def _record_failures(arun: AbstractionRun, outcomes: Sequence[ItemOutcome], items: dict[int, Item]) -> None:
+    failures = {str(items[o.item]): o.reason for o in outcomes if o.status == "failed"}
+    if not failures:
+        return
+    # The chunk's transaction holds the row: read-modify-write is safe.
+    current = AbstractionRun.objects.select_for_update().values_list("failures", flat=True).get(pk=arun.pk) or {}
+    for key, reason in failures.items():
+        if len(current) >= MAX_FAILURES_KEPT:
+            break
+        current[key] = reason[:1000]
+    AbstractionRun.objects.filter(pk=arun.pk).update(failures=current)
 
 
 class AbstractionClient(RunClient):

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-PROJECT_APPS = {"annotation", "runs", "subjects", "judges", "scoring", "agreement", "demo"}
+PROJECT_APPS = {"annotation", "runs", "subjects", "judges", "scoring", "agreement", "abstraction", "demo"}
 STUDY = "fresh-process study"
 #: (what, extra options) of every export run; ``hazard --source human`` is the issue's failing command.
 EXPORTS = [
