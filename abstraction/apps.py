@@ -5,6 +5,8 @@ class AbstractionConfig(AppConfig):
     name = "abstraction"
     verbose_name = "Abstraction benchmark"
     default_auto_field = "django.db.models.BigAutoField"
+    #: Export kinds (scoring.exports loads this module on first use).
+    export_kinds = "abstraction.export_kinds"
 
     def ready(self) -> None:
         from abstraction.importing import FORMAT, import_outputs

@@ -10,7 +10,7 @@ with every verdict."""
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from django.db import transaction
@@ -94,7 +94,11 @@ class AbstractionWork(ChunkWork):
 
     def _request(self, item: Item, mode: str) -> tuple[ModelRequest, str]:
         cfg = self.config
-        msgs = render(instance_of(item), mode, cfg["prompts"])
+        inst = instance_of(item)
+        if cfg.get("max_examples") is not None:
+            # A cheap probe on a slow server: the first N worked examples only (recorded in the regime).
+            inst = replace(inst, examples=inst.examples[:cfg["max_examples"]])
+        msgs = render(inst, mode, cfg["prompts"])
         body: dict[str, Any] = {"messages": msgs, "temperature": cfg["temperature"], "max_tokens": cfg["max_tokens"]}
         for key in ("seed", "top_p"):
             if cfg.get(key) is not None:
@@ -189,7 +193,7 @@ def trace_regime(cfg: dict[str, Any], mr: ModeResult) -> dict[str, Any]:
         code_version=code_version(), subject_model=cfg["name"], subject_model_version=cfg["version"],
         configured_model=cfg["model"], prompting=mr.mode, benchmark=cfg["benchmark"],
         generator_version=cfg["generator_version"], seed_benchmark=cfg["benchmark_seed"],
-        remap_mode=cfg["remap_mode"], checker=cfg["checker"],
+        remap_mode=cfg["remap_mode"], checker=cfg["checker"], max_examples=cfg.get("max_examples"),
     )
 
 
@@ -207,11 +211,11 @@ def write_results(arun: AbstractionRun, outcomes: Sequence[ItemOutcome], items: 
     for out in outcomes:
         item = items[out.item]
         for mr in out.modes:
-            tid = f"abs/{bench}/{cfg['name']}/v{cfg['version']}/{mr.mode}/{item.sub_dataset}/{item.instance}"
+            tid = f"abs/{bench}/{cfg['label']}/v{cfg['version']}/{mr.mode}/{item.sub_dataset}/{item.instance}"
             det = checker.check(mr.completion.text, item.answer, numeric=checker.is_numeric(item.sub_dataset,
                                                                                             item.category))
             records.append(TraceIn(kind="trace", problem_id=f"abs/{bench}/{item.sub_dataset}/{item.instance}",
-                                   model=cfg["name"], trace_id=tid, raw=mr.completion.text,
+                                   model=cfg["label"], trace_id=tid, raw=mr.completion.text,
                                    thought=mr.completion.reasoning or None, answer=det.extracted,
                                    answer_correct=det.correct,
                                    meta={"finish_reason": mr.completion.finish_reason,
@@ -235,7 +239,7 @@ def write_results(arun: AbstractionRun, outcomes: Sequence[ItemOutcome], items: 
     for item, mr, tid, det in rows:
         llm = checker.judge_verdict(mr.judge_text) if mr.judge_text is not None else None
         correct = (llm if llm is not None else False) if use_llm else det.correct
-        results.append(Result(item=item, model=cfg["name"], mode=mr.mode, trace_id=traces.get(tid),
+        results.append(Result(item=item, model=cfg["label"], mode=mr.mode, trace_id=traces.get(tid),
                               output=mr.completion.text, extracted=det.extracted or "", det_correct=det.correct,
                               llm_correct=llm, llm_output=mr.judge_text or "", correct=correct,
                               checker=cfg["checker"], regime=trace_regime(cfg, mr)))

@@ -207,9 +207,15 @@ class RunConflict(Exception):
     """The subject model already has an abstraction run in progress."""
 
 
-def run_config(subject: SubjectModel, bench: Benchmark, modes: Sequence[str], checker_name: str) -> dict[str, Any]:
+def result_label(subject: SubjectModel, max_examples: int | None) -> str:
+    """The model name results are kept under: a run with fewer worked examples is another row."""
+    return subject.name if max_examples is None else f"{subject.name}@{max_examples}ex"
+
+
+def run_config(subject: SubjectModel, bench: Benchmark, modes: Sequence[str], checker_name: str,
+               max_examples: int | None = None) -> dict[str, Any]:
     return {
-        "name": subject.name, "version": subject.version, "base_url": subject.base_url, "model": subject.model,
+        "name": subject.name, "label": result_label(subject, max_examples), "max_examples": max_examples, "version": subject.version, "base_url": subject.base_url, "model": subject.model,
         "temperature": subject.temperature, "top_p": subject.top_p, "seed": subject.seed,
         "max_tokens": subject.max_tokens, "stop": list(subject.stop or []), "modes": list(modes),
         "prompts": prompt_texts(bench.study), "benchmark": bench.name, "benchmark_seed": bench.seed,
@@ -219,7 +225,7 @@ def run_config(subject: SubjectModel, bench: Benchmark, modes: Sequence[str], ch
 
 def do_start_run(subject: SubjectModel, bench: Benchmark, *, modes: Sequence[str] = ("dp",),
                  categories: Sequence[str] | None = None, per_sub_dataset: int | None = None,
-                 judge: JudgeConfig | None = None, force: bool = False, budget_usd: float | None = None,
+                 judge: JudgeConfig | None = None, max_examples: int | None = None, force: bool = False, budget_usd: float | None = None,
                  user=None, queue: bool = True) -> AbstractionRun:
     """Create the job and the run over the selected items (both modes as the requests of one item);
     queue its first chunk after commit (``queue=False`` leaves it to run_inline). Items already answered
@@ -231,6 +237,8 @@ def do_start_run(subject: SubjectModel, bench: Benchmark, *, modes: Sequence[str
         raise ValueError("the LLM checker must be a judge configuration of the same study")
     if bench.study_id != subject.study_id:
         raise ValueError("the benchmark and the subject model belong to different studies")
+    if max_examples is not None and max_examples < 0:
+        raise ValueError("max_examples must not be negative")
     if subject.api != SubjectModel.Api.CHAT:
         raise ValueError("the abstraction benchmark sends chat messages: use a subject model with api=chat")
     checker_name = Result.Checker.LLM if judge is not None else Result.Checker.DETERMINISTIC
@@ -242,7 +250,8 @@ def do_start_run(subject: SubjectModel, bench: Benchmark, *, modes: Sequence[str
         items = select_items(bench, categories, per_sub_dataset)
         if not force:
             # Resumable: what this configuration answered in every requested mode is not asked again.
-            done = (Result.objects.filter(item__benchmark=bench, model=subject.name, mode__in=list(modes),
+            done = (Result.objects.filter(item__benchmark=bench, model=result_label(subject, max_examples),
+                                          mode__in=list(modes),
                                           regime__subject_model_version=subject.version)
                     .values("item_id").annotate(n=Count("pk")).filter(n__gte=len(modes)).values("item_id"))
             items = items.exclude(pk__in=done)
@@ -250,9 +259,9 @@ def do_start_run(subject: SubjectModel, bench: Benchmark, *, modes: Sequence[str
         job = Job.objects.create(study_id=subject.study_id, kind=JOB_KIND, created_by=user, total=len(ids),
                                  params={"subject_model": subject.name, "benchmark": bench.name, "modes": list(modes),
                                          "categories": list(categories or []), "per_sub_dataset": per_sub_dataset,
-                                         "checker": checker_name, "force": force, "started": timezone.now().isoformat()})
+                                         "checker": checker_name, "force": force, "max_examples": max_examples, "started": timezone.now().isoformat()})
         run = engine.create_run(job, KIND, ids, _chunk(subject), force=force, budget_usd=budget_usd,
-                                config=run_config(subject, bench, modes, checker_name))
+                                config=run_config(subject, bench, modes, checker_name, max_examples))
         arun = AbstractionRun.objects.create(job=job, run=run, benchmark=bench, subject=subject, modes=list(modes),
                                              checker=checker_name, judge=judge)
         if not ids:

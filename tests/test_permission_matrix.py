@@ -195,6 +195,12 @@ RULES: dict[str, Rule] = {
     "api-subject-model-probe": api("subject", POST=OWNERS),  # the world's server is down: the owner gets 502
     "api-study-generation-runs": api("study", GET=MEMBERS, POST=OWNERS),
     "api-generation-run": api("generation_run", GET=MEMBERS),
+    # abstraction
+    "abstraction-table": study(GET=MEMBERS),
+    "abstraction-items": study(GET=MEMBERS),
+    "abstraction-download": study(GET=MEMBERS),
+    "api-abstraction-table": api("study", GET=MEMBERS),
+    "api-abstraction-items": api("study", GET=MEMBERS),
 }
 #: Django's admin site: its own staff check, one rule for all its patterns.
 ADMIN_RULE = Rule(GET=STAFF, POST=STAFF)

@@ -30,6 +30,8 @@ class Command(BaseCommand):
         parser.add_argument("--categories", nargs="+", choices=gen.CATEGORIES, help="default: all six")
         parser.add_argument("--mode", choices=tuple(MODES), default="dp", help="prompting: dp, cot or both")
         parser.add_argument("--per-sub-dataset", type=int, help="the first N instances of every sub-dataset")
+        parser.add_argument("--max-examples", type=int, help="send only the first N of the 50 worked examples "
+                            "(a cheap probe on a slow server; results are kept as MODEL@Nex)")
         parser.add_argument("--checker-judge", help="an LLM judge configuration of the study: check every answer "
                             "with the published checker prompt too, and use its verdict")
         parser.add_argument("--force", action="store_true", help="ask again even where an answer exists")
@@ -92,6 +94,7 @@ class Command(BaseCommand):
         try:
             arun = services.do_start_run(subject, bench, modes=MODES[opts["mode"]], categories=opts["categories"],
                                          per_sub_dataset=opts["per_sub_dataset"], judge=judge, force=opts["force"],
+                                         max_examples=opts["max_examples"],
                                          budget_usd=opts["budget"], queue=not eager)
         except (services.RunConflict, ValueError) as exc:
             raise CommandError(str(exc)) from None
