@@ -39,6 +39,8 @@ EXPORTS = [
     ("agreement-steps", []),
     ("agreement-traces", []),
     ("prm-training", []),
+    ("abstraction", []),
+    ("abstraction-items", []),
 ]
 #: Parallel processes: enough to overlap start-up, few enough for a small machine.
 WORKERS = 3
@@ -85,6 +87,12 @@ def env(tmp_path_factory) -> dict[str, str]:
     done = _run(env, "import_traces", "--study", STUDY, "--json", str(data))
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["traces_created"] == 6
+    # The abstraction exports need its outputs: the published sample, in its own format.
+    from tests.data_paths import ABSTRACTION_SAMPLE
+
+    done = _run(env, "import_traces", str(ABSTRACTION_SAMPLE), "--format", "abstraction-outputs", "--study", STUDY,
+                "--model", "gpt-4o-mini", "--json")
+    assert done.returncode == 0, done.stderr
     return env
 
 
