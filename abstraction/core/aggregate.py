@@ -65,21 +65,27 @@ def _num(v: float) -> float | None:
     return None if v is None or np.isnan(v) else float(v)
 
 
+def _mean(gd: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """Row means over the masked columns, NaN (a sub-dataset a model lacks) left out; NaN if none."""
+    if not mask.any():
+        return np.full(gd.shape[0], np.nan)
+    part = gd[:, mask]
+    n = (~np.isnan(part)).sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(n > 0, np.nansum(part, axis=1) / np.maximum(n, 1), np.nan)
+
+
 def _stats_from(gd: np.ndarray, cats: np.ndarray, raw_paired: np.ndarray, variants: np.ndarray) -> np.ndarray:
-    """Every statistic from a (k, n_sub) matrix of Γ_d: columns in STATS order."""
-    k = gd.shape[0]
-    out = np.full((k, len(STATS)), np.nan)
+    """Every statistic from a (k, n_sub) matrix of Γ_d (NaN: sub-dataset absent): columns in STATS order."""
+    out = np.full((gd.shape[0], len(STATS)), np.nan)
     with np.errstate(invalid="ignore"):
         for j, c in enumerate(CATEGORIES):
-            mask = cats == c
-            if mask.any():
-                out[:, j] = gd[:, mask].mean(axis=1)
-        out[:, STATS.index("AVG")] = gd.mean(axis=1) if gd.shape[1] else np.nan
-        with_mem = gd[:, raw_paired].mean(axis=1) if raw_paired.any() else np.full(k, np.nan)
+            out[:, j] = _mean(gd, cats == c)
+        out[:, STATS.index("AVG")] = _mean(gd, np.ones(gd.shape[1], dtype=bool))
+        with_mem = _mean(gd, raw_paired)
         out[:, STATS.index("with_mem")] = with_mem
         for v in VARIANTS:
-            mask = variants == v
-            without = gd[:, mask].mean(axis=1) if mask.any() else np.full(k, np.nan)
+            without = _mean(gd, variants == v)
             out[:, STATS.index(f"without_{v}")] = without
             out[:, STATS.index(f"delta_{v}")] = with_mem - without
         gamma, d_all = out[:, STATS.index("AVG")], out[:, STATS.index("delta_all")]
@@ -99,24 +105,32 @@ def aggregate(df: pd.DataFrame, *, n_resamples: int = 0, level: float = 0.95, se
     results = []
     if df.empty:
         return results
-    # Γ_d of every (model, sub_dataset) at once; the rest per model from small arrays.
-    grouped = df.groupby(["model", "sub_dataset"], sort=False, observed=True)
-    gd_all = grouped["correct"].mean()
-    n_all = grouped["correct"].size()
-    meta = df.drop_duplicates("sub_dataset").set_index("sub_dataset")[["category", "task", "variant"]]
-    for model in pd.unique(df["model"]):
-        gd = gd_all.loc[model]
-        subs = list(gd.index)
-        m = meta.loc[subs]
-        cats = m["category"].to_numpy()
-        variants = np.where(cats == "SR", m["variant"].to_numpy(), "")
-        raw_paired = (cats == "EC") & m["task"].isin(_PAIRED).to_numpy()
-        point = _stats_from(gd.to_numpy()[None, :], cats, raw_paired, variants)[0]
-        res = ModelResult(str(model), {s: float(v) for s, v in gd.items()},
-                          {s: int(n) for s, n in n_all.loc[model].items()}, dict(zip(STATS, point, strict=True)))
+    # Γ_d of every (model, sub_dataset) at once, as a (models x sub-datasets) matrix with NaN where a model
+    # lacks a sub-dataset; every statistic of every model in one pass over it.
+    grouped = df.groupby(["model", "sub_dataset"], sort=False, observed=True)["correct"]
+    gd_long = grouped.mean()
+    n_long = grouped.size()
+    wide = gd_long.unstack("sub_dataset")
+    models = list(pd.unique(df["model"]))
+    wide = wide.reindex(index=models)
+    subs = [str(c) for c in wide.columns]
+    meta = (df.drop_duplicates("sub_dataset").assign(sub_dataset=lambda d: d["sub_dataset"].astype(str))
+            .set_index("sub_dataset").loc[subs])
+    cats = meta["category"].astype(str).to_numpy()
+    variants = np.where(cats == "SR", meta["variant"].astype(str).to_numpy(), "")
+    raw_paired = (cats == "EC") & meta["task"].astype(str).isin(_PAIRED).to_numpy()
+    matrix = wide.to_numpy(dtype=float)
+    points = _stats_from(matrix, cats, raw_paired, variants)
+    n_wide = n_long.unstack("sub_dataset").reindex(index=models).to_numpy(dtype=float)
+    for row, model in enumerate(models):
+        have = ~np.isnan(matrix[row])
+        res = ModelResult(str(model), {subs[j]: float(matrix[row, j]) for j in np.flatnonzero(have)},
+                          {subs[j]: int(n_wide[row, j]) for j in np.flatnonzero(have)},
+                          dict(zip(STATS, points[row], strict=True)))
         if n_resamples:
-            res.intervals = _intervals(df[df["model"] == model], subs, cats, raw_paired, variants, n_resamples,
-                                       level, seed)
+            mask = have
+            res.intervals = _intervals(df[df["model"] == model], [subs[j] for j in np.flatnonzero(mask)],
+                                       cats[mask], raw_paired[mask], variants[mask], n_resamples, level, seed)
         results.append(res)
     return results
 
@@ -127,8 +141,9 @@ def _intervals(rows: pd.DataFrame, subs: list[str], cats: np.ndarray, raw_paired
     col = {s: i for i, s in enumerate(subs)}
     gd = np.empty((n_resamples, len(subs)))
     # A paired task's raw and remapped sub-datasets share one draw of instance indices.
-    rows = rows.assign(group=np.where(rows["task"].isin(_PAIRED) & rows["category"].isin(["EC", "SR"]),
-                                      "task:" + rows["task"], "sub:" + rows["sub_dataset"]))
+    task, sub = rows["task"].astype(str), rows["sub_dataset"].astype(str)
+    rows = rows.assign(sub_dataset=sub, group=np.where(task.isin(_PAIRED) & rows["category"].isin(["EC", "SR"]),
+                                                       "task:" + task, "sub:" + sub))
     for _group, g in rows.groupby("group", sort=True):
         wide = g.pivot_table(index="instance", columns="sub_dataset", values="correct", aggfunc="mean")
         values = wide.to_numpy(dtype=float)  # (n_instances, n_subs in group); NaN where a variant lacks an item
