@@ -25,7 +25,7 @@ def test_a_dp_probe_on_smollm2_checks_every_item(study, llama):
     assert job.status in (Job.Status.SUCCEEDED, Job.Status.PARTIAL), job.error
     results = Result.objects.filter(item__benchmark=bench)
     assert job.total == 8 and results.count() == 2 * (job.total - job.failed)
-    r = results.select_related("trace").first()
+    r = results.filter(mode="dp").select_related("trace").first()
     assert r.trace.regime["max_examples"] == 2 and r.trace.regime["prompting"] == "dp"
     assert r.trace.regime["model"] and r.trace.regime["max_tokens"] == 24
     rows = services.table(study, benchmark=bench, n_resamples=100)
