@@ -62,7 +62,7 @@ class Command(BaseCommand):
         if subject is not None:
             self._run(study, subject, bench, opts)
         if opts["table"] or subject is None and not opts["benchmark"]:
-            self._table(study, bench if subject is not None else None)
+            self._table(study, bench if subject is not None or opts["benchmark"] else None)
 
     def _benchmark(self, study: Study, opts) -> Benchmark:
         name = opts["benchmark"] or services.default_name(opts["seed"], opts["remap_mode"], opts["sma_mode"])
