@@ -18,13 +18,13 @@ pytestmark = [pytest.mark.integration, pytest.mark.django_db]
 def test_a_dp_probe_on_smollm2_checks_every_item(study, llama):
     subject, _ = subject_services.do_save_subject(study, {"name": "smollm2", "model": "smollm2", "base_url": llama,
                                                           "max_tokens": 24, "concurrency": 1, "timeout_seconds": 120})
-    bench = services.do_generate_benchmark(study, categories=["BC"], per_sub_dataset=2)
-    arun = services.do_start_run(subject, bench, modes=("dp", "cot"), per_sub_dataset=2, max_examples=2,
+    bench = services.do_generate_benchmark(study, categories=["BC"], per_sub_dataset=1)
+    arun = services.do_start_run(subject, bench, modes=("dp", "cot"), per_sub_dataset=1, max_examples=2,
                                  queue=False)
     job = services.run_inline(arun)
     assert job.status in (Job.Status.SUCCEEDED, Job.Status.PARTIAL), job.error
     results = Result.objects.filter(item__benchmark=bench)
-    assert job.total == 8 and results.count() == 2 * (job.total - job.failed)
+    assert job.total == 4 and results.count() == 2 * (job.total - job.failed)
     r = results.filter(mode="dp").select_related("trace").first()
     assert r.trace.regime["max_examples"] == 2 and r.trace.regime["prompting"] == "dp"
     assert r.trace.regime["model"] and r.trace.regime["max_tokens"] == 24
