@@ -153,3 +153,15 @@ def test_it_refuses_a_subject_model_of_the_completions_api(study, subject):
     bench = services.do_generate_benchmark(study, categories=["BC"], per_sub_dataset=1)
     with pytest.raises(ValueError, match="api=chat"):
         services.do_start_run(subject, bench, queue=False)
+
+
+def test_max_examples_sends_the_first_k_examples_and_keeps_its_results_apart(study, subject, server):
+    bench = services.do_generate_benchmark(study, categories=["BC"], per_sub_dataset=1)
+    _run(subject, bench, max_examples=3)
+    assert all(len(s.body["messages"]) == 2 + 2 * 3 for s in server.requests)
+    r = Result.objects.get(item__sub_dataset="chat_add_dataset")
+    assert r.model == "tiny@3ex" and r.regime["max_examples"] == 3
+    assert r.trace.regime["max_examples"] == 3
+    _run(subject, bench)  # the full prompt is another row, not a resumed one
+    assert {row.model for row in services.table(study, benchmark=bench, n_resamples=0)} == {"tiny@3ex (DP)",
+                                                                                             "tiny (DP)"}
