@@ -12,6 +12,7 @@ urlpatterns = [
     path("api/v1/", include("agreement.api_urls")),
     path("api/v1/", include("judges.api_urls")),
     path("api/v1/", include("subjects.api_urls")),
+    path("api/v1/", include("abstraction.api_urls")),
     path("api/v1/", include("faithfulness.api_urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
@@ -20,6 +21,7 @@ urlpatterns = [
     path("", include("agreement.urls")),
     path("", include("judges.urls")),
     path("", include("subjects.urls")),
+    path("", include("abstraction.urls")),
     path("", include("faithfulness.urls")),
 ]
 

@@ -6,3 +6,4 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 GSM8K_SOLUTIONS = ROOT / "annotation" / "demo_data" / "gsm8k" / "example_model_solutions.jsonl"
 GSM8K_TEST_HEAD = ROOT / "tests" / "data" / "gsm8k" / "test_head.jsonl"
+ABSTRACTION_SAMPLE = ROOT / "tests" / "data" / "abstraction" / "gpt-4o-mini"

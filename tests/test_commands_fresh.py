@@ -23,8 +23,8 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-PROJECT_APPS = {"annotation", "runs", "subjects", "judges", "scoring", "agreement", "demo",
-                "faithfulness"}
+PROJECT_APPS = {"annotation", "runs", "subjects", "judges", "scoring", "agreement", "abstraction", "fidelity",
+                "faithfulness", "demo"}
 STUDY = "fresh-process study"
 #: (what, extra options) of every export run; ``hazard --source human`` is the issue's failing command.
 EXPORTS = [
@@ -40,6 +40,8 @@ EXPORTS = [
     ("agreement-steps", []),
     ("agreement-traces", []),
     ("prm-training", []),
+    ("abstraction", []),
+    ("abstraction-items", []),
     # faithfulness (no run in this study: empty tables; the evidence rows come from the traces)
     ("interventions", []),
     ("ifr", []),
@@ -94,6 +96,12 @@ def env(tmp_path_factory) -> dict[str, str]:
     done = _run(env, "import_traces", "--study", STUDY, "--json", str(data))
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["traces_created"] == 6
+    # The abstraction exports need its outputs: the published sample, in its own format.
+    from tests.data_paths import ABSTRACTION_SAMPLE
+
+    done = _run(env, "import_traces", str(ABSTRACTION_SAMPLE), "--format", "abstraction-outputs", "--study", STUDY,
+                "--model", "gpt-4o-mini", "--json")
+    assert done.returncode == 0, done.stderr
     return env
 
 

@@ -197,6 +197,12 @@ RULES: dict[str, Rule] = {
     "api-subject-model-probe": api("subject", POST=OWNERS),  # 202 with the probe's job (409 while one runs)
     "api-study-generation-runs": api("study", GET=MEMBERS, POST=OWNERS),
     "api-generation-run": api("generation_run", GET=MEMBERS),
+    # abstraction
+    "abstraction-table": study(GET=MEMBERS),
+    "abstraction-items": study(GET=MEMBERS),
+    "abstraction-download": study(GET=MEMBERS),
+    "api-abstraction-table": api("study", GET=MEMBERS),
+    "api-abstraction-items": api("study", GET=MEMBERS),
     "prompt-template-list": study(GET=MEMBERS, POST=OWNERS),
     "prompt-template-preview": study(POST=OWNERS),
     "prompt-template": Rule(GET=MEMBERS, POST=OWNERS, kwargs={"template_id": "prompt_template"}),

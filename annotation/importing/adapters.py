@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import IO, Any
 
 from annotation.importing import inspect_logs, lm_eval_logs
@@ -20,6 +20,21 @@ from annotation.importing.records import RecordError
 FORMATS = ("reasonaudit", "gsm8k-solutions", "gsm8k", "prm800k", "processbench", "trl-stepwise", "inspect", "lm-eval")
 # An lm-eval samples file needs the results JSON lying beside it: only the CLI, which reads it in place, can import it.
 UPLOAD_FORMATS = tuple(f for f in FORMATS if f != "lm-eval")
+
+# Formats a higher app reads from a path itself (a folder tree, not one stream): registered from its
+# AppConfig.ready, since this app cannot import it (abstraction registers "abstraction-outputs"). The
+# importer is called as importer(study_name, path, model=..., skip_invalid=..., progress=...) and returns an
+# ImportReport. Only the CLI (import_traces) offers them.
+PATH_FORMATS: dict[str, Callable[..., Any]] = {}
+
+
+def register_path_format(name: str, importer: Callable[..., Any]) -> None:
+    PATH_FORMATS[name] = importer
+
+
+def cli_formats() -> tuple[str, ...]:
+    return FORMATS + tuple(PATH_FORMATS)
+
 
 PROCESSBENCH_ANNOTATOR = "processbench-reference"
 TRL_ANNOTATOR = "trl-labels"

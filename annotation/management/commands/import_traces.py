@@ -5,7 +5,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from annotation import services
-from annotation.importing.adapters import FORMATS
+from annotation.importing.adapters import PATH_FORMATS, cli_formats
 from annotation.management.commands._progress import Bar
 
 
@@ -17,12 +17,16 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("file", type=Path)
         parser.add_argument("--study", required=True)
-        parser.add_argument("--format", default="reasonaudit", choices=FORMATS)
+        parser.add_argument("--format", default="reasonaudit", choices=cli_formats())
+        parser.add_argument("--model", help="the model's name, for formats whose files do not name it "
+                            "(abstraction-outputs)")
         parser.add_argument("--skip-invalid", action="store_true", help="keep the good lines, report the bad ones")
         parser.add_argument("--json", action="store_true", help="print the report as one JSON object")
 
     def handle(self, *args, **opts):
         path: Path = opts["file"]
+        if opts["format"] in PATH_FORMATS:
+            return self._path_format(path, opts)
         if not path.is_file():
             raise CommandError(f"{path}: no such file")
         study, created = services.do_get_or_create_study(opts["study"])
@@ -50,5 +54,27 @@ class Command(BaseCommand):
                 self.stdout.write(f"line {row['line']}: {row['reason']}")
             if data["rejected"] and not data["committed"]:
                 self.stdout.write("nothing was imported (all-or-nothing); fix the lines above or use --skip-invalid")
+        if data["rejected"]:
+            sys.exit(1)
+
+    def _path_format(self, path: Path, opts) -> None:
+        """A format a higher app registered (annotation.importing.adapters.PATH_FORMATS): it reads PATH itself."""
+        if not path.exists():
+            raise CommandError(f"{path}: no such file or directory")
+        bar = Bar(f"import {path.name}", enabled=not opts["json"] and sys.stderr.isatty())
+        report = PATH_FORMATS[opts["format"]](opts["study"], path, model=opts["model"],
+                                              skip_invalid=opts["skip_invalid"], progress=bar)
+        bar.close()
+        data = report.as_dict()
+        if opts["json"]:
+            self.stdout.write(json.dumps({**data, "study": opts["study"]}))
+        else:
+            self.stdout.write(f"read {data['read']} records: {data['problems_created']} problems, "
+                              f"{data['traces_created']} traces created; {data['unchanged']} unchanged; "
+                              f"{len(data['rejected'])} rejected")
+            for row in data["rejected"]:
+                self.stdout.write(row["reason"])
+            if data["rejected"] and not data["committed"]:
+                self.stdout.write("nothing was imported (all-or-nothing); fix the input above or use --skip-invalid")
         if data["rejected"]:
             sys.exit(1)

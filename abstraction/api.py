@@ -1,0 +1,81 @@
+"""REST API of the abstraction benchmark: the table and the checked items, thin views over services."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework.exceptions import NotFound, ValidationError
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from abstraction import services
+from abstraction.models import Benchmark, Result
+from annotation import access
+
+MAX_PAGE = 1000
+
+
+def _bench(study, name: str | None) -> Benchmark | None:
+    if not name:
+        return None
+    bench = Benchmark.objects.filter(study=study, name=name).first()
+    if bench is None:
+        raise NotFound(f"no abstraction benchmark named {name!r}")
+    return bench
+
+
+class AbstractionTable(APIView):
+    """GET: one row per (model, prompting mode): Γ per sub-dataset and category, AVG, with_mem, without_*,
+    Δ_OP/NUM/ALL, F, their 95% bootstrap intervals, the checker used; full precision."""
+
+    @extend_schema(parameters=[OpenApiParameter("benchmark", str), OpenApiParameter("resamples", int)],
+                   responses={200: dict})
+    def get(self, request, pk: int):
+        study, _ = access.check_study(request.user, pk)
+        bench = _bench(study, request.query_params.get("benchmark"))
+        try:
+            resamples = int(request.query_params.get("resamples", 1000))
+        except ValueError:
+            raise ValidationError({"resamples": ["a whole number from 0 to 10000"]}) from None
+        if not 0 <= resamples <= 10000:
+            raise ValidationError({"resamples": ["a whole number from 0 to 10000"]})
+        rows = services.table(study, benchmark=bench, n_resamples=resamples)
+        benches = [bench] if bench else list(services.benchmarks_of(study))
+        return Response({"benchmarks": [b.describe() | {"counts": b.counts} for b in benches],
+                         "rows": [r.as_dict() for r in rows]})
+
+
+class AbstractionItems(APIView):
+    """GET: checked answers, filtered by benchmark, sub_dataset, task, instance, model, mode; paged by
+    ``offset`` / ``limit`` (at most 1000)."""
+
+    @extend_schema(parameters=[OpenApiParameter(n, str) for n in
+                               ("benchmark", "sub_dataset", "task", "instance", "model", "mode", "offset", "limit")],
+                   responses={200: dict})
+    def get(self, request, pk: int):
+        study, _ = access.check_study(request.user, pk)
+        q = request.query_params
+        qs = Result.objects.filter(item__benchmark__study=study).select_related("item__benchmark")
+        bench = _bench(study, q.get("benchmark"))
+        if bench is not None:
+            qs = qs.filter(item__benchmark=bench)
+        for key, field in (("sub_dataset", "item__sub_dataset"), ("task", "item__task"), ("model", "model"),
+                           ("mode", "mode")):
+            if q.get(key):
+                qs = qs.filter(**{field: q[key]})
+        try:
+            if q.get("instance") not in (None, ""):
+                qs = qs.filter(item__instance=int(q["instance"]))
+            offset, limit = int(q.get("offset", 0)), int(q.get("limit", 100))
+        except ValueError:
+            raise ValidationError({"instance": ["offset, limit and instance are whole numbers"]}) from None
+        if offset < 0 or not 1 <= limit <= MAX_PAGE:
+            raise ValidationError({"limit": [f"limit 1..{MAX_PAGE}, offset >= 0"]})
+        total = qs.count()
+        page = qs.order_by("item__benchmark__name", "item__sub_dataset", "item__instance", "model", "mode")[
+            offset:offset + limit]
+        return Response({"count": total, "offset": offset, "results": [{
+            "benchmark": r.item.benchmark.name, "category": r.item.category, "sub_dataset": r.item.sub_dataset,
+            "task": r.item.task, "variant": r.item.variant, "instance": r.item.instance, "question": r.item.question,
+            "gold": r.item.answer, "model": r.model, "mode": r.mode, "output": r.output, "extracted": r.extracted,
+            "correct": r.correct, "checker": r.checker, "det_correct": r.det_correct, "llm_correct": r.llm_correct,
+            "imported_correct": r.imported_correct, "trace": r.trace_id} for r in page]})

@@ -1,0 +1,19 @@
+from django.apps import AppConfig
+
+
+class AbstractionConfig(AppConfig):
+    name = "abstraction"
+    verbose_name = "Abstraction benchmark"
+    default_auto_field = "django.db.models.BigAutoField"
+    #: Export kinds (scoring.exports loads this module on first use).
+    export_kinds = "abstraction.export_kinds"
+
+    def ready(self) -> None:
+        from abstraction.importing import FORMAT, import_outputs
+        from abstraction.runclient import AbstractionClient
+        from annotation.importing.adapters import register_path_format
+        from runs.clients import register
+
+        register(AbstractionClient())  # benchmark runs are runs of the run engine
+        # annotation (lower in the app order) cannot import this app: the format is registered here.
+        register_path_format(FORMAT, import_outputs)

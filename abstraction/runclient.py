@@ -1,0 +1,296 @@
+"""Benchmark runs as a client of the run engine (runs.engine, docs/runs.md), kind "abstraction".
+
+An item is an abstraction Item pk; its requests are its prompting modes (dp, cot), sent as the chat
+of §5 to the subject model through the engine's ModelPool (retries, cache, budget, progress, cancel,
+resume). With an LLM checker configured (a judge configuration of the study), each answer is then
+checked by that model with the published checker prompt, through a second pool in the same chunk.
+A chunk's answers become Traces through the import pipeline (one problem per item) and Result rows
+with every verdict."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from django.db import transaction
+from django.db.models import F
+
+from abstraction.core import checker
+from abstraction.models import AbstractionRun, Item, Result
+from abstraction.prompting import instance_of, render
+from annotation import signals
+from annotation.importing.pipeline import pk_map, write_records
+from annotation.importing.records import ProblemIn, TraceIn
+from annotation.importing.regime import host_of, messages_hash, regime
+from annotation.models import Problem, Study, Trace
+from judges.models import JudgeConfig
+from judges.providers.openai_compat import endpoint as judge_endpoint
+from runs import cache as run_cache
+from runs.clients import Accounting, ChunkWork, RunClient
+from runs.models import Run
+from runs.transport import PROMPT, CallRecord, Control, Endpoint, FatalRunError, ModelPool, ModelRequest
+from subjects.models import SubjectModel
+from subjects.runclient import Completion, _WholeChoice, code_version, parse_completion
+
+KIND = "abstraction"
+JOB_KIND = "abstraction"
+MAX_FAILURES_KEPT = 50
+ITEMS_PER_CHUNK = 24
+
+
+@dataclass
+class ModeResult:
+    mode: str
+    digest: str
+    completion: Completion
+    cached: bool
+    judge_text: str | None = None
+
+
+@dataclass
+class ItemOutcome(Accounting):
+    item: int
+    status: str
+    reason: str = ""
+    warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    calls: list[CallRecord] = field(default_factory=list)
+    cached: bool = False
+    output_mode: str = ""
+    modes: list[ModeResult] = field(default_factory=list)
+
+
+def subject_endpoint(subject: SubjectModel) -> Endpoint:
+    return Endpoint(
+        base_url=subject.base_url, model=subject.model, api_key_env=subject.api_key_env, api="chat",
+        output_mode=PROMPT, concurrency=subject.concurrency, rate_limit_per_minute=subject.rate_limit_per_minute,
+        max_retries=subject.max_retries, timeout_seconds=subject.timeout_seconds,
+        price_input_per_mtok=subject.price_input_per_mtok, price_output_per_mtok=subject.price_output_per_mtok,
+    )
+
+
+def cache_scope(subject: SubjectModel) -> str:
+    # The subject's own scope: the same prompt to the same configuration is the same answer.
+    return f"subject:{subject.pk}:v{subject.version}"
+
+
+def judge_scope(judge: JudgeConfig) -> str:
+    return f"abstraction-checker:{judge.pk}:v{judge.version}:{checker.CHECKER_VERSION}"
+
+
+class AbstractionWork(ChunkWork):
+    def __init__(self, arun: AbstractionRun) -> None:
+        self.arun = arun
+        self.subject = arun.subject
+        self.config: dict[str, Any] = arun.run.config
+        self.pools: list[ModelPool] = []
+        self.items: dict[int, Item] = {}
+
+    def load(self, items: Sequence[int]) -> list[Item]:
+        found = {i.pk: i for i in Item.objects.filter(pk__in=items, benchmark=self.arun.benchmark)}
+        self.items = found
+        return [found[pk] for pk in items if pk in found]
+
+    def _request(self, item: Item, mode: str) -> tuple[ModelRequest, str]:
+        cfg = self.config
+        inst = instance_of(item)
+        if cfg.get("max_examples") is not None:
+            # A cheap probe on a slow server: the first N worked examples only (recorded in the regime).
+            inst = replace(inst, examples=inst.examples[:cfg["max_examples"]])
+        msgs = render(inst, mode, cfg["prompts"])
+        body: dict[str, Any] = {"messages": msgs, "temperature": cfg["temperature"], "max_tokens": cfg["max_tokens"]}
+        for key in ("seed", "top_p"):
+            if cfg.get(key) is not None:
+                body[key] = cfg[key]
+        if cfg.get("stop"):
+            body["stop"] = cfg["stop"]
+        return (ModelRequest(item=item.pk, build=lambda _mode, body=body: dict(body), parse=parse_completion,
+                             api="chat"), messages_hash(msgs))
+
+    def execute(self, inputs: Sequence[Item], control: Control) -> Iterator[ItemOutcome]:
+        force = self.arun.run.force
+        pool = ModelPool(subject_endpoint(self.subject), cache_scope(self.subject),
+                         run_cache.DbStore(cache_scope(self.subject), force=force), force=force)
+        pool.client = _WholeChoice(pool.client)
+        self.pools.append(pool)
+        outcomes = {i.pk: ItemOutcome(item=i.pk, status="ok", cached=True) for i in inputs}
+        pending = {i.pk: len(self.config["modes"]) for i in inputs}
+        requests, meta = [], {}
+        for item in inputs:
+            for mode in self.config["modes"]:
+                request, digest = self._request(item, mode)
+                requests.append(request)
+                meta[id(request)] = (mode, digest)
+        finished: list[ItemOutcome] = []
+        try:
+            for result in pool.run(requests, control):
+                out = outcomes[result.request.item]
+                out.calls.extend(result.calls)
+                mode, digest = meta[id(result.request)]
+                if result.status == "ok" and result.answer is not None:
+                    out.modes.append(ModeResult(mode, digest, result.answer.value, result.answer.cached))
+                    out.cached = out.cached and result.answer.cached
+                else:
+                    out.cached = False
+                    if result.status == "failed" and out.status != "failed":
+                        out.status, out.reason = "failed", f"{mode}: {result.reason}"
+                    elif out.status == "ok":
+                        out.status = "skipped"
+                pending[result.request.item] -= 1
+                if pending[result.request.item] == 0:
+                    finished.append(out)
+        except FatalRunError:
+            for pk, n in pending.items():
+                if n > 0:
+                    outcomes[pk].status = "skipped"
+            yield from (o for o in outcomes.values())
+            raise
+        if self.arun.judge_id:
+            self._judge(finished, control)
+        yield from finished
+
+    def _judge(self, finished: list[ItemOutcome], control: Control) -> None:
+        """The published LLM checker over every answer of the chunk (spec §7)."""
+        judge = self.arun.judge
+        force = self.arun.run.force
+        pool = ModelPool(judge_endpoint(judge), judge_scope(judge), run_cache.DbStore(judge_scope(judge), force=force),
+                         force=force)
+        pool.client = _WholeChoice(pool.client)
+        self.pools.append(pool)
+        requests, target = [], {}
+        for out in finished:
+            item = self.items[out.item]
+            for mr in out.modes:
+                body = {"messages": checker.judge_messages(mr.completion.text, item.answer),
+                        "temperature": judge.temperature, "max_tokens": min(judge.max_tokens or 256, 256)}
+                request = ModelRequest(item=out.item, build=lambda _m, body=body: dict(body), parse=parse_completion,
+                                       api="chat")
+                requests.append(request)
+                target[id(request)] = (out, mr)
+        for result in pool.run(requests, control):
+            out, mr = target[id(result.request)]
+            out.calls.extend(result.calls)
+            if result.status == "ok" and result.answer is not None:
+                mr.judge_text = result.answer.value.text
+            # A checker that failed counts as "incorrect", as the repository's does; the verdict stays null.
+
+    def commit(self, outcomes: Sequence[ItemOutcome]) -> None:
+        write_results(self.arun, outcomes, self.items)
+
+    def close(self) -> None:
+        for pool in self.pools:
+            pool.close()
+
+
+def trace_regime(cfg: dict[str, Any], mr: ModeResult) -> dict[str, Any]:
+    return regime(
+        model=mr.completion.model or cfg["model"], base_url_host=host_of(cfg["base_url"]), api="chat",
+        prompt_template=f"abstraction-{mr.mode}", prompt_template_version=cfg["prompts"]["templates"].get(
+            "abstraction-cot" if mr.mode == "cot" else "abstraction-dp"),
+        messages_hash=mr.digest, temperature=cfg["temperature"], top_p=cfg.get("top_p"), seed=cfg.get("seed"),
+        max_tokens=cfg["max_tokens"], stop=cfg.get("stop") or None, k=1, tool_access="none", continuation="none",
+        code_version=code_version(), subject_model=cfg["name"], subject_model_version=cfg["version"],
+        configured_model=cfg["model"], prompting=mr.mode, benchmark=cfg["benchmark"],
+        generator_version=cfg["generator_version"], seed_benchmark=cfg["benchmark_seed"],
+        remap_mode=cfg["remap_mode"], checker=cfg["checker"], max_examples=cfg.get("max_examples"),
+    )
+
+
+def write_results(arun: AbstractionRun, outcomes: Sequence[ItemOutcome], items: dict[int, Item]) -> None:
+    cfg = arun.run.config
+    study = arun.benchmark.study
+    bench = arun.benchmark.name
+    records: list[ProblemIn | TraceIn] = []
+    needs_problem = [items[o.item] for o in outcomes if o.modes and items[o.item].problem_id is None]
+    for item in needs_problem:
+        records.append(ProblemIn(kind="problem", problem_id=f"abs/{bench}/{item.sub_dataset}/{item.instance}",
+                                 statement=f"{item.hint}Question: {item.question}".strip(), gold_answer=item.answer,
+                                 domain="abstraction", tags=[item.category, item.variant]))
+    rows = []
+    for out in outcomes:
+        item = items[out.item]
+        for mr in out.modes:
+            tid = f"abs/{bench}/{cfg['label']}/v{cfg['version']}/{mr.mode}/{item.sub_dataset}/{item.instance}"
+            det = checker.check(mr.completion.text, item.answer, numeric=checker.is_numeric(item.sub_dataset,
+                                                                                            item.category))
+            records.append(TraceIn(kind="trace", problem_id=f"abs/{bench}/{item.sub_dataset}/{item.instance}",
+                                   model=cfg["label"], trace_id=tid, raw=mr.completion.text,
+                                   thought=mr.completion.reasoning or None, answer=det.extracted,
+                                   answer_correct=det.correct,
+                                   meta={"finish_reason": mr.completion.finish_reason,
+                                         "abstraction": {"sub_dataset": item.sub_dataset, "instance": item.instance,
+                                                         "mode": mr.mode}},
+                                   regime=trace_regime(cfg, mr)))
+            rows.append((item, mr, tid, det))
+    _record_failures(arun, outcomes, items)
+    if not records:
+        return
+    write_records(study, records, actor=arun.job.created_by)
+    if needs_problem:
+        pks = pk_map(Problem, "problem_id", [f"abs/{bench}/{i.sub_dataset}/{i.instance}" for i in needs_problem],
+                     study=study.pk)
+        for item in needs_problem:
+            item.problem_id = pks.get(f"abs/{bench}/{item.sub_dataset}/{item.instance}")
+        Item.objects.bulk_update(needs_problem, ["problem"])
+    traces = pk_map(Trace, "trace_id", [tid for _i, _m, tid, _d in rows], study=study.pk)
+    use_llm = cfg["checker"] == Result.Checker.LLM
+    results = []
+    for item, mr, tid, det in rows:
+        llm = checker.judge_verdict(mr.judge_text) if mr.judge_text is not None else None
+        correct = (llm if llm is not None else False) if use_llm else det.correct
+        results.append(Result(item=item, model=cfg["label"], mode=mr.mode, trace_id=traces.get(tid),
+                              output=mr.completion.text, extracted=det.extracted or "", det_correct=det.correct,
+                              llm_correct=llm, llm_output=mr.judge_text or "", correct=correct,
+                              checker=cfg["checker"], regime=trace_regime(cfg, mr)))
+    # A re-run (forced) replaces the verdicts of the same (item, model, mode).
+    Result.objects.bulk_create(results, update_conflicts=True, unique_fields=["item", "model", "mode"],
+                               update_fields=["trace", "output", "extracted", "det_correct", "llm_correct",
+                                              "llm_output", "correct", "checker", "regime"])
+    AbstractionRun.objects.filter(pk=arun.pk).update(results_created=F("results_created") + len(results))
+
+
+def _record_failures(arun: AbstractionRun, outcomes: Sequence[ItemOutcome], items: dict[int, Item]) -> None:
+    failures = {str(items[o.item]): o.reason for o in outcomes if o.status == "failed"}
+    if not failures:
+        return
+    # The chunk's transaction holds the row: read-modify-write is safe.
+    current = AbstractionRun.objects.select_for_update().values_list("failures", flat=True).get(pk=arun.pk) or {}
+    for key, reason in failures.items():
+        if len(current) >= MAX_FAILURES_KEPT:
+            break
+        current[key] = reason[:1000]
+    AbstractionRun.objects.filter(pk=arun.pk).update(failures=current)
+
+
+class AbstractionClient(RunClient):
+    kind = KIND
+    noun = "item"
+
+    @staticmethod
+    def arun(run: Run) -> AbstractionRun:
+        return (AbstractionRun.objects.select_related("subject", "benchmark__study", "judge", "job__created_by", "run")
+                .get(run=run))
+
+    def chunk_size(self, run: Run) -> int:
+        arun = self.arun(run)
+        c = max(1, arun.subject.concurrency)
+        return max(c, ITEMS_PER_CHUNK + (-ITEMS_PER_CHUNK) % c)
+
+    def open(self, run: Run) -> AbstractionWork:
+        return AbstractionWork(self.arun(run))
+
+    def failure_reasons(self, run: Run, limit: int) -> list[str]:
+        failures = AbstractionRun.objects.filter(run=run).values_list("failures", flat=True).first() or {}
+        return [f"{key}: {reason}" for key, reason in list(failures.items())[:limit]]
+
+    def summary(self, run: Run) -> dict:
+        arun = self.arun(run)
+        return {"run": arun.pk, "subject_model": arun.subject.name, "benchmark": arun.benchmark.name,
+                "modes": arun.modes, "checker": arun.checker, **run.summary(), "results": arun.results_created}
+
+    def finished(self, run: Run) -> None:
+        arun = self.arun(run)
+        if arun.results_created:
+            study = arun.benchmark.study
+            transaction.on_commit(lambda: signals.data_changed.send(sender=Study, study=study, reason="abstraction"))

@@ -1,0 +1,167 @@
+"""Benchmark runs through the run engine against the fake OpenAI server: exact verdicts, the paired
+table, resuming, the cache, the LLM checker, failures and the command."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from django.core.management import call_command
+
+from abstraction import services
+from abstraction.core import generators as g
+from abstraction.core import prompts
+from abstraction.models import AbstractionRun, Item, Result
+from annotation.models import Job, Trace
+from judges.models import JudgeConfig
+from subjects import services as subject_services
+from tests.runs.fake_openai import FakeOpenAI, Fault
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def quick_retries(settings):
+    settings.RUN_RETRY_BASE_SECONDS = 0.01
+    settings.RUN_RETRY_MAX_SECONDS = 0.05
+
+
+@pytest.fixture
+def server():
+    fake = FakeOpenAI(generation=True).start()
+    yield fake
+    fake.stop()
+
+
+@pytest.fixture
+def subject(study, server):
+    made, _ = subject_services.do_save_subject(study, {"name": "tiny", "model": "tiny-model", "base_url": server.url,
+                                                       "concurrency": 4, "max_retries": 1, "timeout_seconds": 5.0})
+    return made
+
+
+def _answer(server: FakeOpenAI, items, right) -> None:
+    """Answer each item's final question with its gold when ``right(item)``, else with a wrong answer."""
+    for item in items:
+        content = f"Answer: The answer is {item.answer if right(item) else item.answer + 'X'}."
+        final = f"Question: {item.question}\n\n"
+        server.rule(lambda body, final=final: body.get("messages", [{}])[-1].get("content", "").endswith(final)
+                    or body.get("messages", [{}])[-1].get("content", "").endswith(final + prompts.COT_CUE),
+                    Fault(content=content))
+
+
+def _run(subject, bench, **kwargs):
+    arun = services.do_start_run(subject, bench, queue=False, **kwargs)
+    job = services.run_inline(arun)
+    arun.refresh_from_db()
+    return arun, job
+
+
+def test_a_dp_run_checks_every_answer_and_gives_the_paired_delta(study, subject, server):
+    bench = services.do_generate_benchmark(study, categories=["EC", "SR"], per_sub_dataset=2)
+    task = "fixed_len_chat_bit"
+    items = list(services.select_items(bench, ["EC", "SR"]).filter(task=task))
+    assert len(items) == 8
+    # raw: both right; all: none; num: one (instance 0); op: both.
+    _answer(server, items, lambda i: i.variant in ("raw", "op") or (i.variant == "num" and i.instance == 0))
+    arun, job = _run(subject, bench, categories=["EC", "SR"], per_sub_dataset=2)
+    assert job.status == Job.Status.SUCCEEDED and job.total == 2 * (16 + 42)
+    assert Result.objects.filter(item__benchmark=bench).count() == job.total
+    rows = services.table(study, benchmark=bench, n_resamples=100)
+    (row,) = rows
+    assert row.model == "tiny (DP)" and row.checker == "deterministic"
+    gd = row.result.sub_datasets
+    assert (gd["fixed_len_chat_bit_raw_dataset"], gd["fixed_len_chat_bit_dataset"],
+            gd["fixed_len_chat_bit_num_dataset"], gd["fixed_len_chat_bit_op_dataset"]) == (1.0, 0.0, 0.5, 1.0)
+    # Every other task: the fake sums the numbers of nothing, "The answer is 0.": right where the gold is 0.
+    others = Item.objects.filter(benchmark=bench).exclude(task=task)
+    for sub in {i.sub_dataset for i in others}:
+        golds = [i.answer for i in others if i.sub_dataset == sub]
+        assert gd[sub] == sum(g == "0" for g in golds) / len(golds)
+    s = row.result.stats
+    with_mem = sum(gd[g.raw_name(t)] for t in g.PAIRED_TASKS) / 14
+    for v in ("all", "num", "op"):
+        assert s[f"delta_{v}"] == pytest.approx(with_mem - sum(gd[g.variant_name(t, v)] for t in g.PAIRED_TASKS) / 14)
+    r = Result.objects.get(item__sub_dataset="fixed_len_chat_bit_dataset", item__instance=0, mode="dp")
+    assert r.trace.model == "tiny" and r.trace.regime["prompting"] == "dp"
+    assert r.trace.regime["remap_mode"] == "repo" and r.trace.regime["generator_version"] == bench.generator_version
+    sent = next(s.body for s in server.requests if s.body["messages"][-1]["content"].endswith(
+        f"Question: {r.item.question}\n\n"))
+    assert sent["messages"][0]["content"] == prompts.SYSTEM_DP
+    assert len(sent["messages"]) == 2 + 2 * len(r.item.examples)
+
+
+def test_a_second_run_asks_only_for_what_is_missing_and_force_asks_the_cache(study, subject, server):
+    bench = services.do_generate_benchmark(study, categories=["BC"], per_sub_dataset=2)
+    _run(subject, bench, per_sub_dataset=1)
+    assert len(server.requests) == 4
+    arun, job = _run(subject, bench, per_sub_dataset=2)
+    assert job.total == 4 and len(server.requests) == 8  # the 4 answered items are not asked again
+    arun, job = _run(subject, bench, force=True)
+    assert job.total == 8 and len(server.requests) == 16
+
+
+def test_both_modes_are_two_requests_of_one_item_and_cot_gets_the_cue(study, subject, server):
+    bench = services.do_generate_benchmark(study, categories=["NBR"], per_sub_dataset=1)
+    arun, job = _run(subject, bench, modes=("dp", "cot"))
+    assert job.total == 12 and len(server.requests) == 24
+    cot = [s.body for s in server.requests if s.body["messages"][0]["content"] == prompts.SYSTEM_COT]
+    assert len(cot) == 12 and all(b["messages"][-1]["content"].endswith(prompts.COT_CUE) for b in cot)
+    assert all("Hint: This is base" in b["messages"][-1]["content"] for b in cot)
+    assert {r.model for r in services.table(study, benchmark=bench, n_resamples=0)} == {"tiny (DP)", "tiny (CoT)"}
+
+
+def test_the_llm_checker_verdict_is_kept_beside_the_deterministic_one(study, subject, server):
+    bench = services.do_generate_benchmark(study, categories=["BC"], per_sub_dataset=1)
+    judge = JudgeConfig.objects.create(study=study, name="checker", model="judge-model", base_url=server.url,
+                                       max_retries=1, timeout_seconds=5.0)
+    server.rule(lambda body: "Judje result" in body["messages"][-1]["content"],
+                Fault(content="The answer is correct."))
+    arun, job = _run(subject, bench, judge=judge)
+    assert job.status == Job.Status.SUCCEEDED and arun.checker == "llm"
+    results = Result.objects.filter(item__benchmark=bench)
+    assert results.count() == 4
+    assert all(r.llm_correct is True and r.correct is True and r.det_correct is False for r in results)
+    (row,) = services.table(study, benchmark=bench, n_resamples=0)
+    assert row.checker == "llm" and row.result.stats["BC"] == 1.0
+
+
+def test_a_failing_server_fails_the_items_and_keeps_nothing_half_done(study, subject, server):
+    bench = services.do_generate_benchmark(study, categories=["BC"], per_sub_dataset=1)
+    server.rule(lambda body: True, Fault(status=500, message="boom"))
+    arun, job = _run(subject, bench)
+    assert job.status == Job.Status.FAILED and "HTTP 500: boom" in job.error
+    assert not Result.objects.filter(item__benchmark=bench).exists()
+    assert len(arun.failures) == 4
+
+
+def test_the_command_generates_runs_and_prints_the_table(study, subject, server, settings):
+    settings.CELERY_TASK_ALWAYS_EAGER = True
+    out = io.StringIO()
+    call_command("abstraction", study=study.name, model="tiny", categories=["BC", "SMA"], per_sub_dataset=1,
+                 wait=True, stdout=out, stderr=io.StringIO())
+    text = out.getvalue()
+    assert "benchmark seed42-repo-paper (abstraction-gen/1, seed 42, remap repo, SMA paper)" in text
+    assert "11 items to ask" in text and "succeeded: 11 of 11 items done" in text
+    assert "tiny (DP) | 0.00 |" in text
+    assert AbstractionRun.objects.count() == 1 and Trace.objects.filter(model="tiny").count() == 11
+    assert Item.objects.filter(benchmark__name="seed42-repo-paper").count() == 9095 - 1319  # no GSM8K problems
+
+
+def test_it_refuses_a_subject_model_of_the_completions_api(study, subject):
+    subject.api = "completions"
+    bench = services.do_generate_benchmark(study, categories=["BC"], per_sub_dataset=1)
+    with pytest.raises(ValueError, match="api=chat"):
+        services.do_start_run(subject, bench, queue=False)
+
+
+def test_max_examples_sends_the_first_k_examples_and_keeps_its_results_apart(study, subject, server):
+    bench = services.do_generate_benchmark(study, categories=["BC"], per_sub_dataset=1)
+    _run(subject, bench, max_examples=3)
+    assert all(len(s.body["messages"]) == 2 + 2 * 3 for s in server.requests)
+    r = Result.objects.get(item__sub_dataset="chat_add_dataset")
+    assert r.model == "tiny@3ex" and r.regime["max_examples"] == 3
+    assert r.trace.regime["max_examples"] == 3
+    _run(subject, bench)  # the full prompt is another row, not a resumed one
+    assert {row.model for row in services.table(study, benchmark=bench, n_resamples=0)} == {"tiny@3ex (DP)",
+                                                                                             "tiny (DP)"}
