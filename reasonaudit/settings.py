@@ -64,6 +64,7 @@ INSTALLED_APPS = [
     "judges",
     "agreement",
     "subjects",
+    "fidelity",
     "demo",
 ]
 

@@ -164,7 +164,7 @@ def test_a_package_importing_its_own_submodules_is_no_cycle(tmp_path):
 # The apps in dependency order (docs/architecture.md): each may import those
 # before it, never those after it. ``reasonaudit`` (settings, Celery app, URL
 # root) is the project's frame and is left out.
-APP_LAYERS = ("annotation", "runs", "subjects", "judges", "scoring", "agreement", "demo")
+APP_LAYERS = ("annotation", "runs", "subjects", "judges", "scoring", "agreement", "fidelity", "demo")
 
 
 def upward_imports(graph: dict[str, set[str]], layers: Sequence[str]) -> list[str]:

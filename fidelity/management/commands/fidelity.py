@@ -1,0 +1,96 @@
+import sys
+
+from django.core.management.base import BaseCommand, CommandError
+
+from annotation.management.commands._progress import Bar
+from annotation.models import Job, Study
+from fidelity import services
+from fidelity.core.selection import SYNTAX, FilterError
+from reasonaudit.celery import app as celery_app
+from runs import cli
+from subjects.models import SubjectModel
+
+
+class Command(BaseCommand):
+    requires_system_checks: list[str] = []
+    help = ("Reasoning-fidelity diagnostics (paper 001): build or extend a suite of seeded variants of the study's "
+            "problems (perturbations, counterfactuals) and run a subject model over it (forward traces of originals "
+            "and variants, backward reconstructions); --wait follows it and prints the four-axis summary.")
+
+    def add_arguments(self, parser):
+        parser.add_argument("--study", required=True)
+        parser.add_argument("--model", required=True, help="subject model name")
+        parser.add_argument("--suite", default="fidelity", help="suite name (default: fidelity)")
+        parser.add_argument("--axes", default="perturbation,counterfactual,backward",
+                            help="comma-separated: perturbation, counterfactual, backward")
+        parser.add_argument("--per-problem", type=int, default=1, help="variants per strategy and problem (K)")
+        parser.add_argument("--problems", default="all", help=f"which originals: {SYNTAX}")
+        parser.add_argument("--seed", type=int, default=0, help="the suite's seed (a new suite only)")
+        parser.add_argument("--force", action="store_true", help="ask again even where a cached answer exists")
+        parser.add_argument("--budget", type=float, help="stop once the estimated cost reaches this many USD")
+        parser.add_argument("--wait", action="store_true", help="show progress, wait, print the summary")
+
+    def handle(self, *args, **opts):
+        study = Study.objects.filter(name=opts["study"]).first()
+        if study is None:
+            raise CommandError(f"no study named {opts['study']!r}")
+        subject = SubjectModel.objects.filter(study=study, name=opts["model"]).select_related("prompt_template").first()
+        if subject is None:
+            names = ", ".join(study.subject_models.values_list("name", flat=True)) or "none"
+            raise CommandError(f"no subject model named {opts['model']!r} in {study.name!r} (subject models: {names})")
+        try:
+            axes = services.parse_axes(opts["axes"])
+            made = services.do_create_suite(study, opts["suite"], axes=axes, per_problem=opts["per_problem"],
+                                            problems=opts["problems"], seed=opts["seed"])
+        except (ValueError, FilterError) as exc:
+            raise CommandError(str(exc)) from None
+        skipped = sum(made.skipped.values())
+        self.stdout.write(f"suite {made.suite.name}: {made.created} new variant(s), {made.existing} kept; "
+                          f"counterfactual golds {made.derived} derived, {made.unknown} unknown (lenient AA); "
+                          f"{skipped} skipped")
+        for reason, n in sorted(made.skipped.items()):
+            self.stdout.write(f"  skipped {n}: {reason}")
+        eager = celery_app.conf.task_always_eager
+        try:
+            fid_run = services.do_start_run(made.suite, subject, axes=axes, problems=opts["problems"],
+                                            force=opts["force"], budget_usd=opts["budget"], queue=not eager)
+        except (services.RunConflict, ValueError, FilterError) as exc:
+            raise CommandError(str(exc)) from None
+        job = fid_run.job
+        self.stdout.write(f"fidelity run {fid_run.pk} (job {job.pk}): {subject.name} v{fid_run.config_version} on "
+                          f"{job.total} problem(s), axes {', '.join(axes)}")
+        if not (opts["wait"] or eager):
+            self.stdout.write(f"queued; the report: /fidelity/runs/{fid_run.pk}/")
+            return
+        bar = Bar(f"fidelity {subject.name}", unit="problem", unit_scale=False,
+                  enabled=sys.stderr.isatty() or opts["wait"])
+        job = services.run_inline(fid_run, progress=bar) if eager else cli.follow(job, bar)
+        bar.close()
+        fid_run.run.refresh_from_db()
+        self.stdout.write(f"{job.status}: {job.done} of {job.total} problems done, {job.failed} failed; "
+                          f"{cli.usage(fid_run.run)}")
+        if job.error:
+            self.stderr.write(job.error)
+        self._summary(services.report(fid_run))
+        if job.status != Job.Status.SUCCEEDED:
+            sys.exit(1)
+
+    def _summary(self, rep: services.Report) -> None:
+        def f(x):
+            return "-" if x is None else f"{x:.4f}"
+
+        s = rep.summary
+        self.stdout.write("four-axis summary:")
+        self.stdout.write(f"  consistency {f(s['consistency'])}  transitivity T^ {f(s['transitivity'])}  "
+                          f"overall reasoning {f(s['overall_reasoning'])}")
+        self.stdout.write(f"  counterfactual ({s['pairs']} pairs): CP {f(s['cp_value'])} (diff {f(s['cp_diff'])})  "
+                          f"RA {f(s['ra'])}  AA {f(s['aa'])}  SC {f(s['sc'])}; golds derived {s['golds_derived']}, "
+                          f"unknown {s['golds_unknown']}")
+        self.stdout.write(f"  robustness (mean over perturbations) {f(s['robustness_mean'])}; F {f(s['faithfulness_mean'])}"
+                          f"  P {f(s['plausibility_mean'])}  hallucination {f(s['hallucination_rate'])}")
+        self.stdout.write("perturbation                EMdrop   CoTdrop  SemCons  ReasCons ConfDeg  Robust   "
+                          "BL_EM    Var_EM   BL_CoT   Var_CoT  n")
+        for r in rep.perturbation:
+            self.stdout.write(f"  {r.strategy:<24}" + " ".join(f"{v:8.4f}" for v in (
+                r.em_drop, r.cot_drop, r.sem, r.reason, r.conf_drop, r.robustness, r.bl_em, r.var_em, r.bl_cot,
+                r.var_cot)) + f"  {r.n}")
