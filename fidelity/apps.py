@@ -4,6 +4,8 @@ from django.apps import AppConfig
 class FidelityConfig(AppConfig):
     name = "fidelity"
     verbose_name = "Reasoning fidelity"
+    #: scoring.exports loads the `fidelity` export kind from here on first use.
+    export_kinds = "fidelity.export_kinds"
 
     def ready(self) -> None:
         from fidelity.runclient import FidelityClient

@@ -408,3 +408,62 @@ def runs_of_suite(suite: Suite):
 
 def trace_numbers(text: str) -> set[Fraction]:
     return pairs.numbers_in(text)
+
+
+# --------------------------------------------------------------------------
+# Plain data for the API and the exports
+
+ROW_COLUMNS = ["run", "suite", "subject_model", "subject_model_version", "role", "problem_id", "original_id", "axis",
+               "strategy", "magnitude", "hop_category", "hop_graded", "gold", "gold_status", "answer", "em", "f1",
+               "bleu", "cot_em", "step_sim", "faithfulness", "plausibility", "hallucination", "confidence",
+               "consistency", "t_hat", "forward_steps", "backward_steps", "cp_value", "cp_diff", "ra", "aa",
+               "aa_strict", "sc", "changes", "question", "text"]
+
+
+def _answer(o: Output | None) -> str | None:
+    return (o.trace.answer or None) if o is not None and o.trace_id and o.trace else None
+
+
+def item_rows(rep: Report) -> list[dict[str, Any]]:
+    """One row per original (its metrics) and one per variant (its pair indicators)."""
+    fr = rep.fid_run
+    head = {"run": fr.pk, "suite": fr.suite.name, "subject_model": fr.subject.name,
+            "subject_model_version": fr.config_version}
+    cf = {v.pk: c for v, c in rep.cf_pairs}
+    rows: list[dict[str, Any]] = []
+    for i in rep.items:
+        m = i.metrics
+        rows.append({**head, "role": "original", "problem_id": i.problem.problem_id, "original_id": i.problem.problem_id,
+                     "axis": "", "strategy": "", "magnitude": "", "hop_category": i.hops.category,
+                     "hop_graded": i.hops.graded, "gold": i.problem.gold_answer, "gold_status": "given",
+                     "answer": _answer(i.forward), **{k: m.get(k) for k in (
+                         "em", "f1", "bleu", "cot_em", "step_sim", "faithfulness", "plausibility", "hallucination",
+                         "confidence", "consistency", "t_hat", "forward_steps", "backward_steps")},
+                     "changes": [], "question": i.problem.statement, "text": i.forward.text if i.forward else None})
+        for v, out in i.variants:
+            c = cf.get(v.pk)
+            rows.append({**head, "role": "variant", "problem_id": v.problem.problem_id,
+                         "original_id": i.problem.problem_id, "axis": v.axis, "strategy": v.strategy,
+                         "magnitude": v.magnitude, "hop_category": i.hops.category, "hop_graded": i.hops.graded,
+                         "gold": v.problem.gold_answer or None, "gold_status": v.gold, "answer": _answer(out),
+                         "em": A.exact_match(_answer(out), v.problem.gold_answer) if v.problem.gold_answer else None,
+                         "cp_value": c.cp_value if c else None, "cp_diff": c.cp_diff if c else None,
+                         "ra": c.ra if c else None, "aa": c.aa if c else None, "aa_strict": c.aa_strict if c else None,
+                         "sc": c.sc if c else None, "changes": v.changes, "question": v.problem.statement,
+                         "text": out.text if out else None})
+    return rows
+
+
+def report_data(rep: Report) -> dict[str, Any]:
+    """The report as JSON-ready data (REST)."""
+    t = rep.counterfactual
+    return {
+        "run": rep.fid_run.pk, "suite": rep.fid_run.suite.name, "subject_model": rep.fid_run.subject.name,
+        "status": rep.fid_run.job.status, "axes": rep.fid_run.axes, "summary": rep.summary,
+        "perturbation": [r.to_dict() for r in rep.perturbation],
+        "counterfactual": None if t is None else {
+            "overall": t.overall.to_dict(), "by_strategy": [r.to_dict() for r in t.by_strategy],
+            "by_magnitude": [r.to_dict() for r in t.by_magnitude],
+            "by_complexity": [r.to_dict() for r in t.by_complexity]},
+        "overall": rep.overall, "by_hops": rep.by_hops, "provenance": rep.provenance,
+    }

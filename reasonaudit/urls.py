@@ -12,6 +12,7 @@ urlpatterns = [
     path("api/v1/", include("agreement.api_urls")),
     path("api/v1/", include("judges.api_urls")),
     path("api/v1/", include("subjects.api_urls")),
+    path("api/v1/", include("fidelity.api_urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     path("", include("annotation.urls")),
@@ -19,6 +20,7 @@ urlpatterns = [
     path("", include("agreement.urls")),
     path("", include("judges.urls")),
     path("", include("subjects.urls")),
+    path("", include("fidelity.urls")),
 ]
 
 # Every refusal (annotation.access.AccessDenied) is rendered here on the web:

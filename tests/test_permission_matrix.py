@@ -32,6 +32,7 @@ from agreement.models import CalibrationStudy
 from annotation import services
 from annotation.importing.pipeline import import_stream
 from annotation.models import Job, Membership, Skeleton, Step, Study, Trace
+from fidelity import services as fidelity_services
 from judges import services as judge_services
 from judges.models import MECHANISTIC, JudgeConfig
 from subjects import services as subject_services
@@ -195,6 +196,13 @@ RULES: dict[str, Rule] = {
     "api-subject-model-probe": api("subject", POST=OWNERS),  # the world's server is down: the owner gets 502
     "api-study-generation-runs": api("study", GET=MEMBERS, POST=OWNERS),
     "api-generation-run": api("generation_run", GET=MEMBERS),
+    # fidelity diagnostics (docs/fidelity.md)
+    "fidelity-list": study(GET=MEMBERS),
+    "fidelity-report": Rule(GET=MEMBERS, kwargs={"run_id": "fidelity_run"}),
+    "fidelity-item": Rule(GET=MEMBERS, kwargs={"run_id": "fidelity_run", "problem_id": "problem"}),
+    "api-study-fidelity-runs": api("study", GET=MEMBERS, POST=OWNERS),
+    "api-fidelity-run": api("fidelity_run", GET=MEMBERS),
+    "api-fidelity-run-items": api("fidelity_run", GET=MEMBERS),
 }
 #: Django's admin site: its own staff check, one rule for all its patterns.
 ADMIN_RULE = Rule(GET=STAFF, POST=STAFF)
@@ -306,6 +314,10 @@ class World:
         self.subject, _ = subject_services.do_save_subject(
             self.study, {"name": "tiny", "model": "tiny", "base_url": "http://127.0.0.1:9/v1"})
         self.generation_run = subject_services.do_start_generation(self.subject, queue=False)
+        suite = fidelity_services.do_create_suite(self.study, "matrix", axes=["perturbation"],
+                                                  problems=f"pid:{self.problem.problem_id}").suite
+        self.fidelity_run = fidelity_services.do_start_run(suite, self.subject, axes=["perturbation"],
+                                                           problems=f"pid:{self.problem.problem_id}", queue=False)
 
 
 def _path(p: Pattern, world) -> str:
