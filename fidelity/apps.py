@@ -8,7 +8,9 @@ class FidelityConfig(AppConfig):
     export_kinds = "fidelity.export_kinds"
 
     def ready(self) -> None:
+        from fidelity import importing
         from fidelity.runclient import FidelityClient
         from runs.clients import register
 
         register(FidelityClient())  # fidelity runs are runs of the run engine
+        importing.register()  # --format menatqa / gsm-plus (annotation cannot import this app)

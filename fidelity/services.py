@@ -12,12 +12,13 @@ from typing import Any
 from django.db import transaction
 
 from annotation import access, jobs
-from annotation.models import Job, Membership, Problem, SkeletonStep, Study
+from annotation.models import Job, Membership, Problem, SkeletonStep, Study, Trace
 from fidelity.core import answer as A
 from fidelity.core import complexity, explanation, logic, pairs, selection
 from fidelity.core import gold as G
 from fidelity.core import variants as V
 from fidelity.core.text import split_steps, tail_field
+from fidelity.importing import IMPORT_KEY
 from fidelity.models import FidelityRun, Output, Suite, Variant
 from fidelity.runclient import JOB_KIND, KIND, chunk_size
 from runs import engine
@@ -27,8 +28,12 @@ from subjects.models import SubjectModel
 from subjects.runclient import code_version
 from subjects.services import config_snapshot
 
-AXES = ("perturbation", "counterfactual", "backward")
-AXIS_STRATEGIES = {"perturbation": V.PERTURBATIONS, "counterfactual": V.COUNTERFACTUALS, "backward": ()}
+AXES = ("perturbation", "counterfactual", "backward", "imported")
+AXIS_STRATEGIES = {"perturbation": V.PERTURBATIONS, "counterfactual": V.COUNTERFACTUALS, "backward": (),
+                   "imported": ()}
+# Which variants a run over the axes asks about.
+AXIS_OF_VARIANTS = {"perturbation": "perturbation", "counterfactual": "counterfactual", "imported": "imported"}
+DEFAULT_AXES = "perturbation,counterfactual,backward"
 VARIANT_TAG = "fidelity-variant"
 BOOTSTRAP = {"n_resamples": 1000, "seed": 0, "level": 0.95}
 
@@ -52,7 +57,7 @@ def check_suite(user, suite_id: int) -> tuple[Suite, Membership]:
 
 
 def parse_axes(text: str | list[str] | None) -> list[str]:
-    items = text if isinstance(text, list) else [a.strip() for a in (text or ",".join(AXES)).split(",") if a.strip()]
+    items = text if isinstance(text, list) else [a.strip() for a in (text or DEFAULT_AXES).split(",") if a.strip()]
     unknown = [a for a in items if a not in AXES]
     if unknown or not items:
         raise ValueError(f"unknown axis {unknown[0] if unknown else '(none)'!r}; choose from {', '.join(AXES)}")
@@ -64,8 +69,61 @@ def parse_axes(text: str | list[str] | None) -> list[str]:
 
 
 def originals_of(study: Study):
-    """The study's own problems: not variants of a suite."""
-    return Problem.objects.filter(study=study, fidelity_variant__isnull=True)
+    """The study's own problems: not variants of a suite, not imported variants (GSM-Plus, MenatQA updates)."""
+    return Problem.objects.filter(study=study, fidelity_variant__isnull=True).exclude(meta__has_key=IMPORT_KEY)
+
+
+def _squash(text: str) -> str:
+    return " ".join((text or "").split()).lower()
+
+
+@dataclass
+class LinkReport:
+    linked: int = 0
+    unmatched: list[str] = field(default_factory=list)
+
+
+@transaction.atomic
+def link_imports(study: Study) -> LinkReport:
+    """Link imported variant problems (``meta.fidelity_import``) to their originals -- by problem id
+    (MenatQA) or by the original's statement (GSM-Plus ``seed_question``, whitespace and case
+    ignored) -- as Variants of the suite named after the source. Idempotent."""
+    pending = list(Problem.objects.filter(study=study, meta__has_key=IMPORT_KEY, fidelity_variant__isnull=True)
+                   .order_by("problem_id"))
+    out = LinkReport()
+    if not pending:
+        return out
+    by_pid = dict(originals_of(study).values_list("problem_id", "pk"))
+    by_text: dict[str, int] = {}
+    for pk, statement in originals_of(study).values_list("pk", "statement"):
+        by_text.setdefault(_squash(statement), pk)
+    suites: dict[str, Suite] = {}
+    counters: Counter[tuple[int, int, str]] = Counter()
+    made = []
+    for p in pending:
+        info = p.meta[IMPORT_KEY]
+        original = by_pid.get(info.get("original_problem_id", "")) or by_text.get(_squash(info.get("original_statement", "")))
+        if original is None:
+            out.unmatched.append(p.problem_id)
+            continue
+        source = str(info.get("source") or "imported")
+        if source not in suites:
+            suites[source], _ = Suite.objects.get_or_create(
+                study=study, name=source, defaults={"generator_version": f"import:{source}", "strategies": []})
+        suite = suites[source]
+        strategy = str(info.get("strategy") or source)[:50]
+        index = Variant.objects.filter(suite=suite, original_id=original, strategy=strategy).count() + counters[
+            (suite.pk, original, strategy)]
+        counters[(suite.pk, original, strategy)] += 1
+        made.append(Variant(suite=suite, original_id=original, problem=p, axis=Variant.Axis.IMPORTED,
+                            strategy=strategy, magnitude="", index=index, changes=[], gold=Variant.Gold.GIVEN))
+    Variant.objects.bulk_create(made)
+    for suite in suites.values():
+        suite.strategies = sorted(set(Variant.objects.filter(suite=suite).values_list("strategy", flat=True)))
+        suite.originals = Variant.objects.filter(suite=suite).values("original_id").distinct().count()
+        suite.save(update_fields=["strategies", "originals"])
+    out.linked = len(made)
+    return out
 
 
 def gold_checks(problem_ids: list[int]) -> dict[int, list[str | None]]:
@@ -108,8 +166,10 @@ class SuiteReport:
     created: int
     existing: int
     skipped: dict[str, int] = field(default_factory=dict)
-    derived: int = 0
+    derived: int = 0  # made by this call
     unknown: int = 0
+    derived_total: int = 0  # in the whole suite
+    unknown_total: int = 0
 
 
 def variant_problem_id(original: str, suite: str, strategy: str, index: int) -> str:
@@ -138,7 +198,7 @@ def do_create_suite(study: Study, name: str, *, axes: list[str], per_problem: in
     checks = gold_checks([r[1] for r in rows]) if any(s in V.COUNTERFACTUALS for s in strategies) else {}
     entities = V.entities_of([r[2] for r in ordered])
     report = SuiteReport(suite, 0, 0)
-    skipped: Counter[str] = Counter(suite.skipped or {})
+    skipped: Counter[str] = Counter()  # skips are deterministic: counted afresh over this selection
     new_problems: list[Problem] = []
     new_variants: list[dict[str, Any]] = []
     for pid, pk, statement, gold, domain in rows:
@@ -182,11 +242,14 @@ def do_create_suite(study: Study, name: str, *, axes: list[str], per_problem: in
     Variant.objects.bulk_create([Variant(suite=suite, problem_id=made[p.problem_id], **fields)
                                  for p, fields in zip(new_problems, new_variants, strict=True)], batch_size=1000)
     report.created = len(new_problems)
-    suite.skipped = dict(skipped)
+    suite.skipped = {k: max(int((suite.skipped or {}).get(k, 0)), skipped.get(k, 0))
+                     for k in set(suite.skipped or {}) | set(skipped)}
     suite.originals = len(rows) if not suite.originals else max(suite.originals, len(rows))
     suite.strategies = sorted(set(suite.strategies) | set(strategies), key=V.STRATEGIES.index)
     suite.save(update_fields=["skipped", "originals", "strategies"])
     report.skipped = dict(skipped)
+    totals = Counter(Variant.objects.filter(suite=suite, axis=Variant.Axis.COUNTERFACTUAL).values_list("gold", flat=True))
+    report.derived_total, report.unknown_total = totals[Variant.Gold.DERIVED], totals[Variant.Gold.UNKNOWN]
     return report
 
 
@@ -200,9 +263,12 @@ def active_runs(subject: SubjectModel):
 
 def run_items(suite: Suite, axes: list[str], problems: str = "all") -> tuple[list[int], list[int]]:
     """(originals, variants) problem pks of the suite the run asks about."""
-    strategies = [s for a in axes for s in AXIS_STRATEGIES[a]]
-    variants = Variant.objects.filter(suite=suite, strategy__in=strategies).select_related("original")
+    kinds = [AXIS_OF_VARIANTS[a] for a in axes if a in AXIS_OF_VARIANTS]
+    variants = Variant.objects.filter(suite=suite, axis__in=kinds).select_related("original")
     ordered = list(originals_of(suite.study).order_by("problem_id").values_list("problem_id", "pk"))
+    if "imported" in axes:  # [I] an imported set asks about the originals it has variants of
+        linked = set(Variant.objects.filter(suite=suite).values_list("original_id", flat=True))
+        ordered = [r for r in ordered if r[1] in linked]
     chosen = set(selection.select(problems, [r[0] for r in ordered]))
     originals = [pk for pid, pk in ordered if pid in chosen]
     keep = set(originals)
@@ -345,7 +411,8 @@ def report(fid_run: FidelityRun) -> Report:
         p = problems.get(pk)
         if p is None:
             continue
-        hops = complexity.hops(p.statement, (p.meta or {}).get("time_scope"))
+        # MenatQA keeps the bare question in meta (the statement carries the context too).
+        hops = complexity.hops((p.meta or {}).get("question") or p.statement, (p.meta or {}).get("time_scope"))
         gsteps = tuple(paths.get(pk, []))
         fo, bo = outputs.get((pk, Output.Role.FORWARD)), outputs.get((pk, Output.Role.BACKWARD))
         base = _output(fo, p.gold_answer, gsteps)
@@ -467,3 +534,25 @@ def report_data(rep: Report) -> dict[str, Any]:
             "by_complexity": [r.to_dict() for r in t.by_complexity]},
         "overall": rep.overall, "by_hops": rep.by_hops, "provenance": rep.provenance,
     }
+
+
+# --------------------------------------------------------------------------
+# Performance drop rate (GSM-Plus style), on imported or generated traces
+
+
+def pdr(study: Study, model: str, *, suite: Suite | None = None) -> list[pairs.PdrRow]:
+    """Per perturbation type (the variant's strategy): accuracy on the seeds and on the variants of
+    ``model``'s checked traces, PDR = 1 - acc(variant)/acc(original), and the seed-vs-variant
+    confusion table. A pair counts when both problems have a checked trace of the model (the
+    first trace of each problem by id; any source: imported or generated)."""
+    variants = Variant.objects.filter(suite__study=study)
+    if suite is not None:
+        variants = variants.filter(suite=suite)
+    links = list(variants.values_list("original_id", "problem_id", "strategy"))
+    wanted = {pk for o, v, _s in links for pk in (o, v)}
+    correct: dict[int, bool] = {}
+    for problem, ok in (Trace.objects.filter(study=study, model=model, problem_id__in=wanted,
+                                             answer_correct__isnull=False)
+                        .order_by("problem_id", "trace_id").values_list("problem_id", "answer_correct")):
+        correct.setdefault(problem, bool(ok))
+    return pairs.pdr_rows((s, correct[o], correct[v]) for o, v, s in links if o in correct and v in correct)

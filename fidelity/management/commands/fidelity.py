@@ -6,6 +6,7 @@ from annotation.management.commands._progress import Bar
 from annotation.models import Job, Study
 from fidelity import services
 from fidelity.core.selection import SYNTAX, FilterError
+from fidelity.models import Suite
 from reasonaudit.celery import app as celery_app
 from runs import cli
 from subjects.models import SubjectModel
@@ -21,19 +22,29 @@ class Command(BaseCommand):
         parser.add_argument("--study", required=True)
         parser.add_argument("--model", required=True, help="subject model name")
         parser.add_argument("--suite", default="fidelity", help="suite name (default: fidelity)")
-        parser.add_argument("--axes", default="perturbation,counterfactual,backward",
-                            help="comma-separated: perturbation, counterfactual, backward")
+        parser.add_argument("--axes", default=services.DEFAULT_AXES,
+                            help="comma-separated: perturbation, counterfactual, backward, imported (the variants an "
+                                 "import linked: --suite gsm-plus or menatqa)")
         parser.add_argument("--per-problem", type=int, default=1, help="variants per strategy and problem (K)")
         parser.add_argument("--problems", default="all", help=f"which originals: {SYNTAX}")
         parser.add_argument("--seed", type=int, default=0, help="the suite's seed (a new suite only)")
         parser.add_argument("--force", action="store_true", help="ask again even where a cached answer exists")
         parser.add_argument("--budget", type=float, help="stop once the estimated cost reaches this many USD")
         parser.add_argument("--wait", action="store_true", help="show progress, wait, print the summary")
+        parser.add_argument("--pdr", action="store_true",
+                            help="only print the performance drop rate per perturbation type of --model's traces on "
+                                 "imported (GSM-Plus, MenatQA) or generated variants, with the confusion table")
 
     def handle(self, *args, **opts):
         study = Study.objects.filter(name=opts["study"]).first()
         if study is None:
             raise CommandError(f"no study named {opts['study']!r}")
+        linked = services.link_imports(study)
+        if linked.linked or linked.unmatched:
+            self.stdout.write(f"imported variants: {linked.linked} linked to their originals, "
+                              f"{len(linked.unmatched)} without an original in the study")
+        if opts["pdr"]:
+            return self._pdr(study, opts["model"], opts["suite"] if opts["suite"] != "fidelity" else None)
         subject = SubjectModel.objects.filter(study=study, name=opts["model"]).select_related("prompt_template").first()
         if subject is None:
             names = ", ".join(study.subject_models.values_list("name", flat=True)) or "none"
@@ -46,7 +57,8 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from None
         skipped = sum(made.skipped.values())
         self.stdout.write(f"suite {made.suite.name}: {made.created} new variant(s), {made.existing} kept; "
-                          f"counterfactual golds {made.derived} derived, {made.unknown} unknown (lenient AA); "
+                          f"counterfactual golds {made.derived_total} derived, {made.unknown_total} unknown "
+                          f"(lenient AA); "
                           f"{skipped} skipped")
         for reason, n in sorted(made.skipped.items()):
             self.stdout.write(f"  skipped {n}: {reason}")
@@ -74,6 +86,22 @@ class Command(BaseCommand):
         self._summary(services.report(fid_run))
         if job.status != Job.Status.SUCCEEDED:
             sys.exit(1)
+
+    def _pdr(self, study, model: str, suite_name: str | None) -> None:
+        suite = None
+        if suite_name:
+            suite = Suite.objects.filter(study=study, name=suite_name).first()
+            if suite is None:
+                raise CommandError(f"no suite named {suite_name!r}")
+        rows = services.pdr(study, model, suite=suite)
+        if not rows:
+            raise CommandError(f"no (original, variant) pair with checked traces of {model!r} on both")
+        self.stdout.write(f"{'perturbation type':<32}{'n':>4}{'acc(orig)':>10}{'acc(var)':>10}{'PDR':>8}"
+                          f"{'both':>6}{'seed only':>10}{'var only':>9}{'neither':>8}")
+        for r in rows:
+            pdr = "-" if r.pdr is None else f"{r.pdr:.3f}"
+            self.stdout.write(f"{r.perturbation:<32}{r.n:>4}{r.acc_original:>10.3f}{r.acc_variant:>10.3f}{pdr:>8}"
+                              f"{r.both:>6}{r.seed_only:>10}{r.variant_only:>9}{r.neither:>8}")
 
     def _summary(self, rep: services.Report) -> None:
         def f(x):
