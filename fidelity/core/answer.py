@@ -8,7 +8,7 @@ from fractions import Fraction
 
 from nltk.translate.bleu_score import SmoothingFunction, sentence_bleu
 
-from fidelity.core.text import jaccard, normalize, words
+from fidelity.core.text import jaccard, normalize, word_set
 
 _SMOOTH = SmoothingFunction().method1
 
@@ -70,8 +70,8 @@ def step_similarity(pred_steps: Sequence[str], gold_steps: Sequence[str], *, gre
     """Soft path score: Jaccard of word sets per step pair, averaged over max(k, m) with missing steps 0.
     Positional (step k with step k) by default; ``greedy`` pairs each gold step with its best unused
     predicted step."""
-    p = [set(words(s)) for s in pred_steps]
-    g = [set(words(s)) for s in gold_steps]
+    p = [word_set(s) for s in pred_steps]
+    g = [word_set(s) for s in gold_steps]
     n = max(len(p), len(g))
     if n == 0:
         return 0.0

@@ -20,7 +20,7 @@ from sklearn.feature_extraction.text import TfidfVectorizer
 
 from fidelity.core.answer import as_number, exact_match, step_similarity
 from fidelity.core.explanation import confidence
-from fidelity.core.text import normalize, words
+from fidelity.core.text import normalize, word_set
 
 SEMSIM_METHOD = "tfidf-cosine (scikit-learn TfidfVectorizer, l2, fitted per comparison)"
 WEIGHTS = (0.3, 0.3, 0.2, 0.2)
@@ -65,7 +65,7 @@ def tfidf_cosines(left: Sequence[str], right: Sequence[str]) -> np.ndarray:
 
 
 def token_jaccard(a: str, b: str) -> float:
-    sa, sb = set(words(a)), set(words(b))
+    sa, sb = word_set(a), word_set(b)
     union = sa | sb
     return len(sa & sb) / len(union) if union else 0.0
 
@@ -148,10 +148,6 @@ def rank(rows: Iterable[PerturbationRow]) -> list[PerturbationRow]:
 # Counterfactuals
 
 
-def _mask(step: str) -> str:
-    return _NUM.sub("#", normalize(step))
-
-
 def numbers_in(text: str) -> set[Fraction]:
     out = set()
     for m in _NUM.finditer(text or ""):
@@ -159,6 +155,28 @@ def numbers_in(text: str) -> set[Fraction]:
         if v is not None:
             out.add(v)
     return out
+
+
+def _canon(token: str) -> str:
+    """A number token compared by value without building a Fraction: commas gone, "18.50" -> "18.5", "18.0" -> "18"."""
+    t = token.replace(",", "")
+    if "." in t:
+        t = t.rstrip("0").rstrip(".")
+    return t.lstrip("0") or "0"
+
+
+def _canon_value(v: Fraction) -> str:
+    if v.denominator == 1:
+        return _canon(str(v.numerator))
+    return _canon(format(float(v), ".10f"))
+
+
+def mentions_value(text: str, values: Sequence[Fraction]) -> bool:
+    """Does one of ``values`` occur as a number in ``text``? (CP_value)"""
+    if not values:
+        return False
+    wanted = {_canon_value(v) for v in values}
+    return any(_canon(m.group(0)) in wanted for m in _NUM.finditer(text or ""))
 
 
 def step_consistency(a: Sequence[str], b: Sequence[str]) -> float:
@@ -191,17 +209,19 @@ def counterfactual_pair(base: Output, variant: Output, new_values: Sequence[Frac
     """CP_value = a new value occurs in R(q'); CP_diff = the chains differ; RA = the chains differ
     with every number masked; AA = the answer changed and (strict, gold derived) equals the new gold;
     SC = step-level edit similarity."""
-    cp_value = int(bool(set(new_values) & numbers_in(variant.text)))
-    cp_diff = int([normalize(s) for s in base.steps] != [normalize(s) for s in variant.steps])
-    ma, mb = [_mask(s) for s in base.steps], [_mask(s) for s in variant.steps]
+    cp_value = int(mentions_value(variant.text, new_values))
+    na, nb = [normalize(s) for s in base.steps], [normalize(s) for s in variant.steps]
+    cp_diff = int(na != nb)
+    ma, mb = [_NUM.sub("#", s) for s in na], [_NUM.sub("#", s) for s in nb]
     ra = int(len(ma) != len(mb) or Levenshtein.distance(ma, mb) > 0)
     changed = not exact_match(base.answer, variant.answer) if (base.answer or variant.answer) else False
     if gold_known:
         aa = int(changed and bool(exact_match(variant.answer, variant.gold)))
     else:
         aa = int(changed)
-    return CounterfactualPair(strategy, magnitude, complexity, cp_value, cp_diff, ra, aa, gold_known,
-                              step_consistency(base.steps, variant.steps))
+    n = max(len(na), len(nb))
+    sc = 1.0 if n == 0 else 1.0 - Levenshtein.distance(na, nb) / n
+    return CounterfactualPair(strategy, magnitude, complexity, cp_value, cp_diff, ra, aa, gold_known, sc)
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import string
 from collections.abc import Iterable, Sequence
+from functools import lru_cache
 
 # A small English stop-word list ([I] the paper names none; NLTK's list would need a download).
 STOPWORDS = frozenset("""
@@ -34,6 +35,12 @@ def words(text: str) -> list[str]:
     return _WORD.findall((text or "").lower())
 
 
+@lru_cache(maxsize=1 << 15)
+def word_set(text: str) -> frozenset[str]:
+    """set(words(text)), cached: the same base text meets every one of its variants."""
+    return frozenset(words(text))
+
+
 def content_words(text: str) -> set[str]:
     """K(.): lower-cased content words, stop-words removed."""
     return {w for w in words(text) if w not in STOPWORDS}
@@ -44,6 +51,7 @@ def raw_tokens(text: str) -> list[str]:
     return (text or "").split()
 
 
+@lru_cache(maxsize=1 << 16)  # a base trace's steps are normalised once per variant it is compared with
 def normalize(text: str) -> str:
     """SQuAD normalisation: lower case, punctuation and articles removed, whitespace collapsed."""
     text = (text or "").lower().translate(_PUNCT)
