@@ -29,8 +29,11 @@ def fidelity_list(request: HttpRequest, study_id: int) -> HttpResponse:
         if r.job.finished and (r.suite_id, r.subject_id) not in newest:
             newest[(r.suite_id, r.subject_id)] = r
     compare = [{"run": r, "summary": services.report(r).summary} for r in newest.values()]
+    # PDR per perturbation type of every model with a run, on imported and generated variants alike.
+    pdr = [(name, rows) for name in sorted({r.subject.name for r in runs})
+           if (rows := services.pdr(study, name))]
     return render(request, "fidelity/list.html", {"study": study, "suites": suites, "runs": runs,
-                                                  "compare": compare})
+                                                  "compare": compare, "pdr": pdr})
 
 
 @login_required

@@ -90,3 +90,12 @@ def test_the_export_writes_rows_and_a_manifest(finished, tmp_path):
     assert len(from_csv) == len(from_parquet) == 3 + finished.suite.variants.count()
     assert set(from_parquet["role"]) == {"original", "variant"}
     assert FidelityRun.objects.count() == 1
+
+
+def test_the_api_run_list_is_a_fixed_number_of_queries(client, member, finished, subject, django_assert_max_num_queries):
+    for _ in range(3):  # more runs must not mean more queries
+        services.run_inline(services.do_start_run(finished.suite, subject, axes=["perturbation"], queue=False))
+    client.force_login(member)
+    with django_assert_max_num_queries(8):
+        rows = client.get(f"/api/v1/studies/{finished.suite.study_id}/fidelity-runs/").json()
+    assert len(rows) == 4
