@@ -245,7 +245,8 @@ def do_create_suite(study: Study, name: str, *, axes: list[str], per_problem: in
     suite.skipped = {k: max(int((suite.skipped or {}).get(k, 0)), skipped.get(k, 0))
                      for k in set(suite.skipped or {}) | set(skipped)}
     suite.originals = len(rows) if not suite.originals else max(suite.originals, len(rows))
-    suite.strategies = sorted(set(suite.strategies) | set(strategies), key=V.STRATEGIES.index)
+    order = {name: i for i, name in enumerate(V.STRATEGIES)}  # imported suites hold the dataset's own names
+    suite.strategies = sorted(set(suite.strategies) | set(strategies), key=lambda x: (order.get(x, len(order)), x))
     suite.save(update_fields=["skipped", "originals", "strategies"])
     report.skipped = dict(skipped)
     totals = Counter(Variant.objects.filter(suite=suite, axis=Variant.Axis.COUNTERFACTUAL).values_list("gold", flat=True))

@@ -85,3 +85,15 @@ def test_the_command_prints_the_pdr_table(study, capsys):
     call_command("fidelity", "--study", study.name, "--model", "m", "--pdr", "--suite", "gsm-plus")
     out = capsys.readouterr().out
     assert "problem understanding" in out and "1.000" in out
+
+
+def test_a_run_over_the_imported_axis_gives_pdr_on_generated_traces(study, subject, capsys):
+    import_stream(study, io.BytesIO(DEMO.read_bytes()), "gsm8k-solutions")
+    import_stream(study, io.BytesIO((DATA / "gsm_plus_sample.jsonl").read_bytes()), "gsm-plus")
+    call_command("fidelity", "--study", study.name, "--model", "tiny", "--suite", "gsm-plus", "--axes", "imported",
+                 "--problems", "first:2", "--wait")
+    out = capsys.readouterr().out
+    assert "24 linked" in out and "on 8 problem(s), axes imported" in out  # 2 originals, 6 variants
+    rows = services.pdr(study, "tiny")
+    assert sum(r.n for r in rows) == 6
+    assert {r.perturbation for r in rows} == {"numerical substitution", "distractor insertion", "problem understanding"}
