@@ -9,8 +9,10 @@ class FidelityConfig(AppConfig):
 
     def ready(self) -> None:
         from fidelity import importing
+        from fidelity.extractor import FormsClient
         from fidelity.runclient import FidelityClient
         from runs.clients import register
 
         register(FidelityClient())  # fidelity runs are runs of the run engine
+        register(FormsClient())  # and so are LLM logical-form extractions
         importing.register()  # --format menatqa / gsm-plus (annotation cannot import this app)

@@ -127,6 +127,9 @@ class Output(models.Model):
     text = models.TextField(blank=True)
     finish_reason = models.CharField(max_length=30, blank=True)
     cached = models.BooleanField(default=False)
+    # Logical forms of the steps by the optional LLM extractor (fidelity.extractor); empty: the heuristic's.
+    forms = models.JSONField(null=True, blank=True)
+    forms_source = models.CharField(max_length=150, blank=True)
 
     class Meta:
         ordering = ["fid_run", "problem", "role"]

@@ -13,6 +13,7 @@ from django.db import transaction
 
 from annotation import access, jobs
 from annotation.models import Job, Membership, Problem, SkeletonStep, Study, Trace
+from fidelity import extractor
 from fidelity.core import answer as A
 from fidelity.core import complexity, explanation, logic, pairs, selection
 from fidelity.core import gold as G
@@ -353,11 +354,12 @@ ITEM_METRICS = ("em", "f1", "bleu", "cot_em", "step_sim", "faithfulness", "plaus
 
 
 def item_metrics(question: str, gold: str, gold_steps: tuple[str, ...], fwd: pairs.Output,
-                 bwd_text: str | None, hops: complexity.Hops) -> dict[str, Any]:
-    """Every per-item metric of spec §3, §4, §6, §7 for one original."""
+                 bwd_text: str | None, hops: complexity.Hops, llm_forms: list | None = None) -> dict[str, Any]:
+    """Every per-item metric of spec §3, §4, §6, §7 for one original (``llm_forms``: the LLM
+    extractor's forms of the forward steps; the heuristic's otherwise)."""
     f = explanation.faithfulness(question, fwd.text, fwd.answer, fwd.steps)
     p = explanation.plausibility(question, fwd.text)
-    forms = logic.extract_all(fwd.steps)
+    forms = llm_forms if llm_forms is not None else logic.extract_all(fwd.steps)
     t = logic.transitivity(forms)
     m: dict[str, Any] = {
         "em": A.exact_match(fwd.answer, gold), "f1": A.f1(fwd.answer, gold), "bleu": A.bleu(fwd.answer, gold),
@@ -406,6 +408,7 @@ def report(fid_run: FidelityRun) -> Report:
     for v in variants:
         by_original[v.original_id].append(v)
     items: list[ItemView] = []
+    form_sources: Counter[str] = Counter()
     pert_pairs: dict[str, list[tuple[pairs.Output, pairs.Output]]] = defaultdict(list)
     cf: list[tuple[Variant, pairs.CounterfactualPair]] = []
     for pk in originals:
@@ -417,7 +420,11 @@ def report(fid_run: FidelityRun) -> Report:
         gsteps = tuple(paths.get(pk, []))
         fo, bo = outputs.get((pk, Output.Role.FORWARD)), outputs.get((pk, Output.Role.BACKWARD))
         base = _output(fo, p.gold_answer, gsteps)
-        metrics = item_metrics(p.statement, p.gold_answer, gsteps, base, bo.text if bo else None, hops) if base else {}
+        llm, source = extractor.forms_of(fo, len(base.steps)) if base else (None, "")
+        if source:
+            form_sources[source] += 1
+        metrics = item_metrics(p.statement, p.gold_answer, gsteps, base, bo.text if bo else None, hops,
+                               llm) if base else {}
         vlist = []
         for v in by_original.get(pk, []):
             vo = outputs.get((v.problem_id, Output.Role.FORWARD))
@@ -464,7 +471,10 @@ def report(fid_run: FidelityRun) -> Report:
         "max_tokens": cfg.get("max_tokens"), "prompt_template": f"{cfg.get('template_name')} v{cfg.get('template_version')}",
         "backward_prompt_version": cfg.get("backward_prompt_version"), "suite": suite.name, "suite_seed": suite.seed,
         "generator_version": suite.generator_version, "code_version": cfg.get("code_version") or code_version(),
-        "semantic_similarity": pairs.SEMSIM_METHOD, "logical_forms": "heuristic (fidelity.core.logic)",
+        "semantic_similarity": pairs.SEMSIM_METHOD,
+        "logical_forms": "; ".join([f"{n} by {name}" for name, n in form_sources.items()]
+                                   + [f"{len([i for i in items if i.metrics]) - sum(form_sources.values())} by the "
+                                      f"heuristic (fidelity.core.logic)"]),
         "bootstrap": BOOTSTRAP,
     }
     return Report(fid_run, items, overall, by_hops, rows, table, cf, summary, provenance)

@@ -88,3 +88,25 @@ def test_the_command_rejects_bad_arguments(problems, subject, args, message):
     with pytest.raises(CommandError, match=message):
         call_command("fidelity", "--study", study.name, "--model", "tiny", *args)
     assert not Variant.objects.exists()
+
+
+def test_the_llm_extractor_stores_forms_the_report_uses(problems, subject, server, capsys):
+    import json as _json
+
+    from judges import services as judge_services
+    from tests.runs.fake_openai import Fault
+
+    study = problems(2)
+    call_command("fidelity", "--study", study.name, "--model", "tiny", "--axes", "backward", "--problems", "first:2",
+                 "--wait")
+    judge, _ = judge_services.do_save_judge(study, {"name": "extractor", "model": "m", "base_url": server.url})
+    # the fake's solutions have 3 steps; the extractor names the subject of each "Apples"
+    forms = [{"subject": "Apples", "relation": "add", "object": "total", "values": ["5"]}] * 3
+    server.rule(lambda body: "logical form" in str(body.get("messages")), Fault(content=_json.dumps({"forms": forms})))
+    call_command("fidelity", "--study", study.name, "--model", "tiny", "--extract-forms", "extractor")
+    assert "logical forms of 2 forward trace(s)" in capsys.readouterr().out
+    out = Output.objects.filter(role="forward", forms__isnull=False).first()
+    assert out.forms[0] == {"subject": "apples", "relation": "add", "object": "total", "values": ["5"]}
+    rep = services.report(FidelityRun.objects.get())
+    assert rep.provenance["logical_forms"].startswith("2 by llm:extractor v1")
+    assert rep.items[0].metrics["forms"][0]["subject"] == "apples"

@@ -4,11 +4,12 @@ from django.core.management.base import BaseCommand, CommandError
 
 from annotation.management.commands._progress import Bar
 from annotation.models import Job, Study
-from fidelity import services
+from fidelity import extractor, services
 from fidelity.core.selection import SYNTAX, FilterError
-from fidelity.models import Suite
+from fidelity.models import FidelityRun, Output, Suite
+from judges.models import JudgeConfig
 from reasonaudit.celery import app as celery_app
-from runs import cli
+from runs import cli, engine
 from subjects.models import SubjectModel
 
 
@@ -31,6 +32,9 @@ class Command(BaseCommand):
         parser.add_argument("--force", action="store_true", help="ask again even where a cached answer exists")
         parser.add_argument("--budget", type=float, help="stop once the estimated cost reaches this many USD")
         parser.add_argument("--wait", action="store_true", help="show progress, wait, print the summary")
+        parser.add_argument("--extract-forms", metavar="JUDGE",
+                            help="only extract the logical forms of --model's newest run with this LLM judge "
+                                 "configuration's model (the optional extractor of spec §7)")
         parser.add_argument("--pdr", action="store_true",
                             help="only print the performance drop rate per perturbation type of --model's traces on "
                                  "imported (GSM-Plus, MenatQA) or generated variants, with the confusion table")
@@ -49,6 +53,8 @@ class Command(BaseCommand):
         if subject is None:
             names = ", ".join(study.subject_models.values_list("name", flat=True)) or "none"
             raise CommandError(f"no subject model named {opts['model']!r} in {study.name!r} (subject models: {names})")
+        if opts["extract_forms"]:
+            return self._extract(study, subject, opts["extract_forms"], opts["force"])
         try:
             axes = services.parse_axes(opts["axes"])
             made = services.do_create_suite(study, opts["suite"], axes=axes, per_problem=opts["per_problem"],
@@ -84,6 +90,26 @@ class Command(BaseCommand):
         if job.error:
             self.stderr.write(job.error)
         self._summary(services.report(fid_run))
+        if job.status != Job.Status.SUCCEEDED:
+            sys.exit(1)
+
+    def _extract(self, study, subject, judge_name: str, force: bool) -> None:
+        judge = JudgeConfig.objects.filter(study=study, name=judge_name).first()
+        if judge is None:
+            raise CommandError(f"no judge configuration named {judge_name!r}")
+        fid_run = FidelityRun.objects.filter(subject=subject).select_related("suite", "run").order_by("-pk").first()
+        if fid_run is None:
+            raise CommandError(f"subject model {subject.name} has no fidelity run")
+        try:
+            run = extractor.do_start_extraction(fid_run, judge, force=force, queue=not celery_app.conf.task_always_eager)
+        except ValueError as exc:
+            raise CommandError(str(exc)) from None
+        bar = Bar(f"forms {judge.name}", unit="trace", unit_scale=False, enabled=sys.stderr.isatty())
+        job = engine.run_inline(run, progress=bar) if celery_app.conf.task_always_eager else cli.follow(run.job, bar)
+        bar.close()
+        n = Output.objects.filter(fid_run=fid_run, forms_source=extractor.source_name(judge)).count()
+        self.stdout.write(f"{job.status}: logical forms of {n} forward trace(s) of fidelity run {fid_run.pk} by "
+                          f"{extractor.source_name(judge)}; {job.failed} failed")
         if job.status != Job.Status.SUCCEEDED:
             sys.exit(1)
 
