@@ -567,3 +567,36 @@ def pdr(study: Study, model: str, *, suite: Suite | None = None) -> list[pairs.P
                         .order_by("problem_id", "trace_id").values_list("problem_id", "answer_correct")):
         correct.setdefault(problem, bool(ok))
     return pairs.pdr_rows((s, correct[o], correct[v]) for o, v, s in links if o in correct and v in correct)
+
+
+# --------------------------------------------------------------------------
+# Imported traces alone (spec §12: what needs no new generation)
+
+
+def imported_rows(study: Study, model: str = "", limit: int | None = None) -> list[dict[str, Any]]:
+    """Per-trace metrics of the study's traces (of ``model``, or every model) with no run at all:
+    hops, EM/F1/BLEU, CoT-EM and step similarity against the skeleton, F, P, hallucination,
+    confidence and T̂ of the forward trace. No consistency (it needs a backward trace)."""
+    traces = Trace.objects.filter(study=study).select_related("problem").order_by("model", "problem__problem_id", "pk")
+    if model:
+        traces = traces.filter(model=model)
+    if limit:
+        traces = traces[:limit]
+    traces = list(traces)
+    paths = gold_paths(sorted({t.problem_id for t in traces}))
+    rows = []
+    for t in traces:
+        p = t.problem
+        hops = complexity.hops((p.meta or {}).get("question") or p.statement, (p.meta or {}).get("time_scope"))
+        gsteps = tuple(paths.get(p.pk, []))
+        out = pairs.Output(t.raw, t.answer or None, tuple(split_steps(t.raw)), p.gold_answer or None, gsteps)
+        m = item_metrics(p.statement, p.gold_answer, gsteps, out, None, hops)
+        rows.append({"run": None, "suite": "", "subject_model": t.model, "subject_model_version": None,
+                     "role": "imported", "problem_id": p.problem_id, "original_id": p.problem_id, "axis": "",
+                     "strategy": "", "magnitude": "", "hop_category": hops.category, "hop_graded": hops.graded,
+                     "gold": p.gold_answer, "gold_status": "given", "answer": t.answer or None,
+                     **{k: m.get(k) for k in ("em", "f1", "bleu", "cot_em", "step_sim", "faithfulness", "plausibility",
+                                              "hallucination", "confidence", "consistency", "t_hat", "forward_steps",
+                                              "backward_steps")},
+                     "changes": [], "question": p.statement, "text": t.raw})
+    return rows

@@ -39,6 +39,7 @@ EXPORTS = [
     ("agreement-steps", []),
     ("agreement-traces", []),
     ("prm-training", []),
+    ("fidelity", []),  # no fidelity run in this study: the metrics of the imported traces alone
 ]
 #: Parallel processes: enough to overlap start-up, few enough for a small machine.
 WORKERS = 3

@@ -99,3 +99,14 @@ def test_the_api_run_list_is_a_fixed_number_of_queries(client, member, finished,
     with django_assert_max_num_queries(8):
         rows = client.get(f"/api/v1/studies/{finished.suite.study_id}/fidelity-runs/").json()
     assert len(rows) == 4
+
+
+def test_without_a_run_the_export_gives_the_imported_traces_metrics(study, do_import, tmp_path):
+    from tests.conftest import jsonl
+    do_import(jsonl({"kind": "problem", "problem_id": "q", "statement": "Tom has 3 apples and buys 2. How many?",
+                     "gold_answer": "5", "skeleton": [{"text": "Tom has 3 + 2 = 5 apples.", "check": "3+2=5"}]},
+                    {"kind": "trace", "problem_id": "q", "model": "imp", "raw": "Tom has 3 + 2 = 5 apples.\nAnswer: 5"}))
+    out = tmp_path / "f.jsonl"
+    call_command("export", "--study", study.name, "--what", "fidelity", "--out", str(out))
+    row = json.loads(out.read_text().splitlines()[0])
+    assert row["role"] == "imported" and row["em"] == 1 and row["step_sim"] == 1.0 and row["consistency"] is None
