@@ -553,19 +553,19 @@ def report_data(rep: Report) -> dict[str, Any]:
 
 def pdr(study: Study, model: str, *, suite: Suite | None = None) -> list[pairs.PdrRow]:
     """Per perturbation type (the variant's strategy): accuracy on the seeds and on the variants of
-    ``model``'s checked traces, PDR = 1 - acc(variant)/acc(original), and the seed-vs-variant
-    confusion table. A pair counts when both problems have a checked trace of the model (the
-    first trace of each problem by id; any source: imported or generated)."""
+    ``model``'s traces, PDR = 1 - acc(variant)/acc(original), and the seed-vs-variant confusion
+    table. A pair counts when both problems have a trace of the model (the first of each problem
+    by id; any source: imported or generated); a trace is correct when its answer was checked right."""
     variants = Variant.objects.filter(suite__study=study)
     if suite is not None:
         variants = variants.filter(suite=suite)
     links = list(variants.values_list("original_id", "problem_id", "strategy"))
     wanted = {pk for o, v, _s in links for pk in (o, v)}
     correct: dict[int, bool] = {}
-    for problem, ok in (Trace.objects.filter(study=study, model=model, problem_id__in=wanted,
-                                             answer_correct__isnull=False)
+    # [I] accuracy counts a trace without an extracted answer (answer_correct unknown) as not correct.
+    for problem, ok in (Trace.objects.filter(study=study, model=model, problem_id__in=wanted)
                         .order_by("problem_id", "trace_id").values_list("problem_id", "answer_correct")):
-        correct.setdefault(problem, bool(ok))
+        correct.setdefault(problem, ok is True)
     return pairs.pdr_rows((s, correct[o], correct[v]) for o, v, s in links if o in correct and v in correct)
 
 
