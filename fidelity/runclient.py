@@ -1,8 +1,8 @@
 """Fidelity runs as a client of the run engine (kind "fidelity", docs/runs.md).
 
 An item is a problem of the suite (an original or a variant). Its forward request is the
-subject model's own generation request (same template, decoding, cache scope and envelope as
-a generation run: subjects.runclient), so a variant is asked exactly as its original. For an
+subject model's own generation request (same template, decoding, cache scope and whole-choice parsing
+as a generation run: subjects.runclient), so a variant is asked exactly as its original. For an
 original, when the run's axes include ``backward``, a second request follows once the forward
 answer is known: the backward reconstruction prompt of spec §6 with the same decoding.
 Forward completions become Traces through the import pipeline (trace id
@@ -27,10 +27,8 @@ from runs.transport import CallRecord, Control, FatalRunError, ModelPool, ModelR
 from subjects import prompts
 from subjects.models import SubjectModel
 from subjects.runclient import (
-    SAMPLE_KEY,
     Completion,
     SampleResult,
-    _WholeChoice,
     cache_scope,
     endpoint_of,
     parse_completion,
@@ -94,7 +92,7 @@ class FidelityWork(ChunkWork):
 
     def _body(self, text: str) -> dict[str, Any]:
         cfg = self.config
-        body: dict[str, Any] = {"temperature": cfg["temperature"], "max_tokens": cfg["max_tokens"], SAMPLE_KEY: 0}
+        body: dict[str, Any] = {"temperature": cfg["temperature"], "max_tokens": cfg["max_tokens"]}
         for key, value in (("seed", cfg["seed"]), ("top_p", cfg["top_p"]), ("stop", cfg["stop"] or None)):
             if value is not None:
                 body[key] = value
@@ -106,8 +104,9 @@ class FidelityWork(ChunkWork):
 
     def _request(self, pk: int, text: str) -> tuple[ModelRequest, str]:
         body = self._body(text)
-        req = ModelRequest(item=pk, build=lambda _mode, body=body: dict(body), parse=parse_completion,
-                           api=self.config["api"])
+        # Sample 0 of the generation run's cache key: a cached answer of the original is shared.
+        req = ModelRequest(item=pk, build=lambda _mode, body=body: dict(body), parse_choice=parse_completion,
+                           api=self.config["api"], key_extra={"sample": 0})
         return req, prompts.prompt_hash(self.config["api"], self.config["system_prompt"], text)
 
     def _collect(self, requests: list[tuple[ModelRequest, str]], outcomes: dict[int, ItemOutcome], control: Control,
@@ -135,7 +134,6 @@ class FidelityWork(ChunkWork):
         scope = cache_scope(self.subject)
         force = self.fid_run.run.force
         self.pool = ModelPool(endpoint_of(self.subject), scope, run_cache.DbStore(scope, force=force), force=force)
-        self.pool.client = _WholeChoice(self.pool.client)
         cfg = self.config
         outcomes = {i.pk: ItemOutcome(item=i.pk) for i in inputs}
         forward = [self._request(i.pk, prompts.render(cfg["template"], problem=i.statement, problem_id=i.problem_id,

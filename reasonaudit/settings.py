@@ -258,6 +258,8 @@ RUN_CHUNK_LEASE_SECONDS = env_float("RUN_CHUNK_LEASE_SECONDS", env_float("JUDGE_
 RUN_CANCEL_CHECK_SECONDS = env_float("RUN_CANCEL_CHECK_SECONDS", env_float("JUDGE_CANCEL_CHECK_SECONDS", 0.5, minimum=0.01),
                                      minimum=0.01)
 RUN_TASK_SECONDS = env_float("RUN_TASK_SECONDS", env_float("JUDGE_TASK_SECONDS", 60.0, minimum=1.0), minimum=1.0)
+# Chunks of one generation run worked on at once, each by its own task with its share of the concurrency (runs.md).
+RUN_PARALLEL_CHUNKS = env_int("RUN_PARALLEL_CHUNKS", 1, minimum=1)
 
 LOGGING = {
     "version": 1,

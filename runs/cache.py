@@ -8,6 +8,9 @@ from collections.abc import Callable, Sequence
 from runs.models import ResponseCache
 from runs.transport import CachedAnswer
 
+# What an answer is made of: all of it is kept, so a cache hit replays the answer exactly.
+FIELDS = ("content", "output_mode", "prompt_tokens", "completion_tokens", "model", "finish_reason", "reasoning")
+
 
 class DbStore:
     """Valid answers by key; ``remember`` is told which structured-output form
@@ -22,10 +25,9 @@ class DbStore:
         if self.force or not keys:
             return {}
         return {
-            key: CachedAnswer(content, mode, pt, ct)
-            for key, content, mode, pt, ct in ResponseCache.objects.filter(key__in=keys).values_list(
-                "key", "content", "output_mode", "prompt_tokens", "completion_tokens"
-            )
+            key: CachedAnswer(content, mode, pt, ct, model, finish, reasoning)
+            for key, content, mode, pt, ct, model, finish, reasoning in ResponseCache.objects.filter(
+                key__in=keys).values_list("key", *FIELDS)
         }
 
     def save(self, answers: dict[str, CachedAnswer]) -> None:
@@ -33,10 +35,10 @@ class DbStore:
         # mid-chunk does not pay for these answers again.
         ResponseCache.objects.bulk_create(
             [ResponseCache(key=key, scope=self.scope, content=a.content, output_mode=a.output_mode,
-                           prompt_tokens=a.prompt_tokens, completion_tokens=a.completion_tokens)
+                           prompt_tokens=a.prompt_tokens, completion_tokens=a.completion_tokens,
+                           model=a.model, finish_reason=a.finish_reason, reasoning=a.reasoning)
              for key, a in answers.items()],
-            update_conflicts=True, unique_fields=["key"],
-            update_fields=["content", "output_mode", "prompt_tokens", "completion_tokens"],
+            update_conflicts=True, unique_fields=["key"], update_fields=list(FIELDS),
         )
 
     def remember_output_mode(self, output_mode: str) -> None:

@@ -58,25 +58,36 @@ def _lease() -> timedelta:
 
 
 def create_run(job: Job, kind: str, items: Sequence[int], chunk_size: int, *, force: bool = False,
-               budget_usd: float | None = None, config: dict[str, Any] | None = None) -> Run:
+               budget_usd: float | None = None, config: dict[str, Any] | None = None, lanes: int = 1) -> Run:
     """The Run of ``job`` and its chunks (call inside the caller's transaction).
-    A run with no items ends at once (succeeded)."""
+    A run with no items ends at once (succeeded). ``lanes`` chains of chunks
+    are worked on at once (chunk i belongs to lane i mod lanes), each with its
+    share of the run's concurrency (``lane_share``); never more lanes than chunks."""
     if budget_usd is not None and budget_usd < 0:
         raise ValueError("the budget must not be negative")
-    run = Run.objects.create(job=job, kind=kind, force=force, budget_usd=budget_usd, config=config or {})
     size = max(1, chunk_size)
+    n_chunks = -(-len(items) // size)
+    lanes = max(1, min(lanes, n_chunks))
+    run = Run.objects.create(job=job, kind=kind, force=force, budget_usd=budget_usd, config=config or {}, lanes=lanes)
     RunChunk.objects.bulk_create(
-        [RunChunk(run=run, index=i, items=list(items[start:start + size]))
+        [RunChunk(run=run, index=i, lane=i % lanes, items=list(items[start:start + size]))
          for i, start in enumerate(range(0, len(items), size))]
     )
     return run
 
 
+def lane_share(total: int, lanes: int, lane: int) -> int:
+    """A lane's part of ``total`` (concurrency, or a rate limit): the parts add up to ``total``, at least 1 each."""
+    lanes = max(1, lanes)
+    return max(1, total // lanes + (lane < total % lanes))
+
+
 def queue_first(run: Run) -> None:
-    """Queue the run's first chunk once the caller's transaction commits."""
-    first = next_chunk(run)
-    if first is not None:
-        transaction.on_commit(lambda: queue_chunk(first))
+    """Queue the first chunk of each lane once the caller's transaction commits."""
+    for lane in range(run.lanes):
+        first = next_chunk(run, lane)
+        if first is not None:
+            transaction.on_commit(lambda first=first: queue_chunk(first))
 
 
 def queue_chunk(chunk_id: int) -> None:
@@ -84,18 +95,36 @@ def queue_chunk(chunk_id: int) -> None:
     jobs.queue_task(CHUNK_TASK, chunk_id)
 
 
-def next_chunk(run: Run) -> int | None:
-    return run.chunks.filter(status=RunChunk.Status.PENDING).order_by("index").values_list("pk", flat=True).first()
+def next_chunk(run: Run, lane: int | None = None) -> int | None:
+    """The lowest pending chunk (of ``lane``, when given)."""
+    chunks = run.chunks.filter(status=RunChunk.Status.PENDING)
+    if lane is not None:
+        chunks = chunks.filter(lane=lane)
+    return chunks.order_by("index").values_list("pk", flat=True).first()
+
+
+def finalize_when_done(run: Run) -> None:
+    """End the run if no chunk of any lane is pending or running; with one
+    lane that is always so here. The run's row is locked, so of two lanes
+    ending together the second sees the first one's chunks done."""
+    with transaction.atomic():
+        Run.objects.select_for_update().filter(pk=run.pk).first()
+        if run.lanes > 1 and run.chunks.filter(
+                status__in=(RunChunk.Status.PENDING, RunChunk.Status.RUNNING)).exists():
+            return
+        finalize(run)
 
 
 def run_inline(run: Run, *, progress: Progress | None = None) -> Job:
     """Process every chunk of ``run`` in this process (CLI, demo, eager mode)."""
-    holder = identity.inline_holder()
+    pipeline = ChunkPipeline(identity.inline_holder(), progress=progress)
     chunk = next_chunk(run)
     if chunk is None:
         finalize(run)
     while chunk is not None:
-        chunk = process_chunk(chunk, holder, progress=progress)
+        # A lane that ends hands on to the next lane's chunks (this process does them all, one after the other).
+        chunk = pipeline.process(chunk) or next_chunk(run)
+    pipeline.flush()
     return Job.objects.get(pk=run.job_id)
 
 
@@ -109,10 +138,12 @@ class RunControl:
     chunk's lease every quarter lease (at most every minute) and reads the cancel flag every RUN_CANCEL_CHECK_SECONDS;
     the pool calls it at least every half second, whatever its requests do."""
 
-    def __init__(self, run: Run, chunk_id: int, holder: str) -> None:
+    def __init__(self, run: Run, chunk_id: int, holder: str, lane: int = 0) -> None:
         self.run = run
         self.chunk_id = chunk_id
         self.holder = holder
+        # The pool takes this lane's share of the concurrency and of the rate limit (lane_share).
+        self.lanes, self.lane = run.lanes, lane
         self.check_every = float(getattr(settings, "RUN_CANCEL_CHECK_SECONDS", 0.5))
         self.renew_every = min(lease_seconds() / 4, 60.0)
         self.spent = run.cost_usd
@@ -120,6 +151,13 @@ class RunControl:
         self.lost = False
         self.checked = float("-inf")
         self.renewed = time.monotonic()
+        self.idle_work: Callable[[], None] | None = None  # the previous chunk's commit (ChunkPipeline)
+
+    def idle(self) -> None:
+        """The requests are in flight: do the work that waited for that, once."""
+        work, self.idle_work = self.idle_work, None
+        if work is not None:
+            work()
 
     def charge(self, cost_usd: float) -> None:
         self.spent += cost_usd
@@ -183,20 +221,131 @@ class _Tally:
     failed: int = 0
 
 
+@dataclass
+class _Pending:
+    """A chunk whose requests are over and whose outcomes wait for their
+    commit, which ChunkPipeline does while the next chunk's first requests are
+    in flight (the commit is database work on the calling thread; the requests
+    need none of it). Still held by this process, so nobody else takes it."""
+
+    chunk: RunChunk
+    holder: str
+    work: Any
+    outcomes: list[ItemOutcome]
+    tally: _Tally
+    missing: int
+    committed: bool = False
+    dropped: bool = False
+
+    @property
+    def cost_usd(self) -> float:
+        return sum(o.cost_usd for o in self.outcomes)
+
+    def commit(self) -> None:
+        if self.committed or self.dropped:
+            return
+        self.dropped = not _commit_chunk(self.chunk, self.holder, self.work, self.outcomes, self.tally, self.missing)
+        self.committed = not self.dropped
+
+
+def _commit_chunk(chunk: RunChunk, holder: str, work, outcomes: Sequence[ItemOutcome], tally: _Tally,
+                  missing: int) -> bool:
+    """The chunk's outcomes, its release and the job's counters in one
+    transaction, only while this process still holds the chunk (False: it does not; nothing is written)."""
+    with transaction.atomic():
+        if not _release(chunk, holder, RunChunk.Status.DONE):
+            transaction.set_rollback(True)
+            log.warning("run chunk %s is no longer held by %s; its outcomes are dropped", chunk.pk, holder)
+            return False
+        work_commit(work, outcomes)
+        record_outcomes(chunk.run, outcomes)
+        Job.objects.filter(pk=chunk.run.job_id).update(done=F("done") + tally.done + missing,
+                                                       failed=F("failed") + tally.failed)
+    return True
+
+
 def process_chunk(chunk_id: int, holder: str, *, progress: Progress | None = None) -> int | None:
     """Do one chunk and commit its outcomes. Returns the next chunk to queue,
     or None (run over, or the chunk was not ours to do). Safe to call twice."""
+    return _process(chunk_id, holder, progress, None, defer=False)[0]
+
+
+class ChunkPipeline:
+    """Processes a run's chunks one after the other, as process_chunk does,
+    but commits each chunk while the first requests of the next one are in
+    flight, so the server never waits for the database between chunks (see
+    docs/runs.md). ``flush()`` commits the last one; after an exception
+    ``release_failed`` gives back every chunk not committed."""
+
+    def __init__(self, holder: str, *, progress: Progress | None = None) -> None:
+        self.holder = holder
+        self.progress = progress
+        self.pending: _Pending | None = None
+        self.current: int | None = None
+
+    def process(self, chunk_id: int) -> int | None:
+        self.current = chunk_id
+        nxt, pending = _process(chunk_id, self.holder, self.progress, self.pending, defer=True)
+        self.pending = pending
+        return nxt
+
+    def flush(self) -> None:
+        if self.pending is not None:
+            self.pending.commit()
+            self.pending = None
+
+    def release_failed(self, error: str) -> int | None:
+        """After an unexpected error: the chunks not committed go back (or fail
+        the run after MAX_CHUNK_ATTEMPTS); returns the one to queue again."""
+        chunks = [self.pending.chunk.pk] if self.pending is not None and not self.pending.committed else []
+        if self.current is not None:
+            chunks.append(self.current)
+        again = [c for c in dict.fromkeys(chunks) if release_failed_chunk(c, self.holder, error) is not None]
+        self.pending = None
+        # One task at a time per run: the others are found by next_chunk.
+        return min(again) if again else None
+
+
+def _process(chunk_id: int, holder: str, progress: Progress | None, previous: _Pending | None, *,
+             defer: bool) -> tuple[int | None, _Pending | None]:
+    try:
+        return _process_chunk(chunk_id, holder, progress, previous, defer=defer)
+    except BaseException:
+        # Keep what the previous chunk finished, whatever went wrong with this one.
+        if previous is not None and not previous.committed and not previous.dropped:
+            try:
+                previous.commit()
+            except Exception:
+                log.exception("run chunk %s: could not commit its outcomes", previous.chunk.pk)
+        raise
+
+
+def _process_chunk(chunk_id: int, holder: str, progress: Progress | None, previous: _Pending | None, *,
+                   defer: bool) -> tuple[int | None, _Pending | None]:
     if not claim_chunk(chunk_id, holder):
-        return None
+        if previous is not None:
+            previous.commit()
+        return None, None
     chunk = RunChunk.objects.select_related("run__job").get(pk=chunk_id)
     run, job = chunk.run, chunk.run.job
     if job.cancel_requested or job.finished:
+        if previous is not None:
+            previous.commit()
         _release(chunk, holder, RunChunk.Status.SKIPPED)
         finalize(run)
-        return None
-    Job.objects.filter(pk=job.pk, status=Job.Status.QUEUED).update(status=Job.Status.RUNNING, started_at=timezone.now())
+        return None, None
+    if job.status == Job.Status.QUEUED:
+        Job.objects.filter(pk=job.pk, status=Job.Status.QUEUED).update(status=Job.Status.RUNNING,
+                                                                       started_at=timezone.now())
     client = client_for(run.kind)
-    control = RunControl(run, chunk.pk, holder)
+    control = RunControl(run, chunk.pk, holder, chunk.lane)
+    # What the previous chunk did is not in the rows read above until it commits.
+    base_done, base_failed = job.done, job.failed
+    if previous is not None and not previous.committed:
+        control.spent += previous.cost_usd
+        base_done += previous.tally.done + previous.missing
+        base_failed += previous.tally.failed
+        control.idle_work = previous.commit
     tally = _Tally()
     outcomes: list[ItemOutcome] = []
     fatal = ""
@@ -222,41 +371,43 @@ def process_chunk(chunk_id: int, holder: str, *, progress: Progress | None = Non
                 continue
             tally.done += 1
             tally.failed += outcome.status == "failed"
-            report(job.done + tally.done, job.failed + tally.failed)
+            report(base_done + tally.done, base_failed + tally.failed)
     except FatalRunError as exc:
         fatal = str(exc)
     finally:
         if work is not None:
             work.close()
+    control.idle()  # no request was made (all cached, or nothing to do): the previous chunk commits now
     if control.heartbeat() == "lost" or control.lost:
         log.warning("run chunk %s: dropping %d outcomes of a displaced holder", chunk.pk, tally.done)
-        return None
+        return None, None
     # Only items with an outcome are done (a stop leaves the rest for another run);
     # items deleted since the run started count as done.
     missing = len(chunk.items) - len(inputs) if work is not None and not fatal else 0
-    with transaction.atomic():
-        if not _release(chunk, holder, RunChunk.Status.DONE):
-            transaction.set_rollback(True)
-            log.warning("run chunk %s is no longer held by %s; its outcomes are dropped", chunk.pk, holder)
-            return None
-        work_commit(work, outcomes)
-        record_outcomes(run, outcomes)
-        Job.objects.filter(pk=job.pk).update(done=F("done") + tally.done + missing, failed=F("failed") + tally.failed)
+    stop = control.reason()
+    if defer and not fatal and stop is None:
+        nxt = run.chunks.filter(status=RunChunk.Status.PENDING, lane=chunk.lane).exclude(pk=chunk.pk) \
+            .order_by("index").values_list("pk", flat=True).first()
+        if nxt is not None:
+            report(base_done + tally.done + missing, base_failed + tally.failed, force=True)
+            return nxt, _Pending(chunk, holder, work, outcomes, tally, missing)
+    if not _commit_chunk(chunk, holder, work, outcomes, tally, missing):
+        return None, None
     job.refresh_from_db(fields=["done", "failed", "total"])
     report(job.done, job.failed, force=True)
-    nxt = next_chunk(run)
+    nxt = next_chunk(run, chunk.lane)
     stop = control.reason()  # no heartbeat: the chunk is released
     if fatal:
-        return finalize(run, status=Job.Status.FAILED, error=fatal)
+        return finalize(run, status=Job.Status.FAILED, error=fatal), None
     if stop == "cancelled":
-        return finalize(run)
-    if stop == "budget" and (tally.done < len(inputs) or nxt is not None):
+        return finalize(run), None
+    if stop == "budget" and (tally.done < len(inputs) or next_chunk(run) is not None):
         run.refresh_from_db(fields=["cost_usd"])
         return finalize(run, status=Job.Status.FAILED,
-                        error=f"stopped: the budget of ${run.budget_usd:g} is spent (${run.cost_usd:.4f})")
+                        error=f"stopped: the budget of ${run.budget_usd:g} is spent (${run.cost_usd:.4f})"), None
     if nxt is None:
-        return finalize(run)
-    return nxt
+        return finalize_when_done(run), None
+    return nxt, None
 
 
 def work_commit(work, outcomes: Sequence[ItemOutcome]) -> None:
@@ -367,15 +518,18 @@ def resume_stalled(nodename: str | None = None, boot: str | None = None) -> list
         )
     for run in Run.objects.filter(job__status__in=ACTIVE).select_related("job"):
         run.chunks.filter(dead).update(status=RunChunk.Status.PENDING, holder="", lease_until=None)
-        if run.chunks.filter(status=RunChunk.Status.RUNNING).exists():
-            continue  # a live worker is on it
-        if run.job.cancel_requested:
+        running = set(run.chunks.filter(status=RunChunk.Status.RUNNING).values_list("lane", flat=True))
+        if run.job.cancel_requested and not running:
             finalize(run)
             continue
-        nxt = next_chunk(run)
-        if nxt is None:
+        if next_chunk(run) is None and not running:
             finalize(run)
-        else:
-            queue_chunk(nxt)
-            queued.append(nxt)
+            continue
+        for lane in range(run.lanes):
+            if lane in running:
+                continue  # a live worker is on this lane
+            nxt = next_chunk(run, lane)
+            if nxt is not None and not run.job.cancel_requested:
+                queue_chunk(nxt)
+                queued.append(nxt)
     return queued

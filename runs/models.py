@@ -32,6 +32,8 @@ class Run(models.Model):
     force = models.BooleanField(default=False)  # ignore cached responses
     budget_usd = models.FloatField(null=True, blank=True)
     config = models.JSONField(default=dict, blank=True)  # the model configuration the run started with
+    # Chains of chunks worked on at once (runs.engine: each with its share of the concurrency).
+    lanes = models.PositiveSmallIntegerField(default=1)
     # The structured-output form the server accepted in this run (part of the inference regime).
     output_mode = models.CharField(max_length=20, blank=True)
     requests = models.PositiveIntegerField(default=0)
@@ -82,6 +84,7 @@ class RunChunk(models.Model):
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="chunks")
     index = models.PositiveIntegerField()
+    lane = models.PositiveSmallIntegerField(default=0)  # index % run.lanes: the chain that does it
     items = models.JSONField(default=list)
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.PENDING)
     holder = models.CharField(max_length=200, blank=True)  # "nodename/boot/process" of the worker on it
@@ -141,6 +144,11 @@ class ResponseCache(models.Model):
     output_mode = models.CharField(max_length=20)
     prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
     completion_tokens = models.PositiveIntegerField(null=True, blank=True)
+    # The rest of the answer (runs.transport.Choice), so a hit replays it exactly:
+    # the model the server named, why decoding stopped, the reasoning channel.
+    model = models.CharField(max_length=200, blank=True, default="")
+    finish_reason = models.CharField(max_length=40, blank=True, default="")
+    reasoning = models.TextField(blank=True, default="")
     created_at = models.DateTimeField(default=timezone.now)
 
     def __str__(self) -> str:

@@ -7,7 +7,7 @@ import logging
 import time
 
 from celery import shared_task
-from celery.signals import worker_ready
+from celery.signals import worker_process_init, worker_ready
 from django.conf import settings
 from django.db import connection
 
@@ -31,20 +31,21 @@ def run_chunk(self, chunk_id: int) -> None:
     holder = identity.holder(self.request.hostname)
     # Go on with the next chunks in this task for up to RUN_TASK_SECONDS: a
     # hand-off through the broker costs up to a second per chunk (the
-    # filesystem transport polls), yet every chunk still commits on its own, so
-    # a killed worker loses one chunk at most. Eager mode loops to the end.
+    # filesystem transport polls), yet every chunk still commits on its own
+    # (while the next one's first requests are in flight), so a killed worker
+    # loses two chunks at most. Eager mode loops to the end.
     deadline = time.monotonic() + float(getattr(settings, "RUN_TASK_SECONDS", 60))
-    current = chunk_id
+    pipeline = engine.ChunkPipeline(holder)
     try:
-        nxt = engine.process_chunk(current, holder)
+        nxt = pipeline.process(chunk_id)
         while nxt is not None and (self.request.is_eager or time.monotonic() < deadline):
-            current = nxt
-            nxt = engine.process_chunk(current, holder)
+            nxt = pipeline.process(nxt)
+        pipeline.flush()
     except Exception as exc:
-        again = engine.release_failed_chunk(current, holder, f"{type(exc).__name__}: {exc}")
+        again = pipeline.release_failed(f"{type(exc).__name__}: {exc}")
         if again is None or self.request.is_eager:
             raise
-        log.exception("run chunk %s failed; trying again", chunk_id)
+        log.exception("run chunk %s failed; trying again", again)
         self.apply_async(args=[again], countdown=5)
         return
     if nxt is not None:
@@ -68,3 +69,13 @@ def _resume_stalled_runs(sender=None, **kwargs) -> None:
         log.exception("could not look for stalled runs")
     finally:
         connection.close()  # the pool's children have their own
+
+
+@worker_process_init.connect
+def _import_the_model_client(**kwargs) -> None:
+    """Import openai (about a second and a half of CPU) when a pool process
+    starts, not inside the first chunk of the first run it is given."""
+    try:
+        import openai  # noqa: F401
+    except ImportError:  # a worker without the client can still do the runs that call no model
+        pass

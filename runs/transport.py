@@ -22,9 +22,10 @@ import os
 import random
 import threading
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
 from typing import Any, Protocol
@@ -82,6 +83,20 @@ class Endpoint:
                 + (completion_tokens or 0) * self.price_output_per_mtok) / 1e6
 
 
+@dataclass(frozen=True)
+class Choice:
+    """The first choice of a response, whole: the text (chat: the message
+    content), the separate reasoning channel some servers return
+    (``reasoning_content`` or ``reasoning``; "" when none), why decoding stopped
+    ("length" = cut by max_tokens) and the model the server names. A cache hit
+    gives back all four (runs.ResponseCache keeps them)."""
+
+    text: str
+    reasoning: str = ""
+    finish_reason: str = ""
+    model: str = ""
+
+
 @dataclass
 class ModelRequest:
     """One model request of a work item. ``build(output_mode)`` gives the body
@@ -90,7 +105,10 @@ class ModelRequest:
     ``top_p``, ``stop``...; ``extra_body``: fields the openai client passes
     through, e.g. vLLM's ``continue_final_message``), rendered again only if the output mode changes;
     ``parse(content)`` returns the value or raises Malformed (then the request
-    is tried again). ``schema`` asks for structured output."""
+    is tried again); ``parse_choice(choice)``, when given, is used instead and
+    sees the whole Choice (reasoning channel, finish reason, model).
+    ``schema`` asks for structured output. ``key_extra`` goes into the cache
+    key, never to the server (e.g. the sample index of K samples of one prompt)."""
 
     item: int
     build: Callable[[str], dict]
@@ -98,6 +116,11 @@ class ModelRequest:
     schema: dict | None = None
     schema_name: str = "output"
     api: str | None = None  # None: the endpoint's
+    parse_choice: Callable[[Choice], Any] | None = None
+    key_extra: dict | None = None
+
+    def parse_answer(self, choice: Choice) -> Any:
+        return self.parse_choice(choice) if self.parse_choice is not None else self.parse(choice.text)
 
 
 @dataclass
@@ -132,6 +155,7 @@ class Answer:
     # decoding stopped ("length" = cut by max_tokens). Empty for answers read from a cache that does not keep them.
     model: str = ""
     finish_reason: str = ""
+    reasoning: str = ""
 
 
 @dataclass
@@ -155,6 +179,11 @@ class CachedAnswer:
     completion_tokens: int | None
     model: str = ""
     finish_reason: str = ""
+    reasoning: str = ""
+
+    @property
+    def choice(self) -> Choice:
+        return Choice(self.content, self.reasoning, self.finish_reason, self.model)
 
 
 class ResponseStore(Protocol):
@@ -187,6 +216,9 @@ class Control(Protocol):
 
     def charge(self, cost_usd: float) -> None:
         """Count what calls cost as soon as they return (the budget check needs it)."""
+
+    # Optional: ``idle()``, called once the first requests are in flight -- the
+    # caller's own database work (the previous chunk's commit) can run meanwhile.
 
 
 class NoStop:
@@ -271,9 +303,13 @@ def response_format(output_mode: str, schema: dict | None, name: str = "output")
     return None
 
 
-def cache_key(scope: str, model: str, api: str, body: dict) -> str:
-    """sha256 of the caller's scope, the model, the API kind and the exact request body."""
-    blob = json.dumps({"scope": scope, "model": model, "api": api, "request": body}, sort_keys=True, ensure_ascii=False)
+def cache_key(scope: str, model: str, api: str, body: dict, extra: dict | None = None) -> str:
+    """sha256 of the caller's scope, the model, the API kind, the exact request
+    body and the request's ``key_extra`` (when it has one)."""
+    data: dict[str, Any] = {"scope": scope, "model": model, "api": api, "request": body}
+    if extra:
+        data["extra"] = extra
+    blob = json.dumps(data, sort_keys=True, ensure_ascii=False)
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
@@ -286,12 +322,72 @@ def start_mode(endpoint: Endpoint) -> str:
 # --------------------------------------------------------------------------
 # The pool
 
+_CLIENTS: OrderedDict[tuple, Any] = OrderedDict()
+_CLIENTS_LOCK = threading.Lock()
+MAX_CLIENTS = 16
+
+
+def shared_client(base_url: str, api_key: str, timeout: float):
+    """The openai client for a server, made once per process and reused by
+    every pool (the client is thread-safe). Making one is costly -- httpx builds
+    a fresh SSL context and loads the CA bundle, about 0.2 s of CPU, which once
+    per chunk was the largest gap between a run and its ideal time -- and a
+    reused client keeps its connections open from one chunk to the next. Keyed
+    by the process id too, so a forked worker never shares its parent's sockets;
+    beyond MAX_CLIENTS the least recently used is forgotten."""
+    import openai
+
+    key = (os.getpid(), base_url, api_key, timeout)
+    with _CLIENTS_LOCK:
+        client = _CLIENTS.get(key)
+        if client is not None:
+            _CLIENTS.move_to_end(key)
+            return client
+        client = openai.OpenAI(base_url=base_url, api_key=api_key, max_retries=0, timeout=timeout)
+        _CLIENTS[key] = client
+        while len(_CLIENTS) > MAX_CLIENTS:
+            _CLIENTS.popitem(last=False)  # not closed: a pool may still use it; its sockets go with it
+        return client
+
 
 @dataclass
 class _Done:
     outcome: RequestOutcome
     key: str | None = None
     cached: CachedAnswer | None = None
+
+
+_EXECUTORS: dict[tuple[int, int], list[ThreadPoolExecutor]] = {}
+
+
+def _share(total: int, lanes: int, lane: int) -> int:
+    """A lane's part of ``total``, as runs.engine.lane_share (this module imports no engine)."""
+    lanes = max(1, lanes)
+    return max(1, total // lanes + (lane < total % lanes))
+
+
+@contextmanager
+def _borrowed_executor(threads: int) -> Iterator[ThreadPoolExecutor]:
+    """A thread pool of ``threads`` threads for one pool's requests, lent out
+    of a per-process stock and given back afterwards, so the next chunk finds
+    its threads running: starting 32 threads for every chunk cost a noticeable
+    share of a run on a busy machine (each start waits until the new thread is
+    scheduled). One borrower at a time per executor, so two pools in a process
+    never share threads or exceed their concurrency. Not handed back when the
+    pool ended in an exception (its threads may still be busy)."""
+    key = (os.getpid(), threads)
+    with _CLIENTS_LOCK:
+        stock = _EXECUTORS.setdefault(key, [])
+        executor = stock.pop() if stock else None
+    if executor is None:
+        executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="model")
+    try:
+        yield executor
+    except BaseException:
+        executor.shutdown(wait=True)
+        raise
+    with _CLIENTS_LOCK:
+        _EXECUTORS[key].append(executor)
 
 
 class ModelPool:
@@ -314,8 +410,7 @@ class ModelPool:
             raise FatalRunError(f"the environment variable {env} (the API key) is not set")
         if not endpoint.base_url:
             raise FatalRunError("no base URL is configured")
-        self.client = openai.OpenAI(base_url=endpoint.base_url, api_key=key or "not-needed", max_retries=0,
-                                    timeout=endpoint.timeout_seconds)
+        self.client = shared_client(endpoint.base_url, key or "not-needed", endpoint.timeout_seconds)
         self.concurrency = max(1, endpoint.concurrency)
         self.limiter = RateLimiter(endpoint.rate_limit_per_minute) if endpoint.rate_limit_per_minute else None
         self.stop = threading.Event()
@@ -325,9 +420,10 @@ class ModelPool:
         self.retry_base = setting("RUN_RETRY_BASE_SECONDS", 1.0)
         self.retry_cap = setting("RUN_RETRY_MAX_SECONDS", 30.0)
         self.retry_after_cap = setting("RUN_RETRY_AFTER_MAX_SECONDS", 120.0)
+        self.save_every = setting("RUN_CACHE_SAVE_SECONDS", 0.0)
 
     def close(self) -> None:
-        self.client.close()
+        """Nothing to release: the client is shared (shared_client) and its connections stay open for the next chunk."""
 
     # -- bodies -------------------------------------------------------------
 
@@ -339,7 +435,7 @@ class ModelPool:
         return body
 
     def key(self, request: ModelRequest, body: dict) -> str:
-        return cache_key(self.scope, self.endpoint.model, request.api or self.endpoint.api, body)
+        return cache_key(self.scope, self.endpoint.model, request.api or self.endpoint.api, body, request.key_extra)
 
     def _fall_back(self, rejected: str) -> None:
         with self.lock:
@@ -371,60 +467,112 @@ class ModelPool:
 
     def _from_cache(self, request: ModelRequest, hit: CachedAnswer) -> RequestOutcome | None:
         try:
-            value = request.parse(hit.content)
+            value = request.parse_answer(hit.choice)
         except Malformed:
             return None
         answer = Answer(value, hit.content, hit.output_mode, hit.prompt_tokens, hit.completion_tokens, cached=True,
-                        model=hit.model, finish_reason=hit.finish_reason)
+                        model=hit.model, finish_reason=hit.finish_reason, reasoning=hit.reasoning)
         return RequestOutcome(request, "ok", answer)
 
     def _call_all(self, requests: Sequence[ModelRequest], bodies: dict[int, tuple[str, dict, str]],
                   queue: deque[int], control: Control) -> Iterator[RequestOutcome]:
         fatal: str | None = None
         in_flight: dict[Future, int] = {}
-        with ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="model") as pool:
+        # Valid answers not yet in the store: written after every wait (all that came
+        # back together, one INSERT), so a worker killed mid-chunk asks again only for
+        # what was in flight. RUN_CACHE_SAVE_SECONDS > 0 groups the writes further (a
+        # kill then costs up to that many seconds of answers); the threads do not wait
+        # for these writes either way, a round of requests is queued ahead of them.
+        unsaved: dict[str, CachedAnswer] = {}
+        saved_at = time.monotonic()
 
-            def beat() -> None:
-                # The heartbeat: independent of slots freeing up, so a lease is
-                # renewed and a cancel seen while every slot waits on a slow server.
-                if control.heartbeat() or control.stop_reason():
-                    self.stop.set()
+        def flush() -> None:
+            nonlocal saved_at
+            saved_at = time.monotonic()
+            if unsaved:
+                self.store.save(dict(unsaved))
+                unsaved.clear()
 
-            def fill() -> None:
-                while queue and len(in_flight) < self.concurrency and not self.stop.is_set():
-                    beat()
-                    if self.stop.is_set():
-                        return
-                    n = queue.popleft()
-                    in_flight[pool.submit(self._call, requests[n], bodies[n])] = n
+        # A run worked on in lanes (runs.engine) gives each its share of the concurrency and rate limit.
+        lanes, lane = getattr(control, "lanes", 1), getattr(control, "lane", 0)
+        concurrency = _share(self.concurrency, lanes, lane)
+        if self.limiter is not None and lanes > 1:
+            self.limiter = RateLimiter(_share(self.endpoint.rate_limit_per_minute or 1, lanes, lane))
+        try:
+            with _borrowed_executor(concurrency) as pool:
 
-            fill()
-            while in_flight:
-                done, _ = wait(in_flight, timeout=TICK, return_when=FIRST_COMPLETED)
-                beat()
-                results: list[_Done] = []
-                for future in done:
-                    del in_flight[future]
-                    results.append(future.result())
-                    if results[-1].outcome.fatal and fatal is None:
-                        fatal = results[-1].outcome.fatal
+                def beat() -> None:
+                    # The heartbeat: independent of slots freeing up, so a lease is
+                    # renewed and a cancel seen while every slot waits on a slow server.
+                    if control.heartbeat() or control.stop_reason():
                         self.stop.set()
-                control.charge(sum(c.cost_usd for r in results for c in r.outcome.calls))
-                fill()  # the freed slots go back to work before we store anything
-                answers = {r.key: r.cached for r in results if r.cached is not None and r.key is not None}
-                if answers:
-                    self.store.save(answers)
-                    worked = next(iter(answers.values())).output_mode
-                    if self.endpoint.output_mode == AUTO and worked != self.accepted_mode:
-                        self.store.remember_output_mode(worked)
-                    self.accepted_mode = worked
-                for result in results:
-                    yield result.outcome
-            # Requests never started (the run stopped) are skipped.
-            while queue:
-                yield RequestOutcome(requests[queue.popleft()], "skipped")
+
+                # Requests go to the thread pool ahead of the free slots: up to one round
+                # (``concurrency``) waits in its queue, so a thread takes the next request as
+                # soon as its own ends, without waiting for this thread -- which may be busy
+                # storing answers or committing the previous chunk. A stop keeps the queued ones
+                # from starting (each looks at the stop flag and the budget first); at most one
+                # round can have been taken by a thread before this thread sees a cancel.
+                reason = getattr(control, "reason", None)  # memory only: safe on the pool's threads
+
+                def fill() -> None:
+                    if not queue or len(in_flight) >= 2 * concurrency:
+                        return
+                    beat()  # once per hand-out: a cancel seen now starts nothing more
+                    while queue and len(in_flight) < 2 * concurrency and not self.stop.is_set():
+                        n = queue.popleft()
+                        in_flight[pool.submit(self._task, requests[n], bodies[n], control, reason)] = n
+
+                fill()
+                idle = getattr(control, "idle", None)
+                if idle is not None:
+                    idle()  # the caller's database work overlaps the first requests (runs.engine.ChunkPipeline)
+                while in_flight:
+                    done, _ = wait(in_flight, timeout=TICK, return_when=FIRST_COMPLETED)
+                    beat()
+                    results: list[_Done] = []
+                    for future in done:
+                        del in_flight[future]
+                        results.append(future.result())
+                        if results[-1].outcome.fatal and fatal is None:
+                            fatal = results[-1].outcome.fatal
+                            self.stop.set()
+                    fill()  # the freed places in the queue first, before anything is stored
+                    answers = {r.key: r.cached for r in results if r.cached is not None and r.key is not None}
+                    if answers:
+                        unsaved.update(answers)
+                        worked = next(iter(answers.values())).output_mode
+                        if self.endpoint.output_mode == AUTO and worked != self.accepted_mode:
+                            self.store.remember_output_mode(worked)
+                        self.accepted_mode = worked
+                    if unsaved and (not in_flight or time.monotonic() - saved_at >= self.save_every):
+                        flush()
+                    for result in results:
+                        yield result.outcome
+                # Requests never started (the run stopped before they were handed out) are skipped.
+                while queue:
+                    yield RequestOutcome(requests[queue.popleft()], "skipped")
+        finally:
+            if in_flight:  # the consumer stopped early: what has not started must not start
+                self.stop.set()
+            flush()  # also when the consumer stops early
         if fatal:
             raise FatalRunError(fatal)
+
+    def _task(self, request: ModelRequest, rendered: tuple[str, dict, str], control: Control,
+              reason: Callable[[], str | None] | None) -> _Done:
+        """One request on a pool thread: skipped once the run must stop; what its calls cost
+        is charged at once, so the next request's budget check counts it."""
+        if reason is not None and reason():
+            self.stop.set()
+        done = self._call(request, rendered)
+        if done.outcome.fatal:
+            self.stop.set()  # before this thread takes the next request
+        cost = sum(c.cost_usd for c in done.outcome.calls)
+        if cost:
+            with self.lock:
+                control.charge(cost)
+        return done
 
     def _call(self, request: ModelRequest, rendered: tuple[str, dict, str]) -> _Done:
         openai = self.openai
@@ -496,19 +644,20 @@ class ModelPool:
                 usage = response.usage
                 pt = usage.prompt_tokens if usage is not None else None
                 ct = usage.completion_tokens if usage is not None else None
-                content = _content(response, api)
+                choice = choice_of(response, api)
                 record = CallRecord(attempt, mode, "ok", 200, "", _ms(started), pt, ct, ep.price(pt, ct))
                 calls.append(record)
                 try:
-                    value = request.parse(content or "")
+                    value = request.parse_answer(choice)
                 except Malformed as exc:
                     record.outcome, record.error = "malformed", str(exc)
                     error, status = f"malformed answer: {exc}", 200
                 else:
-                    served, finish = _served_by(response)
-                    answer = Answer(value, content or "", mode, pt, ct, model=served, finish_reason=finish)
+                    answer = Answer(value, choice.text, mode, pt, ct, model=choice.model,
+                                    finish_reason=choice.finish_reason, reasoning=choice.reasoning)
                     return _Done(RequestOutcome(request, "ok", answer, calls=calls), key,
-                                 CachedAnswer(content or "", mode, pt, ct, served, finish))
+                                 CachedAnswer(choice.text, mode, pt, ct, choice.model, choice.finish_reason,
+                                              choice.reasoning))
             if not calls or calls[-1].attempt != attempt:
                 calls.append(CallRecord(attempt, mode, "error", status, error, _ms(started), pt, ct))
             failures += 1
@@ -532,19 +681,28 @@ def _ms(started: float) -> int:
     return int((time.monotonic() - started) * 1000)
 
 
-def _content(response, api: str) -> str | None:
+def _extra_field(obj: Any, *names: str) -> str:
+    """A field the openai types do not declare (servers add their own): the first of ``names`` that is set."""
+    for name in names:
+        value = getattr(obj, name, None)
+        if value is None and getattr(obj, "model_extra", None):
+            value = obj.model_extra.get(name)
+        if value:
+            return str(value)
+    return ""
+
+
+def choice_of(response, api: str) -> Choice:
+    """The first choice of a response as a Choice ("" for what is absent; no choice at all: an empty text)."""
+    model = str(getattr(response, "model", None) or "")
     if not response.choices:
-        return None
-    choice = response.choices[0]
-    if api == COMPLETIONS:
-        return choice.text
-    return choice.message.content
-
-
-def _served_by(response) -> tuple[str, str]:
-    """The model the response names and the first choice's finish reason ("" when absent)."""
-    finish = response.choices[0].finish_reason if response.choices else None
-    return str(getattr(response, "model", None) or ""), str(finish or "")
+        return Choice("", "", "", model)
+    first = response.choices[0]
+    holder = first if api == COMPLETIONS else first.message
+    text = first.text if api == COMPLETIONS else first.message.content
+    # vLLM and llama.cpp name the channel reasoning_content; OpenRouter and Ollama name it reasoning.
+    return Choice(text or "", _extra_field(holder, "reasoning_content", "reasoning"), str(first.finish_reason or ""),
+                  model)
 
 
 def _root_cause(exc: BaseException) -> BaseException:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.core.exceptions import ValidationError as DjangoValidationError
 from drf_spectacular.utils import extend_schema
+from kombu.exceptions import OperationalError as BrokerError
 from rest_framework import generics, status
 from rest_framework.exceptions import APIException, ValidationError
 from rest_framework.response import Response
@@ -13,12 +14,17 @@ from annotation import access
 from annotation.api.serializers import JobSerializer
 from subjects import serializers as s
 from subjects import services
-from subjects.models import GenerationRun, SubjectModel
+from subjects.models import GenerationRun, PromptTemplate, SubjectModel
 
 
 class Conflict(APIException):
     status_code = status.HTTP_409_CONFLICT
     default_detail = "conflict"
+
+
+class ServiceUnavailable(APIException):
+    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+    default_detail = "the task queue is not reachable"
 
 
 class BadGateway(APIException):
@@ -80,20 +86,21 @@ class SubjectModelDetail(APIView):
 
 
 class SubjectModelProbe(APIView):
-    """POST: probe the subject model's server now and record its continuation
-    mode (owners) -> the updated subject model; 502 when the server does not answer."""
+    """POST: probe the subject model's server in the background (owners) -> 202
+    with the probe's job (GET jobs/{id}/ follows it; its result names the mode
+    recorded, its error why nothing was); 409 while a probe is running."""
 
-    @extend_schema(request=None, responses=s.SubjectModelSerializer)
+    @extend_schema(request=None, responses={202: JobSerializer})
     def post(self, request, pk: int):
         subject, membership = services.check_subject(request.user, pk)
         services.check_owner(membership)
         try:
-            services.do_probe_subject_model(subject)
-        except services.Unreachable as exc:
-            raise BadGateway(str(exc)) from None
-        except services.ProbeFailed as exc:
+            job = services.do_start_probe(subject, user=request.user)
+        except services.RunConflict as exc:
             raise Conflict(str(exc)) from None
-        return Response(s.SubjectModelSerializer(subject, context={"request": request}).data)
+        except BrokerError:
+            raise ServiceUnavailable("the task queue is not reachable; the probe was not started") from None
+        return Response(JobSerializer(job, context={"request": request}).data, status=status.HTTP_202_ACCEPTED)
 
 
 class StudyGenerationRuns(generics.ListAPIView):
@@ -131,3 +138,67 @@ class GenerationRunDetail(generics.RetrieveAPIView):
     def get_object(self):
         gen_run, _ = services.check_generation_run(self.request.user, self.kwargs["pk"])
         return gen_run
+
+
+def _template_invalid(exc: services.TemplateInvalid) -> ValidationError:
+    return ValidationError({exc.field: [str(exc)]})
+
+
+class StudyPromptTemplates(generics.ListAPIView):
+    """GET: every version of the study's prompt templates (members). POST
+    ``{"name", "template", "exemplars"}`` (owners): the next version of NAME
+    -> 201 (200 with the newest version when nothing changed); 400 names the field."""
+
+    serializer_class = s.PromptTemplateSerializer
+
+    def get_queryset(self):
+        study, _ = access.check_study(self.request.user, self.kwargs["pk"])
+        services.ensure_builtin_templates(study)
+        return PromptTemplate.objects.filter(study=study).order_by("name", "-version")
+
+    @extend_schema(request=s.PromptTemplateSerializer, responses={201: s.PromptTemplateSerializer})
+    def post(self, request, pk: int):
+        study, membership = access.check_study(request.user, pk)
+        services.check_owner(membership)
+        ser = s.PromptTemplateSerializer(data=request.data)
+        ser.is_valid(raise_exception=True)
+        data = ser.validated_data
+        before = PromptTemplate.objects.filter(study=study, name=data["name"]).count()
+        try:
+            saved = services.do_save_template(study, data["name"], data["template"], exemplars=data.get("exemplars"))
+        except services.TemplateInvalid as exc:
+            raise _template_invalid(exc) from None
+        created = PromptTemplate.objects.filter(study=study, name=data["name"]).count() > before
+        return Response(s.PromptTemplateSerializer(saved, context={"request": request}).data,
+                        status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
+
+
+class PromptTemplateDetail(generics.RetrieveAPIView):
+    """GET: one version of a prompt template (members)."""
+
+    serializer_class = s.PromptTemplateSerializer
+
+    def get_object(self):
+        template, _ = services.check_template(self.request.user, self.kwargs["pk"])
+        return template
+
+
+class PromptTemplatePreview(APIView):
+    """POST ``{"template", "exemplars", "problem_id"}`` (owners): the template
+    rendered on one problem of the study (default: its first), as a generation
+    run renders it -> ``{"problem_id", "text"}``; nothing is saved and no model
+    is called. 400 names the field (template, exemplars, problem_id)."""
+
+    @extend_schema(request=s.PromptTemplatePreviewSerializer, responses=s.PromptTemplatePreviewResultSerializer)
+    def post(self, request, pk: int):
+        study, membership = access.check_study(request.user, pk)
+        services.check_owner(membership)
+        ser = s.PromptTemplatePreviewSerializer(data=request.data)
+        ser.is_valid(raise_exception=True)
+        data = ser.validated_data
+        try:
+            preview = services.preview_template(study, data["template"], data["exemplars"],
+                                                problem_id=data["problem_id"] or None)
+        except services.TemplateInvalid as exc:
+            raise _template_invalid(exc) from None
+        return Response({"problem_id": preview.problem_id, "text": preview.text})

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import json
+
 from django import forms
 
 from subjects.models import GenerationRun, PromptTemplate, SubjectModel
@@ -35,3 +37,28 @@ class GenerationForm(forms.Form):
     samples = forms.IntegerField(required=False, min_value=1, max_value=100, help_text="K (default: the model's)")
     force = forms.BooleanField(required=False, help_text="ask again even where a cached answer exists")
     budget_usd = forms.FloatField(required=False, min_value=0, label="Budget (USD)")
+
+
+class PromptTemplateForm(forms.Form):
+    """The prompt-template editor: saving makes a new version of NAME (the text is kept as typed)."""
+
+    name = forms.CharField(max_length=100)
+    template = forms.CharField(widget=forms.Textarea(attrs={"rows": 10, "spellcheck": "false"}), strip=False,
+                               help_text="A Django template over problem, problem_id and exemplars "
+                                         "(rendered in a sandbox: no tag libraries, no include/extends/debug).")
+    exemplars = forms.CharField(widget=forms.Textarea(attrs={"rows": 6, "spellcheck": "false"}), required=False,
+                                help_text='JSON: [{"question": ..., "answer": ...}, ...] (k-shot; empty: zero-shot)')
+    problem_id = forms.CharField(required=False, label="Preview on problem",
+                                 help_text="a problem id of the study (default: its first problem)")
+
+    def clean_template(self) -> str:
+        return self.cleaned_data["template"].replace("\r\n", "\n")  # browsers send CRLF line ends
+
+    def clean_exemplars(self) -> list:
+        text = self.cleaned_data["exemplars"].strip()
+        if not text:
+            return []
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise forms.ValidationError(f"not JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})") from None

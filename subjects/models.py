@@ -70,6 +70,9 @@ class PromptTemplate(models.Model):
     def __str__(self) -> str:
         return f"{self.name} v{self.version}"
 
+    def get_absolute_url(self) -> str:
+        return reverse("prompt-template", args=[self.pk])
+
 
 class SubjectModel(models.Model):
     """A model under test, reachable at an OpenAI-compatible endpoint."""

@@ -10,10 +10,11 @@ context is ``problem`` (the statement), ``exemplars`` (a list of
 from __future__ import annotations
 
 import json
-from functools import cache
+import re
+from functools import cache, lru_cache
 from pathlib import Path
 
-from django.template import Context, Engine, TemplateSyntaxError
+from django.template import Context, Engine, Template, TemplateSyntaxError
 
 from annotation.importing.regime import messages_hash
 
@@ -45,7 +46,17 @@ def builtin_templates() -> list[dict]:
     ]
 
 
+# Tags of Django's built-in library a prompt has no use for: {% debug %} prints the context and
+# the loaded modules, {% include %} / {% extends %} would read other templates (the engine has no
+# loader directories, but a prompt must not depend on that).
+_REFUSED_TAGS = re.compile(r"{%-?\s*(debug|include|extends)\b")
+
+
 def template_error(source: str) -> str | None:
+    """Why ``source`` cannot be a prompt template (it does not compile, or uses a refused tag), or None."""
+    refused = _REFUSED_TAGS.search(source)
+    if refused:
+        return f"the {{% {refused.group(1)} %}} tag is not allowed in a prompt template"
     try:
         _ENGINE.from_string(source)
     except TemplateSyntaxError as exc:
@@ -53,8 +64,19 @@ def template_error(source: str) -> str | None:
     return None
 
 
+def names_the_problem(source: str) -> bool:
+    """Whether the template puts the problem into the prompt (``{{ problem }}``, with or without filters)."""
+    return re.search(r"{{\s*problem\s*(\||}})", source) is not None
+
+
+@lru_cache(maxsize=64)
+def _compiled(source: str) -> Template:
+    """Compiled once per process: a run renders the same template for every request."""
+    return _ENGINE.from_string(source)
+
+
 def render(source: str, *, problem: str, problem_id: str = "", exemplars: list[dict] | None = None) -> str:
-    return _ENGINE.from_string(source).render(
+    return _compiled(source).render(
         Context({"problem": problem, "problem_id": problem_id, "exemplars": exemplars or []}, autoescape=False)
     ).strip()
 

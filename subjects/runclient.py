@@ -5,23 +5,21 @@ Traces through the import pipeline (annotation.importing.pipeline.write_records)
 so they are segmented, answer-extracted and checked exactly as imported
 traces, with a Generation row each for tokens, latency, cost and truncation.
 
-The engine's transport hands a request's parser only the message text. A
-completion is more than that: the reasoning channel (``reasoning_content`` /
-``reasoning``), the finish reason (truncation) and the model id the server
-reports. So the pool's openai client is wrapped (``_WholeChoice``) to return
-the whole choice as one JSON text; that text is also what the response cache
-keeps, so a cache hit gives back the reasoning and the finish reason too.
+A completion is more than its text: the reasoning channel
+(``reasoning_content`` / ``reasoning``), the finish reason (truncation) and
+the model id the server reports. The transport hands the parser the whole
+choice (runs.transport.Choice), and the response cache keeps all of it, so a
+cache hit replays the completion exactly. The sample index goes into the cache
+key (``key_extra``), never to the server.
 """
 
 from __future__ import annotations
 
-import json
 import tomllib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 from django.db import transaction
@@ -38,6 +36,7 @@ from runs.models import Run
 from runs.transport import (
     PROMPT,
     CallRecord,
+    Choice,
     Control,
     Endpoint,
     FatalRunError,
@@ -50,8 +49,8 @@ from subjects.models import Generation, GenerationRun, SubjectModel
 
 KIND = "generation"
 JOB_KIND = "generation"  # Job.kind (annotation.Job.Kind lists the kinds annotation itself starts)
-SAMPLE_KEY = "_sample"  # in a request body for the cache key only; never sent
 TARGET_REQUESTS_PER_CHUNK = 50
+MIN_ROUNDS_PER_CHUNK = 8
 MAX_FAILURES_KEPT = 50
 
 
@@ -66,59 +65,7 @@ def code_version() -> str:
 
 
 # --------------------------------------------------------------------------
-# The whole choice through the transport
-
-
-def _extra(obj: Any, *names: str) -> Any:
-    for name in names:
-        value = getattr(obj, name, None)
-        if value is None and getattr(obj, "model_extra", None):
-            value = obj.model_extra.get(name)
-        if value:
-            return value
-    return None
-
-
-def _envelope(response: Any, api: str) -> str | None:
-    if not response.choices:
-        return None
-    choice = response.choices[0]
-    if api == "completions":
-        text, reasoning = choice.text, _extra(choice, "reasoning_content", "reasoning")
-    else:
-        message = choice.message
-        text, reasoning = message.content, _extra(message, "reasoning_content", "reasoning")
-    return json.dumps({"text": text or "", "reasoning": reasoning or "", "finish_reason": choice.finish_reason or "",
-                       "model": getattr(response, "model", None) or ""}, ensure_ascii=False)
-
-
-def _as_response(response: Any, content: str | None) -> SimpleNamespace:
-    finish = response.choices[0].finish_reason if response.choices else None
-    choices = [] if content is None else [SimpleNamespace(message=SimpleNamespace(content=content), text=content,
-                                                          finish_reason=finish)]
-    return SimpleNamespace(usage=response.usage, choices=choices, model=getattr(response, "model", None))
-
-
-class _WholeChoice:
-    """The pool's openai client, answering with the whole first choice as JSON (see the module docstring)."""
-
-    def __init__(self, client: Any) -> None:
-        self._client = client
-        self.chat = SimpleNamespace(completions=SimpleNamespace(create=self._chat))
-        self.completions = SimpleNamespace(create=self._complete)
-
-    def _chat(self, **body: Any) -> SimpleNamespace:
-        body.pop(SAMPLE_KEY, None)
-        response = self._client.chat.completions.create(**body)
-        return _as_response(response, _envelope(response, "chat"))
-
-    def _complete(self, **body: Any) -> SimpleNamespace:
-        body.pop(SAMPLE_KEY, None)
-        response = self._client.completions.create(**body)
-        return _as_response(response, _envelope(response, "completions"))
-
-    def close(self) -> None:
-        self._client.close()
+# Completions
 
 
 @dataclass(frozen=True)
@@ -129,14 +76,9 @@ class Completion:
     model: str
 
 
-def parse_completion(content: str) -> Completion:
-    """The envelope back; an answer with neither text nor reasoning is malformed (tried again)."""
-    try:
-        data = json.loads(content)
-        completion = Completion(str(data.get("text") or ""), str(data.get("reasoning") or ""),
-                                str(data.get("finish_reason") or ""), str(data.get("model") or ""))
-    except (ValueError, AttributeError) as exc:
-        raise Malformed(f"not a completion envelope: {exc}") from None
+def parse_completion(choice: Choice) -> Completion:
+    """The completion of a choice; one with neither text nor reasoning is malformed (tried again)."""
+    completion = Completion(choice.text, choice.reasoning, choice.finish_reason, choice.model)
     if not completion.text.strip() and not completion.reasoning.strip():
         raise Malformed("empty completion")
     return completion
@@ -232,7 +174,7 @@ class GenerationWork(ChunkWork):
         text = prompts.render(cfg["template"], problem=problem.statement, problem_id=problem.problem_id,
                               exemplars=cfg["exemplars"])
         seed = core.sample_seed(cfg["seed"], sample)
-        body: dict[str, Any] = {"temperature": cfg["temperature"], "max_tokens": cfg["max_tokens"], SAMPLE_KEY: sample}
+        body: dict[str, Any] = {"temperature": cfg["temperature"], "max_tokens": cfg["max_tokens"]}
         for key, value in (("seed", seed), ("top_p", cfg["top_p"]), ("stop", cfg["stop"] or None)):
             if value is not None:
                 body[key] = value
@@ -240,14 +182,13 @@ class GenerationWork(ChunkWork):
             body["prompt"] = prompts.completion_prompt(cfg["system_prompt"], text)
         else:
             body["messages"] = prompts.messages(cfg["system_prompt"], text)
-        request = ModelRequest(item=problem.pk, build=lambda _mode, body=body: dict(body), parse=parse_completion,
-                               api=cfg["api"])
+        request = ModelRequest(item=problem.pk, build=lambda _mode, body=body: dict(body),
+                               parse_choice=parse_completion, api=cfg["api"], key_extra={"sample": sample})
         return request, prompts.prompt_hash(cfg["api"], cfg["system_prompt"], text)
 
     def execute(self, inputs: Sequence[ProblemInput], control: Control) -> Iterator[ProblemOutcome]:
         store = run_cache.DbStore(cache_scope(self.subject), force=self.gen_run.run.force)
         self.pool = ModelPool(endpoint_of(self.subject), cache_scope(self.subject), store, force=self.gen_run.run.force)
-        self.pool.client = _WholeChoice(self.pool.client)
         requests: list[ModelRequest] = []
         meta: dict[int, tuple[int, int | None, str]] = {}  # id(request) -> (sample, seed, messages hash)
         pending: dict[int, int] = {}
@@ -389,10 +330,14 @@ def write_generations(gen_run: GenerationRun, subject: SubjectModel, outcomes: S
         GenerationRun.objects.filter(pk=gen_run.pk).update(failures=current)
 
 
-def chunk_size(subject: SubjectModel, samples: int) -> int:
-    """Problems per chunk: about 50 requests, a whole number of rounds of the concurrency."""
-    requests = max(TARGET_REQUESTS_PER_CHUNK, subject.concurrency)
-    requests += (-requests) % subject.concurrency
+def chunk_size(subject: SubjectModel, samples: int, lanes: int = 1) -> int:
+    """Problems per chunk: about 50 requests and at least MIN_ROUNDS_PER_CHUNK
+    rounds of the concurrency, a whole number of rounds. A chunk's start (claim,
+    load, cache lookup) happens with no request in flight, so a chunk of one or
+    two rounds at a high concurrency would spend a good part of its time there."""
+    concurrency = max(1, subject.concurrency // max(1, lanes))  # a lane's share
+    requests = max(TARGET_REQUESTS_PER_CHUNK, MIN_ROUNDS_PER_CHUNK * concurrency)
+    requests += (-requests) % concurrency
     return max(1, -(-requests // max(1, samples)))
 
 
@@ -406,7 +351,7 @@ class GenerationClient(RunClient):
 
     def chunk_size(self, run: Run) -> int:
         gen_run = self.gen_run(run)
-        return chunk_size(gen_run.subject, gen_run.samples)
+        return chunk_size(gen_run.subject, gen_run.samples, run.lanes)
 
     def open(self, run: Run) -> GenerationWork:
         return GenerationWork(self.gen_run(run))

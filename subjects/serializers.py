@@ -3,7 +3,7 @@ from __future__ import annotations
 from rest_framework import serializers
 
 from annotation.api.serializers import HtmlUrlMixin, JobSerializer
-from subjects.models import GenerationRun, SubjectModel
+from subjects.models import GenerationRun, PromptTemplate, SubjectModel
 
 # What a user sets on a subject model (the web form shows the same fields).
 EDITABLE_FIELDS = [
@@ -73,3 +73,24 @@ class GenerationRunSerializer(HtmlUrlMixin, serializers.ModelSerializer):
                   "prompt_tokens", "completion_tokens", "unknown_token_calls", "cost_usd", "traces_created",
                   "traces_unchanged", "samples_failed", "failures", "stop_reason", "created_at", "html_url"]
         read_only_fields = fields
+
+
+class PromptTemplateSerializer(HtmlUrlMixin, serializers.ModelSerializer):
+    """One version of a named prompt template (read); POST the same fields to save the next version."""
+
+    class Meta:
+        model = PromptTemplate
+        fields = ["id", "study", "name", "version", "kind", "template", "exemplars", "created_at", "html_url"]
+        read_only_fields = ["id", "study", "version", "kind", "created_at"]
+        validators: list = []  # versions: subjects.services.do_save_template
+
+
+class PromptTemplatePreviewSerializer(serializers.Serializer):
+    template = serializers.CharField(trim_whitespace=False)
+    exemplars = serializers.JSONField(required=False, default=list)
+    problem_id = serializers.CharField(required=False, allow_blank=True, default="")
+
+
+class PromptTemplatePreviewResultSerializer(serializers.Serializer):
+    problem_id = serializers.CharField()
+    text = serializers.CharField()

@@ -3,12 +3,14 @@ API and the management commands call these (docs/generation.md)."""
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
+from django.conf import settings
 from django.db import transaction
 from django.db.models import Count, Q, QuerySet
 from django.utils import timezone
@@ -94,24 +96,94 @@ def find_template(study: Study, name: str, version: int | None = None) -> Prompt
     return template
 
 
-@transaction.atomic
-def do_save_template(study: Study, name: str, template: str, *, exemplars: list[dict] | None = None) -> PromptTemplate:
-    """A new version of the named template (version 1 for a new name); an unchanged one is returned as it is."""
+class TemplateInvalid(ValueError):
+    """A prompt template (or its preview) refused, naming the field at fault."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+def validate_template(name: str | None, template: str, exemplars: Any) -> list[dict]:
+    """The exemplars, checked; TemplateInvalid names the field (name, template,
+    exemplars). A template is rendered by Django's template engine in a sandbox
+    (subjects.prompts), never evaluated as code."""
+    if name is not None:
+        if not name or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", name) or len(name) > 100:
+            raise TemplateInvalid("name", "use 1-100 letters, digits, '_', '.' and '-' (starting with a letter or "
+                                          "digit)")
+    if not template.strip():
+        raise TemplateInvalid("template", "the template is empty")
     error = prompts.template_error(template)
     if error:
-        raise ValueError(f"the template does not compile: {error}")
+        raise TemplateInvalid("template", f"the template does not compile: {error}")
+    if not prompts.names_the_problem(template):
+        raise TemplateInvalid("template", "the template never puts the problem in the prompt: use {{ problem }}")
     exemplars = exemplars or []
     if not isinstance(exemplars, list) or not all(
         isinstance(e, dict) and isinstance(e.get("question"), str) and isinstance(e.get("answer"), str)
         for e in exemplars
     ):
-        raise ValueError('exemplars must be a list of {"question": text, "answer": text}')
-    newest = PromptTemplate.objects.filter(study=study, name=name).order_by("-version").first()
+        raise TemplateInvalid("exemplars", 'exemplars must be a list of {"question": text, "answer": text}')
+    return exemplars
+
+
+@transaction.atomic
+def do_save_template(study: Study, name: str, template: str, *, exemplars: list[dict] | None = None) -> PromptTemplate:
+    """A new version of the named template (version 1 for a new name); an
+    unchanged one is returned as it is. Raises TemplateInvalid (a ValueError) naming the field."""
+    exemplars = validate_template(name, template, exemplars)
+    ensure_builtin_templates(study)
+    newest = (PromptTemplate.objects.select_for_update().filter(study=study, name=name).order_by("-version").first())
     if newest is not None and newest.template == template and newest.exemplars == exemplars:
         return newest
     kind = PromptTemplate.Kind.K_SHOT if exemplars else PromptTemplate.Kind.ZERO_SHOT
     return PromptTemplate.objects.create(study=study, name=name, version=(newest.version + 1) if newest else 1,
                                          kind=kind, template=template, exemplars=exemplars)
+
+
+@dataclass(frozen=True)
+class Preview:
+    problem_id: str
+    text: str  # the prompt's user text as a subject model would send it
+
+
+SAMPLE_PROBLEM = ("(no problem in the study yet)",
+                  "Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May. "
+                  "How many clips did Natalia sell altogether in April and May?")
+
+
+def preview_template(study: Study, template: str, exemplars: Any = None, *, problem_id: str | None = None) -> Preview:
+    """The template rendered on one problem of the study (``problem_id``, or
+    the first one; a sample problem when the study has none), exactly as a
+    generation run renders it. Nothing is saved and no model is called."""
+    exemplars = validate_template(None, template, exemplars)
+    problems = Problem.objects.filter(study=study)
+    if problem_id:
+        problem = problems.filter(problem_id=problem_id).values_list("problem_id", "statement").first()
+        if problem is None:
+            raise TemplateInvalid("problem_id", f"no problem {problem_id!r} in this study")
+    else:
+        problem = problems.order_by("pk").values_list("problem_id", "statement").first() or SAMPLE_PROBLEM
+    try:
+        text = prompts.render(template, problem=problem[1], problem_id=problem[0], exemplars=exemplars)
+    except Exception as exc:  # an error of the user's template while rendering (e.g. a filter's argument)
+        raise TemplateInvalid("template", f"the template does not render: {type(exc).__name__}: {exc}") from None
+    return Preview(problem[0], text)
+
+
+def template_versions(study: Study) -> dict[str, list[PromptTemplate]]:
+    """Every template of the study by name, newest version first (one query)."""
+    ensure_builtin_templates(study)
+    out: dict[str, list[PromptTemplate]] = defaultdict(list)
+    for t in PromptTemplate.objects.filter(study=study).order_by("name", "-version"):
+        out[t.name].append(t)
+    return dict(out)
+
+
+def check_template(user, template_id: int) -> tuple[PromptTemplate, Membership]:
+    return access.check_object(user, PromptTemplate.objects.select_related("study"), template_id,
+                               study_path="study_id", what="prompt template")
 
 
 # --------------------------------------------------------------------------
@@ -205,6 +277,60 @@ def do_probe_subject_model(subject: SubjectModel) -> ProbeResult:
     return result
 
 
+PROBE_JOB_KIND = "probe"  # Job.kind of a probe in the background (the web button, the API)
+PROBE_TASK = "subjects.tasks.probe_subject_model"
+PROBE_REQUESTS = 3  # one per continuation mode: the job's total
+
+
+def active_probe(subject: SubjectModel) -> Job | None:
+    return (Job.objects.filter(study_id=subject.study_id, kind=PROBE_JOB_KIND, status__in=ACTIVE,
+                               params__subject_model_id=subject.pk).order_by("-created_at").first())
+
+
+def latest_probe_job(subject: SubjectModel) -> Job | None:
+    return (Job.objects.filter(study_id=subject.study_id, kind=PROBE_JOB_KIND, params__subject_model_id=subject.pk)
+            .order_by("-created_at", "-pk").first())
+
+
+@transaction.atomic
+def do_start_probe(subject: SubjectModel, *, user=None) -> Job:
+    """A Job that probes the subject model in a worker (runs.continuation.probe_model
+    through do_probe_subject_model), queued by name once this transaction commits.
+    One at a time per subject model: a second while one is active is a RunConflict."""
+    SubjectModel.objects.select_for_update().filter(pk=subject.pk).first()  # two clicks: one job
+    active = active_probe(subject)
+    if active is not None:
+        raise RunConflict(f"subject model {subject.name} is being probed already (job {active.pk})")
+    job = Job.objects.create(study_id=subject.study_id, kind=PROBE_JOB_KIND, created_by=user, total=PROBE_REQUESTS,
+                             params={"subject_model": subject.name, "subject_model_id": subject.pk,
+                                     "config_version": subject.version})
+    jobs.queue(PROBE_TASK, job.pk)
+    return job
+
+
+def run_probe_job(job_id: int) -> None:
+    """The probe job's work (the Celery task calls this): probe, record, and
+    finish the job with the evidence as its result, or failed with the reason.
+    A job already finished (a re-delivered task) is left alone."""
+    if not jobs.claim(job_id):
+        return
+    job = Job.objects.get(pk=job_id)
+    subject = SubjectModel.objects.filter(pk=job.params.get("subject_model_id")).select_related("study").first()
+    if subject is None:
+        jobs.finish(job_id, status=Job.Status.FAILED, error="the subject model was deleted")
+        return
+    jobs.report_progress(job_id, 0, PROBE_REQUESTS)
+    try:
+        result = do_probe_subject_model(subject)
+    except (Unreachable, ProbeFailed) as exc:
+        jobs.finish(job_id, status=Job.Status.FAILED, error=f"nothing recorded: {exc}")
+        return
+    data = result.to_dict()
+    jobs.finish(job_id, status=Job.Status.SUCCEEDED, done=PROBE_REQUESTS,
+                result={"chosen": data.get("chosen"), "supported": data.get("supported"),
+                        "continuation": subject.continuation, "config_version": subject.version})
+
+
 def config_snapshot(subject: SubjectModel) -> dict[str, Any]:
     """What a run uses: the configuration and the template as they were when it started."""
     t = subject.prompt_template
@@ -259,8 +385,11 @@ def do_start_generation(subject: SubjectModel, *, scope: str = "all", samples: i
                 params={"subject_model": subject.name, "subject_model_id": subject.pk, "problems": scope,
                         "samples": samples, "force": force, "budget_usd": budget_usd},
             )
-            run = engine.create_run(job, KIND, ids, chunk_size(subject, samples), force=force, budget_usd=budget_usd,
-                                    config=config_snapshot(subject))
+            # Lanes: chunks worked on at once by several worker processes (RUN_PARALLEL_CHUNKS), each with
+            # its share of the concurrency, so the run's CPU work (parsing, storing traces) is shared too.
+            lanes = min(int(getattr(settings, "RUN_PARALLEL_CHUNKS", 1)), subject.concurrency)
+            run = engine.create_run(job, KIND, ids, chunk_size(subject, samples, lanes), force=force,
+                                    budget_usd=budget_usd, config=config_snapshot(subject), lanes=lanes)
             gen_run = GenerationRun.objects.create(job=job, run=run, subject=subject, scope=scope, samples=samples,
                                                    config_version=subject.version)
             job.params["run"] = gen_run.pk

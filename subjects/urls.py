@@ -10,4 +10,8 @@ urlpatterns = [
     path("subject-models/<int:subject_id>/edit/", views.subject_model_edit, name="subject-model-edit"),
     path("subject-models/<int:subject_id>/generate/", views.generation_start, name="generation-start"),
     path("generation-runs/<int:run_id>/", views.generation_run, name="generation-run"),
+    path("studies/<int:study_id>/prompt-templates/", views.prompt_template_list, name="prompt-template-list"),
+    path("studies/<int:study_id>/prompt-templates/preview/", views.prompt_template_preview,
+         name="prompt-template-preview"),
+    path("prompt-templates/<int:template_id>/", views.prompt_template_detail, name="prompt-template"),
 ]

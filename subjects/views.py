@@ -6,6 +6,8 @@ raises, then delegates to subjects.services."""
 
 from __future__ import annotations
 
+import json
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
@@ -17,8 +19,8 @@ from kombu.exceptions import OperationalError as BrokerError
 
 from annotation import access, jobs
 from subjects import services
-from subjects.forms import GenerationForm, SubjectModelForm
-from subjects.models import GenerationRun, SubjectModel
+from subjects.forms import GenerationForm, PromptTemplateForm, SubjectModelForm
+from subjects.models import GenerationRun, PromptTemplate, SubjectModel
 
 
 @login_required
@@ -77,31 +79,32 @@ def subject_model_edit(request: HttpRequest, subject_id: int) -> HttpResponse:
 @login_required
 @require_GET
 def subject_model_detail(request: HttpRequest, subject_id: int) -> HttpResponse:
+    """The subject model; its continuation card polls (htmx) while a probe job runs."""
     subject, membership = services.check_subject(request.user, subject_id)
     probe = subject.probe_result or None
+    probe_job = services.latest_probe_job(subject)
     context = {"subject": subject, "study": subject.study, "probe": probe,
                "probed_at": parse_datetime(probe.get("probed_at") or "") if probe else None,
+               "probe_job": probe_job, "probe_progress": jobs.live_progress(probe_job) if probe_job else None,
                "is_owner": access.has_role(membership, "owner"),
                "runs": GenerationRun.objects.filter(subject=subject).select_related("job")[:10]}
-    return render(request, "subjects/detail.html", context)
+    template = "subjects/detail.html#continuation" if request.htmx else "subjects/detail.html"
+    return render(request, template, context)
 
 
 @login_required
 @require_POST
 def subject_model_probe(request: HttpRequest, subject_id: int) -> HttpResponse:
-    """Probe the server now (three requests of 8 tokens, in the request: a
-    probe is quick or fails on its timeout) and show the result on the page."""
+    """Queue a probe of the server (a Job in a worker, never inside this
+    request); the page follows it and shows the result when it ends."""
     subject, membership = services.check_subject(request.user, subject_id)
     services.check_owner(membership)
     try:
-        result = services.do_probe_subject_model(subject)
-    except (services.Unreachable, services.ProbeFailed) as exc:
-        messages.error(request, f"Probe failed, nothing recorded: {exc}")
-    else:
-        if result.chosen:
-            messages.success(request, f"Probed {subject.name}: continuation mode {result.chosen}.")
-        else:
-            messages.error(request, f"Probed {subject.name}: the server supports no continuation mode.")
+        services.do_start_probe(subject, user=request.user)
+    except services.RunConflict as exc:
+        messages.error(request, str(exc))
+    except BrokerError:
+        messages.error(request, "the task queue is not reachable; the probe was not started")
     return redirect("subject-model", subject_id=subject.pk)
 
 
@@ -136,3 +139,78 @@ def generation_run(request: HttpRequest, run_id: int) -> HttpResponse:
                "can_cancel": access.can_cancel_job(request.user, gen_run.job, membership)}
     template = "subjects/run.html#stats" if request.htmx else "subjects/run.html"
     return render(request, template, context)
+
+
+# --------------------------------------------------------------------------
+# Prompt templates: list, editor (a new version on save), preview
+
+
+def _template_context(request: HttpRequest, study, membership, form: PromptTemplateForm,
+                      current: PromptTemplate | None) -> dict:
+    return {"study": study, "form": form, "current": current, "versions": services.template_versions(study),
+            "is_owner": access.has_role(membership, "owner")}
+
+
+def _save_template(request: HttpRequest, study, membership, current: PromptTemplate | None) -> HttpResponse:
+    form = PromptTemplateForm(request.POST)
+    if form.is_valid():
+        data = form.cleaned_data
+        try:
+            saved = services.do_save_template(study, data["name"], data["template"], exemplars=data["exemplars"])
+        except services.TemplateInvalid as exc:
+            form.add_error(exc.field if exc.field in form.fields else None, str(exc))
+        else:
+            messages.success(request, f"Prompt template {saved.name} v{saved.version} saved.")
+            return redirect("prompt-template", template_id=saved.pk)
+    return render(request, "subjects/templates.html", _template_context(request, study, membership, form, current),
+                  status=400)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def prompt_template_list(request: HttpRequest, study_id: int) -> HttpResponse:
+    """GET: the study's templates and their versions (members); POST: a new template (owners)."""
+    study, membership = access.check_study(request.user, study_id)
+    if request.method == "POST":
+        services.check_owner(membership)
+        return _save_template(request, study, membership, None)
+    form = PromptTemplateForm(initial={"template": "{{ problem }}"})
+    return render(request, "subjects/templates.html", _template_context(request, study, membership, form, None))
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def prompt_template_detail(request: HttpRequest, template_id: int) -> HttpResponse:
+    """GET: one version, the editor filled with it (members read it); POST: save
+    the edit as the next version of its name (owners)."""
+    template, membership = services.check_template(request.user, template_id)
+    if request.method == "POST":
+        services.check_owner(membership)
+        return _save_template(request, template.study, membership, template)
+    form = PromptTemplateForm(initial={"name": template.name, "template": template.template,
+                                       "exemplars": json.dumps(template.exemplars, indent=1, ensure_ascii=False)
+                                       if template.exemplars else ""})
+    return render(request, "subjects/templates.html",
+                  _template_context(request, template.study, membership, form, template))
+
+
+@login_required
+@require_POST
+def prompt_template_preview(request: HttpRequest, study_id: int) -> HttpResponse:
+    """The editor's text rendered on one problem (htmx partial; nothing saved,
+    no model called); 400 with the field's error."""
+    study, membership = access.check_study(request.user, study_id)
+    services.check_owner(membership)
+    form = PromptTemplateForm({**request.POST.dict(), "name": request.POST.get("name") or "preview"})
+    preview, error = None, ""
+    if form.is_valid():
+        data = form.cleaned_data
+        try:
+            preview = services.preview_template(study, data["template"], data["exemplars"],
+                                                problem_id=data["problem_id"] or None)
+        except services.TemplateInvalid as exc:
+            error = f"{exc.field}: {exc}"
+    else:
+        error = "; ".join(f"{k}: {' '.join(v)}" for k, v in form.errors.items())
+    return render(request, "subjects/templates.html#preview", {"preview": preview, "error": error},
+                  status=400 if error else 200)

@@ -193,9 +193,15 @@ RULES: dict[str, Rule] = {
     "generation-run": Rule(GET=MEMBERS, kwargs={"run_id": "generation_run"}),
     "api-study-subject-models": api("study", GET=MEMBERS, POST=OWNERS),
     "api-subject-model": api("subject", GET=MEMBERS),  # PATCH: owners (tests/subjects/test_api.py)
-    "api-subject-model-probe": api("subject", POST=OWNERS),  # the world's server is down: the owner gets 502
+    "api-subject-model-probe": api("subject", POST=OWNERS),  # 202 with the probe's job (409 while one runs)
     "api-study-generation-runs": api("study", GET=MEMBERS, POST=OWNERS),
     "api-generation-run": api("generation_run", GET=MEMBERS),
+    "prompt-template-list": study(GET=MEMBERS, POST=OWNERS),
+    "prompt-template-preview": study(POST=OWNERS),
+    "prompt-template": Rule(GET=MEMBERS, POST=OWNERS, kwargs={"template_id": "prompt_template"}),
+    "api-study-prompt-templates": api("study", GET=MEMBERS, POST=OWNERS),
+    "api-prompt-template-preview": api("study", POST=OWNERS),
+    "api-prompt-template": api("prompt_template", GET=MEMBERS),
     # fidelity diagnostics (docs/fidelity.md)
     "fidelity-list": study(GET=MEMBERS),
     "fidelity-report": Rule(GET=MEMBERS, kwargs={"run_id": "fidelity_run"}),
@@ -314,6 +320,7 @@ class World:
         self.subject, _ = subject_services.do_save_subject(
             self.study, {"name": "tiny", "model": "tiny", "base_url": "http://127.0.0.1:9/v1"})
         self.generation_run = subject_services.do_start_generation(self.subject, queue=False)
+        self.prompt_template = self.subject.prompt_template
         suite = fidelity_services.do_create_suite(self.study, "matrix", axes=["perturbation"],
                                                   problems=f"pid:{self.problem.problem_id}").suite
         self.fidelity_run = fidelity_services.do_start_run(suite, self.subject, axes=["perturbation"],

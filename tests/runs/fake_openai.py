@@ -113,6 +113,7 @@ class FakeOpenAI:
         self.in_flight = 0
         self.max_in_flight = 0
         self.gets: list[str] = []  # paths of GET requests
+        self.connections: set = set()  # open client connections (kept alive between requests)
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -123,12 +124,24 @@ class FakeOpenAI:
             def log_message(self, *args) -> None:
                 pass
 
+            def setup(self) -> None:
+                super().setup()
+                with fake.lock:
+                    fake.connections.add(self.connection)
+
+            def finish(self) -> None:
+                with fake.lock:
+                    fake.connections.discard(self.connection)
+                super().finish()
+
             def do_POST(self) -> None:
                 fake._handle(self)
 
-            def do_GET(self) -> None:  # /v1/models (a reachability check); anything else: /stats
+            def do_GET(self) -> None:  # /v1/models (a reachability check); anything else (and /reset): /stats
                 with fake.lock:
                     fake.gets.append(self.path)
+                    if self.path.endswith("/reset"):  # a new measurement: the high-water mark starts again
+                        fake.max_in_flight = fake.in_flight
                     if self.path.endswith("/models"):
                         data = json.dumps({"object": "list", "data": [{"id": "fake-model", "object": "model"}]}).encode()
                     else:
@@ -151,8 +164,17 @@ class FakeOpenAI:
         return self
 
     def stop(self) -> None:
+        """Stop as a server process that dies does: its kept-alive connections close too."""
+        import socket
+
         self.server.shutdown()
         self.server.server_close()
+        with self.lock:
+            for conn in list(self.connections):
+                try:
+                    conn.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
 
     @property
     def url(self) -> str:

@@ -12,7 +12,7 @@ import pytest
 from annotation.importing.regime import REGIME_KEYS
 from annotation.models import Job, Trace
 from runs import engine
-from runs.models import ModelCall
+from runs.models import ModelCall, ResponseCache
 from subjects import services
 from subjects.models import Generation
 from tests.runs.fake_openai import Fault
@@ -100,11 +100,20 @@ def test_the_reasoning_channel_is_kept_in_thought(make_problems, subject, server
     generate(tiny)
     t = Trace.objects.get(model="tiny")
     assert t.thought == "The question gives 2 numbers; I add them." and t.answer_correct is True
-    # a cache hit gives the reasoning back too
+    first = (t.thought, t.raw, t.regime["model"], t.meta["finish_reason"])
+    # The cache keeps the whole choice, not a wrapper of it ...
+    row = ResponseCache.objects.get()
+    assert (row.content, row.reasoning, row.model, row.finish_reason) == (
+        t.raw, "The question gives 2 numbers; I add them.", "tiny-model-served", "stop")
+    # ... and the sample index is in the key, never in what the server is sent.
+    assert "_sample" not in server.requests[0].body and "sample" not in server.requests[0].body
+    # A cache hit replays the completion exactly: text, reasoning, the model the server named, finish reason.
     Trace.objects.all().delete()
     gen_run, _job = generate(tiny)
     assert server.count == 1 and gen_run.run.cache_hits == 1
-    assert Trace.objects.get(model="tiny").thought == "The question gives 2 numbers; I add them."
+    again = Trace.objects.get(model="tiny")
+    assert (again.thought, again.raw, again.regime["model"], again.meta["finish_reason"]) == first
+    assert first[2] == "tiny-model-served"
 
 
 def test_retry_after_of_a_429_is_honoured(make_problems, subject, server):
@@ -199,3 +208,19 @@ def test_no_response_format_is_sent_and_calls_say_plain_text(make_problems, subj
     assert "response_format" not in server.requests[0].body
     assert list(ModelCall.objects.filter(run=gen_run.run).values_list("output_mode", flat=True)) == ["prompt"]
     assert gen_run.run.output_mode == ""
+
+
+def test_lanes_share_the_concurrency_and_every_problem_is_generated_once(make_problems, subject, server, settings):
+    # RUN_PARALLEL_CHUNKS = 2: two chains of chunks, each with half the concurrency (here, in
+    # this process, one after the other; with worker processes, at the same time).
+    settings.RUN_PARALLEL_CHUNKS = 2
+    make_problems(30)
+    server.latency = 0.05
+    tiny = subject(concurrency=4)
+    gen_run, job = generate(tiny, samples=4)
+    run = gen_run.run
+    assert run.lanes == 2 and job.status == Job.Status.SUCCEEDED and job.done == 30
+    lanes = list(run.chunks.order_by("index").values_list("lane", flat=True))
+    assert lanes == [i % 2 for i in range(len(lanes))] and len(lanes) >= 2
+    assert Trace.objects.filter(model="tiny").count() == 120 == server.count
+    assert server.max_in_flight == 2  # a lane's share of the concurrency of 4

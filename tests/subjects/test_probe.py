@@ -12,6 +12,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.test import Client
 
+from annotation.models import Job
 from runs.continuation import COMPLETIONS, INSTRUCTED, PREFILL, ModelServer
 from subjects import services
 from subjects.models import SubjectModel
@@ -251,7 +252,8 @@ def test_probe_model_command_fails_on_an_unreachable_url_or_no_mode(fake):
 
 
 @pytest.mark.django_db
-def test_the_probe_button_owner_runs_it_annotator_403_outsider_404(study, owner, member, outsider, fake):
+def test_the_probe_button_queues_a_job_owner_only_annotator_403_outsider_404(
+        study, owner, member, outsider, fake, django_capture_on_commit_callbacks):
     server = vllm_like(fake)
     subject = make_subject(study, server.url, chat_template=SMOLLM2)
     page = web(member).get(f"/subject-models/{subject.pk}/")
@@ -260,16 +262,33 @@ def test_the_probe_button_owner_runs_it_annotator_403_outsider_404(study, owner,
     assert web(member).post(f"/subject-models/{subject.pk}/probe/").status_code == 403
     assert web(outsider).post(f"/subject-models/{subject.pk}/probe/").status_code == 404
     assert web(outsider).get(f"/subject-models/{subject.pk}/").status_code == 404
-    assert server.count == 0
+    assert server.count == 0 and not Job.objects.filter(kind="probe").exists()
     assert "Probe</button>" in web(owner).get(f"/subject-models/{subject.pk}/").content.decode()
-    r = web(owner).post(f"/subject-models/{subject.pk}/probe/", follow=True)
-    html = r.content.decode()
-    assert r.redirect_chain == [(f"/subject-models/{subject.pk}/", 302)]
-    assert "Probed tiny: continuation mode completions." in html
-    assert '<strong id="continuation-mode">completions</strong>' in html
-    assert "completions (chosen)" in html and "served/smollm2" in html and "0, 11, 12" in html
+    # The request only queues the job (no request to the model server inside it) ...
+    with django_capture_on_commit_callbacks(execute=False) as queued:
+        r = web(owner).post(f"/subject-models/{subject.pk}/probe/")
+    assert r.status_code == 302 and r["Location"] == f"/subject-models/{subject.pk}/"
+    job = Job.objects.get(kind="probe")
+    assert (job.status, job.params["subject_model_id"], job.total, server.count) == ("queued", subject.pk, 3, 0)
+    # ... and the page follows it: the card polls itself while the job is not finished, with no button meanwhile.
+    card = web(owner).get(f"/subject-models/{subject.pk}/", HTTP_HX_REQUEST="true").content.decode()
+    assert card.lstrip().startswith('<section class="card" id="continuation"')
+    assert 'hx-trigger="every 1s"' in card and "probing</span> in the background" in card
+    assert "waiting for a worker" in card and "Probe</button>" not in card
+    # A second click while it is queued starts nothing.
+    html = web(owner).post(f"/subject-models/{subject.pk}/probe/", follow=True).content.decode()
+    assert f"is being probed already (job {job.pk})" in html and Job.objects.filter(kind="probe").count() == 1
+    # The worker's task (eager here) probes and records; the polled card shows the result and stops polling.
+    for callback in queued:
+        callback()
+    job.refresh_from_db()
+    assert job.status == "succeeded" and job.result["chosen"] == COMPLETIONS and server.count == 3
+    card = web(owner).get(f"/subject-models/{subject.pk}/", HTTP_HX_REQUEST="true").content.decode()
+    assert "hx-trigger" not in card and "Probed tiny: continuation mode completions." in card
+    assert '<strong id="continuation-mode">completions</strong>' in card
+    assert "completions (chosen)" in card and "served/smollm2" in card and "0, 11, 12" in card
     subject.refresh_from_db()
-    assert subject.continuation == COMPLETIONS and server.count == 3
+    assert subject.continuation == COMPLETIONS
     # The result stays on the page for every member, and the list names the mode.
     html = web(member).get(f"/subject-models/{subject.pk}/").content.decode()
     assert '<strong id="continuation-mode">completions</strong>' in html and 'id="probe-evidence"' in html
@@ -279,17 +298,35 @@ def test_the_probe_button_owner_runs_it_annotator_403_outsider_404(study, owner,
 
 
 @pytest.mark.django_db
-def test_the_button_on_an_unreachable_server_says_so_and_changes_nothing(study, owner, fake):
+def test_the_button_on_an_unreachable_server_says_so_and_changes_nothing(
+        study, owner, fake, django_capture_on_commit_callbacks):
     url = stopped_url(fake)
     subject = make_subject(study, url)
-    html = web(owner).post(f"/subject-models/{subject.pk}/probe/", follow=True).content.decode()
+    with django_capture_on_commit_callbacks(execute=True):
+        web(owner).post(f"/subject-models/{subject.pk}/probe/")
+    job = Job.objects.get(kind="probe")
+    assert job.status == "failed" and job.error.startswith(f"nothing recorded: no server answers at {url}")
+    html = web(owner).get(f"/subject-models/{subject.pk}/").content.decode()
     assert f"Probe failed, nothing recorded: no server answers at {url}" in html
+    assert "Probe</button>" in html  # it can be tried again
     subject.refresh_from_db()
     assert (subject.continuation, subject.probe_result) == ("", {})
 
 
 @pytest.mark.django_db
-def test_the_api_exposes_the_probe_and_runs_it_for_owners(study, owner, member, outsider, fake):
+def test_a_redelivered_probe_task_does_nothing(study, fake, django_capture_on_commit_callbacks):
+    server = vllm_like(fake)
+    subject = make_subject(study, server.url, chat_template=SMOLLM2)
+    with django_capture_on_commit_callbacks(execute=True):
+        job = services.do_start_probe(subject)
+    assert Job.objects.get(pk=job.pk).status == "succeeded" and server.count == 3
+    services.run_probe_job(job.pk)  # the same task again: the job is finished
+    assert server.count == 3
+
+
+@pytest.mark.django_db
+def test_the_api_exposes_the_probe_and_runs_it_for_owners(study, owner, member, outsider, fake,
+                                                          django_capture_on_commit_callbacks):
     server = fake(no_completions=True, chat_prefill="continue_final_message")
     subject = make_subject(study, server.url)
     url = f"/api/v1/subject-models/{subject.pk}/"
@@ -302,12 +339,24 @@ def test_the_api_exposes_the_probe_and_runs_it_for_owners(study, owner, member, 
     assert (r.json()["continuation"], r.json()["probe_result"], r.json()["chat_template"]) == ("", {}, SMOLLM2)
     assert api(member).post(f"{url}probe/").status_code == 403
     assert api(outsider).post(f"{url}probe/").status_code == 404
-    r = api(owner).post(f"{url}probe/")
-    assert r.status_code == 200 and r.json()["continuation"] == PREFILL
-    assert r.json()["probe_result"]["modes"][0]["status"] == 404
+    with django_capture_on_commit_callbacks(execute=False) as queued:
+        r = api(owner).post(f"{url}probe/")
+    assert r.status_code == 202 and r.json()["kind"] == "probe" and r.json()["status"] == "queued"
+    job_url = f"/api/v1/jobs/{r.json()['id']}/"
+    assert api(owner).post(f"{url}probe/").status_code == 409  # one at a time
+    assert server.count == 0
+    for callback in queued:
+        callback()
+    job = api(member).get(job_url).json()
+    assert job["status"] == "succeeded" and job["result"]["chosen"] == PREFILL
+    data = api(member).get(url).json()
+    assert data["continuation"] == PREFILL and data["probe_result"]["modes"][0]["status"] == 404
     server.stop()
-    r = api(owner).post(f"{url}probe/")
-    assert r.status_code == 502 and f"no server answers at {server.url}" in r.json()["detail"]
+    with django_capture_on_commit_callbacks(execute=True):
+        r = api(owner).post(f"{url}probe/")
+    assert r.status_code == 202
+    job = api(owner).get(f"/api/v1/jobs/{r.json()['id']}/").json()
+    assert job["status"] == "failed" and f"no server answers at {server.url}" in job["error"]
     assert api(member).get(url).json()["continuation"] == PREFILL
 
 
