@@ -65,6 +65,7 @@ INSTALLED_APPS = [
     "agreement",
     "subjects",
     "abstraction",
+    "fidelity",
     "faithfulness",
     "demo",
 ]

@@ -14,6 +14,7 @@ urlpatterns = [
     path("api/v1/", include("subjects.api_urls")),
     path("api/v1/", include("abstraction.api_urls")),
     path("api/v1/", include("faithfulness.api_urls")),
+    path("api/v1/", include("fidelity.api_urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     path("", include("annotation.urls")),
@@ -23,6 +24,7 @@ urlpatterns = [
     path("", include("subjects.urls")),
     path("", include("abstraction.urls")),
     path("", include("faithfulness.urls")),
+    path("", include("fidelity.urls")),
 ]
 
 # Every refusal (annotation.access.AccessDenied) is rendered here on the web:

@@ -48,6 +48,7 @@ EXPORTS = [
     ("anytime", []),
     ("anytime-curve", []),
     ("evidence", []),
+    ("fidelity", []),  # no fidelity run in this study: the metrics of the imported traces alone
 ]
 #: Kinds with no rows in this study (it has no intervention or anytime run): they must still run and write a manifest.
 EMPTY_HERE = {"interventions", "ifr", "anytime", "anytime-curve"}

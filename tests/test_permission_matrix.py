@@ -33,6 +33,7 @@ from annotation import services
 from annotation.importing.pipeline import import_stream
 from annotation.models import Job, Membership, Skeleton, Step, Study, Trace
 from faithfulness.models import FaithfulnessRun, Intervention
+from fidelity import services as fidelity_services
 from judges import services as judge_services
 from judges.models import MECHANISTIC, JudgeConfig
 from runs import engine as run_engine
@@ -218,6 +219,13 @@ RULES: dict[str, Rule] = {
     "api-faithfulness-run": api("faithfulness_run", GET=MEMBERS),
     "api-faithfulness-run-interventions": api("faithfulness_run", GET=MEMBERS),
     "api-study-evidence": api("study", GET=MEMBERS),
+    # fidelity diagnostics (docs/fidelity.md)
+    "fidelity-list": study(GET=MEMBERS),
+    "fidelity-report": Rule(GET=MEMBERS, kwargs={"run_id": "fidelity_run"}),
+    "fidelity-item": Rule(GET=MEMBERS, kwargs={"run_id": "fidelity_run", "problem_id": "problem"}),
+    "api-study-fidelity-runs": api("study", GET=MEMBERS, POST=OWNERS),
+    "api-fidelity-run": api("fidelity_run", GET=MEMBERS),
+    "api-fidelity-run-items": api("fidelity_run", GET=MEMBERS),
 }
 #: Django's admin site: its own staff check, one rule for all its patterns.
 ADMIN_RULE = Rule(GET=STAFF, POST=STAFF)
@@ -337,6 +345,10 @@ class World:
             kind="interventions", config_version=1, mode="instructed")
         self.intervention = Intervention.objects.create(frun=self.faithfulness_run, trace=self.trace,
                                                         kind="value_flip", step=1, why="matrix")
+        suite = fidelity_services.do_create_suite(self.study, "matrix", axes=["perturbation"],
+                                                  problems=f"pid:{self.problem.problem_id}").suite
+        self.fidelity_run = fidelity_services.do_start_run(suite, self.subject, axes=["perturbation"],
+                                                           problems=f"pid:{self.problem.problem_id}", queue=False)
 
 
 def _path(p: Pattern, world) -> str:

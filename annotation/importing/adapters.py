@@ -17,9 +17,11 @@ from typing import IO, Any
 from annotation.importing import inspect_logs, lm_eval_logs
 from annotation.importing.records import RecordError
 
-FORMATS = ("reasonaudit", "gsm8k-solutions", "gsm8k", "prm800k", "processbench", "trl-stepwise", "inspect", "lm-eval")
+# Lists, not tuples: apps to the right of annotation add formats with register_format() from their
+# AppConfig.ready, and the command's and the forms' choices read these same objects.
+FORMATS = ["reasonaudit", "gsm8k-solutions", "gsm8k", "prm800k", "processbench", "trl-stepwise", "inspect", "lm-eval"]
 # An lm-eval samples file needs the results JSON lying beside it: only the CLI, which reads it in place, can import it.
-UPLOAD_FORMATS = tuple(f for f in FORMATS if f != "lm-eval")
+UPLOAD_FORMATS = [f for f in FORMATS if f != "lm-eval"]
 
 # Formats a higher app reads from a path itself (a folder tree, not one stream): registered from its
 # AppConfig.ready, since this app cannot import it (abstraction registers "abstraction-outputs"). The
@@ -339,6 +341,17 @@ _CONVERTERS = {
     "processbench": (read_json_entries, _processbench),
     "trl-stepwise": (read_json_lines, _trl_stepwise),
 }
+
+
+def register_format(name: str, reader, convert, *, upload: bool = True) -> None:
+    """Add an import format from another app (fidelity: ``menatqa``, ``gsm-plus``): ``reader`` is
+    read_json_lines or read_json_entries, ``convert(line_no, obj)`` yields record dicts or raises
+    RecordError. Registering twice is harmless."""
+    _CONVERTERS[name] = (reader, convert)
+    if name not in FORMATS:
+        FORMATS.append(name)
+    if upload and name not in UPLOAD_FORMATS:
+        UPLOAD_FORMATS.append(name)
 
 
 def records(stream: IO[bytes], fmt: str) -> Iterator[Item]:

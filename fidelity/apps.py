@@ -1,0 +1,18 @@
+from django.apps import AppConfig
+
+
+class FidelityConfig(AppConfig):
+    name = "fidelity"
+    verbose_name = "Reasoning fidelity"
+    #: scoring.exports loads the `fidelity` export kind from here on first use.
+    export_kinds = "fidelity.export_kinds"
+
+    def ready(self) -> None:
+        from fidelity import importing
+        from fidelity.extractor import FormsClient
+        from fidelity.runclient import FidelityClient
+        from runs.clients import register
+
+        register(FidelityClient())  # fidelity runs are runs of the run engine
+        register(FormsClient())  # and so are LLM logical-form extractions
+        importing.register()  # --format menatqa / gsm-plus (annotation cannot import this app)

@@ -1,0 +1,156 @@
+"""The optional LLM logical-form extractor (spec §7): a judge configuration's model reads the
+forward steps of a fidelity run's originals and returns one (subject, relation, object, values)
+per step. A run of the run engine (kind ``fidelity-forms``): an item is an ``Output``; the
+forms are stored on it with the extractor's name, and the report uses them instead of the
+heuristic ones (the provenance says which, and how many).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import transaction
+
+from annotation.models import Job
+from fidelity.core.logic import LogicalForm
+from fidelity.core.text import split_steps
+from fidelity.models import FidelityRun, Output
+from judges.models import JudgeConfig
+from judges.protocol import MalformedOutput, extract_json
+from judges.providers.openai_compat import endpoint
+from runs import cache as run_cache
+from runs import engine
+from runs.clients import Accounting, ChunkWork, RunClient
+from runs.models import Run
+from runs.transport import CallRecord, Control, Malformed, ModelPool, ModelRequest
+
+KIND = "fidelity-forms"
+PROMPT_VERSION = 1
+PROMPT = ("Extract one logical form from each numbered reasoning step below: its subject, its relation (the main "
+          "verb or operation), its object, and the values (numbers, years, dates) it mentions. Answer with JSON "
+          '{{"forms": [{{"subject": ..., "relation": ..., "object": ..., "values": [...]}}, ...]}} holding exactly '
+          "{n} forms, in step order.\n\n{steps}")
+
+
+def source_name(judge: JudgeConfig) -> str:
+    return f"llm:{judge.name} v{judge.version}"
+
+
+def schema(n: int) -> dict[str, Any]:
+    form = {"type": "object", "properties": {"subject": {"type": "string"}, "relation": {"type": "string"},
+                                             "object": {"type": "string"},
+                                             "values": {"type": "array", "items": {"type": "string"}}},
+            "required": ["subject", "relation", "object", "values"]}
+    return {"type": "object", "properties": {"forms": {"type": "array", "items": form, "minItems": n, "maxItems": n}},
+            "required": ["forms"]}
+
+
+def parse_forms(content: str, n: int) -> list[dict]:
+    """The answer's forms, normalised; Malformed (tried again) unless there is exactly one per step."""
+    try:
+        data = extract_json(content)
+    except (MalformedOutput, ValueError) as exc:
+        raise Malformed(f"no JSON object: {exc}") from None
+    forms = data.get("forms") if isinstance(data, dict) else None
+    if not isinstance(forms, list) or len(forms) != n or not all(isinstance(f, dict) for f in forms):
+        raise Malformed(f"expected {n} forms")
+    return [LogicalForm.from_dict(f).to_dict() for f in forms]
+
+
+@dataclass
+class FormsOutcome(Accounting):
+    item: int
+    status: str = "ok"
+    reason: str = ""
+    warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    calls: list[CallRecord] = field(default_factory=list)
+    cached: bool = False
+    output_mode: str = ""
+    forms: list[dict] | None = None
+
+
+class FormsWork(ChunkWork):
+    def __init__(self, run: Run) -> None:
+        self.run = run
+        self.judge = JudgeConfig.objects.get(pk=run.config["judge"])
+        self.pool: ModelPool | None = None
+
+    def load(self, items: Sequence[int]) -> list[tuple[int, list[str]]]:
+        texts = dict(Output.objects.filter(pk__in=items).values_list("pk", "text"))
+        return [(pk, split_steps(texts[pk])) for pk in items if pk in texts]
+
+    def execute(self, inputs: Sequence[tuple[int, list[str]]], control: Control) -> Iterator[FormsOutcome]:
+        scope = f"fidelity-forms:{self.judge.pk}:v{self.judge.version}:p{PROMPT_VERSION}"
+        self.pool = ModelPool(endpoint(self.judge), scope, run_cache.DbStore(scope, force=self.run.force),
+                              force=self.run.force)
+        requests = []
+        for pk, steps in inputs:
+            n = len(steps)
+            text = PROMPT.format(n=n, steps="\n".join(f"{i}. {s}" for i, s in enumerate(steps, 1)))
+            body = {"messages": [{"role": "user", "content": text}], "temperature": self.judge.temperature,
+                    "max_tokens": self.judge.max_tokens}
+            requests.append(ModelRequest(item=pk, build=lambda _mode, body=body: dict(body),
+                                         parse=lambda c, n=n: parse_forms(c, n), schema=schema(n),
+                                         schema_name="logical_forms"))
+        for result in self.pool.run(requests, control):
+            out = FormsOutcome(item=result.request.item, calls=list(result.calls))
+            if result.status == "ok" and result.answer is not None:
+                out.forms, out.cached = result.answer.value, result.answer.cached
+            else:
+                out.status, out.reason = ("failed" if result.status == "failed" else "skipped"), result.reason
+            yield out
+
+    def commit(self, outcomes: Sequence[FormsOutcome]) -> None:
+        name = source_name(self.judge)
+        for o in outcomes:
+            if o.forms is not None:
+                Output.objects.filter(pk=o.item).update(forms=o.forms, forms_source=name)
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.close()
+
+
+class FormsClient(RunClient):
+    kind = KIND
+    noun = "trace"
+
+    def chunk_size(self, run: Run) -> int:
+        return 40
+
+    def open(self, run: Run) -> FormsWork:
+        return FormsWork(run)
+
+
+def do_start_extraction(fid_run: FidelityRun, judge: JudgeConfig, *, user=None, force: bool = False,
+                        queue: bool = True) -> Run:
+    """A run extracting the logical forms of the run's originals' forward steps with ``judge``'s model."""
+    if judge.study_id != fid_run.suite.study_id:
+        raise ValueError("the judge configuration belongs to another study")
+    if judge.provider != JudgeConfig.Provider.LLM:
+        raise ValueError(f"judge {judge.name} is not an LLM judge")
+    originals = fid_run.run.config.get("originals", [])
+    items = [pk for pk, text in Output.objects.filter(fid_run=fid_run, role=Output.Role.FORWARD,
+                                                      problem_id__in=originals).values_list("pk", "text")
+             if split_steps(text)]
+    with transaction.atomic():
+        job = Job.objects.create(study_id=fid_run.suite.study_id, kind=KIND, created_by=user, total=len(items),
+                                 params={"fidelity_run": fid_run.pk, "judge": judge.name})
+        run = engine.create_run(job, KIND, items, 40, force=force,
+                                config={"judge": judge.pk, "judge_version": judge.version, "model": judge.model,
+                                        "fidelity_run": fid_run.pk, "prompt_version": PROMPT_VERSION})
+        if not items:
+            engine.finalize(run)
+        elif queue:
+            engine.queue_first(run)
+    return run
+
+
+def forms_of(output: Output | None, n_steps: int) -> tuple[list[LogicalForm] | None, str]:
+    """The stored LLM forms of an output when they match its steps (else None: use the heuristic)."""
+    if output is None or not output.forms or len(output.forms) != n_steps:
+        return None, ""
+    return [LogicalForm.from_dict(f) for f in output.forms], output.forms_source

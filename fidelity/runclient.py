@@ -1,0 +1,230 @@
+"""Fidelity runs as a client of the run engine (kind "fidelity", docs/runs.md).
+
+An item is a problem of the suite (an original or a variant). Its forward request is the
+subject model's own generation request (same template, decoding, cache scope and whole-choice parsing
+as a generation run: subjects.runclient), so a variant is asked exactly as its original. For an
+original, when the run's axes include ``backward``, a second request follows once the forward
+answer is known: the backward reconstruction prompt of spec §6 with the same decoding.
+Forward completions become Traces through the import pipeline (trace id
+``fid/<subject>/v<version>/<problem_id>``); every answer is also an ``Output`` row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from annotation.importing.pipeline import pk_map, write_records
+from annotation.importing.records import TraceIn
+from annotation.models import Problem, Trace
+from annotation.parsing import extract_answer
+from fidelity.models import FidelityRun, Output
+from runs import cache as run_cache
+from runs.clients import Accounting, ChunkWork, RunClient
+from runs.models import Run
+from runs.transport import CallRecord, Control, FatalRunError, ModelPool, ModelRequest
+from subjects import prompts
+from subjects.models import SubjectModel
+from subjects.runclient import (
+    Completion,
+    SampleResult,
+    cache_scope,
+    endpoint_of,
+    parse_completion,
+    trace_regime,
+)
+
+KIND = "fidelity"
+JOB_KIND = "fidelity"
+TARGET_REQUESTS_PER_CHUNK = 40
+BACKWARD_PROMPT_VERSION = 1
+# Spec §6 [I]: the paper gives no prompt.
+BACKWARD_PROMPT = ("Answer: {answer}\nStarting from this answer, reconstruct step by step the reasoning that leads "
+                   "back to the question it answers. Write one step per line as 'Step k: ...'. Finish with "
+                   "'Question: ...'.")
+
+
+def trace_id(subject_name: str, version: int, problem_id: str) -> str:
+    return f"fid/{subject_name}/v{version}/{problem_id}"
+
+
+@dataclass(frozen=True)
+class ItemInput:
+    pk: int
+    problem_id: str
+    statement: str
+    backward: bool  # an original of a run with the backward axis
+
+
+@dataclass
+class ItemOutcome(Accounting):
+    item: int
+    status: str = "ok"
+    reason: str = ""
+    warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    calls: list[CallRecord] = field(default_factory=list)
+    cached: bool = True
+    output_mode: str = ""
+    forward: SampleResult | None = None
+    backward: SampleResult | None = None
+
+
+class FidelityWork(ChunkWork):
+    def __init__(self, fid_run: FidelityRun) -> None:
+        self.fid_run = fid_run
+        self.subject: SubjectModel = fid_run.subject
+        self.config: dict[str, Any] = fid_run.run.config
+        self.pool: ModelPool | None = None
+        self.ids: dict[int, str] = {}
+
+    def load(self, items: Sequence[int]) -> list[ItemInput]:
+        rows = {pk: (pid, st) for pk, pid, st in Problem.objects.filter(
+            pk__in=items, study_id=self.subject.study_id).values_list("pk", "problem_id", "statement")}
+        originals = set(self.config.get("originals", [])) if "backward" in self.fid_run.axes else set()
+        out = []
+        for pk in items:
+            if pk in rows:
+                self.ids[pk] = rows[pk][0]
+                out.append(ItemInput(pk, rows[pk][0], rows[pk][1], pk in originals))
+        return out
+
+    def _body(self, text: str) -> dict[str, Any]:
+        cfg = self.config
+        body: dict[str, Any] = {"temperature": cfg["temperature"], "max_tokens": cfg["max_tokens"]}
+        for key, value in (("seed", cfg["seed"]), ("top_p", cfg["top_p"]), ("stop", cfg["stop"] or None)):
+            if value is not None:
+                body[key] = value
+        if cfg["api"] == SubjectModel.Api.COMPLETIONS:
+            body["prompt"] = prompts.completion_prompt(cfg["system_prompt"], text)
+        else:
+            body["messages"] = prompts.messages(cfg["system_prompt"], text)
+        return body
+
+    def _request(self, pk: int, text: str) -> tuple[ModelRequest, str]:
+        body = self._body(text)
+        # Sample 0 of the generation run's cache key: a cached answer of the original is shared.
+        req = ModelRequest(item=pk, build=lambda _mode, body=body: dict(body), parse_choice=parse_completion,
+                           api=self.config["api"], key_extra={"sample": 0})
+        return req, prompts.prompt_hash(self.config["api"], self.config["system_prompt"], text)
+
+    def _collect(self, requests: list[tuple[ModelRequest, str]], outcomes: dict[int, ItemOutcome], control: Control,
+                 slot: str) -> None:
+        digests = {id(r): d for r, d in requests}
+        for result in self.pool.run([r for r, _ in requests], control):
+            out = outcomes[result.request.item]
+            out.calls.extend(result.calls)
+            if result.status == "ok" and result.answer is not None:
+                ok_calls = [c for c in result.calls if c.outcome == "ok"]
+                setattr(out, slot, SampleResult(
+                    0, self.config["seed"], digests[id(result.request)], result.answer.value,
+                    result.answer.prompt_tokens, result.answer.completion_tokens,
+                    ok_calls[-1].latency_ms if ok_calls else 0, sum(c.cost_usd for c in result.calls),
+                    result.answer.cached))
+                out.cached = out.cached and result.answer.cached
+            else:
+                out.cached = False
+                if result.status == "failed" and out.status != "failed":
+                    out.status, out.reason = "failed", f"{slot}: {result.reason}"
+                elif out.status == "ok":
+                    out.status = "skipped"
+
+    def execute(self, inputs: Sequence[ItemInput], control: Control) -> Iterator[ItemOutcome]:
+        scope = cache_scope(self.subject)
+        force = self.fid_run.run.force
+        self.pool = ModelPool(endpoint_of(self.subject), scope, run_cache.DbStore(scope, force=force), force=force)
+        cfg = self.config
+        outcomes = {i.pk: ItemOutcome(item=i.pk) for i in inputs}
+        forward = [self._request(i.pk, prompts.render(cfg["template"], problem=i.statement, problem_id=i.problem_id,
+                                                      exemplars=cfg["exemplars"])) for i in inputs]
+        try:
+            self._collect(forward, outcomes, control, "forward")
+            # The backward reconstruction starts from the forward answer, so it waits for it.
+            backward = []
+            for i in inputs:
+                fwd = outcomes[i.pk].forward
+                if i.backward and fwd is not None:
+                    answer = extract_answer(fwd.completion.text) or fwd.completion.text.strip()[-200:]
+                    backward.append(self._request(i.pk, BACKWARD_PROMPT.format(answer=answer)))
+            if backward:
+                self._collect(backward, outcomes, control, "backward")
+        except FatalRunError:
+            for out in outcomes.values():
+                if out.forward is None and out.status == "ok":
+                    out.status = "skipped"
+            yield from outcomes.values()
+            raise
+        yield from outcomes.values()
+
+    def commit(self, outcomes: Sequence[ItemOutcome]) -> None:
+        write_outputs(self.fid_run, outcomes, self.ids)
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.close()
+
+
+def write_outputs(fid_run: FidelityRun, outcomes: Sequence[ItemOutcome], ids: dict[int, str]) -> None:
+    """Forward completions as traces (the import pipeline) and every answer as an Output row."""
+    subject, cfg, version = fid_run.subject, fid_run.run.config, fid_run.config_version
+    records, rows = [], []
+    for out in outcomes:
+        if out.forward is not None:
+            c: Completion = out.forward.completion
+            tid = trace_id(subject.name, version, ids[out.item])
+            meta: dict[str, Any] = {"finish_reason": c.finish_reason, "fidelity_run": fid_run.pk}
+            if c.finish_reason == "length":
+                meta["truncated"] = True
+            records.append(TraceIn.model_validate({
+                "kind": "trace", "problem_id": ids[out.item], "model": subject.name, "trace_id": tid, "raw": c.text,
+                "thought": c.reasoning or None, "meta": meta, "regime": trace_regime(cfg, out.forward, 1),
+            }))
+            rows.append((out.item, Output.Role.FORWARD, out.forward, tid))
+        if out.backward is not None:
+            rows.append((out.item, Output.Role.BACKWARD, out.backward, None))
+    traces: dict[str, int] = {}
+    if records:
+        write_records(subject.study, records, actor=fid_run.job.created_by)
+        traces = pk_map(Trace, "trace_id",
+                        [r[3] for r in rows if r[3]], study=subject.study_id)
+    Output.objects.bulk_create(
+        [Output(fid_run=fid_run, problem_id=pk, role=role, trace_id=traces.get(tid) if tid else None,
+                text=r.completion.text, finish_reason=r.completion.finish_reason, cached=r.cached)
+         for pk, role, r, tid in rows],
+        ignore_conflicts=True,
+    )
+    failures = {ids.get(o.item, str(o.item)): o.reason for o in outcomes if o.status == "failed"}
+    if failures:
+        current = FidelityRun.objects.select_for_update().values_list("failures", flat=True).get(pk=fid_run.pk) or {}
+        for pid, reason in failures.items():
+            if len(current) < 50:
+                current[pid] = reason[:1000]
+        FidelityRun.objects.filter(pk=fid_run.pk).update(failures=current)
+
+
+def chunk_size(subject: SubjectModel, axes: Sequence[str]) -> int:
+    """Problems per chunk: about 40 requests (an original with the backward axis asks twice)."""
+    per_item = 2 if "backward" in axes else 1
+    requests = max(TARGET_REQUESTS_PER_CHUNK, subject.concurrency)
+    return max(1, requests // per_item)
+
+
+class FidelityClient(RunClient):
+    kind = KIND
+    noun = "problem"
+
+    @staticmethod
+    def fid_run(run: Run) -> FidelityRun:
+        return FidelityRun.objects.select_related("subject__study", "suite", "job__created_by", "run").get(run=run)
+
+    def chunk_size(self, run: Run) -> int:
+        fid_run = self.fid_run(run)
+        return chunk_size(fid_run.subject, fid_run.axes)
+
+    def open(self, run: Run) -> FidelityWork:
+        return FidelityWork(self.fid_run(run))
+
+    def failure_reasons(self, run: Run, limit: int) -> list[str]:
+        failures = FidelityRun.objects.filter(run=run).values_list("failures", flat=True).first() or {}
+        return [f"{pid}: {reason}" for pid, reason in list(failures.items())[:limit]]
