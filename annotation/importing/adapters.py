@@ -35,7 +35,7 @@ def register_path_format(name: str, importer: Callable[..., Any]) -> None:
 
 
 def cli_formats() -> tuple[str, ...]:
-    return FORMATS + tuple(PATH_FORMATS)
+    return (*FORMATS, *PATH_FORMATS)
 
 
 PROCESSBENCH_ANNOTATOR = "processbench-reference"
