@@ -26,7 +26,7 @@ def ensure_templates(study: Study) -> dict[str, PromptTemplate]:
         current = PromptTemplate.objects.filter(study=study, name=name).order_by("-version").first()
         if current is None:
             exemplars = list(subject_prompts.gsm8k_exemplars()) if name == "abstraction-cot" else None
-            current = subject_services.do_save_template(study, name, text, exemplars=exemplars)
+            current = subject_services.do_save_template(study, name, text, exemplars=exemplars, system=True)
         out[name] = current
     return out
 

@@ -31,7 +31,7 @@ from runs.clients import Accounting, ChunkWork, RunClient
 from runs.models import Run
 from runs.transport import PROMPT, CallRecord, Control, Endpoint, FatalRunError, ModelPool, ModelRequest
 from subjects.models import SubjectModel
-from subjects.runclient import Completion, _WholeChoice, code_version, parse_completion
+from subjects.runclient import Completion, code_version, parse_completion
 
 KIND = "abstraction"
 JOB_KIND = "abstraction"
@@ -105,14 +105,13 @@ class AbstractionWork(ChunkWork):
                 body[key] = cfg[key]
         if cfg.get("stop"):
             body["stop"] = cfg["stop"]
-        return (ModelRequest(item=item.pk, build=lambda _mode, body=body: dict(body), parse=parse_completion,
+        return (ModelRequest(item=item.pk, build=lambda _mode, body=body: dict(body), parse_choice=parse_completion,
                              api="chat"), messages_hash(msgs))
 
     def execute(self, inputs: Sequence[Item], control: Control) -> Iterator[ItemOutcome]:
         force = self.arun.run.force
         pool = ModelPool(subject_endpoint(self.subject), cache_scope(self.subject),
                          run_cache.DbStore(cache_scope(self.subject), force=force), force=force)
-        pool.client = _WholeChoice(pool.client)
         self.pools.append(pool)
         outcomes = {i.pk: ItemOutcome(item=i.pk, status="ok", cached=True) for i in inputs}
         pending = {i.pk: len(self.config["modes"]) for i in inputs}
@@ -156,7 +155,6 @@ class AbstractionWork(ChunkWork):
         force = self.arun.run.force
         pool = ModelPool(judge_endpoint(judge), judge_scope(judge), run_cache.DbStore(judge_scope(judge), force=force),
                          force=force)
-        pool.client = _WholeChoice(pool.client)
         self.pools.append(pool)
         requests, target = [], {}
         for out in finished:
@@ -164,7 +162,7 @@ class AbstractionWork(ChunkWork):
             for mr in out.modes:
                 body = {"messages": checker.judge_messages(mr.completion.text, item.answer),
                         "temperature": judge.temperature, "max_tokens": min(judge.max_tokens or 256, 256)}
-                request = ModelRequest(item=out.item, build=lambda _m, body=body: dict(body), parse=parse_completion,
+                request = ModelRequest(item=out.item, build=lambda _m, body=body: dict(body), parse_choice=parse_completion,
                                        api="chat")
                 requests.append(request)
                 target[id(request)] = (out, mr)

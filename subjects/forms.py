@@ -22,7 +22,7 @@ class SubjectModelForm(forms.ModelForm):
     def __init__(self, *args, study, **kwargs):
         super().__init__(*args, **kwargs)
         self.study = study
-        self.fields["prompt_template"].queryset = PromptTemplate.objects.filter(study=study).order_by("name", "-version")
+        self.fields["prompt_template"].queryset = PromptTemplate.objects.filter(study=study).exclude(kind=PromptTemplate.Kind.SYSTEM).order_by("name", "-version")
         self.fields["stop"].required = False
         self.fields["chat_template"].strip = False  # whitespace is part of the prompt the template renders
 

@@ -50,6 +50,9 @@ class PromptTemplate(models.Model):
     class Kind(models.TextChoices):
         ZERO_SHOT = "zero-shot"
         K_SHOT = "k-shot"
+        # A system prompt of a diagnostic (abstraction's DP/CoT prompts): the item goes in its own user
+        # turn, so the template need not name {{ problem }}.
+        SYSTEM = "system"
 
     study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="prompt_templates")
     name = models.CharField(max_length=100, validators=[validate_name])

@@ -104,7 +104,7 @@ class TemplateInvalid(ValueError):
         self.field = field
 
 
-def validate_template(name: str | None, template: str, exemplars: Any) -> list[dict]:
+def validate_template(name: str | None, template: str, exemplars: Any, *, system: bool = False) -> list[dict]:
     """The exemplars, checked; TemplateInvalid names the field (name, template,
     exemplars). A template is rendered by Django's template engine in a sandbox
     (subjects.prompts), never evaluated as code."""
@@ -117,7 +117,7 @@ def validate_template(name: str | None, template: str, exemplars: Any) -> list[d
     error = prompts.template_error(template)
     if error:
         raise TemplateInvalid("template", f"the template does not compile: {error}")
-    if not prompts.names_the_problem(template):
+    if not system and not prompts.names_the_problem(template):
         raise TemplateInvalid("template", "the template never puts the problem in the prompt: use {{ problem }}")
     exemplars = exemplars or []
     if not isinstance(exemplars, list) or not all(
@@ -129,15 +129,21 @@ def validate_template(name: str | None, template: str, exemplars: Any) -> list[d
 
 
 @transaction.atomic
-def do_save_template(study: Study, name: str, template: str, *, exemplars: list[dict] | None = None) -> PromptTemplate:
+def do_save_template(study: Study, name: str, template: str, *, exemplars: list[dict] | None = None,
+                     system: bool | None = None) -> PromptTemplate:
     """A new version of the named template (version 1 for a new name); an
-    unchanged one is returned as it is. Raises TemplateInvalid (a ValueError) naming the field."""
-    exemplars = validate_template(name, template, exemplars)
+    unchanged one is returned as it is. Raises TemplateInvalid (a ValueError) naming the field.
+    ``system``: a diagnostic's system prompt (kind "system"); None keeps the kind of the newest version,
+    so the editor and ``add_template`` can save new versions of those too."""
     ensure_builtin_templates(study)
     newest = (PromptTemplate.objects.select_for_update().filter(study=study, name=name).order_by("-version").first())
+    if system is None:
+        system = newest is not None and newest.kind == PromptTemplate.Kind.SYSTEM
+    exemplars = validate_template(name, template, exemplars, system=system)
     if newest is not None and newest.template == template and newest.exemplars == exemplars:
         return newest
-    kind = PromptTemplate.Kind.K_SHOT if exemplars else PromptTemplate.Kind.ZERO_SHOT
+    kind = (PromptTemplate.Kind.SYSTEM if system
+            else PromptTemplate.Kind.K_SHOT if exemplars else PromptTemplate.Kind.ZERO_SHOT)
     return PromptTemplate.objects.create(study=study, name=name, version=(newest.version + 1) if newest else 1,
                                          kind=kind, template=template, exemplars=exemplars)
 

@@ -134,3 +134,13 @@ def test_the_api_lists_and_saves_versions(study, owner, member, outsider):
     assert api(outsider).get(f"/api/v1/prompt-templates/{r.json()['id']}/").status_code == 404
     # A subject model picks a version by name; the newest by default.
     assert services.find_template(study, "mine").version == 2
+
+
+def test_a_system_prompt_template_needs_no_problem_and_keeps_its_kind(study):
+    # A diagnostic's system prompt (abstraction's DP/CoT): the item goes in its own user turn.
+    with pytest.raises(services.TemplateInvalid):
+        services.do_save_template(study, "sys", "Answer with the result only.")
+    first = services.do_save_template(study, "sys", "Answer with the result only.", system=True)
+    assert first.kind == PromptTemplate.Kind.SYSTEM
+    second = services.do_save_template(study, "sys", "Answer with the result only, nothing else.")
+    assert (second.version, second.kind) == (2, PromptTemplate.Kind.SYSTEM)
