@@ -201,6 +201,7 @@ SPECTACULAR_SETTINGS = {
         "OutputModeEnum": "judges.models.JudgeConfig.OutputMode",
         "JudgeRunScopeEnum": "judges.models.JudgeRun.Scope",
         "GenerationRunScopeEnum": "subjects.models.GenerationRun.Scope",
+        "JudgeModeEnum": "judges.models.JudgeConfig.Mode",
     },
 }
 
