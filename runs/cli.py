@@ -4,6 +4,7 @@ following a queued job with a progress bar, and the run's usage line."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from django.core.management.base import CommandError
 
@@ -36,6 +37,16 @@ def follow(job: Job, bar: Bar) -> Job:
     except KeyboardInterrupt:
         bar.close()
         raise CommandError(f"stopped waiting; job {job.pk} goes on (cancel it with --cancel)") from None
+
+
+def to_the_end(job: Job, *, label: str, unit: str, show: bool, run_here: Callable[[Bar], Job] | None = None) -> Job:
+    """Draw a progress bar until a run's job ends: the work done in this process by ``run_here`` (Celery
+    eager, or a command that runs its own work), else the worker's progress followed."""
+    bar = Bar(label, unit=unit, unit_scale=False, enabled=show)
+    try:
+        return run_here(bar) if run_here is not None else follow(job, bar)
+    finally:
+        bar.close()
 
 
 def usage(run: Run) -> str:

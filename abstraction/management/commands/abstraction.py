@@ -104,10 +104,9 @@ class Command(BaseCommand):
         if not (opts["wait"] or eager):
             self.stdout.write(f"queued; follow it on the web page of job {job.pk}")
             return
-        bar = Bar(f"abstraction {subject.name}", unit="item", unit_scale=False,
-                  enabled=sys.stderr.isatty() or opts["wait"])
-        job = services.run_inline(arun, progress=bar) if eager else cli.follow(job, bar)
-        bar.close()
+        job = cli.to_the_end(job, label=f"abstraction {subject.name}", unit="item",
+                             show=sys.stderr.isatty() or opts["wait"],
+                             run_here=(lambda bar: services.run_inline(arun, progress=bar)) if eager else None)
         arun.refresh_from_db()
         run = arun.run
         run.refresh_from_db()

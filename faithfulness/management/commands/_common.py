@@ -9,7 +9,6 @@ from collections.abc import Callable
 from django.core.management.base import BaseCommand, CommandError
 
 from annotation import jobs
-from annotation.management.commands._progress import Bar
 from annotation.models import Job, Study
 from faithfulness import services
 from faithfulness.models import FaithfulnessRun
@@ -62,10 +61,9 @@ def start_and_follow(cmd: BaseCommand, subject: SubjectModel, opts: dict,
     if queue:
         cmd.stdout.write(f"queued; follow it on the web page of job {job.pk}")
         return frun
-    bar = Bar(f"{frun.kind} {subject.name}", unit="continuation", unit_scale=False,
-              enabled=sys.stderr.isatty() or opts["wait"])
-    job = services.run_inline(frun, progress=bar)
-    bar.close()
+    job = cli.to_the_end(job, label=f"{frun.kind} {subject.name}", unit="continuation",
+                         show=sys.stderr.isatty() or opts["wait"],
+                         run_here=lambda bar: services.run_inline(frun, progress=bar))
     frun.refresh_from_db()
     frun.run.refresh_from_db()
     cmd.stdout.write(f"{job.status}: {job.done} of {job.total} done, {job.failed} failed; {cli.usage(frun.run)}")

@@ -80,10 +80,9 @@ class Command(BaseCommand):
         if not (opts["wait"] or eager):
             self.stdout.write(f"queued; the report: /fidelity/runs/{fid_run.pk}/")
             return
-        bar = Bar(f"fidelity {subject.name}", unit="problem", unit_scale=False,
-                  enabled=sys.stderr.isatty() or opts["wait"])
-        job = services.run_inline(fid_run, progress=bar) if eager else cli.follow(job, bar)
-        bar.close()
+        job = cli.to_the_end(job, label=f"fidelity {subject.name}", unit="problem",
+                             show=sys.stderr.isatty() or opts["wait"],
+                             run_here=(lambda bar: services.run_inline(fid_run, progress=bar)) if eager else None)
         fid_run.run.refresh_from_db()
         self.stdout.write(f"{job.status}: {job.done} of {job.total} problems done, {job.failed} failed; "
                           f"{cli.usage(fid_run.run)}")

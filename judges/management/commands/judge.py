@@ -3,7 +3,6 @@ import sys
 from django.core.management.base import BaseCommand, CommandError
 
 from annotation import jobs
-from annotation.management.commands._progress import Bar
 from annotation.models import Job, Study
 from judges import services
 from judges.models import JudgeConfig, JudgeRun
@@ -49,12 +48,8 @@ class Command(BaseCommand):
             self.stdout.write(f"queued; follow it with: judge --study {study.name!r} --judge {judge.name} ... --wait, "
                               f"or on the web page of job {job.pk}")
             return
-        bar = Bar(f"judge {judge.name}", unit="trace", unit_scale=False, enabled=sys.stderr.isatty() or opts["wait"])
-        if eager:
-            job = services.run_inline(run, progress=bar)
-        else:
-            job = cli.follow(job, bar)
-        bar.close()
+        job = cli.to_the_end(job, label=f"judge {judge.name}", unit="trace", show=sys.stderr.isatty() or opts["wait"],
+                             run_here=(lambda bar: services.run_inline(run, progress=bar)) if eager else None)
         self._report(run, job)
         if job.status != Job.Status.SUCCEEDED:
             sys.exit(1)

@@ -3,7 +3,6 @@ import sys
 from django.core.management.base import BaseCommand, CommandError
 
 from annotation import jobs
-from annotation.management.commands._progress import Bar
 from annotation.models import Job, Study
 from reasonaudit.celery import app as celery_app
 from runs import cli
@@ -49,10 +48,9 @@ class Command(BaseCommand):
         if not (opts["wait"] or eager):
             self.stdout.write(f"queued; follow it on the web page of job {job.pk}")
             return
-        bar = Bar(f"generate {subject.name}", unit="problem", unit_scale=False,
-                  enabled=sys.stderr.isatty() or opts["wait"])
-        job = services.run_inline(gen_run, progress=bar) if eager else cli.follow(job, bar)
-        bar.close()
+        job = cli.to_the_end(job, label=f"generate {subject.name}", unit="problem",
+                             show=sys.stderr.isatty() or opts["wait"],
+                             run_here=(lambda bar: services.run_inline(gen_run, progress=bar)) if eager else None)
         self._report(gen_run, job)
         if job.status != Job.Status.SUCCEEDED:
             sys.exit(1)
