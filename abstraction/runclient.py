@@ -29,9 +29,9 @@ from judges.providers.openai_compat import endpoint as judge_endpoint
 from runs import cache as run_cache
 from runs.clients import Accounting, ChunkWork, RunClient
 from runs.models import Run
-from runs.transport import PROMPT, CallRecord, Control, Endpoint, FatalRunError, ModelPool, ModelRequest
+from runs.transport import CallRecord, Control, Endpoint, FatalRunError, ModelPool, ModelRequest
 from subjects.models import SubjectModel
-from subjects.runclient import Completion, code_version, parse_completion
+from subjects.runclient import Completion, cache_scope, code_version, endpoint_of, parse_completion
 
 KIND = "abstraction"
 JOB_KIND = "abstraction"
@@ -62,17 +62,8 @@ class ItemOutcome(Accounting):
 
 
 def subject_endpoint(subject: SubjectModel) -> Endpoint:
-    return Endpoint(
-        base_url=subject.base_url, model=subject.model, api_key_env=subject.api_key_env, api="chat",
-        output_mode=PROMPT, concurrency=subject.concurrency, rate_limit_per_minute=subject.rate_limit_per_minute,
-        max_retries=subject.max_retries, timeout_seconds=subject.timeout_seconds,
-        price_input_per_mtok=subject.price_input_per_mtok, price_output_per_mtok=subject.price_output_per_mtok,
-    )
-
-
-def cache_scope(subject: SubjectModel) -> str:
-    # The subject's own scope: the same prompt to the same configuration is the same answer.
-    return f"subject:{subject.pk}:v{subject.version}"
+    # The subject's own endpoint, always through the chat API: the prompts are chat turns (§5).
+    return replace(endpoint_of(subject), api="chat")
 
 
 def judge_scope(judge: JudgeConfig) -> str:
