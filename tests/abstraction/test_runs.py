@@ -15,22 +15,12 @@ from abstraction.models import AbstractionRun, Item, Result
 from annotation.models import Job, Trace
 from judges.models import JudgeConfig
 from subjects import services as subject_services
+from tests.run_fixtures import generation_server, quick_retries_fixture  # noqa: F401 (fixtures)
 from tests.runs.fake_openai import FakeOpenAI, Fault
 
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture(autouse=True)
-def quick_retries(settings):
-    settings.RUN_RETRY_BASE_SECONDS = 0.01
-    settings.RUN_RETRY_MAX_SECONDS = 0.05
-
-
-@pytest.fixture
-def server():
-    fake = FakeOpenAI(generation=True).start()
-    yield fake
-    fake.stop()
 
 
 @pytest.fixture

@@ -10,20 +10,7 @@ from annotation.models import Job
 from subjects import services
 from subjects.models import GenerationRun, SubjectModel
 from tests.conftest import jsonl
-from tests.runs.fake_openai import FakeOpenAI
-
-
-@pytest.fixture(autouse=True)
-def quick_retries(settings):
-    settings.RUN_RETRY_BASE_SECONDS = 0.01
-    settings.RUN_RETRY_MAX_SECONDS = 0.05
-
-
-@pytest.fixture
-def server():
-    fake = FakeOpenAI(generation=True).start()
-    yield fake
-    fake.stop()
+from tests.run_fixtures import generation_server, quick_retries_fixture  # noqa: F401 (fixtures)
 
 
 def problem_records(n: int) -> bytes:
