@@ -264,10 +264,7 @@ def do_start_run(subject: SubjectModel, bench: Benchmark, *, modes: Sequence[str
                                 config=run_config(subject, bench, modes, checker_name, max_examples))
         arun = AbstractionRun.objects.create(job=job, run=run, benchmark=bench, subject=subject, modes=list(modes),
                                              checker=checker_name, judge=judge)
-        if not ids:
-            engine.finalize(run)
-        elif queue:
-            engine.queue_first(run)
+        engine.launch(run, queue=queue)
     arun.job.refresh_from_db()
     return arun
 

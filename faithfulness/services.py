@@ -150,10 +150,7 @@ def _create(subject: SubjectModel, kind: str, mode: str, params: dict[str, Any],
 
 
 def _finish_create(frun: FaithfulnessRun, queue: bool) -> FaithfulnessRun:
-    if frun.job.total == 0:
-        engine.finalize(frun.run)
-    elif queue:
-        engine.queue_first(frun.run)
+    engine.launch(frun.run, queue=queue)
     frun.job.refresh_from_db()
     return frun
 

@@ -142,10 +142,7 @@ def do_start_extraction(fid_run: FidelityRun, judge: JudgeConfig, *, user=None, 
         run = engine.create_run(job, KIND, items, 40, force=force,
                                 config={"judge": judge.pk, "judge_version": judge.version, "model": judge.model,
                                         "fidelity_run": fid_run.pk, "prompt_version": PROMPT_VERSION})
-        if not items:
-            engine.finalize(run)
-        elif queue:
-            engine.queue_first(run)
+        engine.launch(run, queue=queue)
     return run
 
 

@@ -301,10 +301,7 @@ def do_start_run(suite: Suite, subject: SubjectModel, *, axes: list[str], proble
                                              config_version=subject.version)
         job.params["run"] = fid_run.pk
         job.save(update_fields=["params"])
-        if not items:
-            engine.finalize(run)
-        elif queue:
-            engine.queue_first(run)
+        engine.launch(run, queue=queue)
     return fid_run
 
 

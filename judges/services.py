@@ -225,10 +225,7 @@ def do_start_run(judge: JudgeConfig, *, scope: str = "all", filters: dict | None
             )
             job.params["run"] = judge_run.pk
             job.save(update_fields=["params"])
-            if not ids:
-                engine.finalize(run)
-            elif queue:
-                engine.queue_first(run)
+            engine.launch(run, queue=queue)
     except BrokerError:
         if judge_run is not None:
             jobs.finish(judge_run.job_id, status=Job.Status.FAILED, error="the task queue is not reachable")

@@ -82,6 +82,15 @@ def lane_share(total: int, lanes: int, lane: int) -> int:
     return max(1, total // lanes + (lane < total % lanes))
 
 
+def launch(run: Run, *, queue: bool) -> None:
+    """Start a run just created: a run with no items ends at once; otherwise its first chunks are
+    queued once the caller's transaction commits (queue=False: the caller works it inline)."""
+    if not run.chunks.exists():
+        finalize(run)
+    elif queue:
+        queue_first(run)
+
+
 def queue_first(run: Run) -> None:
     """Queue the first chunk of each lane once the caller's transaction commits."""
     for lane in range(run.lanes):

@@ -400,10 +400,7 @@ def do_start_generation(subject: SubjectModel, *, scope: str = "all", samples: i
                                                    config_version=subject.version)
             job.params["run"] = gen_run.pk
             job.save(update_fields=["params"])
-            if not ids:
-                engine.finalize(run)
-            elif queue:
-                engine.queue_first(run)
+            engine.launch(run, queue=queue)
     except BrokerError:
         if gen_run is not None:
             jobs.finish(gen_run.job_id, status=Job.Status.FAILED, error="the task queue is not reachable")
