@@ -138,11 +138,7 @@ def _create(subject: SubjectModel, kind: str, mode: str, params: dict[str, Any],
     frun = FaithfulnessRun.objects.create(job=job, run=run, subject=subject, kind=kind, config_version=subject.version,
                                           mode=mode, grid=grid, params=params, traces=traces, skipped=skipped)
     ids = build(frun)
-    from runs.models import RunChunk
-
-    size = chunk_size(subject)
-    RunChunk.objects.bulk_create([RunChunk(run=run, index=i, items=ids[s:s + size])
-                                  for i, s in enumerate(range(0, len(ids), size))])
+    engine.add_chunks(run, ids, chunk_size(subject))
     job.total = len(ids)
     job.params["run"] = frun.pk
     job.save(update_fields=["total", "params"])

@@ -69,11 +69,18 @@ def create_run(job: Job, kind: str, items: Sequence[int], chunk_size: int, *, fo
     n_chunks = -(-len(items) // size)
     lanes = max(1, min(lanes, n_chunks))
     run = Run.objects.create(job=job, kind=kind, force=force, budget_usd=budget_usd, config=config or {}, lanes=lanes)
+    add_chunks(run, items, size)
+    return run
+
+
+def add_chunks(run: Run, items: Sequence[int], chunk_size: int) -> None:
+    """The chunks of ``items``, for a run created before its items were known (faithfulness plans its
+    interventions with the run's id); chunk i belongs to lane i mod the run's lanes."""
+    size = max(1, chunk_size)
     RunChunk.objects.bulk_create(
-        [RunChunk(run=run, index=i, lane=i % lanes, items=list(items[start:start + size]))
+        [RunChunk(run=run, index=i, lane=i % run.lanes, items=list(items[start:start + size]))
          for i, start in enumerate(range(0, len(items), size))]
     )
-    return run
 
 
 def lane_share(total: int, lanes: int, lane: int) -> int:
