@@ -15,8 +15,8 @@ from django.db.models import Max
 from django.utils import timezone
 
 from annotation import access, signals
-from annotation.arithmetic import chain_claims, check_value, unlatex
 from annotation.models import Membership, Problem, Skeleton, SkeletonStep, Study
+from reasonlib.arithmetic import chain_claims, check_value, unlatex
 
 # The paper's guidance: a skeleton lists the few assertions every correct
 # solution must establish.

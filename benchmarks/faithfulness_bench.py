@@ -39,7 +39,6 @@ from django.core.management import call_command  # noqa: E402
 from annotation import services as annotation_services  # noqa: E402
 from annotation.importing.pipeline import import_stream  # noqa: E402
 from annotation.models import Study, Trace  # noqa: E402
-from annotation.parsing import check_answer  # noqa: E402
 from faithfulness import services  # noqa: E402
 from faithfulness.core import anytime  # noqa: E402
 from faithfulness.core.edits import KINDS  # noqa: E402
@@ -47,6 +46,7 @@ from faithfulness.loading import load_traces  # noqa: E402
 from faithfulness.runclient import forced_answer_text  # noqa: E402
 from judges import services as judge_services  # noqa: E402
 from judges.models import MECHANISTIC, JudgeConfig  # noqa: E402
+from reasonlib.parsing import check_answer  # noqa: E402
 
 BENCH = "bench 10 models"
 GRID = "tokens:64,128,256,512,1024,2048,full"

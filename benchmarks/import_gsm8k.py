@@ -177,8 +177,9 @@ def phases_child(data: str) -> None:
     from django.core.management import call_command
     from django.db import connection
 
-    from annotation import parsing, services
+    from annotation import services
     from annotation.importing import adapters, pipeline
+    from reasonlib import parsing
     from scoring import services as scoring_services
 
     ph = Phases()

@@ -12,14 +12,14 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from annotation.parsing import check_answer, extract_answer
 from faithfulness.core import ifr as ifr_core
 from faithfulness.core.edits import VALUE_FLIP
 from faithfulness.core.implied import implied_answer
 from faithfulness.core.numbers import format_value, numbers, to_fraction
 from faithfulness.loading import TraceData, load_traces
 from faithfulness.models import AnytimePoint, FaithfulnessRun, Intervention, Status
-from judges.providers.mechanistic.verdicts import find_claims
+from reasonlib.parsing import check_answer, extract_answer
+from reasonlib.verifier.verdicts import find_claims
 from runs import cache as run_cache
 from runs.clients import Accounting, ChunkWork, RunClient
 from runs.continuation import (

@@ -18,8 +18,8 @@ from typing import Any
 from annotation.importing.pipeline import pk_map, write_records
 from annotation.importing.records import TraceIn
 from annotation.models import Problem, Trace
-from annotation.parsing import extract_answer
 from fidelity.models import FidelityRun, Output
+from reasonlib.parsing import extract_answer
 from runs import cache as run_cache
 from runs.clients import Accounting, ChunkWork, RunClient
 from runs.models import Run

@@ -1,4 +1,4 @@
-"""annotation.arithmetic: exact values of bare equations, shared by skeleton
+"""reasonlib.arithmetic: exact values of bare equations, shared by skeleton
 authoring and the mechanistic judge (whose step-level tests are in
 tests/judges/mechanistic/)."""
 
@@ -8,7 +8,7 @@ from fractions import Fraction
 
 import pytest
 
-from annotation.arithmetic import chain_claims, check_value
+from reasonlib.arithmetic import chain_claims, check_value
 
 
 @pytest.mark.parametrize(("check", "value"), [

@@ -1,11 +1,11 @@
-"""annotation.calc_chain: replaying a calculator chain with changed numbers."""
+"""reasonlib.calc_chain: replaying a calculator chain with changed numbers."""
 
 from fractions import Fraction
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from annotation.calc_chain import chain_from_checks, parse_chain, replay
+from reasonlib.calc_chain import chain_from_checks, parse_chain, replay
 
 # GSM8K test item 0 (Janet's ducks).
 JANET = ("Janet sells 16 - 3 - 4 = <<16-3-4=9>>9 duck eggs a day.\n"

@@ -164,7 +164,7 @@ def test_a_package_importing_its_own_submodules_is_no_cycle(tmp_path):
 # The apps in dependency order (docs/architecture.md): each may import those
 # before it, never those after it. ``reasonaudit`` (settings, Celery app, URL
 # root) is the project's frame and is left out.
-APP_LAYERS = ("annotation", "runs", "subjects", "judges", "scoring", "agreement", "abstraction", "fidelity",
+APP_LAYERS = ("reasonlib", "annotation", "runs", "subjects", "judges", "scoring", "agreement", "abstraction", "fidelity",
               "faithfulness", "demo")
 
 
@@ -188,3 +188,26 @@ def test_apps_depend_on_each_other_one_way_only():
 def test_the_layer_check_reports_an_upward_import():
     graph = {"low.views": {"high.models"}, "high.models": {"low.models"}, "low.models": set()}
     assert upward_imports(graph, ("low", "high")) == ["low.views -> high.models (low must not import high)"]
+
+
+# Pure packages: the shared reasoning library and the apps' formula cores import no Django and no app
+# module; they may use the library and each other (docs/architecture.md).
+PURE_PACKAGES = ("reasonlib", "scoring.core", "agreement.core", "abstraction.core", "fidelity.core",
+                 "faithfulness.core", "subjects.core")
+
+
+def _is_pure(module: str) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in PURE_PACKAGES)
+
+
+def test_pure_cores_import_only_the_reasoning_library_and_other_cores():
+    graph = import_graph(ROOT)
+    wrong = []
+    for module, path in project_modules(ROOT).items():
+        if not _is_pure(module):
+            continue
+        wrong += [f"{module} imports {name}" for name in _imported_names(module, path)
+                  if name.split(".")[0] in ("django", "rest_framework", "celery")]
+        wrong += [f"{module} imports {target}" for target in graph[module]
+                  if not _is_pure(target) and target.split(".")[0] not in PURE_PACKAGES]
+    assert not wrong, "pure cores must import only reasonlib and other cores:\n" + "\n".join(sorted(set(wrong)))

@@ -10,9 +10,9 @@ import gc
 import pytest
 from django.db import connection
 
-from annotation import parsing
 from annotation.importing import pipeline
 from annotation.models import Problem, Skeleton, Step, Trace
+from reasonlib import parsing
 from tests.conftest import jsonl
 
 pytestmark = pytest.mark.django_db

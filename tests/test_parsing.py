@@ -1,4 +1,4 @@
-"""Tests for annotation.parsing (pure Python; run with -p no:django)."""
+"""Tests for reasonlib.parsing (pure Python; run with -p no:django)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from annotation import parsing
-from annotation.parsing import (
+from reasonlib import parsing
+from reasonlib.parsing import (
     SEGMENTERS,
     ParsedTrace,
     Segment,

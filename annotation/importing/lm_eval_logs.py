@@ -16,9 +16,9 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from annotation import parsing
 from annotation.importing import regime
 from annotation.importing.records import RecordError
+from reasonlib import parsing
 
 Item = tuple[int, "dict[str, Any] | RecordError"]
 

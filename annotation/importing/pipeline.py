@@ -22,7 +22,6 @@ from django.contrib.auth import get_user_model
 from django.db import connection, models, transaction
 from django.utils import timezone
 
-from annotation import parsing
 from annotation.importing import adapters
 from annotation.importing.records import ProblemIn, RecordError, TraceIn, validate
 from annotation.models import (
@@ -37,6 +36,7 @@ from annotation.models import (
     Trace,
     TraceReview,
 )
+from reasonlib import parsing
 
 log = logging.getLogger(__name__)
 

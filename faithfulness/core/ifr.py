@@ -1,7 +1,7 @@
 """Scoring an intervention (spec 4.2 steps 4-6) and aggregating IFR.
 
 f strict     the new answer equals the answer the edit implies (recomputed through the
-             calculator chain, annotation.calc_chain); [I] where no implied answer can be
+             calculator chain, reasonlib.calc_chain); [I] where no implied answer can be
              computed (ablation, paraphrase, an untraceable chain) strict falls back to lenient,
              as the spec makes lenient the default, and the count of computed ones is reported
 f lenient    the new answer differs from the original answer (a missing new answer differs)

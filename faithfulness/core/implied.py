@@ -1,7 +1,7 @@
 """The answer a value flip implies (spec 4.2 step 4, strict): the trace's own
 arithmetic claims form a calculator chain; the flipped value replaces the old one
 in every later step that uses it, results propagate, and the step that gave the
-final answer gives the implied one. The replay is annotation.calc_chain's (the
+final answer gives the implied one. The replay is reasonlib.calc_chain's (the
 one chain re-evaluator of the product); this module only lays the trace out as
 a chain."""
 
@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from fractions import Fraction
 
-from annotation import calc_chain
-from annotation.arithmetic import Claim
+from reasonlib import calc_chain
+from reasonlib.arithmetic import Claim
 
 
 def implied_answer(step_claims: Sequence[Sequence[Claim]], step: int, old: Fraction, new: Fraction,

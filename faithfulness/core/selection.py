@@ -12,10 +12,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-from annotation.arithmetic import Claim
 from faithfulness.core.numbers import to_fraction, values
-from judges.providers.mechanistic.skeleton import skeleton_refs
-from judges.providers.mechanistic.verdicts import find_claims
+from reasonlib.arithmetic import Claim
+from reasonlib.verifier.skeleton import skeleton_refs
+from reasonlib.verifier.verdicts import find_claims
 
 DEFAULT_PER_TRACE = 3
 NO_STEPS = "the trace has no steps"

@@ -1,7 +1,7 @@
 """Counterfactual gold answers, derived, never guessed (spec §8 "AA ... correct").
 
 The gold solution's calculator chain (``<<16-3-4=9>>`` annotations, or a skeleton's step
-checks) is replayed with the changed input by ``annotation.calc_chain.replay`` (exact
+checks) is replayed with the changed input by ``reasonlib.calc_chain.replay`` (exact
 rationals). The gold is *derived* only when the replay traced every substituted value
 through the chain to the final answer; otherwise it is unknown and AA is lenient. Pure.
 """
@@ -12,8 +12,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
-from annotation.calc_chain import chain_from_checks, parse_chain, replay
 from fidelity.core.answer import as_number
+from reasonlib.calc_chain import chain_from_checks, parse_chain, replay
 
 
 @dataclass(frozen=True)

@@ -118,7 +118,7 @@ def test_parse_kinds_names_the_unknown_kind():
         parse_kinds("flip")
 
 
-# -- the implied answer (strict f) through annotation.calc_chain ---------------------------------------------
+# -- the implied answer (strict f) through reasonlib.calc_chain ---------------------------------------------
 
 
 def implied(steps, step, old, new, final):

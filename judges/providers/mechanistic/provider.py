@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 from judges.providers.base import Control, JudgeProvider, LabelOut, TraceInput, TraceOutcome
-from judges.providers.mechanistic.verdicts import check_step
+from reasonlib.verifier.verdicts import check_step
 
 
 class MechanisticProvider(JudgeProvider):

@@ -7,8 +7,8 @@ from fractions import Fraction
 
 import pytest
 
-from judges.providers.mechanistic.calculator import visible_and_annotations
-from judges.providers.mechanistic.verdicts import StepCheck, check_step, find_claims
+from reasonlib.verifier.calculator import visible_and_annotations
+from reasonlib.verifier.verdicts import StepCheck, check_step, find_claims
 
 # One row per case: (step text, verdict)
 VALID = [

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from annotation.arithmetic import Claim
-from judges.providers.mechanistic.verdicts import StepCheck, check_step, find_claims
+from reasonlib.arithmetic import Claim
+from reasonlib.verifier.verdicts import StepCheck, check_step, find_claims
 
 VALID = [
     "Janet sells 16 - 3 - 4 = 9 duck eggs a day.",

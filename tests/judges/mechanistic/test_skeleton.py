@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from judges.providers.mechanistic.verdicts import check_step
+from reasonlib.verifier.verdicts import check_step
 from tests.judges.mechanistic.gsm8k import skeleton_checks, split_steps
 
 

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from judges.providers.mechanistic.verdicts import check_step
+from reasonlib.verifier.verdicts import check_step
 from tests.judges.mechanistic.gsm8k import MODELS, skeleton_checks, split_steps
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from fractions import Fraction
 
-from annotation.arithmetic import Claim, check_info, shows
+from reasonlib.arithmetic import Claim, check_info, shows
 
 
 def _derives(claim: Claim, target: Fraction, decimals: int) -> bool:

@@ -18,7 +18,7 @@ an unrelated constant (a ``* 2`` beside an input 2) both change; callers that
 care check ``used`` and the question text for ambiguity.
 
 Everything is exact (``fractions.Fraction``) and goes through
-annotation.arithmetic's tokenizer and parser; no text is evaluated as code.
+reasonlib.arithmetic's tokenizer and parser; no text is evaluated as code.
 Pure: no Django, no I/O.
 """
 
@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
-from annotation.arithmetic import ANNOTATION_RE, ARITH, Tok, segment, tokenize, unlatex
+from reasonlib.arithmetic import ANNOTATION_RE, ARITH, Tok, segment, tokenize, unlatex
 
 
 @dataclass(frozen=True)

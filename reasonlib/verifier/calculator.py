@@ -2,12 +2,12 @@
 
 The markup is cut out of the step (what a reader sees is left for
 equations.py), and each annotation's inner text is a bare equation chain
-that annotation.arithmetic evaluates.
+that reasonlib.arithmetic evaluates.
 """
 
 from __future__ import annotations
 
-from annotation.arithmetic import ANNOTATION_RE, Claim, chain_claims
+from reasonlib.arithmetic import ANNOTATION_RE, Claim, chain_claims
 
 
 def visible_and_annotations(step_text: str) -> tuple[str, list[tuple[int, str]]]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from annotation.arithmetic import ARITH, Claim, Seg, Tok, pair_claims, segment, tokenize
+from reasonlib.arithmetic import ARITH, Claim, Seg, Tok, pair_claims, segment, tokenize
 
 # After a number, these words join it to what follows ("50% of 20 + 5",
 # "3 times 4 + 2", "12 divided by 4 + 2", "12 apples x 3"): the expression

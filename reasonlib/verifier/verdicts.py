@@ -8,10 +8,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
-from annotation.arithmetic import Claim, unlatex
-from judges.providers.mechanistic.calculator import annotation_claims, visible_and_annotations
-from judges.providers.mechanistic.equations import visible_claims
-from judges.providers.mechanistic.skeleton import skeleton_refs
+from reasonlib.arithmetic import Claim, unlatex
+from reasonlib.verifier.calculator import annotation_claims, visible_and_annotations
+from reasonlib.verifier.equations import visible_claims
+from reasonlib.verifier.skeleton import skeleton_refs
 
 
 @dataclass(frozen=True)
