@@ -300,24 +300,17 @@ class _Writer:
         if rec.thought_steps is not None:
             thought_steps = _given_steps(split.thought, rec.thought_steps, "thought_steps")
         else:
-            thought_steps = [
-                (s.text, s.start, s.end) for s in thinking.clip_segments(
-                    split.thought, parsing.segment(split.thought, self.study.thought_segmenter),
-                    [(b.start, b.end) for b in split.blocks])
-            ]
+            thought_steps = [(s.text, s.start, s.end) for s in thinking.segment_thought(split, self.study.thought_segmenter)]
         if rec.steps is not None:
             # Located in the answer's view of raw, so a given step is never found inside the thought.
             steps = _given_steps(split.answer_view, rec.steps, "steps")
             answer = rec.answer
             if answer is None and split.answer.strip():
                 answer = parsing.extract_answer(split.answer_view)
-        elif split.answer_spans:
-            parsed = parsing.parse_trace(split.answer_view, self.study.segmenter)
-            steps = [(s.text, s.start, s.end) for s in thinking.clip_segments(rec.raw or "", parsed.steps, split.answer_spans)]
-            answer = rec.answer if rec.answer is not None else parsed.answer
         else:
-            parsing.segment("", self.study.segmenter)  # still reject an unknown method
-            steps, answer = [], rec.answer
+            segments, found = thinking.segment_answer(rec.raw, split, self.study.segmenter)
+            steps = [(s.text, s.start, s.end) for s in segments]
+            answer = rec.answer if rec.answer is not None else found
         n = len(thought_steps) + len(steps)
         seen: set[tuple[str, int]] = set()
         for lab in rec.labels:
