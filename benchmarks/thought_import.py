@@ -15,6 +15,10 @@ copied in first: the schema is not timed). Wall and CPU time (user + system) are
 moves less when other work shares the cores.
 
     python benchmarks/thought_import.py [--traces 10000] [--paragraphs 200] [--runs 1]
+    python benchmarks/thought_import.py --database-url postgres://postgres@127.0.0.1:5432/ra_NAME
+
+With --database-url both sides write to PostgreSQL: the import (which sends rows with COPY) into a
+scratch migrated database, the floor (psycopg's executemany) into another; both are dropped after.
 """
 
 from __future__ import annotations
@@ -30,9 +34,19 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _util import PY, machine, median, run_usage  # noqa: E402
+from _util import PY, machine, median, run_usage, scratch_postgres  # noqa: E402
 
 PER_PROBLEM = 10
+
+
+def drop_postgres(url: str, name: str) -> None:
+    from urllib.parse import urlsplit, urlunsplit
+
+    import psycopg
+
+    admin = urlunsplit(urlsplit(url)._replace(path="/postgres"))
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def generate(path: Path, n_traces: int, paragraphs: int, seed: int = 0) -> None:
@@ -53,18 +67,34 @@ def generate(path: Path, n_traces: int, paragraphs: int, seed: int = 0) -> None:
                                      "trace_id": f"th-{p:06d}/{m}", "raw": raw}) + "\n")
 
 
+SCHEMA = """
+CREATE TABLE problem (id INTEGER PRIMARY KEY, problem_id TEXT UNIQUE, statement TEXT, gold TEXT);
+CREATE TABLE trace (id INTEGER PRIMARY KEY, problem INTEGER, model TEXT, trace_id TEXT UNIQUE, raw TEXT,
+                    thought TEXT, answer TEXT, n_steps INTEGER, n_thought_steps INTEGER);
+CREATE TABLE step (id {serial} PRIMARY KEY, trace INTEGER, idx INTEGER, channel TEXT, text TEXT,
+                   start INTEGER, "end" INTEGER, UNIQUE (trace, idx));
+"""
+
+
 def bare(path: str, db: str) -> None:
-    """The floor: the same rows through sqlite3's executemany, split with str operations."""
-    con = sqlite3.connect(db)
-    con.executescript(
-        """
-        CREATE TABLE problem (id INTEGER PRIMARY KEY, problem_id TEXT UNIQUE, statement TEXT, gold TEXT);
-        CREATE TABLE trace (id INTEGER PRIMARY KEY, problem INTEGER, model TEXT, trace_id TEXT UNIQUE, raw TEXT,
-                            thought TEXT, answer TEXT, n_steps INTEGER, n_thought_steps INTEGER);
-        CREATE TABLE step (id INTEGER PRIMARY KEY, trace INTEGER, idx INTEGER, channel TEXT, text TEXT,
-                           start INTEGER, "end" INTEGER, UNIQUE (trace, idx));
-        """
-    )
+    """The floor: the same rows through the driver's executemany (sqlite3, or psycopg for a postgres://
+    ``db``), split with str operations."""
+    if db.startswith("postgres"):
+        import psycopg
+
+        con = psycopg.connect(db)
+        with con.cursor() as cur:
+            cur.execute(SCHEMA.format(serial="BIGSERIAL"))
+        mark = "%s"
+    else:
+        con = sqlite3.connect(db)
+        con.executescript(SCHEMA.format(serial="INTEGER"))
+        mark = "?"
+
+    def many(sql: str, rows: list[tuple]) -> None:
+        cur = con.cursor()
+        cur.executemany(sql.replace("?", mark), rows)
+        cur.close()
     problems: dict[str, int] = {}
     n_traces = n_steps = 0
     with con, open(path, encoding="utf-8") as fh:
@@ -72,8 +102,8 @@ def bare(path: str, db: str) -> None:
         batch_s: list[tuple] = []
 
         def flush() -> None:
-            con.executemany("INSERT INTO trace VALUES (?,?,?,?,?,?,?,?,?)", batch_t)
-            con.executemany('INSERT INTO step (trace, idx, channel, text, start, "end") VALUES (?,?,?,?,?,?)', batch_s)
+            many("INSERT INTO trace VALUES (?,?,?,?,?,?,?,?,?)", batch_t)
+            many('INSERT INTO step (trace, idx, channel, text, start, "end") VALUES (?,?,?,?,?,?)', batch_s)
             batch_t.clear()
             batch_s.clear()
 
@@ -81,8 +111,8 @@ def bare(path: str, db: str) -> None:
             obj = json.loads(line)
             if obj["kind"] == "problem":
                 problems[obj["problem_id"]] = pid = len(problems) + 1
-                con.execute("INSERT INTO problem VALUES (?,?,?,?)", (pid, obj["problem_id"], obj["statement"],
-                                                                      obj["gold_answer"]))
+                many("INSERT INTO problem VALUES (?,?,?,?)", [(pid, obj["problem_id"], obj["statement"],
+                                                                obj["gold_answer"])])
                 continue
             raw = obj["raw"]
             head, _, answer = raw.partition("</think>")
@@ -102,9 +132,10 @@ def bare(path: str, db: str) -> None:
             n_steps += k
             batch_t.append((n_traces, problems[obj["problem_id"]], obj["model"], obj["trace_id"], raw, thought,
                             answer.strip().rsplit(" ", 1)[-1].rstrip("."), k, t))
-            if len(batch_t) >= 2000:
+            if len(batch_s) >= 50_000:  # the import's batch bound too
                 flush()
         flush()
+    con.close()
     print(json.dumps({"traces": n_traces, "steps": n_steps}))
 
 
@@ -113,36 +144,53 @@ def main() -> None:
     parser.add_argument("--traces", type=int, default=10_000)
     parser.add_argument("--paragraphs", type=int, default=200)
     parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument("--database-url", help="postgres://.../NAME: import and floor into scratch NAME_<pid>_* databases")
     parser.add_argument("--bare", nargs=2, metavar=("FILE", "DB"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.bare:
         bare(*args.bare)
         return
+    pg = args.database_url
+    if pg and not pg.startswith("postgres"):
+        raise SystemExit("--database-url takes a postgres:// URL (SQLite is the default)")
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         env = {"REASONAUDIT_DATA_DIR": tmp, "DJANGO_DEBUG": "true", "CELERY_BROKER_URL": "filesystem://",
                "DATABASE_URL": f"sqlite:///{tmp}/ra.db"}
-        run_usage([PY, "manage.py", "migrate", "-v0"], env)
         empty = Path(tmp) / "empty.db"
-        shutil.copy(Path(tmp) / "ra.db", empty)
+        if not pg:
+            run_usage([PY, "manage.py", "migrate", "-v0"], env)
+            shutil.copy(Path(tmp) / "ra.db", empty)
         for scale, n in (("1x", args.traces // 10), ("10x", args.traces)):
             data = Path(tmp) / f"thoughts-{scale}.jsonl"
             generate(data, n, args.paragraphs)
             walls, cpus, peaks, bwalls, bcpus, bpeaks = [], [], [], [], [], []
             report: dict = {}
-            for _ in range(args.runs):
-                shutil.copy(empty, Path(tmp) / "ra.db")
-                for suffix in ("-wal", "-shm"):
-                    (Path(tmp) / f"ra.db{suffix}").unlink(missing_ok=True)
+            for i in range(args.runs):
+                scratch: list[str] = []
+                if pg:
+                    # A migrated empty database for the import, an empty one for the floor; dropped after.
+                    base = pg.rsplit("/", 1)[1]
+                    env["DATABASE_URL"], name = scratch_postgres(pg, f"{base}_{scale}_{i}")
+                    bare_db, bare_name = scratch_postgres(pg, f"{base}_{scale}_{i}_bare")
+                    scratch += [name, bare_name]
+                    run_usage([PY, "manage.py", "migrate", "-v0"], env)
+                else:
+                    shutil.copy(empty, Path(tmp) / "ra.db")
+                    for suffix in ("-wal", "-shm"):
+                        (Path(tmp) / f"ra.db{suffix}").unlink(missing_ok=True)
+                    bare_path = Path(tmp) / "bare.db"
+                    bare_path.unlink(missing_ok=True)
+                    bare_db = str(bare_path)
                 wall, cpu, peak, out = run_usage(
                     [PY, "manage.py", "import_traces", str(data), "--study", f"bench-{scale}", "--json"], env)
                 report = json.loads(out)
                 walls.append(wall)
                 cpus.append(cpu)
                 peaks.append(peak)
-                bare_db = Path(tmp) / "bare.db"
-                bare_db.unlink(missing_ok=True)
-                bwall, bcpu, bpeak, _ = run_usage([PY, __file__, "--bare", str(data), str(bare_db)])
+                bwall, bcpu, bpeak, _ = run_usage([PY, __file__, "--bare", str(data), bare_db])
+                for name in scratch:
+                    drop_postgres(pg, name)
                 bwalls.append(bwall)
                 bcpus.append(bcpu)
                 bpeaks.append(bpeak)
@@ -155,7 +203,8 @@ def main() -> None:
                 "import_peak_rss_mib": max(peaks), "bare_peak_rss_mib": max(bpeaks),
             })
             data.unlink()
-    print(json.dumps({"machine": machine(), "load_average": os.getloadavg(), "database": "sqlite",
+    print(json.dumps({"machine": machine(), "load_average": os.getloadavg(),
+                      "database": "postgresql" if pg else "sqlite",
                       "results": results}, indent=2))
 
 
