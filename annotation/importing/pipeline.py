@@ -306,7 +306,8 @@ class _Writer:
         if rec.thought_steps is not None:
             thought_steps = _given_steps(split.thought, rec.thought_steps, "thought_steps")
         else:
-            thought_steps = [(s.text, s.start, s.end) for s in thinking.segment_thought(split, self.study.thought_segmenter)]
+            # A Segment is a (text, start, end) named tuple: a step row as it is.
+            thought_steps = thinking.segment_thought(split, self.study.thought_segmenter)
         if rec.steps is not None:
             # Located in the answer's view of raw, so a given step is never found inside the thought.
             steps = _given_steps(split.answer_view, rec.steps, "steps")
@@ -315,7 +316,7 @@ class _Writer:
                 answer = parsing.extract_answer(split.answer_view)
         else:
             segments, found = thinking.segment_answer(rec.raw, split, self.study.segmenter)
-            steps = [(s.text, s.start, s.end) for s in segments]
+            steps = segments
             answer = rec.answer if rec.answer is not None else found
         n = len(thought_steps) + len(steps)
         seen: set[tuple[str, int]] = set()
