@@ -220,6 +220,21 @@ def _text_hash(text: str) -> str:
     return hashlib.sha1(text.encode()).hexdigest()
 
 
+def reported_thought_tokens(rec: TraceIn) -> int | None:
+    """The thought's token count as the server reported it in the record's ``usage`` (top level or in
+    ``meta``): ``completion_tokens_details.reasoning_tokens`` (chat completions) or
+    ``output_tokens_details.reasoning_tokens`` (responses API); None when it did not say."""
+    for holder in (rec.model_extra or {}, rec.meta):
+        usage = holder.get("usage")
+        if not isinstance(usage, dict):
+            continue
+        for details in ("completion_tokens_details", "output_tokens_details"):
+            value = (usage.get(details) or {}).get("reasoning_tokens") if isinstance(usage.get(details), dict) else None
+            if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+                return value
+    return None
+
+
 def _given_steps(text: str, given: list[str], field_name: str) -> list[StepRow]:
     """Steps given in the record (not segmented): stripped, none empty, located in ``text``."""
     texts = [s.strip() for s in given]
@@ -542,8 +557,11 @@ class _Writer:
         if p.thought_meta is not None:
             meta = {**meta, "thought": p.thought_meta}
         # Order as _TRACE_FIELDS.
+        regime = rec.regime
+        if "thought_tokens" not in regime and (tokens := reported_thought_tokens(rec)) is not None:
+            regime = {**regime, "thought_tokens": tokens}
         return (self.study.pk, known.pk, rec.model, p.trace_id, raw, p.thought, p.answer, correct, str(origin),
-                auto, n, p.n_thought, p.truncated, n == 0, p.hash, False, meta, now, rec.regime)
+                auto, n, p.n_thought, p.truncated, n == 0, p.hash, False, meta, now, regime)
 
     def _write_new_labels(self, labelled: list[tuple[int, _PendingTrace]], step_pks: dict[tuple[int, int], int]) -> None:
         """Labels, reviews and history of new traces, as raw inserts like the
