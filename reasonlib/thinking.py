@@ -20,7 +20,7 @@ generation runs (a completion's text and its ``reasoning_content``). The forms i
   ``<|start|>assistant<|channel|>final<|message|>...<|return|>`` (answer).
 * ``think_end``: lm-eval's ``think_end_token``: the thought is what comes before the token's last
   occurrence. lm-eval itself cuts the thought off before logging a sample, so a response without the
-  token is the answer alone, flagged ``think_end_missing``.
+  token is the answer alone, flagged ``thought_not_logged``.
 * ``pre_reasoning``: free text before a ``<Reasoning>`` section of ReasonAudit's own tagged format
   (what the importer called the raw thought before the thinking channel existed).
 * ``none``: no thought.
@@ -113,7 +113,7 @@ class ThinkingSplit:
     answer_spans: tuple[tuple[int, int], ...]  # spans of the raw text that are the answer channel
     answer_view: str  # the raw text with all but the answer spans blanked (same length, same offsets)
     forms: tuple[str, ...] = ()
-    flags: dict[str, Any] = field(default_factory=dict)  # redacted, summary, empty_thought, think_end_missing, ...
+    flags: dict[str, Any] = field(default_factory=dict)  # redacted, summary, empty_thought, thought_not_logged, ...
 
     @property
     def has_thought(self) -> bool:
