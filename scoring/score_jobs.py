@@ -14,6 +14,8 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
+import numpy as np
+import pandas as pd
 from django.db import DatabaseError, InterfaceError, OperationalError
 from django.utils import timezone
 
@@ -24,6 +26,7 @@ from scoring.core.aggregate import to_records
 from scoring.core.hazard import pinned_hazard_table
 from scoring.core.labels import complete_traces
 from scoring.core.scores import estimate_hazard, score_traces
+from scoring.core.thought import channel_traces
 from scoring.models import ScoreSet
 from scoring.services import default_profile, ensure_profiles
 
@@ -102,17 +105,21 @@ def recompute(study: Study, *, profiles: Iterable[str] | None = None, progress=N
     for source in src_names:
         ts = time.perf_counter()
         steps = sources.source_steps(inputs, source, human=human)
-        complete = complete_traces(inputs.traces, steps).to_numpy()
-        ta = time.perf_counter()
-        timings["label_sources"] += ta - ts
-        estimated = estimate_hazard(inputs.traces, steps)
-        timings["arithmetic"] += time.perf_counter() - ta
+        timings["label_sources"] += time.perf_counter() - ts
+        # A profile reads one channel selection; profiles that read the same
+        # one share its steps, completeness and hazard estimate.
+        by_channels: dict[str, tuple[pd.DataFrame, pd.DataFrame, np.ndarray, pd.DataFrame]] = {}
         for name in names:
             if should_stop and should_stop():
                 raise JobCancelled()
             ta = time.perf_counter()
             profile = current[name].as_profile()
-            scored = score_traces(inputs.traces, steps, profile, hazard=estimated)
+            if profile.channels not in by_channels:
+                ch_traces, ch_steps = channel_traces(inputs.traces, steps, profile.channels)
+                by_channels[profile.channels] = (ch_traces, ch_steps, complete_traces(ch_traces, ch_steps).to_numpy(),
+                                                 estimate_hazard(ch_traces, ch_steps))
+            ch_traces, ch_steps, complete, estimated = by_channels[profile.channels]
+            scored = score_traces(ch_traces, ch_steps, profile, hazard=estimated)
             scored = scored.loc[complete]
             hazard = (pinned_hazard_table(list(profile.pinned_hazard)) if profile.pinned_hazard is not None
                       else estimated)
