@@ -26,6 +26,7 @@ import pandas as pd
 from django.db import connection, transaction
 
 from annotation.models import Problem, Step, StepLabel, Study, Trace, TraceReview
+from reasonlib.verifier.corrections import claim_keys
 from scoring.core.labels import INVALID, VALID, VERDICTS, final_labels, human_consensus
 
 HUMAN = "human"
@@ -107,7 +108,8 @@ def _frame(sql: str, params: list, dtypes: dict[str, str]) -> pd.DataFrame:
 class Inputs:
     """Everything a recompute of one study reads, as plain tables.
 
-    traces  trace_id (Trace pk), model, domain, n_steps, l_gold, answer_correct (bool)
+    traces  trace_id (Trace pk), model, domain, n_steps, l_gold, answer_correct (bool),
+            n_thought_steps (the first n_thought_steps steps are the thought's)
     labels  trace_id, step, src, verdict, skeleton_refs -- one row per label
             that can count: src > 0 a human annotator's id (only labels of
             complete reviews), src < 0 minus a judge's id, src = 0 the
@@ -131,12 +133,12 @@ def read_traces(study_id: int) -> pd.DataFrame:
     sql = (
         f"SELECT t.{_q('id')}, t.{_col(Trace, 'model')}, p.{_col(Problem, 'domain')}, t.{_col(Trace, 'n_steps')}, "
         # An answer nobody has decided counts as not correct (as on the study page).
-        f"p.{_col(Problem, 'l_gold')}, CASE WHEN t.{correct} THEN 1 ELSE 0 END "
+        f"p.{_col(Problem, 'l_gold')}, CASE WHEN t.{correct} THEN 1 ELSE 0 END, t.{_col(Trace, 'n_thought_steps')} "
         f"FROM {t} t JOIN {p} p ON p.{_q('id')} = t.{_col(Trace, 'problem')} "
         f"WHERE t.{_col(Trace, 'study')} = %s ORDER BY t.{_q('id')}"
     )
     df = _frame(sql, [study_id], {"trace_id": "int64", "model": "object", "domain": "object", "n_steps": "int64",
-                                  "l_gold": "int64", "answer_correct": "int64"})
+                                  "l_gold": "int64", "answer_correct": "int64", "n_thought_steps": "int64"})
     df["answer_correct"] = df["answer_correct"].astype(bool)
     return df
 
@@ -240,3 +242,23 @@ def source_steps(inputs: Inputs, source: str, *, human: pd.DataFrame | None = No
     if source.startswith(JUDGE_PREFIX):
         return judge_steps(inputs.labels, inputs.judges.get(source[len(JUDGE_PREFIX):]))
     raise UnknownSource(f"unknown label source {source!r}")
+
+
+def read_claims(trace_ids: list[int], traces: pd.DataFrame, *, chunk: int = 2000) -> pd.DataFrame:
+    """trace_id, step, wrong_claims, right_claims of the thought steps of
+    ``trace_ids`` (reasonlib.verifier.corrections.claim_keys of each step's
+    text): what scoring.core.thought.recoveries matches an error against.
+    Only traces with a thought error need it, so a study's few such traces
+    are read, not its millions of steps."""
+    rows: list[tuple[int, int, tuple[str, ...], tuple[str, ...]]] = []
+    st = _table(Step)
+    for i in range(0, len(trace_ids), chunk):
+        part = trace_ids[i:i + chunk]
+        marks = ", ".join(["%s"] * len(part))
+        sql = (f"SELECT s.{_col(Step, 'trace')}, s.{_col(Step, 'index')}, s.{_col(Step, 'text')} FROM {st} s "
+               f"WHERE s.{_col(Step, 'trace')} IN ({marks}) AND s.{_col(Step, 'channel')} = %s")
+        for trace_id, index, text in _fetch(sql, [*part, Step.Channel.THOUGHT]):
+            wrong, right = claim_keys(text or "")
+            rows.append((trace_id, index, wrong, right))
+    out = pd.DataFrame.from_records(rows, columns=["trace_id", "step", "wrong_claims", "right_claims"])
+    return out.astype({"trace_id": "int64", "step": "int64"}) if len(out) else out
