@@ -141,7 +141,8 @@ def delete_sets(pks: list[int]) -> None:
 # ---------------------------------------------------------------------------
 #: What the analytics pages read; the export adds the rest.
 PAGE_COLUMNS = ["n_steps", "first_error", "answer_correct", "s_hcrs", "process", "s_prm", "holistic", "lucky_guess",
-                "validity_rate", "all_valid", "empty"]
+                "validity_rate", "all_valid", "empty", "n_thought_steps", "thought_errors", "recovered_errors",
+                "lucky_unrecovered"]
 
 
 def read_scores(score_set: ScoreSet, *, model: str = "", domain: str = "", columns: list[str] | None = None,

@@ -45,3 +45,35 @@ def test_recovered_and_unrecovered_errors_are_stored_with_every_profile(study):
     assert (r3.thought_errors, r3.lucky_unrecovered) == (0, False)
     ss = ScoreSet.objects.get(study=study, source="judge:mech", profile__name="default")
     assert ss.recoveries == [[r1.trace_id, 2, 4]]
+
+
+def test_the_hazard_page_shows_relative_hazard_and_recovery_and_their_tables_download(study, client, owner, outsider):
+    import csv
+    import io
+
+    from django.urls import reverse
+
+    seed_thinking(study)
+    services.ensure_profiles(study)
+    services.do_create_profile(study, "thought", {"channels": "thought"}, user=owner)
+    score_jobs.recompute(study, warm=False)
+    url = reverse("scoring-hazard", args=[study.pk])
+    client.force_login(outsider)
+    assert client.get(url).status_code == 404
+    client.force_login(owner)
+    page = client.get(url, {"source": "judge:mech", "profile": "thought"}).content.decode()
+    assert 'data-chart="chart-relative"' in page and 'data-chart="chart-recovery"' in page
+    assert "<strong>thought</strong> channel" in page
+    export = reverse("scoring-export", args=[study.pk])
+    got = client.get(export, {"what": "recovery", "format": "csv", "source": "judge:mech", "profile": "thought"})
+    rows = {r["model"]: r for r in csv.DictReader(io.StringIO(got.content.decode()))}
+    # reasoner: r1's error recovered 2 steps later, r2's not (and r2 is right anyway); plain: no thought
+    assert (rows["reasoner"]["thought_errors"], rows["reasoner"]["recovered"]) == ("2", "1")
+    assert float(rows["reasoner"]["recovery_rate"]) == 0.5 and float(rows["reasoner"]["distance_mean"]) == 2.0
+    assert rows["reasoner"]["lucky_unrecovered"] == "1" and rows["plain"]["thought_errors"] == "0"
+    rel = client.get(export, {"what": "relative-hazard", "format": "csv", "source": "judge:mech", "profile": "thought"})
+    table = list(csv.DictReader(io.StringIO(rel.content.decode())))
+    reasoner = [r for r in table if r["model"] == "reasoner"]
+    # thought lengths 5 and 3, first errors at 2/5 = 0.4 (bin 4) and 1/3 (bin 4): both in (0.3, 0.4]
+    assert [int(r["events"]) for r in reasoner] == [0, 0, 0, 2, 0, 0, 0, 0, 0, 0]
+    assert [int(r["at_risk"]) for r in reasoner][:5] == [2, 2, 2, 2, 0]
