@@ -11,13 +11,14 @@ manage members and queues. A non-member gets 404 everywhere.
 from __future__ import annotations
 
 import json
+import math
 
 from django.contrib import messages
 from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.db.models import Count, Exists, OuterRef, Prefetch, Q
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
@@ -352,16 +353,15 @@ def markdown_preview(request: HttpRequest) -> HttpResponse:
 # The review page
 
 
-def _review_context(request: HttpRequest, trace: Trace, membership: Membership, *, posted=None) -> dict:
-    """Everything the review page shows, in a fixed number of queries."""
-    user = request.user
-    my_review = TraceReview.objects.filter(trace=trace, annotator=user).first()
-    revealed = review.is_revealed(membership, my_review)
-    skeleton_steps = (
-        list(SkeletonStep.objects.filter(skeleton_id=trace.problem.approved_skeleton_id).order_by("position"))
-        if trace.problem.approved_skeleton_id else []
-    )
-    steps = list(trace.steps.order_by("index").values_list("pk", "index", "text", "start", "end"))
+#: Thought steps per collapsible block of the review page; a thought longer than one block is
+#: shown in blocks whose rows htmx loads when they come into view (docs/review.md, "Long thoughts").
+THOUGHT_BLOCK = 100
+
+
+def _review_rows(trace: Trace, user, revealed: bool, *, posted=None, steps=None) -> list[dict]:
+    """One dict per step (index, channel, text, my verdict/refs/note, the others' labels) in reading order."""
+    if steps is None:
+        steps = list(trace.steps.order_by("index").values_list("pk", "index", "text", "start", "end", "channel"))
     mine: dict[int, dict] = {}
     others: dict[int, list[dict]] = {}
     for lab in review.visible_label_rows(trace, user, revealed):
@@ -373,23 +373,64 @@ def _review_context(request: HttpRequest, trace: Trace, membership: Membership, 
                 "refs": lab["skeleton_refs"] or [], "reason": lab["reason"], "confidence": lab["confidence"],
             })
     rows = []
-    first_error = None
-    covered: set[int] = set()
-    for pk, index, text, _, _ in steps:
-        if posted is not None:
-            verdict, refs, note = posted.get(index, ("", [], ""))
+    for pk, index, text, _, _, channel in steps:
+        if posted is not None and index in posted:
+            verdict, refs, note = posted[index]
         else:
             lab = mine.get(pk)
             verdict, refs, note = (lab["verdict"], lab["skeleton_refs"] or [], lab["reason"]) if lab else ("", [], "")
-        if verdict == Verdict.INVALID and first_error is None:
-            first_error = index
-        if verdict == Verdict.VALID:
-            covered.update(refs)
         theirs = others.get(pk, [])
-        rows.append({"index": index, "text": text, "verdict": verdict, "refs": refs, "note": note,
-                     "others": theirs, "disagree": bool(verdict and any(o["verdict"] != verdict for o in theirs))})
+        seen = {o["verdict"] for o in theirs} | ({verdict} if verdict else set())
+        rows.append({"index": index, "channel": channel, "text": text, "verdict": verdict, "refs": refs,
+                     "note": note, "others": theirs,
+                     "disagree": bool(verdict and any(o["verdict"] != verdict for o in theirs)),
+                     # any two visible verdicts differ (mine or a judge's): "next disagreement" stops here
+                     "conflict": len(seen) > 1})
+    return rows
+
+
+def thought_blocks(rows: list[dict], size: int = THOUGHT_BLOCK) -> list[dict]:
+    """The thought's rows in blocks of ``size`` with their label summary (what a collapsed block shows)."""
+    thought = [r for r in rows if r["channel"] == Step.Channel.THOUGHT]
+    blocks = []
+    for b, start in enumerate(range(0, len(thought), size), start=1):
+        part = thought[start:start + size]
+        counts = {v: sum(1 for r in part if r["verdict"] == v) for v in Verdict.values}
+        invalid = [r["index"] for r in part if r["verdict"] == Verdict.INVALID]
+        blocks.append({
+            "number": b, "first": part[0]["index"], "last": part[-1]["index"], "n": len(part),
+            "labelled": sum(counts.values()), "counts": counts, "unlabelled": len(part) - sum(counts.values()),
+            "first_invalid": invalid[0] if invalid else 0,
+            "conflicts": sum(1 for r in part if r["conflict"]),
+        })
+    return blocks
+
+
+def _review_context(request: HttpRequest, trace: Trace, membership: Membership, *, posted=None) -> dict:
+    """Everything the review page shows, in a fixed number of queries."""
+    user = request.user
+    my_review = TraceReview.objects.filter(trace=trace, annotator=user).first()
+    revealed = review.is_revealed(membership, my_review)
+    skeleton_steps = (
+        list(SkeletonStep.objects.filter(skeleton_id=trace.problem.approved_skeleton_id).order_by("position"))
+        if trace.problem.approved_skeleton_id else []
+    )
+    steps = list(trace.steps.order_by("index").values_list("pk", "index", "text", "start", "end", "channel"))
+    rows = _review_rows(trace, user, revealed, posted=posted, steps=steps)
+    first_error = None
+    covered: set[int] = set()
+    for r in rows:
+        if r["verdict"] == Verdict.INVALID and first_error is None:
+            first_error = r["index"]
+        if r["verdict"] == Verdict.VALID:
+            covered.update(r["refs"])
     positions = [k.position for k in skeleton_steps]
     labelled = sum(1 for r in rows if r["verdict"])
+    # A long thought is shown in blocks loaded on demand; the answer's rows are always on the page.
+    windowed = trace.n_thought_steps > THOUGHT_BLOCK
+    blocks = thought_blocks(rows) if windowed else []
+    page_rows = [r for r in rows if r["channel"] != Step.Channel.THOUGHT]
+    answer_steps = [s for s in steps if s[5] != Step.Channel.THOUGHT]
     return {
         "trace": trace, "study": trace.study, "problem": trace.problem, "membership": membership,
         "review": my_review, "version": my_review.version if my_review else 0, "revealed": revealed,
@@ -397,15 +438,52 @@ def _review_context(request: HttpRequest, trace: Trace, membership: Membership, 
         "skeleton": [{"position": k.position, "html": render_inline(k.text), "covered": k.position in covered}
                      for k in skeleton_steps],
         "positions": positions, "rows": rows, "labelled": labelled, "first_error": first_error,
-        "rows_html": step_rows_html(rows, positions, first_error),
+        "rows_html": step_rows_html(page_rows, positions, first_error),
+        "windowed": windowed, "blocks": blocks, "n_thought": trace.n_thought_steps,
+        "n_conflicts": sum(1 for r in rows if r["conflict"]),
+        "thought_rows_html": (step_rows_html([r for r in rows if r["channel"] == Step.Channel.THOUGHT], positions,
+                                             first_error) if trace.n_thought_steps and not windowed else ""),
         "coverage": len(covered & set(positions)),
         "statement_html": render_markdown(trace.problem.statement),
-        "raw_html": raw_with_boundaries(trace.raw, [(index, start, end) for _, index, _, start, end in steps]),
-        "has_offsets": any(start is not None for _, _, _, start, _ in steps),
+        "raw_html": raw_with_boundaries(trace.raw, [(index, start, end) for _, index, _, start, end, _ in answer_steps]),
+        "has_offsets": any(start is not None for _, _, _, start, _, _ in answer_steps),
         "regime_rows": regime_rows(trace.regime or {}),
         "verdicts": Verdict.values, "flags": [f for f in TraceReview.Flag.choices if f[0]],
         "ratings": range(11),
     }
+
+
+@member_view
+@require_GET
+def trace_thought(request: HttpRequest, trace_id: int) -> HttpResponse:
+    """The rows of one block of a long thought (``?block=k``, the review page's htmx loads), or with
+    ``?q=text`` the steps of both channels whose text contains it (JSON: the page's search)."""
+    trace, membership = _trace_for(request, trace_id)
+    query = request.GET.get("q")
+    if query is not None:
+        query = query.strip()
+        if not query:
+            return JsonResponse({"q": "", "steps": []})
+        hits = list(trace.steps.filter(text__icontains=query).order_by("index").values_list("index", flat=True)[:5000])
+        return JsonResponse({"q": query, "steps": hits})
+    try:
+        block = int(request.GET.get("block", ""))
+    except ValueError:
+        return HttpResponse("block: give the block's number (1, 2, ...)", status=400, content_type="text/plain")
+    first = (block - 1) * THOUGHT_BLOCK + 1
+    last = min(trace.n_thought_steps, block * THOUGHT_BLOCK)
+    if block < 1 or first > trace.n_thought_steps:
+        return HttpResponse(f"block: this thought has {math.ceil(trace.n_thought_steps / THOUGHT_BLOCK)} block(s)",
+                            status=404, content_type="text/plain")
+    my_review = TraceReview.objects.filter(trace=trace, annotator=request.user).first()
+    revealed = review.is_revealed(membership, my_review)
+    steps = list(trace.steps.filter(index__gte=first, index__lte=last).order_by("index")
+                 .values_list("pk", "index", "text", "start", "end", "channel"))
+    rows = _review_rows(trace, request.user, revealed, steps=steps)
+    positions = list(SkeletonStep.objects.filter(skeleton_id=trace.problem.approved_skeleton_id)
+                     .order_by("position").values_list("position", flat=True)) if trace.problem.approved_skeleton_id else []
+    first_error = next((r["index"] for r in rows if r["verdict"] == Verdict.INVALID), None)
+    return HttpResponse(step_rows_html(rows, positions, first_error))
 
 
 def regime_rows(values: dict) -> list[tuple[str, str | None]]:
@@ -426,7 +504,20 @@ def _posted_labels(request: HttpRequest, trace: Trace) -> tuple[dict, list[revie
     posted: dict[int, tuple[str, list[int], str]] = {}
     labels: list[review.LabelIn] = []
     errors: list[tuple[str, str]] = []
+    # A page that shows a long thought in blocks posts only the blocks it loaded: the steps it did
+    # not show keep my labels as they are (every shown step posts its verdict radio, even "none").
+    windowed = request.POST.get("windowed") == "1"
+    kept: dict[int, tuple[str, list[int], str]] = {}
+    if windowed:
+        kept = {index: (verdict, list(refs or []), reason or "") for index, verdict, refs, reason in StepLabel.objects.filter(
+            step__trace=trace, kind=StepLabel.Kind.HUMAN, annotator=request.user,
+        ).values_list("step__index", "verdict", "skeleton_refs", "reason")}
     for i in range(1, trace.n_steps + 1):
+        if windowed and f"v{i}" not in request.POST:
+            if i in kept:
+                verdict, refs, note = kept[i]
+                labels.append(review.LabelIn(i, verdict, refs, note))
+            continue
         verdict = request.POST.get(f"v{i}", "")
         refs = []
         for r in request.POST.getlist(f"r{i}"):
