@@ -54,3 +54,25 @@ def seed_thinking(study) -> dict[str, Trace]:
     study.primary_judge = JudgeConfig.objects.get(study=study, name="mech")
     study.save(update_fields=["primary_judge"])
     return traces
+
+
+THOUGHT_LINES = [
+    "Let me think about how many eggs Janet sells.",
+    "She has 16 eggs and eats 3, so 16 - 3 = 13.",
+    "Wait, she also bakes with 4: 13 - 4 = 9.",
+    "Hmm, so 9 eggs at 2 dollars each.",
+    "That gives 9 * 2 = 18 dollars.",
+]
+
+
+def long_thought(study, n_thought: int, *, trace_id: str = "r1-long", needle_at: int | None = None) -> Trace:
+    """A trace that thinks for ``n_thought`` paragraphs (R1's "Wait, ..." style), then answers in two
+    steps; step ``needle_at`` mentions a "marmalade" nothing else does (for the search)."""
+    problem, _ = Problem.objects.get_or_create(study=study, problem_id="eggs-long",
+                                               defaults={"statement": "Janet's ducks lay 16 eggs ...",
+                                                         "gold_answer": "18"})
+    thought = [THOUGHT_LINES[i % len(THOUGHT_LINES)] + f" (paragraph {i + 1})" for i in range(n_thought)]
+    if needle_at:
+        thought[needle_at - 1] = "Maybe she trades some eggs for marmalade? No, ignore that."
+    return thinking_trace(study, problem, trace_id, "r1-distill", thought,
+                          ["Janet sells 9 eggs at $2: 9 * 2 = 18", "The answer is 18."], True)
