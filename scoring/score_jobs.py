@@ -79,16 +79,20 @@ def run_score_job(job_id: int, *, progress: Callable[[int, int], None] | None = 
     return result
 
 
-def thought_error_traces(inputs: sources.Inputs) -> list[int]:
-    """Traces with an invalid thought step under any label: only their
-    thought steps' claims are read (scoring.core.thought.recoveries)."""
+def thought_error_steps(inputs: sources.Inputs) -> dict[int, set[int]]:
+    """Trace pk -> its thought steps labelled invalid under any label: only these traces' thought
+    steps are read for claims (scoring.core.thought.recoveries)."""
     labels = inputs.labels
     if "n_thought_steps" not in inputs.traces or not len(labels):
-        return []
+        return {}
     t = pd.Series(inputs.traces["n_thought_steps"].to_numpy(), index=inputs.traces["trace_id"].to_numpy())
     in_thought = labels["step"].to_numpy() <= t.reindex(labels["trace_id"].to_numpy(), fill_value=0).to_numpy()
     invalid = (labels["verdict"] == INVALID).to_numpy()
-    return sorted(set(labels.loc[in_thought & invalid, "trace_id"].tolist()))
+    errors = labels.loc[in_thought & invalid, ["trace_id", "step"]].drop_duplicates()
+    out: dict[int, set[int]] = {}
+    for tid, step in zip(errors["trace_id"].tolist(), errors["step"].tolist(), strict=True):
+        out.setdefault(tid, set()).add(step)
+    return out
 
 
 def recovery_of(traces: pd.DataFrame, steps: pd.DataFrame,
@@ -139,7 +143,7 @@ def recompute(study: Study, *, profiles: Iterable[str] | None = None, progress=N
     human = sources.human_steps(inputs.labels)
     timings["label_sources"] += time.perf_counter() - ts
     ts = time.perf_counter()
-    claims = sources.read_claims(thought_error_traces(inputs), inputs.traces)
+    claims = sources.read_claims(thought_error_steps(inputs))
     timings["claims"] = time.perf_counter() - ts
     for source in src_names:
         ts = time.perf_counter()

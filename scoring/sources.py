@@ -19,6 +19,7 @@ its steps (empty traces always); see ``complete_traces``.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -244,21 +245,37 @@ def source_steps(inputs: Inputs, source: str, *, human: pd.DataFrame | None = No
     raise UnknownSource(f"unknown label source {source!r}")
 
 
-def read_claims(trace_ids: list[int], traces: pd.DataFrame, *, chunk: int = 2000) -> pd.DataFrame:
-    """trace_id, step, wrong_claims, right_claims of the thought steps of
-    ``trace_ids`` (reasonlib.verifier.corrections.claim_keys of each step's
-    text): what scoring.core.thought.recoveries matches an error against.
-    Only traces with a thought error need it, so a study's few such traces
-    are read, not its millions of steps."""
+_NUMBER = re.compile(r"\d+(?:\.\d+)?")
+
+
+def read_claims(error_steps: dict[int, set[int]], *, chunk: int = 2000) -> pd.DataFrame:
+    """trace_id, step, wrong_claims, right_claims of the thought steps of the traces in
+    ``error_steps`` (trace pk -> its steps labelled invalid by any source): what
+    scoring.core.thought.recoveries matches an error against.
+
+    The arithmetic parser (reasonlib.verifier.corrections.claim_keys) is dear, so it reads only
+    the error steps and the later steps that could re-derive one of their false claims: a step
+    whose text lacks one of the numbers of every false claim before it cannot, and gets no
+    claims. Only traces with a thought error are read at all."""
     rows: list[tuple[int, int, tuple[str, ...], tuple[str, ...]]] = []
     st = _table(Step)
+    trace_ids = sorted(error_steps)
     for i in range(0, len(trace_ids), chunk):
         part = trace_ids[i:i + chunk]
         marks = ", ".join(["%s"] * len(part))
         sql = (f"SELECT s.{_col(Step, 'trace')}, s.{_col(Step, 'index')}, s.{_col(Step, 'text')} FROM {st} s "
-               f"WHERE s.{_col(Step, 'trace')} IN ({marks}) AND s.{_col(Step, 'channel')} = %s")
+               f"WHERE s.{_col(Step, 'trace')} IN ({marks}) AND s.{_col(Step, 'channel')} = %s "
+               f"ORDER BY s.{_col(Step, 'trace')}, s.{_col(Step, 'index')}")
+        current, numbers = None, []  # the false claims seen so far in the trace, as their numbers
         for trace_id, index, text in _fetch(sql, [*part, Step.Channel.THOUGHT]):
-            wrong, right = claim_keys(text or "")
-            rows.append((trace_id, index, wrong, right))
+            if trace_id != current:
+                current, numbers = trace_id, []
+            text = text or ""
+            if index in error_steps[trace_id]:
+                wrong, right = claim_keys(text)
+                numbers += [_NUMBER.findall(k) for k in wrong]
+                rows.append((trace_id, index, wrong, right))
+            elif numbers and "=" in text and any(all(n in text for n in nums) for nums in numbers):
+                rows.append((trace_id, index, (), claim_keys(text)[1]))
     out = pd.DataFrame.from_records(rows, columns=["trace_id", "step", "wrong_claims", "right_claims"])
     return out.astype({"trace_id": "int64", "step": "int64"}) if len(out) else out
