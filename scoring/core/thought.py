@@ -175,6 +175,12 @@ def _refs(v: Any) -> frozenset[int]:
     return frozenset(int(x) for x in v)
 
 
+def _nonempty(col: pd.Series) -> np.ndarray:
+    """Which cells hold a non-empty list, tuple or array (null and anything else: no)."""
+    return np.fromiter((isinstance(x, (list, tuple, np.ndarray, frozenset, set)) and len(x) > 0 for x in col),
+                       dtype=bool, count=len(col))
+
+
 def recoveries(traces: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
     """Every invalid thought step and whether a later thought step corrects it.
 
@@ -209,11 +215,17 @@ def recoveries(traces: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
     empty["trace_id"] = empty["trace_id"].astype(object)
     if len(err_rows) == 0:
         return empty
-    # Only traces with an error need their later steps looked at.
+    # Only traces with an error need their later steps looked at, and of those only the steps
+    # that get a claim right or are marked as a correction can recover anything.
     err_traces = np.unique(code[err_rows])
-    cand = np.flatnonzero(in_thought & np.isin(code, err_traces) & (v != CODE_INVALID))
     has_claims = "right_claims" in steps.columns and "wrong_claims" in steps.columns
     has_corrects = "corrects" in steps.columns
+    may_correct = np.zeros(len(steps), dtype=bool)
+    if has_claims:
+        may_correct |= _nonempty(steps["right_claims"])
+    if has_corrects:
+        may_correct |= _nonempty(steps["corrects"])
+    cand = np.flatnonzero(in_thought & may_correct & np.isin(code, err_traces) & (v != CODE_INVALID))
     right = steps["right_claims"].to_numpy(dtype=object) if has_claims else None
     wrong = steps["wrong_claims"].to_numpy(dtype=object) if has_claims else None
     corr = steps["corrects"].to_numpy(dtype=object) if has_corrects else None
