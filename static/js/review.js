@@ -155,7 +155,7 @@
       pending = then || { number: number, scroll: scroll !== false };
       b.open = true;
       var loader = b.querySelector(".block-loading");
-      if (loader && window.htmx) window.htmx.trigger(loader, "intersect");
+      if (loader && window.htmx) window.htmx.trigger(loader, "loadblock");
       b.scrollIntoView({ block: "start" });
       return true;
     }
@@ -208,7 +208,16 @@
     }
 
     function unlabelled(s) { return !verdictOf(s); }
-    function conflicting(s) { return s.li.classList.contains("conflict") || s.li.querySelector(".others.disagree") !== null; }
+    // Two visible verdicts differ: mine (as it stands now) and the others' shown under the step.
+    function conflicting(s) {
+      var seen = {}, n = 0, mine = verdictOf(s);
+      if (mine) { seen[mine] = true; n++; }
+      Array.prototype.forEach.call(s.li.querySelectorAll(".others .verdict"), function (el) {
+        var v = el.textContent.trim();
+        if (v && !seen[v]) { seen[v] = true; n++; }
+      });
+      return n > 1;
+    }
 
     function firstError() {
       var fe = document.getElementById("first-error");
