@@ -14,7 +14,7 @@ from django.conf import settings
 from playwright.sync_api import expect
 
 from annotation.models import StepLabel
-from tests.review.browser import browser, sign_in  # noqa: F401 - fixture
+from tests.review.browser import browser  # noqa: F401 - fixture
 from tests.review.conftest import human_label, judge, judge_label
 from tests.scoring.thought_fixtures import long_thought
 
@@ -39,7 +39,16 @@ def test_review_a_5000_step_thought(live_server, browser, owner, study):  # noqa
         judge_label(trace, i, config, "invalid" if i == 3 else "valid", reason="13 - 4 is 9")
     human_label(trace, 2500, owner, "neutral")  # in block 25: must survive a save of block 1
     problems: list[str] = []
-    page = sign_in(browser, live_server.url, "olivia", "pw-olivia")
+    # A 5,000-step page on a shared two-core machine: more patience than sign_in's 10 s.
+    expect.set_options(timeout=20_000)
+    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    context.set_default_timeout(30_000)
+    page = context.new_page()
+    page.goto(f"{live_server.url}/login/")
+    page.fill("input[name=username]", "olivia")
+    page.fill("input[name=password]", "pw-olivia")
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{live_server.url}/")
     page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
     page.goto(f"{live_server.url}/traces/{trace.pk}/")
     blocks = page.locator("details.thought-block")
