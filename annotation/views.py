@@ -17,7 +17,7 @@ from django.contrib import messages
 from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.db.models import Count, Exists, OuterRef, Prefetch, Q
+from django.db.models import Case, Count, Exists, F, OuterRef, Prefetch, Q, TextField, Value, When
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -415,7 +415,13 @@ def _review_context(request: HttpRequest, trace: Trace, membership: Membership, 
         list(SkeletonStep.objects.filter(skeleton_id=trace.problem.approved_skeleton_id).order_by("position"))
         if trace.problem.approved_skeleton_id else []
     )
-    steps = list(trace.steps.order_by("index").values_list("pk", "index", "text", "start", "end", "channel"))
+    # A long thought is shown in blocks loaded on demand; the answer's rows are always on the page.
+    windowed = trace.n_thought_steps > THOUGHT_BLOCK
+    steps_qs = trace.steps.order_by("index")
+    if windowed:  # the blocks' texts come with the blocks: not read here
+        steps_qs = steps_qs.annotate(shown=Case(When(channel=Step.Channel.THOUGHT, then=Value("")), default=F("text"),
+                                                output_field=TextField()))
+    steps = list(steps_qs.values_list("pk", "index", "shown" if windowed else "text", "start", "end", "channel"))
     rows = _review_rows(trace, user, revealed, posted=posted, steps=steps)
     first_error = None
     covered: set[int] = set()
@@ -426,8 +432,6 @@ def _review_context(request: HttpRequest, trace: Trace, membership: Membership, 
             covered.update(r["refs"])
     positions = [k.position for k in skeleton_steps]
     labelled = sum(1 for r in rows if r["verdict"])
-    # A long thought is shown in blocks loaded on demand; the answer's rows are always on the page.
-    windowed = trace.n_thought_steps > THOUGHT_BLOCK
     blocks = thought_blocks(rows) if windowed else []
     page_rows = [r for r in rows if r["channel"] != Step.Channel.THOUGHT]
     answer_steps = [s for s in steps if s[5] != Step.Channel.THOUGHT]
