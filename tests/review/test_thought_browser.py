@@ -57,7 +57,14 @@ def test_review_a_5000_step_thought(live_server, browser, owner, study):  # noqa
     expect(page.locator("#s1.current")).to_be_visible()
     expect(page.locator("#block-1 li.step")).to_have_count(100)
     expect(page.locator("#block-25 li.block-loading")).to_have_count(1)
+    # collapsed: every block shows its label summary (block 25 holds my earlier label)
+    page.click("#collapse-all")
+    expect(page.locator("details.thought-block[open]")).to_have_count(0)
+    expect(page.locator("#block-25 .block-summary")).to_contain_text("1/100 labelled")
+    page.locator("#thought-bar").scroll_into_view_if_needed()
     _shot(page, "thought-collapsed")
+    page.keyboard.press("g")
+    expect(page.locator("#s1.current")).to_be_visible()
 
     # label the first three thought steps by keyboard
     for key in ("v", "i", "v"):
