@@ -358,10 +358,8 @@ def markdown_preview(request: HttpRequest) -> HttpResponse:
 THOUGHT_BLOCK = 100
 
 
-def _review_rows(trace: Trace, user, revealed: bool, *, posted=None, steps=None) -> list[dict]:
-    """One dict per step (index, channel, text, my verdict/refs/note, the others' labels) in reading order."""
-    if steps is None:
-        steps = list(trace.steps.order_by("index").values_list("pk", "index", "text", "start", "end", "channel"))
+def _labels_by_step(trace: Trace, user, revealed: bool) -> tuple[dict[int, dict], dict[int, list[dict]]]:
+    """My labels and the others' visible ones, by step pk (one query)."""
     mine: dict[int, dict] = {}
     others: dict[int, list[dict]] = {}
     for lab in review.visible_label_rows(trace, user, revealed):
@@ -372,6 +370,11 @@ def _review_rows(trace: Trace, user, revealed: bool, *, posted=None, steps=None)
                 "kind": lab["kind"], "source": lab["source"], "verdict": lab["verdict"],
                 "refs": lab["skeleton_refs"] or [], "reason": lab["reason"], "confidence": lab["confidence"],
             })
+    return mine, others
+
+
+def _review_rows(steps, mine: dict[int, dict], others: dict[int, list[dict]], *, posted=None) -> list[dict]:
+    """One dict per step (index, channel, text, my verdict/refs/note, the others' labels) in reading order."""
     rows = []
     for pk, index, text, _, _, channel in steps:
         if posted is not None and index in posted:
@@ -380,30 +383,60 @@ def _review_rows(trace: Trace, user, revealed: bool, *, posted=None, steps=None)
             lab = mine.get(pk)
             verdict, refs, note = (lab["verdict"], lab["skeleton_refs"] or [], lab["reason"]) if lab else ("", [], "")
         theirs = others.get(pk, [])
-        seen = {o["verdict"] for o in theirs} | ({verdict} if verdict else set())
         rows.append({"index": index, "channel": channel, "text": text, "verdict": verdict, "refs": refs,
                      "note": note, "others": theirs,
                      "disagree": bool(verdict and any(o["verdict"] != verdict for o in theirs)),
                      # any two visible verdicts differ (mine or a judge's): "next disagreement" stops here
-                     "conflict": len(seen) > 1})
+                     "conflict": _conflict(verdict, theirs)})
     return rows
 
 
-def thought_blocks(rows: list[dict], size: int = THOUGHT_BLOCK) -> list[dict]:
-    """The thought's rows in blocks of ``size`` with their label summary (what a collapsed block shows)."""
-    thought = [r for r in rows if r["channel"] == Step.Channel.THOUGHT]
-    blocks = []
-    for b, start in enumerate(range(0, len(thought), size), start=1):
-        part = thought[start:start + size]
-        counts = {v: sum(1 for r in part if r["verdict"] == v) for v in Verdict.values}
-        invalid = [r["index"] for r in part if r["verdict"] == Verdict.INVALID]
-        blocks.append({
-            "number": b, "first": part[0]["index"], "last": part[-1]["index"], "n": len(part),
-            "labelled": sum(counts.values()), "counts": counts, "unlabelled": len(part) - sum(counts.values()),
-            "first_invalid": invalid[0] if invalid else 0,
-            "conflicts": sum(1 for r in part if r["conflict"]),
-        })
+def _conflict(verdict: str, theirs: list[dict]) -> bool:
+    """Two visible verdicts of a step differ (mine, if any, and the others')."""
+    first = verdict
+    for o in theirs:
+        if not first:
+            first = o["verdict"]
+        elif o["verdict"] != first:
+            return True
+    return False
+
+
+def thought_blocks(steps, mine: dict[int, dict], others: dict[int, list[dict]], *, posted=None,
+                   size: int = THOUGHT_BLOCK) -> list[dict]:
+    """The label summary of each block of ``size`` thought steps (what a collapsed block shows), with
+    no per-step objects: a 5,000-step thought must cost little more than a short trace."""
+    blocks: list[dict] = []
+    for n, (pk, index, *_rest) in enumerate(steps):
+        if n % size == 0:
+            blocks.append({"number": len(blocks) + 1, "first": index, "last": index, "n": 0, "labelled": 0,
+                           "counts": dict.fromkeys(Verdict.values, 0), "first_invalid": 0, "conflicts": 0})
+        b = blocks[-1]
+        if posted is not None and index in posted:
+            verdict = posted[index][0]
+        else:
+            lab = mine.get(pk)
+            verdict = lab["verdict"] if lab else ""
+        b["last"] = index
+        b["n"] += 1
+        if verdict in b["counts"]:
+            b["counts"][verdict] += 1
+            b["labelled"] += 1
+            if verdict == Verdict.INVALID and not b["first_invalid"]:
+                b["first_invalid"] = index
+        theirs = others.get(pk)
+        if theirs and _conflict(verdict, theirs):
+            b["conflicts"] += 1
+    for b in blocks:
+        b["unlabelled"] = b["n"] - b["labelled"]
     return blocks
+
+
+def _my_choice(pk: int, index: int, mine: dict[int, dict], posted) -> tuple[str, list[int] | tuple[()]]:
+    if posted is not None and index in posted:
+        return posted[index][0], posted[index][1]
+    lab = mine.get(pk)
+    return (lab["verdict"], lab["skeleton_refs"] or ()) if lab else ("", ())
 
 
 def _review_context(request: HttpRequest, trace: Trace, membership: Membership, *, posted=None) -> dict:
@@ -422,29 +455,43 @@ def _review_context(request: HttpRequest, trace: Trace, membership: Membership, 
         steps_qs = steps_qs.annotate(shown=Case(When(channel=Step.Channel.THOUGHT, then=Value("")), default=F("text"),
                                                 output_field=TextField()))
     steps = list(steps_qs.values_list("pk", "index", "shown" if windowed else "text", "start", "end", "channel"))
-    rows = _review_rows(trace, user, revealed, posted=posted, steps=steps)
+    mine, others = _labels_by_step(trace, user, revealed)
+    thought_steps = [s for s in steps if s[5] == Step.Channel.THOUGHT]
+    answer_steps = [s for s in steps if s[5] != Step.Channel.THOUGHT]
+    # The rows on the page: all of them, or the answer's when the thought comes in blocks.
+    rows = _review_rows(answer_steps if windowed else steps, mine, others, posted=posted)
+    blocks = thought_blocks(thought_steps, mine, others, posted=posted) if windowed else []
     first_error = None
     covered: set[int] = set()
-    for r in rows:
-        if r["verdict"] == Verdict.INVALID and first_error is None:
-            first_error = r["index"]
-        if r["verdict"] == Verdict.VALID:
-            covered.update(r["refs"])
+    labelled = 0
+    # Over every step, from the rows; a windowed thought from my labels (posted ones after a refused save).
+    if not windowed:
+        verdicts = ((r["index"], r["verdict"], r["refs"]) for r in rows)
+    elif posted is None:
+        index_of = {pk: index for pk, index, *_ in steps}
+        verdicts = sorted((index_of[pk], lab["verdict"], lab["skeleton_refs"] or ()) for pk, lab in mine.items()
+                          if pk in index_of)
+    else:
+        verdicts = ((index, *_my_choice(pk, index, mine, posted)) for pk, index, *_ in steps)
+    for index, verdict, refs in verdicts:
+        if verdict:
+            labelled += 1
+        if verdict == Verdict.INVALID and first_error is None:
+            first_error = index
+        if verdict == Verdict.VALID:
+            covered.update(refs)
     positions = [k.position for k in skeleton_steps]
-    labelled = sum(1 for r in rows if r["verdict"])
-    blocks = thought_blocks(rows) if windowed else []
     page_rows = [r for r in rows if r["channel"] != Step.Channel.THOUGHT]
-    answer_steps = [s for s in steps if s[5] != Step.Channel.THOUGHT]
     return {
         "trace": trace, "study": trace.study, "problem": trace.problem, "membership": membership,
         "review": my_review, "version": my_review.version if my_review else 0, "revealed": revealed,
         "blind_hidden": not revealed, "sees_everything": review.sees_everything(membership),
         "skeleton": [{"position": k.position, "html": render_inline(k.text), "covered": k.position in covered}
                      for k in skeleton_steps],
-        "positions": positions, "rows": rows, "labelled": labelled, "first_error": first_error,
+        "positions": positions, "rows": rows, "n_rows": len(steps), "labelled": labelled, "first_error": first_error,
         "rows_html": step_rows_html(page_rows, positions, first_error),
         "windowed": windowed, "blocks": blocks, "n_thought": trace.n_thought_steps,
-        "n_conflicts": sum(1 for r in rows if r["conflict"]),
+        "block_url": reverse("trace-thought", args=[trace.pk]),
         "thought_rows_html": (step_rows_html([r for r in rows if r["channel"] == Step.Channel.THOUGHT], positions,
                                              first_error) if trace.n_thought_steps and not windowed else ""),
         "coverage": len(covered & set(positions)),
@@ -483,7 +530,8 @@ def trace_thought(request: HttpRequest, trace_id: int) -> HttpResponse:
     revealed = review.is_revealed(membership, my_review)
     steps = list(trace.steps.filter(index__gte=first, index__lte=last).order_by("index")
                  .values_list("pk", "index", "text", "start", "end", "channel"))
-    rows = _review_rows(trace, request.user, revealed, steps=steps)
+    mine, others = _labels_by_step(trace, request.user, revealed)
+    rows = _review_rows(steps, mine, others)
     positions = list(SkeletonStep.objects.filter(skeleton_id=trace.problem.approved_skeleton_id)
                      .order_by("position").values_list("position", flat=True)) if trace.problem.approved_skeleton_id else []
     first_error = next((r["index"] for r in rows if r["verdict"] == Verdict.INVALID), None)
