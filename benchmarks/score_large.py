@@ -266,6 +266,8 @@ def main() -> None:
     parser.add_argument("--thought", action="store_true",
                         help="traces think (all but the last two steps are thought steps): also times the scores "
                              "of the thought channel, the hazard by relative position and the recoveries")
+    parser.add_argument("--thought-only", action="store_true",
+                        help="with --thought: only the thought channel's timings (no other profile, no pages)")
     args = parser.parse_args()
     original_db = os.environ.get("DATABASE_URL", "")
     with tempfile.TemporaryDirectory() as tmp:
@@ -290,8 +292,11 @@ def run(args, database: str) -> dict:
     from scoring.models import ScoreSet
 
     t0 = time.perf_counter()
-    study, viewer, n_steps = generate(args.traces, args.steps, thought=args.thought)
+    study, viewer, n_steps = generate(args.traces, args.steps, thought=args.thought or args.thought_only)
     gen_seconds = time.perf_counter() - t0
+    if args.thought_only:
+        return {"machine": machine(), "database": database, "traces": args.traces, "steps": n_steps,
+                "generate_seconds": round(gen_seconds, 1), "thought": thought_timings(study)}
     if connection.vendor == "postgresql":
         with connection.cursor() as c:
             c.execute("ANALYZE")
