@@ -55,11 +55,11 @@ CHUNK_ROWS = 5000
 PROGRESS_EVERY = 20_000
 
 LABEL_FIELDS = ["trace_id", "step", "source", "annotator", "verdict", "skeleton_refs", "confidence", "reason",
-                "problem_id", "model", "origin", "review_complete", "updated_at"]
+                "problem_id", "model", "origin", "review_complete", "updated_at", "channel"]
 LABEL_SCHEMA = {"trace_id": "string", "step": "int64", "source": "string", "annotator": "string",
                 "verdict": "string", "skeleton_refs": "list<int64>", "confidence": "float64", "reason": "string",
                 "problem_id": "string", "model": "string", "origin": "string", "review_complete": "bool",
-                "updated_at": "string"}
+                "updated_at": "string", "channel": "string"}
 PRM_FIELDS = ["prompt", "completions", "labels", "meta"]
 PRM_SCHEMA = {"prompt": "string", "completions": "list<string>", "labels": "list<bool>", "meta": "json"}
 DERIVED_SOURCES = (ad.HUMAN, ad.FINAL, ad.ADJUDICATED)
@@ -147,12 +147,12 @@ def _raw_label_rows(request: ExportRequest, table: Table, **filters: Any) -> Ite
           .order_by("step__trace_id", "step__index", "kind", "annotator__username", "judge__name")
           .values_list("step__trace__trace_id", "step__index", "kind", "annotator__username", "judge__name",
                        "verdict", "skeleton_refs", "confidence", "reason", "step__trace__problem__problem_id",
-                       "step__trace__model", "review_complete", "updated_at"))
+                       "step__trace__model", "review_complete", "updated_at", "step__channel"))
     traces: set[str] = set()
     sources: set[str] = set()
     n = 0
     for (tid, step, kind, username, judge, verdict, refs, conf, reason, pid, model, complete,
-         updated) in qs.iterator(chunk_size=CHUNK_ROWS):
+         updated, channel) in qs.iterator(chunk_size=CHUNK_ROWS):
         if kind == StepLabel.Kind.JUDGE:
             source, who = f"{ad.JUDGE_PREFIX}{judge}", judge
         elif kind == StepLabel.Kind.ADJUDICATION:
@@ -162,7 +162,7 @@ def _raw_label_rows(request: ExportRequest, table: Table, **filters: Any) -> Ite
         traces.add(tid)
         sources.add(source)
         n += 1
-        yield {"trace_id": tid, "step": step, "source": source, "annotator": who, "verdict": verdict,
+        yield {"trace_id": tid, "step": step, "channel": channel, "source": source, "annotator": who, "verdict": verdict,
                "skeleton_refs": list(refs or []), "confidence": conf, "reason": reason or None, "problem_id": pid,
                "model": model, "origin": kind, "review_complete": bool(complete) if kind == StepLabel.Kind.HUMAN else None,
                "updated_at": _iso(updated)}
@@ -187,6 +187,11 @@ def _deciding_labels(study: Study, scope_qs, primary_judge: int | None) -> dict[
     return out
 
 
+def _channel(step: int, n_thought_steps: int) -> str:
+    """The channel of a step from its reading-order number: thought steps come first."""
+    return Step.Channel.THOUGHT if step <= n_thought_steps else Step.Channel.ANSWER
+
+
 def _derived_label_rows(request: ExportRequest, source: str, table: Table) -> list[dict[str, Any]]:
     scope = _scope(request)
     data = ad.AgreementData.read(request.study, scope)
@@ -194,6 +199,8 @@ def _derived_label_rows(request: ExportRequest, source: str, table: Table) -> li
     scope_qs = _scope_traces(request)
     info = _trace_info(scope_qs)
     deciding = _deciding_labels(request.study, scope_qs, data.inputs.primary_judge)
+    n_thought = dict(zip(data.inputs.traces["trace_id"].tolist(), data.inputs.traces["n_thought_steps"].tolist(),
+                         strict=True))
     origins = steps["origin"].tolist() if "origin" in steps.columns else [
         "consensus" if source == ad.HUMAN else None] * len(steps)
     rows = []
@@ -204,7 +211,8 @@ def _derived_label_rows(request: ExportRequest, source: str, table: Table) -> li
             continue
         who, conf, reason, updated = deciding.get((tpk, int(step), origin), (None, None, None, None))
         tid, pid, model, _ = info[tpk]
-        rows.append({"trace_id": tid, "step": int(step), "source": source, "annotator": who, "verdict": verdict,
+        rows.append({"trace_id": tid, "step": int(step), "channel": _channel(int(step), n_thought.get(tpk, 0)),
+                     "source": source, "annotator": who, "verdict": verdict,
                      "skeleton_refs": [int(r) for r in (refs or ())], "confidence": conf, "reason": reason,
                      "problem_id": pid, "model": model, "origin": origin, "review_complete": None,
                      "updated_at": updated})
@@ -319,7 +327,7 @@ def _step_columns(names: list[str]) -> list[str]:
             cols += [f"{s}.n_annotators", f"{s}.n_agree"]
         if s.startswith((ad.JUDGE_PREFIX, ad.ANNOTATOR_PREFIX)):
             cols += [f"{s}.confidence", f"{s}.updated_at"]
-    return cols + ["adjudication.by", "adjudication.updated_at"]
+    return cols + ["adjudication.by", "adjudication.updated_at", "channel"]
 
 
 @register("agreement-steps", restricted=True, check=_check_scope,
@@ -333,8 +341,11 @@ def agreement_steps(request: ExportRequest) -> Table:
     traces = data.traces()
     info = _trace_info(_scope_traces(request))
     n = traces["n_steps"].to_numpy(dtype=np.int64)
+    t_n = traces["n_thought_steps"].to_numpy(dtype=np.int64)
     base = pd.DataFrame({"trace_id": np.repeat(traces["trace_id"].to_numpy(dtype=np.int64), n),
                          "step": np.concatenate([np.arange(1, k + 1) for k in n]) if len(n) else np.array([], int)})
+    base["channel"] = np.where(base["step"].to_numpy() <= np.repeat(t_n, n), Step.Channel.THOUGHT.value,
+                               Step.Channel.ANSWER.value)
     out = base.copy()
     for s in names:
         steps = data.steps(s)
@@ -367,7 +378,7 @@ def agreement_steps(request: ExportRequest) -> Table:
         tid, pid, model, domain = info.get(r["trace_id"], (str(r["trace_id"]), None, None, None))
         row: dict[str, Any] = {"trace_id": tid, "problem_id": pid, "model": model, "domain": domain or None,
                                "step": int(r["step"])}
-        for c in columns[5:]:
+        for c in columns[5:-1]:
             v = r.get(c)
             if isinstance(v, float) and np.isnan(v):
                 v = None
@@ -380,6 +391,7 @@ def agreement_steps(request: ExportRequest) -> Table:
             elif c.endswith((".n_annotators", ".n_agree")) and v is not None:
                 v = int(v)
             row[c] = v
+        row["channel"] = r["channel"]
         rows.append(row)
     schema = {"trace_id": "string", "problem_id": "string", "model": "string", "domain": "string", "step": "int64"}
     for c in columns[5:]:

@@ -178,7 +178,8 @@ def _step_row(fmt: str, shown: dict[str, SafeString], r: dict, positions: list[i
                              format_html_join("", "{}", ((_other(o),) for o in r["others"])))
     return format_html(
         fmt,
-        cls="step" + (f" is-{verdict}" if verdict else "") + (" first-error" if r["index"] == first_error else ""),
+        cls="step" + (" thought" if r.get("channel") == "thought" else "") + (f" is-{verdict}" if verdict else "")
+        + (" first-error" if r["index"] == first_error else "") + (" conflict" if r.get("conflict") else ""),
         i=_number(r["index"]), text=r["text"], note=r["note"], others=others,
         c_none=_checked(not verdict), **{f"c_{value}": _checked(verdict == value) for value, _ in _VERDICT_KEYS},
         **shown, **{f"c{j}": _checked(k in chosen) for j, k in enumerate(positions)},

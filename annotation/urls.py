@@ -22,6 +22,7 @@ urlpatterns = [
     path("markdown-preview/", views.markdown_preview, name="markdown-preview"),
     path("traces/<int:trace_id>/", views.trace, name="trace"),
     path("traces/<int:trace_id>/review/", views.trace_review, name="trace-review"),
+    path("traces/<int:trace_id>/thought/", views.trace_thought, name="trace-thought"),
     path("steps/<int:step_id>/adjudicate/", views.adjudicate, name="adjudicate"),
     path("jobs/<int:job_id>/", views.job, name="job"),
 ]

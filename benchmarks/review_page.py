@@ -5,7 +5,12 @@ client (the whole request: middleware, session, queries, rendering):
   other annotators' and a judge's labels on every step);
 * a label save of that trace through the web form (htmx) and the labels API;
 * the problem and trace lists (web and API) of a study with 100,000 traces:
-  time and number of queries.
+  time and number of queries;
+* ``--thought``: the review page of a trace that thinks for 5,000 steps
+  against one that thinks for 50 (server time; the long one in blocks that
+  htmx loads), one block's load, and in Chromium the time until the page is
+  interactive (review.js has selected the first unlabelled step, whose block
+  had to load first). ``--thought-only`` measures just that (SQLite works).
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/ra_bench_review .venv/bin/python benchmarks/review_page.py
 
@@ -194,8 +199,121 @@ def _big_study(users, n_traces: int):
     return study, Trace.objects.filter(study=study).count()
 
 
+def _thought_traces(users):
+    """A study with a 50-step and a 5,000-step thought (each then a 2-step answer), R1-style."""
+    from annotation import services
+    from annotation.models import Membership, Problem, Step, Trace
+
+    study, _ = services.do_get_or_create_study("bench-thought", owner=users["bench-owner"])
+    services.do_add_member(study, "bench-alice", Membership.Role.ANNOTATOR)
+    problem, _ = Problem.objects.get_or_create(study=study, problem_id="eggs", defaults={
+        "statement": "Janet's ducks lay 16 eggs per day ...", "gold_answer": "18"})
+    lines = ["Let me think about how many eggs Janet sells each day at the market.",
+             "She has 16 eggs and eats 3 for breakfast, so 16 - 3 = 13 are left for now.",
+             "Wait, she also bakes muffins for her friends with 4 of them: 13 - 4 = 9.",
+             "Hmm, so 9 eggs are sold at 2 dollars each at the farmers' market.",
+             "That gives 9 * 2 = 18 dollars a day, if I have read the problem right."]
+    out = {}
+    for n in (50, 5000):
+        trace = Trace.objects.filter(study=study, trace_id=f"think-{n}").first()
+        if trace is None:
+            thought = [f"{lines[i % 5]} (paragraph {i + 1})" for i in range(n)]
+            answer = ["Janet sells 9 eggs at $2: 9 * 2 = 18", "The answer is 18."]
+            trace = Trace.objects.create(study=study, problem=problem, model="r1", trace_id=f"think-{n}",
+                                         thought="\n\n".join(thought), raw="\n".join(answer), answer="18",
+                                         n_steps=n + 2, n_thought_steps=n, steps_hash=f"think-{n}")
+            Step.objects.bulk_create(
+                [Step(trace=trace, index=i, text=t, channel="thought") for i, t in enumerate(thought, start=1)]
+                + [Step(trace=trace, index=n + i, text=t, channel="answer") for i, t in enumerate(answer, start=1)],
+                batch_size=2000)
+        out[n] = trace
+    return study, out
+
+
+def _chromium_interactive(url: str, session_cookie: str, runs: int = 5) -> dict:
+    """Median ms from navigation start until review.js has selected a step (the first
+    unlabelled one, after its block loaded), over ``runs`` cold page loads in Debian's chromium."""
+    from playwright.sync_api import sync_playwright
+
+    samples, dom = [], []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox", "--disable-gpu"])
+        try:
+            for _ in range(runs):
+                context = browser.new_context(viewport={"width": 1400, "height": 900})
+                host = url.split("/")[2].split(":")[0]
+                context.add_cookies([{"name": "sessionid", "value": session_cookie, "domain": host, "path": "/"}])
+                page = context.new_page()
+                page.goto(url)
+                page.wait_for_selector("li.step.current", timeout=30_000)
+                t = page.evaluate("performance.now()")
+                nav = page.evaluate("JSON.parse(JSON.stringify(performance.getEntriesByType('navigation')[0]))")
+                samples.append(t)
+                dom.append(nav["domInteractive"])
+                context.close()
+        finally:
+            browser.close()
+    return {"interactive_ms": round(statistics.median(samples)), "dom_interactive_ms": round(statistics.median(dom)),
+            "runs": runs}
+
+
+def thought_benchmark(users, n: int) -> dict:
+    import threading
+    from wsgiref.simple_server import WSGIRequestHandler, make_server
+
+    from django.contrib.staticfiles.handlers import StaticFilesHandler
+    from django.core.wsgi import get_wsgi_application
+    from django.test import Client
+    from django.urls import reverse
+
+    _study, traces = _thought_traces(users)
+    web = Client()
+    web.force_login(users["bench-alice"])
+    out: dict = {}
+    for steps, trace in traces.items():
+        page = reverse("trace", args=[trace.pk])
+
+        def get(page=page):
+            response = web.get(page)
+            assert response.status_code == 200
+            return response
+
+        out[f"page_{steps}_thought_steps"] = {**_time(get, n), "queries": _queries(get),
+                                               "html_kb": round(len(get().content) / 1024)}
+    block = reverse("trace-thought", args=[traces[5000].pk]) + "?block=25"
+
+    def get_block():
+        assert web.get(block).status_code == 200
+
+    out["one_block_of_100_steps"] = {**_time(get_block, n), "queries": _queries(get_block)}
+    out["ratio_5000_to_50"] = round(out["page_5000_thought_steps"]["median_ms"]
+                                    / out["page_50_thought_steps"]["median_ms"], 2)
+
+    class Quiet(WSGIRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    from django.test.utils import override_settings
+
+    with override_settings(ALLOWED_HOSTS=["*"], DEBUG=False):
+        server = make_server("127.0.0.1", 0, StaticFilesHandler(get_wsgi_application()), handler_class=Quiet)
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        try:
+            base = f"http://127.0.0.1:{server.server_port}"
+            cookie = web.cookies["sessionid"].value
+            for steps, trace in traces.items():
+                out[f"chromium_{steps}_thought_steps"] = _chromium_interactive(
+                    f"{base}{reverse('trace', args=[trace.pk])}", cookie)
+        finally:
+            server.shutdown()
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
+    parser.add_argument("--thought", action="store_true", help="also the review page of a 5,000-step thought")
+    parser.add_argument("--thought-only", action="store_true", help="only the thought measurements")
     parser.add_argument("--traces", type=int, default=100_000, help="traces in the big study")
     parser.add_argument("--n", type=int, default=50, help="timed requests per measurement")
     args = parser.parse_args()
@@ -213,6 +331,11 @@ def main() -> None:
     from annotation.models import Step, TraceReview
 
     users = _users()
+    if args.thought or args.thought_only:
+        thought = thought_benchmark(users, max(10, args.n // 2))
+        if args.thought_only:
+            print(json.dumps({"machine": machine(), "database": connection.vendor, "thought": thought}, indent=2))
+            return
     study, trace = _review_study(users)
     out: dict = {"machine": machine(), "database": connection.vendor,
                  "trace": {"steps": trace.n_steps, "bytes": sum(len(t) for t in Step.objects.filter(trace=trace)
@@ -307,6 +430,8 @@ def main() -> None:
             assert response.status_code == 200, (path, response.status_code)
 
         out[name] = {**_time(get, max(10, args.n // 2)), "queries": _queries(get)}
+    if args.thought:
+        out["thought"] = thought
     print(json.dumps(out, indent=2))
 
 

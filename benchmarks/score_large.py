@@ -126,7 +126,10 @@ def bulk_insert(model, columns: list[str], rows) -> None:
                 cursor.executemany(f"INSERT INTO {table} ({cols}) VALUES ({marks})", batch)
 
 
-def generate(n_traces: int, mean_steps: int, seed: int = 0):
+def generate(n_traces: int, mean_steps: int, seed: int = 0, thought: bool = False):
+    """The study. With ``thought`` every trace thinks: all but its last two steps are thought steps
+    in R1's manner (a calculation every third paragraph, a false one where the label is invalid,
+    re-derived right two paragraphs later half of the time), so recoveries have real text to match."""
     from django.contrib.auth import get_user_model
     from django.db import transaction
 
@@ -148,29 +151,60 @@ def generate(n_traces: int, mean_steps: int, seed: int = 0):
         problem_pk = dict(Problem.objects.filter(study=study).values_list("problem_id", "pk"))
         # Mean ``mean_steps``; one trace in 200 is empty.
         lengths = [0 if rng.random() < 0.005 else rng.randint(mean_steps - 5, mean_steps + 5) for _ in range(n_traces)]
-        bulk_insert(Trace, ["study", "problem", "model", "trace_id", "answer_correct", "n_steps", "empty", "steps_hash"],
+        n_thought = [max(0, n - 2) if thought else 0 for n in lengths]
+        bulk_insert(Trace, ["study", "problem", "model", "trace_id", "answer_correct", "n_steps", "empty", "steps_hash",
+                            "n_thought_steps"],
                     ((study.pk, problem_pk[f"p{t // 10:06d}"], f"model-{t % 4}", f"t{t:07d}", rng.random() < 0.7,
-                      lengths[t], lengths[t] == 0, "x") for t in range(n_traces)))
-        traces = list(Trace.objects.filter(study=study).order_by("pk").values_list("pk", "n_steps", "problem_id"))
-        bulk_insert(Step, ["trace", "index", "text"], ((pk, i, "step") for pk, n, _ in traces for i in range(1, n + 1)))
+                      lengths[t], lengths[t] == 0, "x", n_thought[t]) for t in range(n_traces)))
+        traces = list(Trace.objects.filter(study=study).order_by("pk").values_list("pk", "n_steps", "problem_id",
+                                                                                  "n_thought_steps"))
+        verdicts = []
+        for _pk, n, _p, _t in traces:
+            row = []
+            for _ in range(n):
+                r = rng.random()
+                row.append("invalid" if r < 0.04 else ("neutral" if r < 0.12 else "valid"))
+            verdicts.append(row)
+
+        def steps():
+            for (pk, n, _p, t), vs in zip(traces, verdicts, strict=True):
+                redo = {}
+                for i in range(1, n + 1):
+                    channel = "thought" if i <= t else "answer"
+                    a, b = 10 + (pk + i) % 90, 1 + i % 9
+                    if not thought:
+                        text = "step"
+                    elif vs[i - 1] == "invalid":
+                        text = f"So {a} - {b} = {a - b + 1}, I think."
+                        if rng.random() < 0.5:
+                            redo[i + 2] = (a, b)
+                    elif i in redo and vs[i - 1] != "invalid":
+                        a, b = redo[i]
+                        text = f"Wait, let me recompute: {a} - {b} = {a - b}."
+                    elif i % 3 == 0:
+                        text = f"Then {a} - {b} = {a - b}."
+                    else:
+                        text = "Hmm, let me think about what the question asks before going on."
+                    yield (pk, i, text, channel)
+
+        bulk_insert(Step, ["trace", "index", "text", "channel"], steps())
         # A list, not a server-side cursor: the connection is busy with COPY while labels are written.
         step_pk = list(Step.objects.filter(trace__study=study).order_by("trace_id", "index").values_list("pk", flat=True))
         lg = dict(Problem.objects.filter(study=study).values_list("pk", "l_gold"))
 
         def labels():
             it = iter(step_pk)
-            for _tpk, n, ppk in traces:
+            for (_tpk, n, ppk, _t), vs in zip(traces, verdicts, strict=True):
                 L = lg[ppk]
-                for _ in range(n):
-                    r = rng.random()
-                    verdict = "invalid" if r < 0.04 else ("neutral" if r < 0.12 else "valid")
+                for i in range(n):
+                    verdict = vs[i]
                     refs = f"[{rng.randint(1, L)}]" if verdict == "valid" and L else "[]"
                     yield (next(it), "human", annotator.pk, verdict, refs)
 
         bulk_insert(StepLabel, ["step", "kind", "annotator", "verdict", "skeleton_refs"], labels())
         bulk_insert(TraceReview, ["trace", "annotator", "complete", "version"],
-                    ((pk, annotator.pk, True, 1) for pk, _, _ in traces))
-    n_steps = sum(n for _, n, _ in traces)
+                    ((pk, annotator.pk, True, 1) for pk, _, _, _ in traces))
+    n_steps = sum(n for _, n, _, _ in traces)
     return study, viewer, n_steps
 
 
@@ -184,11 +218,56 @@ def timed(fn, repeat: int = 1):
     return best, value
 
 
+def thought_timings(study) -> dict:
+    """Scoring and hazard of the thought channel over the whole study: the recompute of one
+    profile that reads the thought (database read, recoveries, scores, write), and the pure
+    arithmetic alone on the tables it read (scoring.core)."""
+    from scoring import score_jobs, services, sources
+    from scoring.core.scores import estimate_hazard, score_traces
+    from scoring.core.thought import channel_traces, relative_hazard_profile
+
+    services.do_create_profile(study, "bench-thought", {"channels": "thought"})
+    t = time.perf_counter()
+    result = score_jobs.recompute(study, profiles=["bench-thought"], warm=False)
+    recompute_seconds = time.perf_counter() - t
+    inputs = sources.read_inputs(study)
+    steps = sources.source_steps(inputs, "human")
+    t = time.perf_counter()
+    tr, st = channel_traces(inputs.traces, steps, "thought")
+    hazard = estimate_hazard(tr, st)
+    scored = score_traces(tr, st, hazard=hazard)
+    relative = relative_hazard_profile(scored["n_steps"], scored["first_error"])
+    core_seconds = time.perf_counter() - t
+    t = time.perf_counter()
+    claims = sources.read_claims(score_jobs.thought_error_steps(inputs))
+    claims_seconds = time.perf_counter() - t
+    t = time.perf_counter()
+    rec_by_trace, recovered = score_jobs.recovery_of(inputs.traces, steps, claims)
+    recovery_seconds = time.perf_counter() - t
+    return {
+        "thought_steps": int(inputs.traces["n_thought_steps"].sum()),
+        "recompute_thought_profile_seconds": round(recompute_seconds, 2),
+        "recompute_parts": result["seconds"],
+        "scores_and_hazards_pure_seconds": round(core_seconds, 2),
+        "relative_hazard_bins": len(relative),
+        "read_and_parse_claims_seconds": round(claims_seconds, 2),
+        "claims_parsed_steps": len(claims),
+        "recoveries_pure_seconds": round(recovery_seconds, 2),
+        "thought_errors": int(rec_by_trace["thought_errors"].sum()),
+        "recovered": len(recovered),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--traces", type=int, default=100_000)
     parser.add_argument("--steps", type=int, default=10, help="mean steps per trace")
     parser.add_argument("--keep", action="store_true", help="keep the PostgreSQL scratch database")
+    parser.add_argument("--thought", action="store_true",
+                        help="traces think (all but the last two steps are thought steps): also times the scores "
+                             "of the thought channel, the hazard by relative position and the recoveries")
+    parser.add_argument("--thought-only", action="store_true",
+                        help="with --thought: only the thought channel's timings (no other profile, no pages)")
     args = parser.parse_args()
     original_db = os.environ.get("DATABASE_URL", "")
     with tempfile.TemporaryDirectory() as tmp:
@@ -213,8 +292,11 @@ def run(args, database: str) -> dict:
     from scoring.models import ScoreSet
 
     t0 = time.perf_counter()
-    study, viewer, n_steps = generate(args.traces, args.steps)
+    study, viewer, n_steps = generate(args.traces, args.steps, thought=args.thought or args.thought_only)
     gen_seconds = time.perf_counter() - t0
+    if args.thought_only:
+        return {"machine": machine(), "database": database, "traces": args.traces, "steps": n_steps,
+                "generate_seconds": round(gen_seconds, 1), "thought": thought_timings(study)}
     if connection.vendor == "postgresql":
         with connection.cursor() as c:
             c.execute("ANALYZE")
@@ -257,7 +339,9 @@ def run(args, database: str) -> dict:
     score_set = ScoreSet.objects.get(study=study, source="final", profile=profile)
     read_scores_seconds, frame = timed(lambda: storage.read_scores(score_set), repeat=3)
 
+    thought_report = thought_timings(study) if args.thought else None
     return {
+        "thought": thought_report,
         "machine": machine(),
         "database": database,
         "traces": args.traces,

@@ -80,6 +80,12 @@ class JudgeConfig(models.Model):
         null=True, blank=True, default=None, validators=[MinValueValidator(1)],
         help_text="leave empty to derive it from each trace's number of steps (256 + 128 per step, at most 4,096)",
     )
+    # None: every trace in one request. Else the judge's context window in tokens: a trace whose
+    # prompt would not fit is judged in overlapping windows of steps (judges.windowing).
+    context_tokens = models.PositiveIntegerField(
+        null=True, blank=True, default=None, validators=[MinValueValidator(1024)],
+        help_text="the judge model's context window in tokens; longer traces are judged in overlapping windows",
+    )
     mode = models.CharField(max_length=20, choices=Mode.choices, default=Mode.SKELETON)
     output_mode = models.CharField(max_length=20, choices=OutputMode.choices, default=OutputMode.AUTO)
     # What "auto" found the server accepts; the next run starts there.

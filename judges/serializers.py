@@ -7,7 +7,7 @@ from judges.models import JudgeConfig, JudgeRun, validate_template
 
 # What a user sets on an LLM judge (the web form shows the same fields).
 EDITABLE_FIELDS = [
-    "name", "model", "base_url", "api_key_env", "temperature", "max_tokens", "mode", "output_mode", "concurrency",
+    "name", "model", "base_url", "api_key_env", "temperature", "max_tokens", "context_tokens", "mode", "output_mode", "concurrency",
     "rate_limit_per_minute", "max_retries", "timeout_seconds", "price_input_per_mtok", "price_output_per_mtok",
 ]
 

@@ -12,6 +12,7 @@ judges.runclient for what is particular to judges.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Iterable
 from typing import Any
@@ -23,6 +24,7 @@ from annotation import access, jobs
 from annotation.models import Job, Membership, Step, StepLabel, Study, Trace
 from judges import protocol
 from judges.models import MECHANISTIC, JudgeConfig, JudgeRun, JudgeTraceResult, PromptVersion
+from judges.providers.openai_compat import plan_trace_windows
 from judges.runclient import KIND, chunk_size, load_inputs
 from runs import engine
 from runs.engine import ACTIVE, Progress
@@ -31,7 +33,8 @@ from runs.models import ModelCall
 log = logging.getLogger(__name__)
 
 # Changing one of these can change a judge's answers: a new version, and a cold cache.
-VERSIONED_FIELDS = ("provider", "model", "base_url", "temperature", "max_tokens", "mode", "output_mode")
+VERSIONED_FIELDS = ("provider", "model", "base_url", "temperature", "max_tokens", "context_tokens", "mode",
+                    "output_mode")
 FILTER_KEYS = ("model", "domain", "answer_correct", "trace_ids")
 
 
@@ -145,6 +148,50 @@ def preview_prompt(judge: JudgeConfig, template: str, trace: Trace) -> list[dict
     return protocol.messages(template, inputs[0], judge.mode, output_mode)
 
 
+#: Traces whose prompts the cost estimate renders; the rest are scaled from them.
+ESTIMATE_SAMPLE = 200
+
+
+def estimate_run(judge: JudgeConfig, traces: QuerySet[Trace]) -> dict[str, Any] | None:
+    """What a run of an LLM judge over ``traces`` will ask for, before it
+    starts: requests (a long trace judged in windows costs one per window),
+    prompt tokens (characters / 4 of the rendered messages), completion tokens
+    at most (the requests' max_tokens) and the cost at the judge's prices.
+    Renders the prompts of up to ESTIMATE_SAMPLE traces spread over the
+    selection and scales to all of them (``exact`` says whether it had to)."""
+    if not judge.uses_prompt:
+        return None
+    pks = list(traces.order_by("pk").values_list("pk", flat=True))
+    if not pks:
+        return {"traces": 0, "requests": 0, "windowed_traces": 0, "prompt_tokens": 0, "completion_tokens_max": 0,
+                "cost_usd_max": 0.0, "exact": True}
+    step = max(1, len(pks) // ESTIMATE_SAMPLE)
+    sample = pks[::step][:ESTIMATE_SAMPLE]
+    inputs, _ = load_inputs(sample)
+    output_mode = judge.output_mode_resolved or judge.output_mode
+    if output_mode == JudgeConfig.OutputMode.AUTO:
+        output_mode = JudgeConfig.OutputMode.JSON_SCHEMA
+    requests = prompt = completion = windowed = 0
+    for trace in inputs:
+        if not trace.steps:
+            continue
+        wins = plan_trace_windows(judge, trace)
+        windowed += len(wins) > 1
+        for w in wins:
+            part = dataclasses.replace(trace, steps=trace.steps[w.start - 1:w.end])
+            chars = sum(len(m["content"]) for m in protocol.messages(judge.prompt_template, part, judge.mode,
+                                                                     output_mode))
+            requests += 1
+            prompt += -(-chars // 4)
+            completion += protocol.effective_max_tokens(judge.max_tokens, w.n_steps)
+    scale = len(pks) / max(1, len(inputs))
+    out = {"traces": len(pks), "requests": round(requests * scale), "windowed_traces": round(windowed * scale),
+           "prompt_tokens": round(prompt * scale), "completion_tokens_max": round(completion * scale),
+           "exact": len(inputs) == len(pks)}
+    out["cost_usd_max"] = judge.price(out["prompt_tokens"], out["completion_tokens_max"])
+    return out
+
+
 # --------------------------------------------------------------------------
 # Starting runs
 
@@ -174,8 +221,8 @@ def traces_in_scope(judge: JudgeConfig, scope: str = "all", filters: dict | None
 
 
 def _config_snapshot(judge: JudgeConfig, traces: QuerySet[Trace]) -> dict[str, Any]:
-    keys = ("name", "provider", "model", "base_url", "api_key_env", "temperature", "max_tokens", "mode", "output_mode",
-            "output_mode_resolved", "prompt_version", "concurrency", "rate_limit_per_minute", "max_retries",
+    keys = ("name", "provider", "model", "base_url", "api_key_env", "temperature", "max_tokens", "context_tokens", "mode",
+            "output_mode", "output_mode_resolved", "prompt_version", "concurrency", "rate_limit_per_minute", "max_retries",
             "timeout_seconds", "price_input_per_mtok", "price_output_per_mtok", "version")
     snapshot = {key: getattr(judge, key) for key in keys}
     if judge.uses_prompt:

@@ -93,6 +93,8 @@ def judge_detail(request: HttpRequest, judge_id: int) -> HttpResponse:
         "n_failed": JudgeTraceResult.objects.filter(judge=judge, status=JudgeTraceResult.Status.FAILED).count(),
         "n_disagreements": services.disagreements(judge.study, judge).count(),
         "run_form": RunForm(models=_models(judge.study)) if membership.is_owner else None,
+        "estimate": (services.estimate_run(judge, Trace.objects.filter(study=judge.study))
+                     if membership.is_owner else None),
     }
     return render(request, "judges/detail.html", context)
 

@@ -27,6 +27,13 @@ from scoring.core import aggregate
 from scoring.core import scores as core_scores
 from scoring.core.aggregate import LEADERBOARD_COLUMNS, first_error_histogram, to_records
 from scoring.core.hazard import HAZARD_COLUMNS, hazard_from_scores
+from scoring.core.thought import (
+    RECOVERY_COLUMNS,
+    RECOVERY_SUMMARY_COLUMNS,
+    RELATIVE_HAZARD_COLUMNS,
+    recovery_summary,
+    relative_hazard_profile,
+)
 from scoring.models import ScoreSet, ScoringProfile
 
 CACHE_SECONDS = 24 * 3600
@@ -40,6 +47,10 @@ SCORE_EXPORT_FIELDS = [
     "lucky_guess", "empty",
 ]
 HAZARD_FIELDS = list(HAZARD_COLUMNS)
+#: Bins of the hazard by relative position (tenths of the trace).
+RELATIVE_BINS = 10
+RELATIVE_HAZARD_FIELDS = ["model"] + RELATIVE_HAZARD_COLUMNS
+RECOVERY_FIELDS = ["model"] + RECOVERY_SUMMARY_COLUMNS
 
 
 class BadFilter(ValueError):
@@ -234,6 +245,9 @@ def summary(score_set: ScoreSet, model: str = "", domain: str = "", tau: float =
                                  "wrong_low": int((~a & low).sum()), "wrong_high": int((~a & ~low).sum())}
         out["distributions"] = dist
         out["quadrants"] = quadrants
+        out["relative_hazard"] = {str(m): _relative_hazard(g) for m, g in frame.groupby("model", sort=True)}
+        out["relative_hazard_all"] = _relative_hazard(frame) if len(frame) else []
+        out["recovery"] = _recovery(score_set, frame)
         pick = np.arange(len(frame))
         if len(frame) > SCATTER_MAX_POINTS:
             pick = np.sort(np.random.default_rng(0).choice(len(frame), SCATTER_MAX_POINTS, replace=False))
@@ -249,6 +263,35 @@ def summary(score_set: ScoreSet, model: str = "", domain: str = "", tau: float =
         return out
 
     return _cached(_key("summary", score_set, model, domain, repr(tau)), compute)
+
+
+def _relative_hazard(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    """Hazard of the first error by relative position t*/N of the scored, non-empty traces."""
+    keep = frame["n_steps"].to_numpy() >= 1
+    fe = frame["first_error"].to_numpy(dtype=float, na_value=np.nan)[keep]
+    return to_records(relative_hazard_profile(frame["n_steps"].to_numpy()[keep], fe, bins=RELATIVE_BINS))
+
+
+def _recovery(score_set: ScoreSet, frame: pd.DataFrame) -> list[dict[str, Any]]:
+    """Recovery figures per model (scoring.core.thought.recovery_summary) from the stored
+    per-trace columns and the score set's recovered errors."""
+    if not len(frame):
+        return []
+    errors = frame["thought_errors"].to_numpy(dtype=np.int64)
+    recovered = frame["recovered_errors"].to_numpy(dtype=np.int64)
+    by_trace = pd.DataFrame({
+        "trace_id": frame["trace"].to_numpy(), "n_thought_steps": frame["n_thought_steps"].to_numpy(),
+        "thought_errors": errors, "recovered": recovered, "unrecovered": errors - recovered,
+        "answer_correct": frame["answer_correct"].to_numpy(dtype=bool),
+        "lucky_unrecovered": frame["lucky_unrecovered"].to_numpy(dtype=bool),
+    })
+    done = pd.DataFrame(score_set.recoveries or [], columns=["trace_id", "error_step", "recovery_step"])
+    done = done.loc[done["trace_id"].isin(by_trace["trace_id"])]
+    rec = pd.DataFrame({"trace_id": done["trace_id"], "error_step": done["error_step"], "recovered": True,
+                        "recovery_step": done["recovery_step"],
+                        "distance": done["recovery_step"] - done["error_step"]})[RECOVERY_COLUMNS]
+    table = recovery_summary(by_trace, rec, frame["model"].astype(str))
+    return [{"model": str(m), **row} for m, row in zip(table.index, to_records(table), strict=True)]
 
 
 def warm(study: Study, profile: ScoringProfile) -> None:
@@ -297,6 +340,28 @@ def hazard_rows(sel: Selection) -> list[dict[str, Any]]:
     if sel.model:
         return data["hazard"].get(sel.model, [])
     return data["hazard_all"]
+
+
+def relative_hazard_rows(sel: Selection) -> list[dict[str, Any]]:
+    """Tidy rows (model, bin, lo, hi, at_risk, events, hazard, cum_hazard, survival) of the
+    selection; model "all" is every model together."""
+    score_set = sel.score_set
+    if score_set is None:
+        return []
+    data = summary(score_set, domain=sel.domain, tau=sel.profile.as_profile().tau)
+    if sel.model:
+        return [{"model": sel.model, **r} for r in data["relative_hazard"].get(sel.model, [])]
+    rows = [{"model": m, **r} for m, table in data["relative_hazard"].items() for r in table]
+    return rows + [{"model": "all", **r} for r in data["relative_hazard_all"]]
+
+
+def recovery_rows(sel: Selection) -> list[dict[str, Any]]:
+    """One row per model: the recovery figures of docs/scoring.md section 9."""
+    score_set = sel.score_set
+    if score_set is None:
+        return []
+    rows = summary(score_set, domain=sel.domain, tau=sel.profile.as_profile().tau)["recovery"]
+    return [r for r in rows if not sel.model or r["model"] == sel.model]
 
 
 TIER_TEXT = {

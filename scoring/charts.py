@@ -86,6 +86,32 @@ def hazard_curves(hazard: dict[str, list[dict]], column: str, title: str, y_titl
     return {"data": data, "layout": _layout(title, xaxis={"title": {"text": "step"}, "dtick": 1}, yaxis=yaxis)}
 
 
+def relative_hazard_curves(hazard: dict[str, list[dict]], colors: dict[str, str] | None = None) -> dict[str, Any]:
+    """Hazard per tenth of the trace (x: the bin's upper edge t*/N)."""
+    data = []
+    for i, (model, rows) in enumerate(hazard.items()):
+        data.append({
+            "type": "scatter", "mode": "lines+markers", "name": model, "line": {"color": _color(colors, model, i)},
+            "x": [r["hi"] for r in rows], "y": [r["hazard"] for r in rows],
+            "customdata": [[r["lo"], r["at_risk"], r["events"]] for r in rows],
+            "hovertemplate": "t*/N in (%{customdata[0]:.1f}, %{x:.1f}]<br>hazard %{y:.3f}<br>"
+                             "%{customdata[2]} of %{customdata[1]} at risk<extra>%{fullData.name}</extra>",
+        })
+    return {"data": data, "layout": _layout("Hazard by relative position", xaxis={
+        "title": {"text": "relative position of the first error t*/N"}, "range": [0, 1.02], "dtick": 0.1},
+        yaxis={"title": {"text": "hazard"}})}
+
+
+def recovery_bars(rows: list[dict[str, Any]], colors: dict[str, str] | None = None) -> dict[str, Any]:
+    """Per model: share of thought errors recovered and share of correct answers resting on an unrecovered error."""
+    data = [{
+        "type": "bar", "name": r["model"], "x": ["errors recovered", "correct answers on an unrecovered error"],
+        "y": [r["recovery_rate"], r["lucky_unrecovered_rate"]], "marker": {"color": _color(colors, r["model"], i)},
+    } for i, r in enumerate(rows)]
+    return {"data": data, "layout": _layout("Recovery in the thought", barmode="group",
+                                            yaxis={"title": {"text": "share"}, "range": [0, 1.02]})}
+
+
 def first_error_histogram(rows: list[dict[str, Any]], colors: dict[str, str] | None = None) -> dict[str, Any]:
     by_model: dict[str, tuple[list, list]] = {}
     for r in rows:

@@ -1,4 +1,4 @@
-"""The score-based export kinds: scores, hazard, leaderboard, lucky-guesses."""
+"""The score-based export kinds: scores, hazard, relative-hazard, recovery, leaderboard, lucky-guesses."""
 
 from __future__ import annotations
 
@@ -31,6 +31,19 @@ def lucky_guesses(request: ExportRequest) -> Table:
 def hazard(request: ExportRequest) -> Table:
     sel = _selection(request)
     return Table(analytics.HAZARD_FIELDS, analytics.hazard_rows(sel))
+
+
+@register("relative-hazard", help="hazard of the first error by relative position t*/N in tenths, one row per "
+                                   "model and bin (model \"all\": every model)")
+def relative_hazard(request: ExportRequest) -> Table:
+    sel = _selection(request)
+    return Table(analytics.RELATIVE_HAZARD_FIELDS, analytics.relative_hazard_rows(sel))
+
+
+@register("recovery", help="recovered and unrecovered thought errors, one row per model")
+def recovery(request: ExportRequest) -> Table:
+    sel = _selection(request)
+    return Table(analytics.RECOVERY_FIELDS, analytics.recovery_rows(sel))
 
 
 @register("leaderboard", help="rows as the leaderboard endpoint, one per model")

@@ -30,6 +30,11 @@ class ProfileForm(forms.Form):
     prm_hazard = forms.BooleanField(required=False, label="hazard penalty on S_PRM when there is no skeleton")
     w = forms.FloatField(label="w", min_value=0, max_value=1, help_text=HELP["w"])
     tau = forms.FloatField(label="tau", min_value=0, max_value=10, help_text=HELP["tau"])
+    channels = forms.ChoiceField(
+        choices=[("answer", "answer"), ("thought", "thought"), ("both", "both (thought, then answer)")],
+        required=False, initial="answer", label="channels the scores read",
+        help_text="answer: the visible answer's steps; thought: the thinking channel's; both: all in reading order",
+    )
     pinned_hazard = forms.CharField(
         required=False, label="pinned hazard h(1), h(2), …",
         help_text="comma-separated values in [0, 1]; empty = estimate the hazard from the study's labels",
@@ -73,5 +78,5 @@ class ProfileForm(forms.Form):
         return {
             "alpha": d["alpha"], "beta": d["beta"], "eta": d["eta"], "omega": d["omega"], "c_haz": d["c_haz"],
             "neutral_as": d["neutral_as"], "prm_hazard": bool(d.get("prm_hazard")), "w": d["w"], "tau": d["tau"],
-            "pinned_hazard": d.get("pinned_hazard"),
+            "pinned_hazard": d.get("pinned_hazard"), "channels": d.get("channels") or "answer",
         }

@@ -61,6 +61,9 @@ class ScoreSet(models.Model):
     n_traces = models.PositiveIntegerField(default=0)
     # The study-wide hazard table the scores were computed with.
     hazard = models.JSONField(default=list, blank=True)
+    # Every recovered thought error of the source: [trace pk, error step, recovering step]
+    # (scoring.core.thought.recoveries), for the distances to recovery on the analytics pages.
+    recoveries = models.JSONField(default=list, blank=True)
     job = models.ForeignKey("annotation.Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
 
     class Meta:
@@ -110,6 +113,13 @@ class TraceScore(models.Model):
     empty = models.BooleanField()
     validity_rate = models.FloatField(null=True)  # share of steps not invalid (SVR per trace)
     all_valid = models.BooleanField(null=True)  # no invalid step (VSR per trace)
+    # The thinking channel (scoring.core.thought, docs/scoring.md section 9): the same for every
+    # profile of a source, whatever channels the profile's scores read.
+    n_thought_steps = models.PositiveIntegerField(default=0, db_default=0)
+    thought_errors = models.PositiveIntegerField(default=0, db_default=0)
+    recovered_errors = models.PositiveIntegerField(default=0, db_default=0)
+    first_unrecovered = models.PositiveIntegerField(null=True)  # reading-order step; null: none
+    lucky_unrecovered = models.BooleanField(default=False, db_default=False)  # correct though an error reached it
 
     class Meta:
         constraints = [

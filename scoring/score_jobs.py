@@ -14,6 +14,8 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
+import numpy as np
+import pandas as pd
 from django.db import DatabaseError, InterfaceError, OperationalError
 from django.utils import timezone
 
@@ -22,8 +24,9 @@ from annotation.models import Job, Study
 from scoring import analytics, sources, storage
 from scoring.core.aggregate import to_records
 from scoring.core.hazard import pinned_hazard_table
-from scoring.core.labels import complete_traces
+from scoring.core.labels import INVALID, complete_traces
 from scoring.core.scores import estimate_hazard, score_traces
+from scoring.core.thought import channel_traces, recoveries, recovery_by_trace
 from scoring.models import ScoreSet
 from scoring.services import default_profile, ensure_profiles
 
@@ -76,6 +79,46 @@ def run_score_job(job_id: int, *, progress: Callable[[int, int], None] | None = 
     return result
 
 
+def thought_error_steps(inputs: sources.Inputs) -> dict[int, set[int]]:
+    """Trace pk -> its thought steps labelled invalid under any label: only these traces' thought
+    steps are read for claims (scoring.core.thought.recoveries)."""
+    labels = inputs.labels
+    if "n_thought_steps" not in inputs.traces or not len(labels):
+        return {}
+    t = pd.Series(inputs.traces["n_thought_steps"].to_numpy(), index=inputs.traces["trace_id"].to_numpy())
+    in_thought = labels["step"].to_numpy() <= t.reindex(labels["trace_id"].to_numpy(), fill_value=0).to_numpy()
+    invalid = (labels["verdict"] == INVALID).to_numpy()
+    errors = labels.loc[in_thought & invalid, ["trace_id", "step"]].drop_duplicates()
+    out: dict[int, set[int]] = {}
+    for tid, step in zip(errors["trace_id"].tolist(), errors["step"].tolist(), strict=True):
+        out.setdefault(tid, set()).add(step)
+    return out
+
+
+def recovery_of(traces: pd.DataFrame, steps: pd.DataFrame,
+                claims: pd.DataFrame) -> tuple[pd.DataFrame, list[list[int]]]:
+    """Per trace (indexed by trace pk) the stored recovery columns, and the
+    recovered errors as [trace pk, error step, recovering step]."""
+    if "n_thought_steps" not in traces:
+        traces = traces.assign(n_thought_steps=0)
+    with_errors = steps.loc[steps["trace_id"].isin(claims["trace_id"].unique())] if len(claims) else steps.iloc[:0]
+    if len(with_errors):
+        with_errors = with_errors.merge(claims, on=["trace_id", "step"], how="left")
+    rec = recoveries(traces, with_errors) if len(with_errors) else recoveries(traces, steps.iloc[:0])
+    bt = recovery_by_trace(traces, steps, rec)
+    out = pd.DataFrame({
+        "n_thought_steps": bt["n_thought_steps"].to_numpy(),
+        "thought_errors": bt["thought_errors"].to_numpy(),
+        "recovered_errors": bt["recovered"].to_numpy(),
+        "first_unrecovered": bt["first_unrecovered"].array,
+        "lucky_unrecovered": bt["lucky_unrecovered"].to_numpy(),
+    }, index=pd.Index(bt["trace_id"].to_numpy(), name="trace_id"))
+    done = rec.loc[rec["recovered"].to_numpy(dtype=bool)]
+    recovered = [[int(a), int(b), int(c)] for a, b, c in zip(done["trace_id"], done["error_step"],
+                                                                done["recovery_step"], strict=True)]
+    return out, recovered
+
+
 def recompute(study: Study, *, profiles: Iterable[str] | None = None, progress=None, should_stop=None,
               job: Job | None = None, warm: bool = True) -> dict[str, Any]:
     """Recompute and store the scores of ``study`` for every label source
@@ -99,26 +142,38 @@ def recompute(study: Study, *, profiles: Iterable[str] | None = None, progress=N
     ts = time.perf_counter()
     human = sources.human_steps(inputs.labels)
     timings["label_sources"] += time.perf_counter() - ts
+    ts = time.perf_counter()
+    claims = sources.read_claims(thought_error_steps(inputs))
+    timings["claims"] = time.perf_counter() - ts
     for source in src_names:
         ts = time.perf_counter()
         steps = sources.source_steps(inputs, source, human=human)
-        complete = complete_traces(inputs.traces, steps).to_numpy()
+        timings["label_sources"] += time.perf_counter() - ts
         ta = time.perf_counter()
-        timings["label_sources"] += ta - ts
-        estimated = estimate_hazard(inputs.traces, steps)
+        by_trace, recovered = recovery_of(inputs.traces, steps, claims)
         timings["arithmetic"] += time.perf_counter() - ta
+        # A profile reads one channel selection; profiles that read the same
+        # one share its steps, completeness and hazard estimate.
+        by_channels: dict[str, tuple[pd.DataFrame, pd.DataFrame, np.ndarray, pd.DataFrame]] = {}
         for name in names:
             if should_stop and should_stop():
                 raise JobCancelled()
             ta = time.perf_counter()
             profile = current[name].as_profile()
-            scored = score_traces(inputs.traces, steps, profile, hazard=estimated)
+            if profile.channels not in by_channels:
+                ch_traces, ch_steps = channel_traces(inputs.traces, steps, profile.channels)
+                by_channels[profile.channels] = (ch_traces, ch_steps, complete_traces(ch_traces, ch_steps).to_numpy(),
+                                                 estimate_hazard(ch_traces, ch_steps))
+            ch_traces, ch_steps, complete, estimated = by_channels[profile.channels]
+            scored = score_traces(ch_traces, ch_steps, profile, hazard=estimated)
             scored = scored.loc[complete]
+            scored = scored.join(by_trace, on="trace_id")
             hazard = (pinned_hazard_table(list(profile.pinned_hazard)) if profile.pinned_hazard is not None
                       else estimated)
             tw = time.perf_counter()
             timings["arithmetic"] += tw - ta
-            storage.write_scores(study, source, current[name], scored, to_records(hazard), job=job)
+            storage.write_scores(study, source, current[name], scored, to_records(hazard), job=job,
+                                 recoveries=recovered)
             timings["write"] += time.perf_counter() - tw
             rows += len(scored)
             done += 1

@@ -19,6 +19,7 @@ its steps (empty traces always); see ``complete_traces``.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -26,6 +27,7 @@ import pandas as pd
 from django.db import connection, transaction
 
 from annotation.models import Problem, Step, StepLabel, Study, Trace, TraceReview
+from reasonlib.verifier.corrections import claim_keys
 from scoring.core.labels import INVALID, VALID, VERDICTS, final_labels, human_consensus
 
 HUMAN = "human"
@@ -107,7 +109,8 @@ def _frame(sql: str, params: list, dtypes: dict[str, str]) -> pd.DataFrame:
 class Inputs:
     """Everything a recompute of one study reads, as plain tables.
 
-    traces  trace_id (Trace pk), model, domain, n_steps, l_gold, answer_correct (bool)
+    traces  trace_id (Trace pk), model, domain, n_steps, l_gold, answer_correct (bool),
+            n_thought_steps (the first n_thought_steps steps are the thought's)
     labels  trace_id, step, src, verdict, skeleton_refs -- one row per label
             that can count: src > 0 a human annotator's id (only labels of
             complete reviews), src < 0 minus a judge's id, src = 0 the
@@ -131,12 +134,12 @@ def read_traces(study_id: int) -> pd.DataFrame:
     sql = (
         f"SELECT t.{_q('id')}, t.{_col(Trace, 'model')}, p.{_col(Problem, 'domain')}, t.{_col(Trace, 'n_steps')}, "
         # An answer nobody has decided counts as not correct (as on the study page).
-        f"p.{_col(Problem, 'l_gold')}, CASE WHEN t.{correct} THEN 1 ELSE 0 END "
+        f"p.{_col(Problem, 'l_gold')}, CASE WHEN t.{correct} THEN 1 ELSE 0 END, t.{_col(Trace, 'n_thought_steps')} "
         f"FROM {t} t JOIN {p} p ON p.{_q('id')} = t.{_col(Trace, 'problem')} "
         f"WHERE t.{_col(Trace, 'study')} = %s ORDER BY t.{_q('id')}"
     )
     df = _frame(sql, [study_id], {"trace_id": "int64", "model": "object", "domain": "object", "n_steps": "int64",
-                                  "l_gold": "int64", "answer_correct": "int64"})
+                                  "l_gold": "int64", "answer_correct": "int64", "n_thought_steps": "int64"})
     df["answer_correct"] = df["answer_correct"].astype(bool)
     return df
 
@@ -240,3 +243,39 @@ def source_steps(inputs: Inputs, source: str, *, human: pd.DataFrame | None = No
     if source.startswith(JUDGE_PREFIX):
         return judge_steps(inputs.labels, inputs.judges.get(source[len(JUDGE_PREFIX):]))
     raise UnknownSource(f"unknown label source {source!r}")
+
+
+_NUMBER = re.compile(r"\d+(?:\.\d+)?")
+
+
+def read_claims(error_steps: dict[int, set[int]], *, chunk: int = 2000) -> pd.DataFrame:
+    """trace_id, step, wrong_claims, right_claims of the thought steps of the traces in
+    ``error_steps`` (trace pk -> its steps labelled invalid by any source): what
+    scoring.core.thought.recoveries matches an error against.
+
+    The arithmetic parser (reasonlib.verifier.corrections.claim_keys) is dear, so it reads only
+    the error steps and the later steps that could re-derive one of their false claims: a step
+    whose text lacks one of the numbers of every false claim before it cannot, and gets no
+    claims. Only traces with a thought error are read at all."""
+    rows: list[tuple[int, int, tuple[str, ...], tuple[str, ...]]] = []
+    st = _table(Step)
+    trace_ids = sorted(error_steps)
+    for i in range(0, len(trace_ids), chunk):
+        part = trace_ids[i:i + chunk]
+        marks = ", ".join(["%s"] * len(part))
+        sql = (f"SELECT s.{_col(Step, 'trace')}, s.{_col(Step, 'index')}, s.{_col(Step, 'text')} FROM {st} s "
+               f"WHERE s.{_col(Step, 'trace')} IN ({marks}) AND s.{_col(Step, 'channel')} = %s "
+               f"ORDER BY s.{_col(Step, 'trace')}, s.{_col(Step, 'index')}")
+        current, numbers = None, []  # the false claims seen so far in the trace, as their numbers
+        for trace_id, index, text in _fetch(sql, [*part, Step.Channel.THOUGHT]):
+            if trace_id != current:
+                current, numbers = trace_id, []
+            text = text or ""
+            if index in error_steps[trace_id]:
+                wrong, right = claim_keys(text)
+                numbers += [_NUMBER.findall(k) for k in wrong]
+                rows.append((trace_id, index, wrong, right))
+            elif numbers and "=" in text and any(all(n in text for n in nums) for nums in numbers):
+                rows.append((trace_id, index, (), claim_keys(text)[1]))
+    out = pd.DataFrame.from_records(rows, columns=["trace_id", "step", "wrong_claims", "right_claims"])
+    return out.astype({"trace_id": "int64", "step": "int64"}) if len(out) else out

@@ -21,10 +21,15 @@ from scoring.models import ScoreSet, ScoringProfile, TraceScore
 VALUE_COLUMNS = [
     "n_steps", "l_gold", "coverage", "first_error", "answer_correct", "s_base", "p_fmt", "p_haz", "s_hcrs",
     "s_prm", "s_prm_haz", "process", "holistic", "lucky_guess", "empty", "validity_rate", "all_valid",
+    # then scoring.core.thought.recovery_by_trace's (RECOVERY_VALUE_COLUMNS)
+    "n_thought_steps", "thought_errors", "recovered_errors", "first_unrecovered", "lucky_unrecovered",
 ]
-_INT = {"n_steps", "l_gold", "coverage"}
-_BOOL = {"answer_correct", "lucky_guess", "empty"}
-_NULLABLE_INT = {"first_error"}
+#: The thinking channel's per-trace columns; a score table without them stores zeros.
+RECOVERY_VALUE_COLUMNS = ["n_thought_steps", "thought_errors", "recovered_errors", "first_unrecovered",
+                          "lucky_unrecovered"]
+_INT = {"n_steps", "l_gold", "coverage", "n_thought_steps", "thought_errors", "recovered_errors"}
+_BOOL = {"answer_correct", "lucky_guess", "empty", "lucky_unrecovered"}
+_NULLABLE_INT = {"first_error", "first_unrecovered"}
 _NULLABLE_BOOL = {"all_valid"}
 
 
@@ -50,10 +55,24 @@ def _column_lists(scored: pd.DataFrame) -> list[list[Any]]:
     return out
 
 
+def _with_recovery(scored: pd.DataFrame) -> pd.DataFrame:
+    missing = [c for c in RECOVERY_VALUE_COLUMNS if c not in scored.columns]
+    if not missing:
+        return scored
+    out = scored.copy()
+    for c in missing:
+        out[c] = (pd.array([pd.NA] * len(out), dtype="Int64") if c == "first_unrecovered"
+                  else np.zeros(len(out), dtype=bool if c == "lucky_unrecovered" else np.int64))
+    return out
+
+
 def write_scores(study, source: str, profile: ScoringProfile, scored: pd.DataFrame, hazard: list[dict],
-                 *, job=None) -> ScoreSet:
+                 *, job=None, recoveries: list[list[int]] | None = None) -> ScoreSet:
     """Replace the stored scores of (study, source, profile) with ``scored``
-    (output of ``scoring.core.scores.score_traces``; ``trace_id`` = Trace pk)."""
+    (output of ``scoring.core.scores.score_traces``; ``trace_id`` = Trace pk),
+    joined with the thinking channel's per-trace columns when it has them
+    (zeros when not), and the source's recovered errors."""
+    scored = _with_recovery(scored)
     with transaction.atomic():
         score_set, _ = ScoreSet.objects.get_or_create(study=study, source=source, profile=profile)
         # Serialises concurrent writers of the same set (PostgreSQL row lock;
@@ -76,6 +95,7 @@ def write_scores(study, source: str, profile: ScoringProfile, scored: pd.DataFra
                 cursor.executemany(f"INSERT INTO {table} ({', '.join(names)}) VALUES ({marks})", list(rows))
         score_set.n_traces = len(scored)
         score_set.hazard = hazard
+        score_set.recoveries = recoveries or []
         score_set.computed_at = timezone.now()
         score_set.job = job
         score_set.new_token()
@@ -121,7 +141,8 @@ def delete_sets(pks: list[int]) -> None:
 # ---------------------------------------------------------------------------
 #: What the analytics pages read; the export adds the rest.
 PAGE_COLUMNS = ["n_steps", "first_error", "answer_correct", "s_hcrs", "process", "s_prm", "holistic", "lucky_guess",
-                "validity_rate", "all_valid", "empty"]
+                "validity_rate", "all_valid", "empty", "n_thought_steps", "thought_errors", "recovered_errors",
+                "lucky_unrecovered"]
 
 
 def read_scores(score_set: ScoreSet, *, model: str = "", domain: str = "", columns: list[str] | None = None,

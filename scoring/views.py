@@ -119,6 +119,13 @@ def hazard(request: HttpRequest, study_id: int) -> HttpResponse:
         histogram_chart=charts.first_error_histogram(data["histogram"] if data else [], colors),
         hazard_exports=_export_links(study, sel, "hazard"),
         score_exports=_export_links(study, sel, "scores"),
+        relative=data["relative_hazard"] if data else {},
+        relative_chart=charts.relative_hazard_curves(data["relative_hazard"] if data else {}, colors),
+        relative_exports=_export_links(study, sel, "relative-hazard"),
+        recovery=data["recovery"] if data else [],
+        recovery_chart=charts.recovery_bars(data["recovery"] if data else [], colors),
+        recovery_exports=_export_links(study, sel, "recovery"),
+        channels=sel.profile.as_profile().channels,
     )
     return _render(request, "scoring/hazard.html", context)
 

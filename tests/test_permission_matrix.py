@@ -116,6 +116,7 @@ RULES: dict[str, Rule] = {
     "markdown-preview": Rule(GET=SIGNED_IN),
     "trace": Rule(GET=MEMBERS, kwargs={"trace_id": "trace"}),
     "trace-review": Rule(POST=MEMBERS, kwargs={"trace_id": "trace"}),
+    "trace-thought": Rule(GET=MEMBERS, kwargs={"trace_id": "trace"}),
     "adjudicate": Rule(POST=ADJUDICATORS, kwargs={"step_id": "step"}),
     "job": Rule(GET=MEMBERS, POST=JOB_CANCEL, kwargs={"job_id": "import_job"}),
     # annotation: API

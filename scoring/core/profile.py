@@ -15,7 +15,11 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["ABLATIONS", "DEFAULT", "Profile", "ablation"]
+__all__ = ["ABLATIONS", "CHANNELS", "DEFAULT", "Profile", "ablation"]
+
+#: What ``Profile.channels`` may name (the same tuple as ``thought.CHANNELS``,
+#: kept here so profiles load without pandas).
+CHANNELS: tuple[str, str, str] = ("answer", "thought", "both")
 
 # Non-negative penalty / weight parameters (finite floats >= 0).
 _NON_NEGATIVE = ("alpha", "beta", "eta", "omega", "c_haz")
@@ -46,6 +50,9 @@ class Profile:
     w            weight of the process score in the holistic score
     tau          lucky guess: correct answer with process score <= tau
     pinned_hazard  fixed h_t vector (h_1, h_2, ...) replacing the estimate
+    channels     which steps a score reads: "answer" (the answer channel, as
+                 before the thinking channel existed), "thought" or "both"
+                 (reading order: thought steps first)
     """
 
     alpha: float = 4.0
@@ -58,6 +65,7 @@ class Profile:
     w: float = 0.7
     tau: float = 3.0
     pinned_hazard: tuple[float, ...] | None = None
+    channels: str = "answer"
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -97,6 +105,8 @@ class Profile:
             if not values:
                 raise ValueError("pinned_hazard: must not be empty (use null for 'estimate')")
             set_(self, "pinned_hazard", tuple(values))
+        if self.channels not in CHANNELS:
+            raise ValueError(f"channels: expected one of {list(CHANNELS)}, got {self.channels!r}")
 
     # -- (de)serialisation -------------------------------------------------
     @classmethod

@@ -293,3 +293,46 @@ def test_an_empty_trace_is_judged_without_a_request(study, do_import, llm_judge,
     _, job = run_judge(llm_judge())
     assert job.status == Job.Status.SUCCEEDED and server.count == 0
     assert JudgeTraceResult.objects.get(trace=Trace.objects.get(trace_id="empty")).status == "ok"
+
+
+def test_a_long_trace_is_judged_in_overlapping_windows_and_its_labels_merge(make_traces, llm_judge, server):
+    from judges.providers.openai_compat import WINDOW_MAX_STEPS, plan_trace_windows
+    from judges.runclient import load_inputs
+
+    # 80 steps: more than one window's answer can hold, so the judge sees them in windows
+    make_traces(2, steps=80, wrong={1: 57})
+    judge = llm_judge(context_tokens=8192)
+    inputs, _ = load_inputs(list(Trace.objects.order_by("pk").values_list("pk", flat=True)))
+    wins = plan_trace_windows(judge, inputs[1])
+    assert len(wins) >= 3 and all(w.n_steps <= WINDOW_MAX_STEPS for w in wins)
+    assert [s for w in wins for s in range(w.core_start, w.core_end + 1)] == list(range(1, 81))
+    run, job = run_judge(judge)
+    assert job.status == Job.Status.SUCCEEDED and (job.done, job.failed) == (2, 0)
+    labels = judge_labels(judge)
+    # every step of both traces labelled once, the WRONG step where it is
+    assert len(labels) == 160 and labels[("t0001", 57)] == "invalid"
+    assert [k for k, v in labels.items() if v == "invalid"] == [("t0001", 57)]
+    assert server.count == 2 * len(wins)
+    assert run.requests == 2 * len(wins)
+
+
+def test_without_a_context_size_a_long_trace_stays_one_request(make_traces, llm_judge, server):
+    make_traces(1, steps=80)
+    run, job = run_judge(llm_judge())
+    assert job.status == Job.Status.SUCCEEDED and server.count == 1 and len(judge_labels(run.judge)) == 80
+
+
+def test_the_cost_estimate_counts_windows_before_the_run(make_traces, llm_judge, server, client, owner):
+    from judges import services as judge_services
+
+    make_traces(2, steps=80)
+    judge = llm_judge(context_tokens=8192, price_input_per_mtok=1.0, price_output_per_mtok=2.0)
+    est = judge_services.estimate_run(judge, Trace.objects.filter(study=judge.study))
+    run, _job = run_judge(judge)
+    # the estimate asks for exactly the requests the run made, tokens bound the real ones
+    assert est["requests"] == run.requests and est["windowed_traces"] == 2 and est["exact"]
+    assert est["completion_tokens_max"] >= run.completion_tokens
+    assert est["cost_usd_max"] == pytest.approx((est["prompt_tokens"] * 1.0 + est["completion_tokens_max"] * 2.0) / 1e6)
+    client.force_login(owner)
+    page = client.get(f"/judges/{judge.pk}/").content.decode()
+    assert "run-estimate" in page and f"about {est['requests']} requests" in page

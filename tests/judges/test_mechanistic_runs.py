@@ -247,3 +247,19 @@ def test_scores_are_recomputed_after_a_run_that_changed_labels(study, make_trace
         assert reasons.count("judge") == 1
     finally:
         data_changed.disconnect(dispatch_uid="test-judge-reasons")
+
+
+def test_the_mechanistic_judge_checks_thought_steps(study):
+    from annotation.models import Problem
+    from tests.scoring.thought_fixtures import thinking_trace
+
+    problem = Problem.objects.create(study=study, problem_id="eggs2", statement="Eggs?", gold_answer="18")
+    thinking_trace(study, problem, "think1", "r1", ["Janet has 16 eggs.", "She keeps 16 - 3 - 4 = 8.",
+                                                   "Wait, 16 - 3 - 4 = 9."], ["9 * 2 = 18"], True)
+    judge = JudgeConfig.objects.get(study=study, name=MECHANISTIC)
+    _run, job = run_judge(judge)
+    assert job.status == Job.Status.SUCCEEDED
+    got = dict(StepLabel.objects.filter(judge=judge, step__trace__trace_id="think1")
+               .values_list("step__index", "verdict"))
+    # R1-style arithmetic inside the thought is checked like any step
+    assert got == {1: "neutral", 2: "invalid", 3: "valid", 4: "valid"}

@@ -23,7 +23,7 @@ def test_the_charts_draw_and_follow_the_filters(live_server, browser, owner, stu
     page.on("pageerror", lambda exc: problems.append(str(exc)))
     page.on("request", lambda req: outside.append(req.url) if not req.url.startswith(live_server.url) else None)
 
-    for path, charts in [("", 1), ("hazard/", 3), ("distributions/", 3), ("ablations/", 1)]:
+    for path, charts in [("", 1), ("hazard/", 5), ("distributions/", 3), ("ablations/", 1)]:
         page.goto(f"{live_server.url}/studies/{study.pk}/analytics/{path}")
         expect(page.locator("[data-chart] .main-svg").first).to_be_visible()
         assert page.locator("[data-chart][data-drawn='1']").count() == charts, path
@@ -33,6 +33,7 @@ def test_the_charts_draw_and_follow_the_filters(live_server, browser, owner, stu
     page.wait_for_url("**model=m1**")
     expect(page.locator("#analytics-body details summary").first).to_contain_text("m1")
     expect(page.locator("[data-chart='chart-hazard'] .main-svg").first).to_be_visible()
-    assert page.locator("#analytics-body details").count() == 1
+    # one model: one table of the hazard by step and one by relative position
+    assert page.locator("#analytics-body details").count() == 2
     assert not problems, problems
     assert not outside, outside
