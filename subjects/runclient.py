@@ -44,7 +44,7 @@ from runs.transport import (
     ModelPool,
     ModelRequest,
 )
-from subjects import core, prompts
+from subjects import core, prompts, thinking
 from subjects.models import Generation, GenerationRun, SubjectModel
 
 KIND = "generation"
@@ -173,11 +173,17 @@ class GenerationWork(ChunkWork):
         cfg = self.config
         text = prompts.render(cfg["template"], problem=problem.statement, problem_id=problem.problem_id,
                               exemplars=cfg["exemplars"])
+        think = thinking.settings_of(cfg)
+        text = thinking.user_text(text, think["thinking"], think["thinking_switch"])
         seed = core.sample_seed(cfg["seed"], sample)
         body: dict[str, Any] = {"temperature": cfg["temperature"], "max_tokens": cfg["max_tokens"]}
         for key, value in (("seed", seed), ("top_p", cfg["top_p"]), ("stop", cfg["stop"] or None)):
             if value is not None:
                 body[key] = value
+        extras = thinking.request_extras(think["thinking"], think["thinking_switch"], think["reasoning_effort"],
+                                         think["thinking_budget"])
+        if extras:  # fields outside the openai client's signature go through as they are
+            body["extra_body"] = extras
         if cfg["api"] == SubjectModel.Api.COMPLETIONS:
             body["prompt"] = prompts.completion_prompt(cfg["system_prompt"], text)
         else:
@@ -268,7 +274,34 @@ def trace_regime(subject_cfg: dict[str, Any], result: SampleResult, k: int) -> d
         subject_model_version=subject_cfg["version"],
         configured_model=subject_cfg["model"],
         sample=result.sample,
+        **thinking_regime(subject_cfg, result.completion),
     )
+
+
+def thinking_regime(subject_cfg: dict[str, Any], completion: Completion) -> dict[str, Any]:
+    """The thinking settings and, for a model that thinks, the thought's approximate token count
+    (word pieces of the separate reasoning channel, else of the inline <think> block)."""
+    out = thinking.regime_fields(subject_cfg)
+    thought = completion.reasoning or inline_thought(completion.text)
+    if out or thought:
+        out["thought_tokens"] = thinking.approx_tokens(thought)
+    return out
+
+
+def inline_thought(text: str) -> str:
+    """The thought of a completion that carries it inline: what lies before a closing </think> (R1's
+    templates open it in the prompt), or after an opening <think> that was never closed (truncated)."""
+    head, closed, _rest = text.partition("</think>")
+    if closed:
+        return head.split("<think>", 1)[-1]
+    return text.split("<think>", 1)[1] if "<think>" in text else ""
+
+
+def no_thought_when_asked(subject_cfg: dict[str, Any], completion: Completion) -> bool:
+    """Thinking is on but the model returned no thought at all (no separate channel, no think tags)."""
+    if thinking.settings_of(subject_cfg)["thinking"] != thinking.ON:
+        return False
+    return not completion.reasoning.strip() and "<think>" not in completion.text and "</think>" not in completion.text
 
 
 def write_generations(gen_run: GenerationRun, subject: SubjectModel, outcomes: Sequence[ProblemOutcome],
@@ -287,6 +320,8 @@ def write_generations(gen_run: GenerationRun, subject: SubjectModel, outcomes: S
             meta: dict[str, Any] = {"finish_reason": c.finish_reason}
             if truncated:
                 meta["truncated"] = True
+            if no_thought_when_asked(cfg, c):
+                meta["no_thought"] = True  # thinking was on, yet the model returned no thought
             records.append(TraceIn.model_validate({
                 "kind": "trace", "problem_id": problem_ids[out.item], "model": subject.name, "trace_id": tid,
                 "raw": c.text, "thought": c.reasoning or None, "meta": meta,
