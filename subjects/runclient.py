@@ -28,9 +28,10 @@ from django.db.models import F
 from annotation import signals
 from annotation.importing.pipeline import pk_map, write_records
 from annotation.importing.records import TraceIn
-from annotation.importing.regime import host_of, regime
+from annotation.importing.regime import host_of, messages_hash, regime
 from annotation.models import Problem, Study, Trace
 from runs import cache as run_cache
+from runs.chat_template import ChatTemplateError, render_chat
 from runs.clients import Accounting, ChunkWork, RunClient
 from runs.models import Run
 from runs.transport import (
@@ -184,13 +185,17 @@ class GenerationWork(ChunkWork):
                                          think["thinking_budget"])
         if extras:  # fields outside the openai client's signature go through as they are
             body["extra_body"] = extras
-        if cfg["api"] == SubjectModel.Api.COMPLETIONS:
+        digest = prompts.prompt_hash(cfg["api"], cfg["system_prompt"], text)
+        if cfg["api"] == SubjectModel.Api.COMPLETIONS and (cfg.get("chat_template") or "").strip():
+            body["prompt"] = templated_prompt(cfg, text)
+            digest = messages_hash(body["prompt"])
+        elif cfg["api"] == SubjectModel.Api.COMPLETIONS:
             body["prompt"] = prompts.completion_prompt(cfg["system_prompt"], text)
         else:
             body["messages"] = prompts.messages(cfg["system_prompt"], text)
         request = ModelRequest(item=problem.pk, build=lambda _mode, body=body: dict(body),
                                parse_choice=parse_completion, api=cfg["api"], key_extra={"sample": sample})
-        return request, prompts.prompt_hash(cfg["api"], cfg["system_prompt"], text)
+        return request, digest
 
     def execute(self, inputs: Sequence[ProblemInput], control: Control) -> Iterator[ProblemOutcome]:
         store = run_cache.DbStore(cache_scope(self.subject), force=self.gen_run.run.force)
@@ -278,6 +283,33 @@ def trace_regime(subject_cfg: dict[str, Any], result: SampleResult, k: int) -> d
     )
 
 
+def templated_prompt(cfg: dict[str, Any], text: str) -> str:
+    """The raw prompt of a completions-API model with a chat template: the chat rendered by the
+    model's own template with the generation prompt, and ``enable_thinking`` when thinking is set
+    (Qwen3's templates read it; a template that opens ``<think>`` makes the model start mid-thought)."""
+    think = thinking.settings_of(cfg)
+    variables = {"enable_thinking": think["thinking"] == thinking.ON} if think["thinking"] else {}
+    try:
+        return render_chat(cfg["chat_template"], prompts.messages(cfg["system_prompt"], text),
+                           add_generation_prompt=True, eos_token=cfg.get("eos_token") or "", **variables)
+    except ChatTemplateError as exc:
+        raise FatalRunError(f"the subject model's chat template: {exc}") from None
+
+
+THINK_OPEN = "<think>\n"
+
+
+def prompt_opens_thought(cfg: dict[str, Any]) -> bool:
+    """The completions prompt ends inside an opened thought (R1's and Qwen3's templates, a thinking
+    template for SmolLM2): the generation prompt ends with ``<think>``."""
+    if cfg.get("api") != SubjectModel.Api.COMPLETIONS or not (cfg.get("chat_template") or "").strip():
+        return False
+    try:
+        return templated_prompt(cfg, "?").rstrip().endswith("<think>")
+    except FatalRunError:
+        return False
+
+
 def thinking_regime(subject_cfg: dict[str, Any], completion: Completion) -> dict[str, Any]:
     """The thinking settings and, for a model that thinks, the thought's approximate token count
     (word pieces of the separate reasoning channel, else of the inline <think> block)."""
@@ -312,14 +344,22 @@ def write_generations(gen_run: GenerationRun, subject: SubjectModel, outcomes: S
     version = gen_run.config_version
     records: list[TraceIn] = []
     rows: list[tuple[int, SampleResult, str]] = []  # (problem pk, result, trace id)
+    opened = prompt_opens_thought(cfg)
     for out in outcomes:
         for result in out.samples:
             c = result.completion
+            if opened and "<think>" not in c.text:
+                # The prompt's template opened the thought: the completion starts inside it. The trace's raw
+                # output gets that opening tag back, so a thought cut by max_tokens (no tag at all in the
+                # completion) still reads as an unclosed thought, not as an answer.
+                c = result.completion = Completion(THINK_OPEN + c.text, c.reasoning, c.finish_reason, c.model)
             tid = core.generated_trace_id(subject.name, version, problem_ids[out.item], result.sample)
             truncated = c.finish_reason == "length"
             meta: dict[str, Any] = {"finish_reason": c.finish_reason}
             if truncated:
                 meta["truncated"] = True
+            if opened:
+                meta["prompt_opened_thought"] = True
             if no_thought_when_asked(cfg, c):
                 meta["no_thought"] = True  # thinking was on, yet the model returned no thought
             records.append(TraceIn.model_validate({

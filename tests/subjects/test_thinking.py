@@ -4,6 +4,8 @@ model that does not think when asked to, and the form, REST and CLI that set the
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
@@ -169,3 +171,36 @@ def test_the_form_labels_and_saves_the_settings(study, owner, thinker):
     assert (s.thinking, s.thinking_switch, s.reasoning_effort, s.thinking_budget) == ("on", "prompt", "low", 300)
     detail = web.get(s.get_absolute_url()).content.decode()
     assert "on (in the prompt (/think or /no_think)), reasoning effort low, thinking budget 300 tokens" in detail
+
+
+# -- a completions-API model whose chat template opens the thought ------------------------------------------------
+
+THINKING_TEMPLATE = (Path(__file__).resolve().parents[1] / "runs" / "data" / "smollm2_thinking_chat_template.jinja") \
+    .read_text()
+
+
+def test_a_template_that_opens_the_thought_gives_a_trace_whose_thought_is_cut_unclosed(make_problems, study, thinker):
+    make_problems(1)
+    server = thinker()
+    subject = make(study, server, api="completions", chat_template=THINKING_TEMPLATE, eos_token="<|im_end|>",
+                   thinking="on", max_tokens=6)
+    _, job = generate(subject)
+    assert job.status == Job.Status.SUCCEEDED
+    prompt = server.requests[0].body["prompt"]
+    assert prompt.endswith("<|im_start|>assistant\n<think>\n") and "Ann has 2 apples" in prompt
+    t = Trace.objects.get(model="qwen")
+    # the completion began inside the thought; the raw output gets the prompt's opening tag back
+    assert t.raw == "<think>\nI start with 2.\n\nAdding 3"
+    assert t.meta["prompt_opened_thought"] is True and t.meta["truncated"] is True
+    assert t.regime["thought_tokens"] == 7 and len(t.regime["messages_hash"]) == 64
+
+
+def test_thinking_off_renders_the_templates_empty_thought_and_the_template_is_versioned(make_problems, study, thinker):
+    make_problems(1)
+    server = thinker()
+    subject = make(study, server, api="completions", chat_template=THINKING_TEMPLATE, thinking="off")
+    generate(subject)
+    assert server.requests[0].body["prompt"].endswith("<think>\n\n</think>\n\n")
+    assert "prompt_opened_thought" not in Trace.objects.get(model="qwen").meta
+    subject, _ = services.do_save_subject(study, {"chat_template": THINKING_TEMPLATE + " "}, subject=subject)
+    assert subject.version == 2  # a completions model's prompt is its template's rendering
