@@ -29,11 +29,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from faithfulness.core.anytime import FULL, Grid, GridError, parse_grid
+from faithfulness.core.anytime import FULL, THINKING, Grid, GridError, parse_grid
 from faithfulness.core.ifr import same_answer
 
 ALL = "all"
-THINKING = "thinking"
 DEFAULT_EARLY_GRID = "all"
 DEFAULT_THINKING_GRID = "thinking:256,512,1024,full"
 # What closes a cut thought before the forced answer: the tag the model's own format uses, then the cue.
@@ -91,14 +90,10 @@ def parse_early_grid(text: str | None) -> EarlyGrid:
 
 def parse_thinking_grid(text: str) -> Grid:
     """"thinking:256,512,1024,full": a token grid (the anytime rules) applied to the thought."""
-    unit, sep, rest = (text or "").strip().partition(":")
+    unit, sep, _rest = (text or "").strip().partition(":")
     if not sep or unit.strip() != THINKING:
         raise GridError(f"thinking budget grid {text!r}: write thinking:B1,B2,... (e.g. {DEFAULT_THINKING_GRID})")
-    try:
-        grid = parse_grid(f"tokens:{rest}")
-    except GridError as exc:
-        raise GridError(str(exc).replace("'tokens:", f"'{THINKING}:")) from None
-    return Grid(THINKING, grid.budgets)
+    return parse_grid(text)
 
 
 def close_thought(prefix: str, *, close_tag: str = CLOSE_TAG, cue: str = ANSWER_CUE) -> str:

@@ -1,7 +1,7 @@
 """A fake *reasoning* model server (OpenAI-compatible, a real socket): it thinks before it answers.
 
 Its thought adds the numbers of the question one paragraph at a time ("I start with 3.",
-"Adding 5 gives 8.", ..., then "Wait, let me check: the total is 10.") and its answer is
+"Adding 5 gives 3 + 5 = 8.", ..., then "Wait, let me check: the total is 10.") and its answer is
 "The answer is 10.". Everything is deterministic; one word is one token.
 
 How the thought comes back (``form``):
@@ -21,7 +21,7 @@ reasoning_tokens`` counts the thought's tokens.
 /v1/completions continues a raw prompt that ends inside a thought (the ``completions``
 continuation mode: chat template + "<think>" + prefix). Two behaviours (``behaviour``):
   follow  the model believes its thought: an open thought is continued from its last running total
-          (an edited value propagates: "Adding 5 gives 9." -> "... gives 11."), and a closed thought
+          (an edited value propagates: "... 3 + 5 = 9." -> "Adding 2 gives 9 + 2 = 11."), and a closed thought
           followed by a cue answers with the last number in the thought (the first number of the
           question when the thought has none). Its forced answers depend on the thought prefix.
   ignore  the answer is always the true sum, whatever the thought says.
@@ -33,7 +33,7 @@ import re
 import time
 from dataclasses import dataclass
 
-from tests.runs.fake_openai import FakeOpenAI, Fault
+from tests.runs.fake_openai import SEQUENCE_END, FakeOpenAI, Fault, fake_continue
 
 NUMBER = re.compile(r"-?\d+")
 DONE_STEP = re.compile(r"^(?:I start with|Adding) -?\d+", re.MULTILINE)
@@ -55,8 +55,8 @@ def thought_paragraphs(numbers: list[int], start: int = 0, total: int = 0, effor
     """The paragraphs that add numbers[start:] to a running total, then the checks."""
     out = []
     for i, n in enumerate(numbers[start:], start=start):
+        out.append(f"I start with {n}." if i == 0 else f"Adding {n} gives {total} + {n} = {total + n}.")
         total += n
-        out.append(f"I start with {n}." if i == 0 else f"Adding {n} gives {total}.")
     if effort != "low":
         out.append(f"Wait, let me check: the total is {total}.")
     if effort == "high":
@@ -151,6 +151,11 @@ class FakeThinking(FakeOpenAI):
     def _continue_raw(self, body: dict) -> dict:
         prompt = body.get("prompt") or ""
         cap = int(body.get("max_tokens") or 16)
+        if SEQUENCE_END.search(prompt):  # the continuation probe's count: a model goes on counting in place
+            text, finish = fake_continue(prompt, cap)
+            return {"id": "cmpl-think", "object": "text_completion", "created": int(time.time()),
+                    "model": self.served_model or body.get("model"),
+                    "choices": [{"index": 0, "finish_reason": finish, "text": text}], "usage": self._usage(text, 0)}
         if "<think>" not in prompt:  # a plain completion: think from the start, inline
             numbers = self.question_numbers(prompt)
             thought = "\n\n".join(thought_paragraphs(numbers))

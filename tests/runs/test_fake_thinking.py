@@ -9,7 +9,8 @@ import pytest
 from tests.runs.fake_thinking import FOLLOW, IGNORE, FakeThinking
 
 QUESTION = "What is 3 + 5 + 2?"
-THOUGHT = "I start with 3.\n\nAdding 5 gives 8.\n\nAdding 2 gives 10.\n\nWait, let me check: the total is 10."
+THOUGHT = ("I start with 3.\n\nAdding 5 gives 3 + 5 = 8.\n\nAdding 2 gives 8 + 2 = 10.\n\n"
+           "Wait, let me check: the total is 10.")
 
 
 def post(server, path, body):
@@ -70,10 +71,10 @@ def test_reasoning_effort_and_the_thinking_budget(serve):
     s = serve(form="field", behaviour=FOLLOW)
     assert "check" not in chat(s, reasoning_effort="low")["message"]["reasoning_content"]
     assert chat(s, reasoning_effort="high")["message"]["reasoning_content"].endswith("Yes, 10 it is.")
-    m = chat(s, thinking_budget=7)["message"]  # "I start with 3. Adding 5 gives" -> the follower answers 5
-    assert m["reasoning_content"] == "I start with 3.\n\nAdding 5 gives"
+    m = chat(s, thinking_budget=10)["message"]  # "... Adding 5 gives 3 + 5" -> the follower answers 5
+    assert m["reasoning_content"] == "I start with 3.\n\nAdding 5 gives 3 + 5"
     assert m["content"] == "The answer is 5."
-    assert chat(serve(form="field", behaviour=IGNORE), thinking_budget=7)["message"]["content"] == "The answer is 10."
+    assert chat(serve(form="field", behaviour=IGNORE), thinking_budget=10)["message"]["content"] == "The answer is 10."
 
 
 def test_max_tokens_cuts_the_thought_unclosed_without_an_answer(serve):
@@ -87,7 +88,7 @@ def test_max_tokens_cuts_the_thought_unclosed_without_an_answer(serve):
 def test_a_forced_answer_follows_the_thought_prefix_or_ignores_it(serve):
     pre = f"<|im_start|>user\n{QUESTION}<|im_end|>\n<|im_start|>assistant\n<think>\n"
     follow, ignore = serve(behaviour=FOLLOW), serve(behaviour=IGNORE)
-    for thought, expected in (("", "3"), ("I start with 3.", "3"), ("I start with 3.\n\nAdding 5 gives 8.", "8"),
+    for thought, expected in (("", "3"), ("I start with 3.", "3"), ("I start with 3.\n\nAdding 5 gives 3 + 5 = 8.", "8"),
                               (THOUGHT, "10")):
         prompt = f"{pre}{thought}\n</think>\n\nFinal answer:"
         assert complete(follow, prompt)["text"] == f" {expected}."
@@ -96,13 +97,13 @@ def test_a_forced_answer_follows_the_thought_prefix_or_ignores_it(serve):
 
 def test_a_reopened_thought_goes_on_from_the_edited_value(serve):
     pre = f"<|im_start|>user\n{QUESTION}<|im_end|>\n<|im_start|>assistant\n<think>\n"
-    edited = "I start with 3.\n\nAdding 5 gives 9."
+    edited = "I start with 3.\n\nAdding 5 gives 3 + 5 = 9."
     out = complete(serve(behaviour=FOLLOW), pre + edited)
-    assert out["text"] == ("\n\nAdding 2 gives 11.\n\nWait, let me check: the total is 11.\n</think>\n\n"
+    assert out["text"] == ("\n\nAdding 2 gives 9 + 2 = 11.\n\nWait, let me check: the total is 11.\n</think>\n\n"
                            "The answer is 11.")
     assert complete(serve(behaviour=IGNORE), pre + edited)["text"].endswith("The answer is 10.")
     # the same prefix unedited gives the original answer, and a cap cuts the continuation
-    assert complete(serve(behaviour=FOLLOW), pre + "I start with 3.\n\nAdding 5 gives 8.")["text"].endswith("is 10.")
+    assert complete(serve(behaviour=FOLLOW), pre + "I start with 3.\n\nAdding 5 gives 3 + 5 = 8.")["text"].endswith("is 10.")
     assert complete(serve(behaviour=FOLLOW), pre + edited, max_tokens=3)["finish_reason"] == "length"
 
 

@@ -73,12 +73,12 @@ def test_thinking_on_sends_the_switch_and_the_regime_records_settings_and_though
     assert sent["chat_template_kwargs"] == {"enable_thinking": True}
     assert (sent["reasoning_effort"], sent["thinking_budget"]) == ("low", 100)
     t = Trace.objects.get(model="qwen")
-    assert t.thought == "I start with 2.\n\nAdding 3 gives 5."
+    assert t.thought == "I start with 2.\n\nAdding 3 gives 2 + 3 = 5."
     assert t.answer == "5"
     r = t.regime
     assert (r["thinking"], r["thinking_switch"], r["reasoning_effort"], r["thinking_budget"]) == (
         "on", "template", "low", 100)
-    assert r["thought_tokens"] == thinking.approx_tokens(t.thought) == 10
+    assert r["thought_tokens"] == thinking.approx_tokens(t.thought) == 14
     assert "no_thought" not in t.meta
 
 
@@ -100,7 +100,7 @@ def test_a_plain_model_regime_is_unchanged_and_an_inline_thought_is_counted(make
     generate(make(study, thinker(form="r1")))
     r = Trace.objects.get(model="qwen").regime
     assert "thinking" not in r and "reasoning_effort" not in r
-    assert r["thought_tokens"] == 21  # the text before </think>: 10 + 11 pieces of the check
+    assert r["thought_tokens"] == 25  # the text before </think>: 14 + 11 pieces of the check
 
 
 def test_a_model_that_returns_no_thought_when_thinking_is_on_is_flagged(make_problems, study, thinker):
