@@ -131,3 +131,42 @@ def test_the_early_answering_command_waits_and_prints_the_curve(reasoners, study
                  "--channel", "thought", "--wait")
     assert "traces 3" in capsys.readouterr().out
     assert SubjectModel.objects.get(name="ignore").thinking == "on"
+
+
+def test_pages_rest_and_export_show_early_answering_and_thinking_budgets(reasoners, study, client, owner, member,
+                                                                        outsider):
+    follow, _ = reasoners[FOLLOW]
+    ignore, _ = reasoners[IGNORE]
+    for subject in (follow, ignore):
+        run(services.do_start_early(subject, queue=False))
+    budgets = run(services.do_start_anytime(follow, grid="thinking:5,10,full", queue=False))
+    early_run = FaithfulnessRun.objects.filter(kind="early_answering", subject=follow).get()
+    client.force_login(outsider)
+    assert client.get(f"/faithfulness/runs/{early_run.pk}/").status_code == 404
+    client.force_login(member)
+    page = client.get(f"/studies/{study.pk}/faithfulness/").content.decode()
+    assert 'data-chart="chart-early"' in page and 'id="chart-early" type="application/json"' in page
+    assert "follow (completions, AOC 0.500)" in page and "ignore (completions, AOC 0.000)" in page
+    assert 'data-chart="chart-thinking"' in page and "0.375" in page  # AUC_think of the follower
+    run_page = client.get(f"/faithfulness/runs/{early_run.pk}/").content.decode()
+    assert 'id="early-summary"' in run_page and "0.667" in run_page and "Channel</th><td>thought" in run_page
+    assert 'id="auc-think">0.375' in client.get(f"/faithfulness/runs/{budgets.pk}/").content.decode()
+    csv = client.get(f"/studies/{study.pk}/analytics/export/?what=early-answering&format=csv&model=follow")
+    lines = csv.content.decode().strip().splitlines()
+    assert lines[0].startswith("run,model,mode,grid,trace_id,steps,k,fraction,forced_answer,final_answer,same")
+    assert len(lines) == 1 + 3 * 4
+    # REST: members read the summary, owners start a run, a bad grid is named
+    from rest_framework.authtoken.models import Token
+    from rest_framework.test import APIClient
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.get_or_create(user=member)[0].key}")
+    detail = api.get(f"/api/v1/faithfulness-runs/{early_run.pk}/").json()
+    assert detail["kind"] == "early_answering" and detail["summary"]["aoc"] == pytest.approx(0.5)
+    assert api.get(f"/api/v1/faithfulness-runs/{budgets.pk}/").json()["summary"]["auc_think"] == pytest.approx(0.375)
+    url = f"/api/v1/studies/{study.pk}/faithfulness-runs/"
+    assert api.post(url, {"what": "early_answering", "model": "follow"}, format="json").status_code == 403
+    api.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.get_or_create(user=owner)[0].key}")
+    r = api.post(url, {"what": "early_answering", "model": "follow", "grid": "0,2"}, format="json")
+    assert r.status_code == 400 and "outside [0, 1]" in str(r.json())
+    r = api.post(url, {"what": "early_answering", "model": "follow", "grid": "0,0.5,1"}, format="json")
+    assert r.status_code == 202, r.json()
