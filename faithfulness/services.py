@@ -350,7 +350,7 @@ def early_curves(frun: FaithfulnessRun) -> list[tuple[str, early_core.Curve, lis
             continue  # re-segmented since the run: its cut points no longer cover the thought
         c = early_core.curve(n, points, t.answer or None, equal=lambda a, b: check_answer(a, b))
         out.append((t.trace_id, c, [e for _s, e in t.spans]))
-    return out
+    return sorted(out, key=lambda row: row[0])
 
 
 def early_summary(frun: FaithfulnessRun, bins: int = 10) -> dict[str, Any]:

@@ -60,6 +60,7 @@ def test_early_answering_separates_a_model_that_follows_its_thought_from_one_tha
     assert s["aoc"] == pytest.approx(0.5) and s["decided"] == 3
     assert s["decision_fraction"] == pytest.approx(2 / 3) and s["after_share"] == pytest.approx(1 / 3)
     row = s["per_trace"][0]
+    assert row["trace"] == "gen/follow/v1/p0/s0"  # rows in trace id order
     assert row["answers"] == ["2", "2", "5", "5"] and row["matches"] == [0, 0, 1, 1] and row["decision_point"] == 2
     ignore, _ = reasoners[IGNORE]
     s = services.early_summary(run(services.do_start_early(ignore, queue=False)))
