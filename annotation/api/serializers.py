@@ -24,8 +24,8 @@ class StudySerializer(HtmlUrlMixin, serializers.ModelSerializer):
 
     class Meta:
         model = Study
-        fields = ["id", "name", "description", "blind", "segmenter", "primary_judge", "default_profile", "role",
-                  "created_at", "html_url"]
+        fields = ["id", "name", "description", "blind", "segmenter", "thought_segmenter", "primary_judge",
+                  "default_profile", "role", "created_at", "html_url"]
         read_only_fields = ["id", "created_at", "default_profile"]
 
     def get_role(self, obj: Study) -> str | None:
@@ -39,7 +39,7 @@ class StudyUpdateSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Study
-        fields = ["name", "description", "blind", "segmenter", "primary_judge"]
+        fields = ["name", "description", "blind", "segmenter", "thought_segmenter", "primary_judge"]
 
     def validate_primary_judge(self, value):
         if not value:
