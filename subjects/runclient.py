@@ -296,9 +296,6 @@ def templated_prompt(cfg: dict[str, Any], text: str) -> str:
         raise FatalRunError(f"the subject model's chat template: {exc}") from None
 
 
-THINK_OPEN = "<think>\n"
-
-
 def prompt_opens_thought(cfg: dict[str, Any]) -> bool:
     """The completions prompt ends inside an opened thought (R1's and Qwen3's templates, a thinking
     template for SmolLM2): the generation prompt ends with ``<think>``."""
@@ -314,26 +311,25 @@ def thinking_regime(subject_cfg: dict[str, Any], completion: Completion) -> dict
     """The thinking settings and, for a model that thinks, the thought's approximate token count
     (word pieces of the separate reasoning channel, else of the inline <think> block)."""
     out = thinking.regime_fields(subject_cfg)
-    thought = completion.reasoning or inline_thought(completion.text)
+    thought = completion.reasoning or inline_thought(completion.text, opened=prompt_opens_thought(subject_cfg))
     if out or thought:
         out["thought_tokens"] = thinking.approx_tokens(thought)
     return out
 
 
-def inline_thought(text: str) -> str:
+def inline_thought(text: str, *, opened: bool = False) -> str:
     """The thought of a completion that carries it inline: what lies before a closing </think> (R1's
-    templates open it in the prompt), or after an opening <think> that was never closed (truncated)."""
+    templates open it in the prompt), or after an opening <think> that was never closed (truncated), or
+    all of it when the prompt opened the thought and nothing closed it."""
     head, closed, _rest = text.partition("</think>")
     if closed:
         return head.split("<think>", 1)[-1]
-    return text.split("<think>", 1)[1] if "<think>" in text else ""
+    if "<think>" in text:
+        return text.split("<think>", 1)[1]
+    return text if opened else ""
 
 
-def no_thought_when_asked(subject_cfg: dict[str, Any], completion: Completion) -> bool:
-    """Thinking is on but the model returned no thought at all (no separate channel, no think tags)."""
-    if thinking.settings_of(subject_cfg)["thinking"] != thinking.ON:
-        return False
-    return not completion.reasoning.strip() and "<think>" not in completion.text and "</think>" not in completion.text
+
 
 
 def write_generations(gen_run: GenerationRun, subject: SubjectModel, outcomes: Sequence[ProblemOutcome],
@@ -348,11 +344,6 @@ def write_generations(gen_run: GenerationRun, subject: SubjectModel, outcomes: S
     for out in outcomes:
         for result in out.samples:
             c = result.completion
-            if opened and "<think>" not in c.text:
-                # The prompt's template opened the thought: the completion starts inside it. The trace's raw
-                # output gets that opening tag back, so a thought cut by max_tokens (no tag at all in the
-                # completion) still reads as an unclosed thought, not as an answer.
-                c = result.completion = Completion(THINK_OPEN + c.text, c.reasoning, c.finish_reason, c.model)
             tid = core.generated_trace_id(subject.name, version, problem_ids[out.item], result.sample)
             truncated = c.finish_reason == "length"
             meta: dict[str, Any] = {"finish_reason": c.finish_reason}
@@ -360,11 +351,13 @@ def write_generations(gen_run: GenerationRun, subject: SubjectModel, outcomes: S
                 meta["truncated"] = True
             if opened:
                 meta["prompt_opened_thought"] = True
-            if no_thought_when_asked(cfg, c):
-                meta["no_thought"] = True  # thinking was on, yet the model returned no thought
             records.append(TraceIn.model_validate({
                 "kind": "trace", "problem_id": problem_ids[out.item], "model": subject.name, "trace_id": tid,
                 "raw": c.text, "thought": c.reasoning or None, "meta": meta,
+                # The prompt's template opened the thought: the completion starts inside it, so a thought cut by
+                # max_tokens (no tag at all) is read as an unclosed thought, not as an answer. A model that
+                # returns no thought while the regime says thinking is on is flagged by the import.
+                "prompt_opens_thought": opened,
                 "regime": trace_regime(cfg, result, gen_run.samples),
             }))
             rows.append((out.item, result, tid))

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from django.core.management import CommandError, call_command
 
-from annotation.models import Trace
+from annotation.models import Step, Trace
 from faithfulness import services
 from faithfulness.models import FaithfulnessRun, Status
 from subjects import services as subject_services
@@ -71,7 +71,8 @@ def test_a_grid_of_fractions_and_a_trace_without_thought(reasoners, study):
     follow, _ = reasoners[FOLLOW]
     frun = run(services.do_start_early(follow, grid="0,0.5,1", queue=False))
     assert sorted(set(frun.points.values_list("budget", flat=True))) == [0, 1, 3]
-    Trace.objects.filter(model="follow").update(thought="")
+    Step.objects.filter(trace__model="follow", channel="thought").delete()
+    Trace.objects.filter(model="follow").update(thought="", n_thought_steps=0)
     with pytest.raises(ValueError, match="no thought steps: early answering needs a reasoning model"):
         services.do_start_early(follow, queue=False)
 

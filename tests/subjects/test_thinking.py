@@ -79,7 +79,7 @@ def test_thinking_on_sends_the_switch_and_the_regime_records_settings_and_though
     assert (r["thinking"], r["thinking_switch"], r["reasoning_effort"], r["thinking_budget"]) == (
         "on", "template", "low", 100)
     assert r["thought_tokens"] == thinking.approx_tokens(t.thought) == 14
-    assert "no_thought" not in t.meta
+    assert not t.meta["thought"].get("missing")
 
 
 def test_thinking_off_through_the_prompt_and_a_budget_change_makes_a_new_version(make_problems, study, thinker):
@@ -107,7 +107,7 @@ def test_a_model_that_returns_no_thought_when_thinking_is_on_is_flagged(make_pro
     make_problems(1)
     generate(make(study, thinker(form="silent"), thinking="on"))
     t = Trace.objects.get(model="qwen")
-    assert t.meta["no_thought"] is True and t.regime["thought_tokens"] == 0
+    assert t.meta["thought"]["missing"] is True and t.regime["thought_tokens"] == 0
 
 
 def test_a_thought_cut_by_max_tokens_is_counted_and_the_trace_kept_truncated(make_problems, study, thinker):
@@ -189,8 +189,9 @@ def test_a_template_that_opens_the_thought_gives_a_trace_whose_thought_is_cut_un
     prompt = server.requests[0].body["prompt"]
     assert prompt.endswith("<|im_start|>assistant\n<think>\n") and "Ann has 2 apples" in prompt
     t = Trace.objects.get(model="qwen")
-    # the completion began inside the thought; the raw output gets the prompt's opening tag back
-    assert t.raw == "<think>\nI start with 2.\n\nAdding 3"
+    # the completion began inside the thought and was cut: an unclosed thought, kept, with no answer
+    assert t.raw == "I start with 2.\n\nAdding 3"
+    assert (t.thought, t.thought_truncated, t.n_thought_steps, t.answer) == ("I start with 2.\n\nAdding 3", True, 2, "")
     assert t.meta["prompt_opened_thought"] is True and t.meta["truncated"] is True
     assert t.regime["thought_tokens"] == 7 and len(t.regime["messages_hash"]) == 64
 
