@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from tests.runs.fake_openai import SEQUENCE_END, FakeOpenAI, Fault, fake_continue
 
 NUMBER = re.compile(r"-?\d+")
-DONE_STEP = re.compile(r"^(?:I start with|Adding) -?\d+", re.MULTILINE)
+DONE_STEP = re.compile(r"\b(?:I start with|Adding) -?\d+")  # anywhere: "In other words, Adding 5 ..." too
 TEMPLATE_TOKEN = re.compile(r"<\|[^|]*\|>")
 FOLLOW, IGNORE = "follow", "ignore"
 FORMS = ("inline", "r1", "field", "reasoning", "silent")
