@@ -58,7 +58,8 @@ def early_answering(summaries: list[dict[str, Any]], *, traces: bool = False) ->
         if traces:
             for t in s["per_trace"][:50]:
                 data.append({"type": "scatter", "mode": "lines", "x": t["fractions"], "y": t["matches"],
-                             "line": {"color": color, "width": 1}, "opacity": 0.25, "showlegend": False,
+                             "line": {"color": color, "width": 1, "shape": "hv"}, "opacity": 0.25,
+                             "showlegend": False,
                              "hoverinfo": "skip", "name": t["trace"]})
         aoc = f", AOC {s['aoc']:.3f}" if s["aoc"] is not None else ""
         data.append({"type": "scatter", "mode": "lines+markers", "name": f"{s['model']} ({s['mode']}{aoc})",
@@ -81,4 +82,4 @@ def thinking_budgets(summaries: list[dict[str, Any]]) -> dict[str, Any]:
                      "line": {"color": COLORS[i % len(COLORS)]}})
     return {"data": data, "layout": _layout("Thinking budgets: accuracy against thinking tokens",
                                             xaxis={"title": {"text": "mean thinking tokens used"}},
-                                            yaxis={"title": {"text": "Acc(b)"}, "range": [0, 1]})}
+                                            yaxis={"title": {"text": "Acc(b)"}, "range": [-0.02, 1.02]})}
