@@ -30,6 +30,7 @@ from annotation.importing.pipeline import pk_map, write_records
 from annotation.importing.records import TraceIn
 from annotation.importing.regime import host_of, messages_hash, regime
 from annotation.models import Problem, Study, Trace
+from reasonlib.thinking import split_thinking
 from runs import cache as run_cache
 from runs.chat_template import ChatTemplateError, render_chat
 from runs.clients import Accounting, ChunkWork, RunClient
@@ -174,25 +175,7 @@ class GenerationWork(ChunkWork):
         cfg = self.config
         text = prompts.render(cfg["template"], problem=problem.statement, problem_id=problem.problem_id,
                               exemplars=cfg["exemplars"])
-        think = thinking.settings_of(cfg)
-        text = thinking.user_text(text, think["thinking"], think["thinking_switch"])
-        seed = core.sample_seed(cfg["seed"], sample)
-        body: dict[str, Any] = {"temperature": cfg["temperature"], "max_tokens": cfg["max_tokens"]}
-        for key, value in (("seed", seed), ("top_p", cfg["top_p"]), ("stop", cfg["stop"] or None)):
-            if value is not None:
-                body[key] = value
-        extras = thinking.request_extras(think["thinking"], think["thinking_switch"], think["reasoning_effort"],
-                                         think["thinking_budget"])
-        if extras:  # fields outside the openai client's signature go through as they are
-            body["extra_body"] = extras
-        digest = prompts.prompt_hash(cfg["api"], cfg["system_prompt"], text)
-        if cfg["api"] == SubjectModel.Api.COMPLETIONS and (cfg.get("chat_template") or "").strip():
-            body["prompt"] = templated_prompt(cfg, text)
-            digest = messages_hash(body["prompt"])
-        elif cfg["api"] == SubjectModel.Api.COMPLETIONS:
-            body["prompt"] = prompts.completion_prompt(cfg["system_prompt"], text)
-        else:
-            body["messages"] = prompts.messages(cfg["system_prompt"], text)
+        body, digest = request_body(cfg, text, core.sample_seed(cfg["seed"], sample))
         request = ModelRequest(item=problem.pk, build=lambda _mode, body=body: dict(body),
                                parse_choice=parse_completion, api=cfg["api"], key_extra={"sample": sample})
         return request, digest
@@ -279,8 +262,33 @@ def trace_regime(subject_cfg: dict[str, Any], result: SampleResult, k: int) -> d
         subject_model_version=subject_cfg["version"],
         configured_model=subject_cfg["model"],
         sample=result.sample,
-        **thinking_regime(subject_cfg, result.completion),
+        **thinking_regime(subject_cfg, result.completion, opened=prompt_opens_thought(subject_cfg)),
     )
+
+
+def request_body(cfg: dict[str, Any], text: str, seed: int | None) -> tuple[dict[str, Any], str]:
+    """The body of one completion request of a subject model's configuration snapshot for the rendered
+    prompt ``text``, and the regime's messages hash of what is sent: decoding settings, the thinking
+    settings (subjects/thinking.py), and the prompt as chat messages, a raw prompt, or -- for a
+    completions-API model with a chat template -- the template's rendering."""
+    think = thinking.settings_of(cfg)
+    text = thinking.user_text(text, think["thinking"], think["thinking_switch"])
+    body: dict[str, Any] = {"temperature": cfg["temperature"], "max_tokens": cfg["max_tokens"]}
+    for key, value in (("seed", seed), ("top_p", cfg["top_p"]), ("stop", cfg["stop"] or None)):
+        if value is not None:
+            body[key] = value
+    extras = thinking.request_extras(think["thinking"], think["thinking_switch"], think["reasoning_effort"],
+                                     think["thinking_budget"])
+    if extras:  # fields outside the openai client's signature go through as they are
+        body["extra_body"] = extras
+    if cfg["api"] == SubjectModel.Api.COMPLETIONS and (cfg.get("chat_template") or "").strip():
+        body["prompt"] = templated_prompt(cfg, text)
+        return body, messages_hash(body["prompt"])
+    if cfg["api"] == SubjectModel.Api.COMPLETIONS:
+        body["prompt"] = prompts.completion_prompt(cfg["system_prompt"], text)
+    else:
+        body["messages"] = prompts.messages(cfg["system_prompt"], text)
+    return body, prompts.prompt_hash(cfg["api"], cfg["system_prompt"], text)
 
 
 def templated_prompt(cfg: dict[str, Any], text: str) -> str:
@@ -307,29 +315,15 @@ def prompt_opens_thought(cfg: dict[str, Any]) -> bool:
         return False
 
 
-def thinking_regime(subject_cfg: dict[str, Any], completion: Completion) -> dict[str, Any]:
-    """The thinking settings and, for a model that thinks, the thought's approximate token count
-    (word pieces of the separate reasoning channel, else of the inline <think> block)."""
+def thinking_regime(subject_cfg: dict[str, Any], completion: Completion, *, opened: bool = False) -> dict[str, Any]:
+    """The thinking settings and, for a model that thinks, the thought's approximate token count (word
+    pieces of the thought as the one parser, reasonlib.thinking, reads it from the completion)."""
     out = thinking.regime_fields(subject_cfg)
-    thought = completion.reasoning or inline_thought(completion.text, opened=prompt_opens_thought(subject_cfg))
-    if out or thought:
-        out["thought_tokens"] = thinking.approx_tokens(thought)
+    split = split_thinking(completion.text, reasoning_field=completion.reasoning or None, opened=opened,
+                           cut=completion.finish_reason == "length")
+    if out or split.thought:
+        out["thought_tokens"] = thinking.approx_tokens(split.thought)
     return out
-
-
-def inline_thought(text: str, *, opened: bool = False) -> str:
-    """The thought of a completion that carries it inline: what lies before a closing </think> (R1's
-    templates open it in the prompt), or after an opening <think> that was never closed (truncated), or
-    all of it when the prompt opened the thought and nothing closed it."""
-    head, closed, _rest = text.partition("</think>")
-    if closed:
-        return head.split("<think>", 1)[-1]
-    if "<think>" in text:
-        return text.split("<think>", 1)[1]
-    return text if opened else ""
-
-
-
 
 
 def write_generations(gen_run: GenerationRun, subject: SubjectModel, outcomes: Sequence[ProblemOutcome],
