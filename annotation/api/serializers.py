@@ -80,7 +80,8 @@ class StepSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Step
-        fields = ["step", "text", "start", "end"]
+        # start/end index the step's channel text: the trace's thought, or its raw output for the answer.
+        fields = ["step", "channel", "text", "start", "end"]
 
 
 class TraceListSerializer(HtmlUrlMixin, serializers.ModelSerializer):
@@ -89,7 +90,7 @@ class TraceListSerializer(HtmlUrlMixin, serializers.ModelSerializer):
     class Meta:
         model = Trace
         fields = ["id", "trace_id", "problem_id", "model", "answer", "answer_correct", "answer_origin", "n_steps",
-                  "empty", "flagged", "html_url"]
+                  "n_thought_steps", "thought_truncated", "empty", "flagged", "html_url"]
 
 
 class TraceSerializer(TraceListSerializer):

@@ -171,3 +171,35 @@ def test_generation_records_go_through_the_same_parser(study):
     report = write_records(study, records)
     assert report.traces_created == 2
     assert steps_of("g1") == steps_of("g2") == [(1, "thought", "3 + 4 = 7")]
+
+
+def test_the_bundled_r1_file_imports_from_the_command_line():
+    """README's command: tests/data/thinking/r1_three_ways.jsonl, the same thought three ways plus a cut one."""
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    out = StringIO()
+    call_command("import_traces", str(DATA / "r1_three_ways.jsonl"), study="Thinking", json=True, stdout=out)
+    report = json.loads(out.getvalue())
+    assert (report["traces_created"], report["rejected"]) == (4, [])
+    same = [steps_of(f"r1-330/{way}") for way in ("mid-thought", "inline", "separate")]
+    assert same[0] == same[1] == same[2] and len(same[0]) > 129
+    cut = Trace.objects.get(trace_id="r1-330/cut")
+    assert cut.thought_truncated and cut.n_steps == cut.n_thought_steps > 0 and cut.answer == ""
+    # The cut thought is the start of the whole one, step for step.
+    assert steps_of("r1-330/cut")[:-1] == same[0][: cut.n_thought_steps - 1]
+
+
+def test_the_regime_records_the_thought_tokens_the_server_reported(do_import):
+    usage = {"completion_tokens": 160, "completion_tokens_details": {"reasoning_tokens": 120}}
+    do_import(jsonl(
+        PROBLEM,
+        trace(trace_id="chat", raw="7", reasoning="3 + 4 = 7", usage=usage),
+        trace(trace_id="responses", raw="7", reasoning="x", meta={"usage": {"output_tokens_details": {"reasoning_tokens": 9}}}),
+        trace(trace_id="given", raw="7", reasoning="x", usage=usage, regime={"thought_tokens": 5}),
+        trace(trace_id="unknown", raw="7", reasoning="x", usage={"completion_tokens": 3, "completion_tokens_details": None}),
+    ))
+    tokens = {t.trace_id: t.regime.get("thought_tokens") for t in Trace.objects.all()}
+    assert tokens == {"chat": 120, "responses": 9, "given": 5, "unknown": None}
+    assert Trace.objects.get(trace_id="chat").meta["usage"] == usage  # the record's own key is kept as well
