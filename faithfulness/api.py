@@ -23,6 +23,7 @@ from annotation import access
 from annotation.api.serializers import JobSerializer
 from faithfulness import services
 from faithfulness.core import anytime as any_core
+from faithfulness.core import early as early_core
 from faithfulness.core import edits as edit_core
 from faithfulness.core import validity as val_core
 from faithfulness.models import FaithfulnessRun, Intervention
@@ -54,6 +55,10 @@ class RunSerializer(serializers.ModelSerializer):
             return None
         if obj.kind == FaithfulnessRun.Kind.INTERVENTIONS:
             return services.ifr_summary(obj)
+        if obj.kind == FaithfulnessRun.Kind.EARLY:
+            return services.early_summary(obj)
+        if obj.grid.startswith(f"{any_core.THINKING}:"):
+            return services.thinking_budget_summary(obj)
         return services.anytime_summary(obj)
 
 
@@ -75,6 +80,17 @@ class StartSerializer(serializers.Serializer):
     seed = serializers.IntegerField(required=False, default=0)
     budgets = serializers.CharField(required=False, default=any_core.DEFAULT_TOKEN_GRID)
     mode = serializers.ChoiceField(choices=list(MODES), required=False, allow_blank=True, default="")
+    channel = serializers.ChoiceField(choices=["thought", "answer"], required=False, allow_blank=True, default="",
+                                      help_text="interventions: the channel whose steps are edited (default: the "
+                                                "thought when the traces have one)")
+    grid = serializers.CharField(required=False, default=early_core.DEFAULT_EARLY_GRID,
+                                 help_text="early_answering: 'all' or fractions of the thought, e.g. 0,0.5,1")
+
+    def validate_grid(self, value: str) -> str:
+        try:
+            return early_core.parse_early_grid(value).spec
+        except any_core.GridError as exc:
+            raise serializers.ValidationError(str(exc)) from None
 
     def validate_model(self, value: str) -> SubjectModel:
         try:
@@ -115,7 +131,10 @@ class StudyRuns(generics.ListAPIView):
         try:
             if d["what"] == FaithfulnessRun.Kind.INTERVENTIONS:
                 frun = services.do_start_interventions(d["model"], kinds=d["kinds"], per_trace=d["per_trace"],
-                                                       seed=d["seed"], mode=d["mode"] or None, user=request.user)
+                                                       seed=d["seed"], mode=d["mode"] or None, user=request.user,
+                                                       channel=d["channel"] or None)
+            elif d["what"] == FaithfulnessRun.Kind.EARLY:
+                frun = services.do_start_early(d["model"], grid=d["grid"], mode=d["mode"] or None, user=request.user)
             else:
                 frun = services.do_start_anytime(d["model"], grid=d["budgets"], mode=d["mode"] or None,
                                                  user=request.user)

@@ -47,3 +47,39 @@ def steps_vs_difficulty(scatter: dict[str, list[dict[str, Any]]]) -> dict[str, A
     return {"data": data, "layout": _layout("Steps used against difficulty (mean per skeleton length)",
                                             xaxis={"title": {"text": "skeleton length L_gold (0 = no skeleton)"}},
                                             yaxis={"title": {"text": "steps in the trace"}})}
+
+
+def early_answering(summaries: list[dict[str, Any]], *, traces: bool = False) -> dict[str, Any]:
+    """The same-answer curve per model (share of traces whose forced answer is already the final one,
+    against the share of the thought kept); with ``traces`` each trace's own curve too, thin."""
+    data = []
+    for i, s in enumerate(summaries):
+        color = COLORS[i % len(COLORS)]
+        if traces:
+            for t in s["per_trace"][:50]:
+                data.append({"type": "scatter", "mode": "lines", "x": t["fractions"], "y": t["matches"],
+                             "line": {"color": color, "width": 1, "shape": "hv"}, "opacity": 0.25,
+                             "showlegend": False,
+                             "hoverinfo": "skip", "name": t["trace"]})
+        aoc = f", AOC {s['aoc']:.3f}" if s["aoc"] is not None else ""
+        data.append({"type": "scatter", "mode": "lines+markers", "name": f"{s['model']} ({s['mode']}{aoc})",
+                     "x": [p["x"] for p in s["curve"]], "y": [p["same"] for p in s["curve"]],
+                     "line": {"color": color, "shape": "hv"}})
+    return {"data": data, "layout": _layout("Early answering: the forced answer is already the final one",
+                                            xaxis={"title": {"text": "share of the thought kept (k / T)"},
+                                                   "range": [0, 1]},
+                                            yaxis={"title": {"text": "same answer as the full trace"},
+                                                   "range": [-0.02, 1.02]})}
+
+
+def thinking_budgets(summaries: list[dict[str, Any]]) -> dict[str, Any]:
+    """Acc(b) against the mean thinking tokens used at each budget, per model."""
+    data = []
+    for i, s in enumerate(summaries):
+        auc = f", AUC_think {s['auc_think']:.3f}" if s.get("auc_think") is not None else ""
+        data.append({"type": "scatter", "mode": "lines+markers", "name": f"{s['model']} ({s['grid']}{auc})",
+                     "x": s["thinking_tokens"], "y": s["acc"], "text": s["labels"],
+                     "line": {"color": COLORS[i % len(COLORS)]}})
+    return {"data": data, "layout": _layout("Thinking budgets: accuracy against thinking tokens",
+                                            xaxis={"title": {"text": "mean thinking tokens used"}},
+                                            yaxis={"title": {"text": "Acc(b)"}, "range": [-0.02, 1.02]})}

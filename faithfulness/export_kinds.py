@@ -1,5 +1,5 @@
 """Export kinds of the faithfulness app (``export --what ...``): interventions,
-ifr, anytime, anytime-curve, evidence. Each row names its run, mode and code
+ifr, anytime, anytime-curve, early-answering, evidence. Each row names its run, mode and code
 version; the manifest (scoring.exports.write_file) adds study, counts and time."""
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from faithfulness import services
+from faithfulness.core import early as early_core
 from faithfulness.core import tiers as tier_core
 from faithfulness.models import AnytimePoint, FaithfulnessRun, Intervention
 from scoring.exports import ExportError, ExportRequest, Table, register
@@ -109,6 +110,31 @@ def anytime_curve(request: ExportRequest) -> Table:
                         "acc": acc, "own_answer": own, "n": s["n"], "auc_any": s["auc"],
                         "code_version": s["code_version"]})
     return Table(CURVE_FIELDS, out, meta={"runs": [f.pk for f in runs]})
+
+
+EARLY_FIELDS = ["run", "model", "mode", "grid", "trace_id", "steps", "k", "fraction", "forced_answer",
+                "final_answer", "same", "importance", "aoc", "decision_point", "after_share", "code_version"]
+
+
+@register("early-answering", help="one row per (trace, cut point k) of the newest early-answering run per subject "
+                                  "model and mode: the forced answer, whether it is the final one, and the trace's "
+                                  "AOC, decision point and share of thought after it")
+def early_answering(request: ExportRequest) -> Table:
+    runs = _runs(request, FaithfulnessRun.Kind.EARLY)
+
+    def rows() -> Iterator[dict[str, Any]]:
+        for frun in runs:
+            for tid, c, _ends in services.early_curves(frun):
+                aoc, d, share = early_core.aoc(c), early_core.decision_point(c), early_core.after_share(c)
+                importance = dict(early_core.importance(c))
+                for k, x, answer, same in zip(c.ks, c.fractions, c.answers, c.matches, strict=True):
+                    yield {"run": frun.pk, "model": frun.subject.name, "mode": frun.mode, "grid": frun.grid,
+                           "trace_id": tid, "steps": c.n_steps, "k": k, "fraction": x, "forced_answer": answer,
+                           "final_answer": c.final, "same": same, "importance": importance.get(k), "aoc": aoc,
+                           "decision_point": d, "after_share": share,
+                           "code_version": frun.params.get("code_version", "")}
+
+    return Table(EARLY_FIELDS, rows(), meta={"runs": [f.pk for f in runs]})
 
 
 @register("evidence", help="the evidence tier and headline numbers per model, with the missing report items")

@@ -13,6 +13,7 @@ from django.db.models import QuerySet
 
 from annotation.models import SkeletonStep, Step, Trace
 from faithfulness.core import edits as edit_core
+from reasonlib import parsing
 from subjects.models import Generation, SubjectModel
 
 
@@ -41,17 +42,31 @@ def subject_traces(subject: SubjectModel) -> QuerySet[Trace]:
     return Trace.objects.filter(pk__in=ids)
 
 
-def load_traces(traces: QuerySet[Trace] | Iterable[int], *, with_generation: bool = True) -> list[TraceData]:
-    """Traces with their steps, gold answer and skeleton checks (a handful of queries, any size)."""
+ANSWER, THOUGHT = Step.Channel.ANSWER, Step.Channel.THOUGHT
+CHANNELS = (THOUGHT, ANSWER)
+
+
+def load_traces(traces: QuerySet[Trace] | Iterable[int], *, with_generation: bool = True,
+                channel: str = ANSWER) -> list[TraceData]:
+    """Traces with the steps of one channel, gold answer and skeleton checks (a handful of queries, any
+    size). For ``channel="thought"`` the text is the thought (``Trace.thought``) and the steps are the
+    thought steps; a thought stored before it was segmented is split into paragraphs here."""
+    if channel not in CHANNELS:
+        raise ValueError(f"channel {channel!r}: choose thought or answer")
     qs = traces if isinstance(traces, QuerySet) else Trace.objects.filter(pk__in=list(traces))
+    text_field = "thought" if channel == THOUGHT else "raw"
     rows = list(qs.order_by("pk").values_list(
-        "pk", "trace_id", "raw", "answer", "answer_correct", "problem__gold_answer", "problem__problem_id",
-        "problem__statement", "problem__approved_skeleton_id", "regime", "meta"))
+        "pk", "trace_id", text_field, "answer", "answer_correct", "problem__gold_answer", "problem__problem_id",
+        "problem__statement", "problem__approved_skeleton_id", "regime", "meta", "thought_truncated"))
     pks = [r[0] for r in rows]
     steps: dict[int, list[tuple[str, int | None, int | None]]] = defaultdict(list)
-    for trace, text, start, end in Step.objects.filter(trace_id__in=pks).order_by("trace_id", "index").values_list(
-            "trace_id", "text", "start", "end"):
+    for trace, text, start, end in Step.objects.filter(trace_id__in=pks, channel=channel).order_by(
+            "trace_id", "index").values_list("trace_id", "text", "start", "end"):
         steps[trace].append((text, start, end))
+    if channel == THOUGHT:
+        for pk, _tid, thought, *_rest in rows:  # noqa: B007
+            if thought and pk not in steps:
+                steps[pk] = [(seg.text, seg.start, seg.end) for seg in parsing.segment(thought, "paragraphs")]
     skeletons = {r[8] for r in rows if r[8]}
     checks: dict[int, list[str | None]] = defaultdict(list)
     for sk, check in SkeletonStep.objects.filter(skeleton_id__in=skeletons).order_by("skeleton_id", "position") \
@@ -62,9 +77,15 @@ def load_traces(traces: QuerySet[Trace] | Iterable[int], *, with_generation: boo
         tokens = {t: (n, tr) for t, n, tr in Generation.objects.filter(trace_id__in=pks).values_list(
             "trace_id", "completion_tokens", "truncated")}
     out = []
-    for pk, tid, raw, answer, correct, gold, pid, statement, sk, regime, meta in rows:
+    for pk, tid, raw, answer, correct, gold, pid, statement, sk, regime, meta, thought_truncated in rows:
         text, spans = edit_core.step_spans(raw, steps.get(pk, []))
         n_tokens, truncated = tokens.get(pk, (None, bool((meta or {}).get("truncated"))))
+        if channel == THOUGHT:
+            # A thought's length is its own: the reported completion tokens count the answer too.
+            n_tokens = (regime or {}).get("thought_tokens") if isinstance((regime or {}).get("thought_tokens"),
+                                                                          int) else None
+            # [I] A truncated trace whose answer channel is empty was cut inside its thought.
+            truncated = bool(thought_truncated) or (truncated and not (answer or "").strip())
         out.append(TraceData(pk, tid, text, spans, [s[0] for s in steps.get(pk, [])], answer or "", correct,
                              gold or "", pid, statement, checks.get(sk, []) if sk else [],
                              len(checks.get(sk, [])) if sk else 0, regime or {}, n_tokens, truncated))

@@ -26,6 +26,8 @@ class FaithfulnessRun(models.Model):
     class Kind(models.TextChoices):
         INTERVENTIONS = "interventions"
         ANYTIME = "anytime"
+        # The thought cut after step k, closed and the answer forced (AnytimePoint rows: budget = k steps).
+        EARLY = "early_answering", "early answering"
 
     job = models.OneToOneField(Job, on_delete=models.CASCADE, related_name="faithfulness_run")
     run = models.OneToOneField(Run, on_delete=models.CASCADE, related_name="faithfulness_run")
@@ -33,8 +35,10 @@ class FaithfulnessRun(models.Model):
     kind = models.CharField(max_length=20, choices=Kind.choices)
     config_version = models.PositiveIntegerField()
     mode = models.CharField(max_length=20)  # the continuation mode used (runs.continuation.MODES)
-    grid = models.CharField(max_length=300, blank=True)  # anytime: the budget grid, e.g. "tokens:64,128,full"
-    # interventions: kinds, per_trace, seed; both: the decoding settings, code and edits versions.
+    # anytime: the budget grid, e.g. "tokens:64,128,full" or "thinking:256,full"; early answering: "all" or fractions
+    grid = models.CharField(max_length=300, blank=True)
+    # interventions: kinds, per_trace, seed; all: the decoding settings, code and edits versions, and the
+    # channel the run reads ("thought" or "answer"; absent in runs made before the thinking channel: answer).
     params = models.JSONField(default=dict, blank=True)
     traces = models.PositiveIntegerField(default=0)  # traces considered (the denominator)
     skipped = models.JSONField(default=dict, blank=True)  # {trace_id: reason} for traces with no target

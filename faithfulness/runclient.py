@@ -12,17 +12,20 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from faithfulness.core import early as early_core
 from faithfulness.core import ifr as ifr_core
 from faithfulness.core.edits import VALUE_FLIP
 from faithfulness.core.implied import implied_answer
 from faithfulness.core.numbers import format_value, numbers, to_fraction
-from faithfulness.loading import TraceData, load_traces
+from faithfulness.loading import ANSWER, THOUGHT, TraceData, load_traces
 from faithfulness.models import AnytimePoint, FaithfulnessRun, Intervention, Status
 from reasonlib.parsing import check_answer, extract_answer
 from reasonlib.verifier.verdicts import find_claims
 from runs import cache as run_cache
+from runs.chat_template import ChatTemplateError, render_chat
 from runs.clients import Accounting, ChunkWork, RunClient
 from runs.continuation import (
+    COMPLETIONS,
     DEFAULT_CUE,
     ContinuationError,
     ContinuationResult,
@@ -72,9 +75,15 @@ def forced_answer_text(text: str) -> str:
     return found if 0 < len(found) <= 40 and " " not in found else ""
 
 
-def score_intervention(row: Intervention, continuation: str, gold: str) -> None:
-    """The new answer of the edited trace (prefix + continuation) and f (faithfulness.core.ifr)."""
-    new = extract_answer(row.edited_prefix + continuation) or ""
+def score_intervention(row: Intervention, continuation: str, gold: str, *, channel: str = ANSWER) -> None:
+    """The new answer of the edited trace (prefix + continuation) and f (faithfulness.core.ifr). An edit
+    inside the thought is answered by what follows the thought's closing tag in the continuation; a
+    continuation that never closes the thought states no answer."""
+    if channel == THOUGHT:
+        _thought, closed, after = continuation.partition(early_core.CLOSE_TAG)
+        new = (extract_answer(after) or "") if closed else ""
+    else:
+        new = extract_answer(row.edited_prefix + continuation) or ""
     row.continuation, row.new_answer = continuation, new[:200]
     row.new_correct = (check_answer(new, gold) if new else False) if gold else None
     implied = to_fraction(row.implied) if row.implied else None
@@ -134,10 +143,33 @@ class FaithfulnessWork(ChunkWork):
 
     # -- loading ---------------------------------------------------------------
 
+    @property
+    def channel(self) -> str:
+        return self.frun.params.get("channel") or ANSWER
+
+    def _thought_open(self, messages: Sequence[dict[str, str]]) -> str:
+        """What re-opens the thought before its prefix: nothing when the model's chat template already
+        opens it in the completions mode's prompt (R1, Qwen3), else the opening tag."""
+        if self.frun.mode == COMPLETIONS and self.server.chat_template.strip():
+            try:
+                rendered = render_chat(self.server.chat_template, messages, add_generation_prompt=True,
+                                       eos_token=self.server.eos_token)
+            except ChatTemplateError:
+                rendered = ""  # build_request_body reports the broken template
+            if rendered.rstrip().endswith(early_core.OPEN_TAG):
+                return ""
+        return early_core.OPEN_TAG + "\n"
+
+    def _thought_spec(self, messages: tuple[dict[str, str], ...], thought_prefix: str, seed: int | None) -> ContinuationSpec:
+        """A forced answer from a cut thought: re-opened, cut, closed, cued (faithfulness.core.early)."""
+        cue = early_core.close_thought("", close_tag=early_core.CLOSE_TAG, cue=early_core.ANSWER_CUE)
+        return forced_answer_spec(messages, self._thought_open(messages) + thought_prefix.rstrip(), cue=cue, seed=seed)
+
     def load(self, items: Sequence[int]) -> list[Item]:
         model = Intervention if self.frun.kind == FaithfulnessRun.Kind.INTERVENTIONS else AnytimePoint
         rows = {r.pk: r for r in model.objects.filter(frun=self.frun, pk__in=items, status=Status.PENDING)}
-        traces = {t.pk: t for t in load_traces({r.trace_id for r in rows.values()}, with_generation=True)}
+        traces = {t.pk: t for t in load_traces({r.trace_id for r in rows.values()}, with_generation=True,
+                                               channel=self.channel)}
         cfg = self.frun.params.get("decoding", {})
         out = []
         for pk in items:
@@ -151,9 +183,17 @@ class FaithfulnessWork(ChunkWork):
                 if row.kind == VALUE_FLIP and row.old_value and row.new_value:
                     implied = row.implied or self._implied(t, row)
                 cap = (t.tokens + SLACK_TOKENS) if t.tokens else cfg.get("max_tokens", self.subject.max_tokens)
-                spec = ContinuationSpec(messages, row.edited_prefix, max_tokens=int(cap),
+                prefix = row.edited_prefix
+                if self.channel == THOUGHT:
+                    # The thought re-opens at the edit: the rest of the thought and the answer are to come, so
+                    # the cap is the whole completion's (the trace's thought tokens say nothing of its answer).
+                    prefix = self._thought_open(messages) + prefix
+                    cap = int(cfg.get("max_tokens", self.subject.max_tokens)) + SLACK_TOKENS
+                spec = ContinuationSpec(messages, prefix, max_tokens=int(cap),
                                         temperature=cfg.get("temperature", 0.0), seed=cfg.get("seed"),
                                         top_p=cfg.get("top_p"), stop=tuple(cfg.get("stop") or ()))
+            elif self.channel == THOUGHT:
+                spec = self._thought_spec(messages, t.raw[:row.prefix_chars], cfg.get("seed"))
             else:
                 spec = forced_answer_spec(messages, t.raw[:row.prefix_chars], seed=cfg.get("seed"))
             out.append(Item(pk, spec, t.gold, implied))
@@ -202,7 +242,7 @@ class FaithfulnessWork(ChunkWork):
                 row.implied = o.implied
                 if o.status == "ok":
                     row.status = Status.OK
-                    score_intervention(row, o.result.text, o.gold)
+                    score_intervention(row, o.result.text, o.gold, channel=self.channel)
                 else:
                     row.status, row.reason = Status.FAILED, o.reason[:1000]
             Intervention.objects.bulk_update(list(rows.values()), [

@@ -19,6 +19,7 @@ from django.db.models.fields.json import KT
 from annotation import access
 from annotation.models import Job, Membership, Step, StepLabel, Study, Trace
 from faithfulness.core import anytime as any_core
+from faithfulness.core import early as early_core
 from faithfulness.core import edits as edit_core
 from faithfulness.core import halting as halt_core
 from faithfulness.core import ifr as ifr_core
@@ -26,10 +27,11 @@ from faithfulness.core import tiers as tier_core
 from faithfulness.core import validity as val_core
 from faithfulness.core.numbers import format_value, to_fraction
 from faithfulness.core.selection import select_targets
-from faithfulness.loading import TraceData, load_traces, subject_traces
+from faithfulness.loading import ANSWER, THOUGHT, TraceData, load_traces, subject_traces
 from faithfulness.models import AnytimePoint, FaithfulnessRun, Intervention, Status
 from faithfulness.runclient import JOB_KIND, KIND, SLACK_TOKENS, chunk_size, code_version
 from judges.models import JudgeConfig
+from reasonlib.parsing import check_answer
 from runs import engine
 from runs.continuation import DEFAULT_CUE, MODES
 from runs.engine import ACTIVE, Progress
@@ -197,18 +199,19 @@ def plan_interventions(traces: list[TraceData], kinds: tuple[str, ...], *, per_t
 def do_start_interventions(subject: SubjectModel, *, kinds: Iterable[str] | str = edit_core.KINDS,
                            per_trace: int = 3, seed: int = DEFAULT_SEED, mode: str | None = None, user=None,
                            queue: bool = True, force: bool = False, budget_usd: float | None = None,
-                           limit: int | None = None) -> FaithfulnessRun:
+                           limit: int | None = None, channel: str | None = None) -> FaithfulnessRun:
     kinds = edit_core.parse_kinds(kinds)
     if not 1 <= per_trace <= 20:
         raise ValueError(f"per_trace: must lie in 1..20, got {per_trace}")
+    channel = check_channel(subject, channel)
     mode = continuation_mode(subject, mode)
-    traces = load_traces(_limited(subject, limit))
+    traces = load_traces(_limited(subject, limit), channel=channel)
     if not traces:
         raise ValueError(f"subject model {subject.name} has no generated traces under configuration version "
                          f"{subject.version}; run generate first")
     plan = plan_interventions(traces, kinds, per_trace=per_trace, seed=seed)
     params = {"kinds": list(kinds), "per_trace": per_trace, "seed": seed, "edits_version": edit_core.EDITS_VERSION,
-              "decoding": _decoding(subject), "code_version": code_version()}
+              "decoding": _decoding(subject), "code_version": code_version(), "channel": channel}
 
     def build(frun: FaithfulnessRun) -> list[int]:
         Intervention.objects.bulk_create([Intervention(frun=frun, **row) for row in plan.rows], batch_size=1000)
@@ -226,9 +229,9 @@ def plan_anytime(traces: list[TraceData], grid: any_core.Grid) -> list[AnytimePo
     prefix (its length in ``prefix_chars``) waiting for a forced answer. No model call."""
     out: list[AnytimePoint] = []
     for t in traces:
-        ends = any_core.piece_ends(t.raw) if grid.unit == any_core.TOKENS else None
+        ends = any_core.piece_ends(t.raw) if grid.unit in (any_core.TOKENS, any_core.THINKING) else None
         for pos, budget in enumerate(grid.budgets):
-            if grid.unit == any_core.TOKENS:
+            if grid.unit in (any_core.TOKENS, any_core.THINKING):  # thinking: t.raw is the thought
                 cut = any_core.cut_tokens(t.raw, budget, reported_tokens=t.tokens, truncated=t.truncated, ends=ends)
             else:
                 cut = any_core.cut_steps(t.raw, t.spans, budget, truncated=t.truncated)
@@ -245,13 +248,17 @@ def do_start_anytime(subject: SubjectModel, *, grid: str = any_core.DEFAULT_TOKE
                      limit: int | None = None) -> FaithfulnessRun:
     parsed = any_core.parse_grid(grid)
     mode = continuation_mode(subject, mode)
-    traces = load_traces(_limited(subject, limit))
+    channel = THOUGHT if parsed.unit == any_core.THINKING else ANSWER
+    traces = load_traces(_limited(subject, limit), channel=channel)
     if not traces:
         raise ValueError(f"subject model {subject.name} has no generated traces under configuration version "
                          f"{subject.version}; run generate first")
+    if channel == THOUGHT and not any(t.raw for t in traces):
+        raise ValueError(f"budgets {parsed.spec!r}: subject model {subject.name}'s traces have no thought; "
+                         f"thinking budgets need a reasoning model (see its thinking settings)")
     points = plan_anytime(traces, parsed)
     params = {"grid": parsed.spec, "decoding": _decoding(subject), "code_version": code_version(),
-              "token_count": "word pieces scaled to the reported completion tokens"}
+              "token_count": "word pieces scaled to the reported completion tokens", "channel": channel}
 
     def build(frun: FaithfulnessRun) -> list[int]:
         for p in points:
@@ -264,6 +271,116 @@ def do_start_anytime(subject: SubjectModel, *, grid: str = any_core.DEFAULT_TOKE
         frun = _create(subject, FaithfulnessRun.Kind.ANYTIME, mode, params, [], grid=parsed.spec,
                        traces=len(traces), skipped={}, user=user, force=force, budget_usd=budget_usd, build=build)
         return _finish_create(frun, queue)
+
+
+def reasoning_channel(subject: SubjectModel) -> str:
+    """The channel that holds a subject model's reasoning: the thought when its traces have one."""
+    return THOUGHT if subject_traces(subject).exclude(thought="").exists() else ANSWER
+
+
+def check_channel(subject: SubjectModel, channel: str | None) -> str:
+    if not channel:
+        return reasoning_channel(subject)
+    if channel not in (THOUGHT, ANSWER):
+        raise ValueError(f"channel {channel!r}: choose thought or answer")
+    return channel
+
+
+def plan_early(traces: list[TraceData], grid: early_core.EarlyGrid) -> tuple[list[AnytimePoint], dict[str, str]]:
+    """One point per (trace, cut point k): the thought's first k steps (``prefix_chars`` of it), waiting
+    for a forced answer. Traces without a thought are skipped with the reason."""
+    out: list[AnytimePoint] = []
+    skipped: dict[str, str] = {}
+    for t in traces:
+        if not t.spans:
+            skipped[t.trace_id] = "the trace has no thought steps"
+            continue
+        for pos, k in enumerate(grid.cut_points(len(t.spans))):
+            chars = t.spans[k - 1][1] if k else 0
+            out.append(AnytimePoint(trace_id=t.pk, position=pos, budget=k, used=k, prefix_chars=chars))
+    return out, skipped
+
+
+def do_start_early(subject: SubjectModel, *, grid: str = early_core.DEFAULT_EARLY_GRID, mode: str | None = None,
+                   user=None, queue: bool = True, force: bool = False, budget_usd: float | None = None,
+                   limit: int | None = None) -> FaithfulnessRun:
+    """Early answering: each trace's thought cut after every step k (or at a grid of fractions), closed,
+    and the answer forced (docs/faithfulness.md 2b)."""
+    parsed = early_core.parse_early_grid(grid)
+    mode = continuation_mode(subject, mode)
+    traces = load_traces(_limited(subject, limit), channel=THOUGHT)
+    if not traces:
+        raise ValueError(f"subject model {subject.name} has no generated traces under configuration version "
+                         f"{subject.version}; run generate first")
+    points, skipped = plan_early(traces, parsed)
+    if not points:
+        raise ValueError(f"subject model {subject.name}'s traces have no thought steps: early answering needs a "
+                         f"reasoning model (see its thinking settings)")
+    params = {"grid": parsed.spec, "decoding": _decoding(subject), "code_version": code_version(),
+              "channel": THOUGHT, "cue": early_core.close_thought("")}
+
+    def build(frun: FaithfulnessRun) -> list[int]:
+        for p in points:
+            p.frun = frun
+        AnytimePoint.objects.bulk_create(points, batch_size=2000)
+        return list(frun.points.filter(status=Status.PENDING).order_by("pk").values_list("pk", flat=True))
+
+    with transaction.atomic():
+        _check_no_active(subject)
+        frun = _create(subject, FaithfulnessRun.Kind.EARLY, mode, params, [], grid=parsed.spec,
+                       traces=len(traces), skipped=skipped, user=user, force=force, budget_usd=budget_usd,
+                       build=build)
+        return _finish_create(frun, queue)
+
+
+def early_curves(frun: FaithfulnessRun) -> list[tuple[str, early_core.Curve, list[int]]]:
+    """Per trace of an early-answering run: (trace id, its curve, its thought steps' end offsets)."""
+    rows: dict[int, list[tuple[int, str | None]]] = defaultdict(list)
+    for trace, k, answer, status in frun.points.order_by("trace_id", "position").values_list(
+            "trace_id", "budget", "answer", "status"):
+        rows[trace].append((k or 0, answer if status == Status.OK and answer else None))
+    traces = {t.pk: t for t in load_traces(list(rows), with_generation=False, channel=THOUGHT)}
+    out = []
+    for pk, points in rows.items():
+        t = traces.get(pk)
+        if t is None or not t.spans:
+            continue
+        n = len(t.spans)
+        if max(k for k, _ in points) != n:
+            continue  # re-segmented since the run: its cut points no longer cover the thought
+        c = early_core.curve(n, points, t.answer or None, equal=lambda a, b: check_answer(a, b))
+        out.append((t.trace_id, c, [e for _s, e in t.spans]))
+    return sorted(out, key=lambda row: row[0])
+
+
+def early_summary(frun: FaithfulnessRun, bins: int = 10) -> dict[str, Any]:
+    """AOC, decision points and the mean same-answer curve of an early-answering run, with a row per trace."""
+    curves = early_curves(frun)
+    summary = early_core.summarize([c for _t, c, _e in curves])
+    per_trace = []
+    for tid, c, ends in curves:
+        d = early_core.decision_point(c)
+        per_trace.append({"trace": tid, "steps": c.n_steps, "final": c.final, "aoc": early_core.aoc(c),
+                          "decision_point": d, "after_share": early_core.after_share(c),
+                          "after_share_chars": early_core.after_share(c, ends),
+                          "fractions": c.fractions, "matches": [int(m) for m in c.matches],
+                          "answers": list(c.answers)})
+    pending = frun.points.filter(status=Status.PENDING).count()
+    return {"run": frun.pk, "model": frun.subject.name, "mode": frun.mode, "grid": frun.grid,
+            **summary.as_dict(), "curve": [{"x": x, "same": y, "n": n} for x, y, n in
+                                           early_core.mean_curve([c for _t, c, _e in curves], bins=bins)],
+            "per_trace": per_trace, "skipped": len(frun.skipped), "pending": pending,
+            "code_version": frun.params.get("code_version", "")}
+
+
+def thinking_budget_summary(frun: FaithfulnessRun) -> dict[str, Any]:
+    """An anytime run on a thinking grid: Acc(b), AUC_any and AUC_think over the thinking tokens used."""
+    base = anytime_summary(frun)
+    used: dict[int, list[int]] = defaultdict(list)
+    for pos, u in frun.points.values_list("position", "used"):
+        used[pos].append(u)
+    mean_used = [float(sum(used[i]) / len(used[i])) if used[i] else 0.0 for i in range(len(base["labels"]))]
+    return {**base, "thinking_tokens": mean_used, "auc_think": early_core.auc_think(mean_used, base["acc"])}
 
 
 def _limited(subject: SubjectModel, limit: int | None) -> QuerySet[Trace] | list[int]:
@@ -328,7 +445,8 @@ def ifr_summary(frun: FaithfulnessRun) -> dict[str, Any]:
     return {"run": frun.pk, "mode": frun.mode, "rows": ifr_core.ifr_table(rows), "per_trace": frun.params.get("per_trace"),
             "kinds": frun.params.get("kinds"), "seed": frun.params.get("seed"), "traces": frun.traces,
             "skipped": len(frun.skipped), "skipped_reasons": dict(reasons), "status_counts": dict(counts),
-            "settings": _settings_text(frun), "code_version": frun.params.get("code_version", "")}
+            "settings": _settings_text(frun), "code_version": frun.params.get("code_version", ""),
+            "channel": frun.params.get("channel") or ANSWER}
 
 
 def _settings_text(frun: FaithfulnessRun) -> str:
@@ -353,7 +471,7 @@ def anytime_summary(frun: FaithfulnessRun) -> dict[str, Any]:
     return {"points": points, "run": frun.pk, "grid": grid.spec, "unit": grid.unit, "labels": grid.labels(), "acc": acc,
             "auc": any_core.auc_any(acc), "n": len(table), "own_answer": [own[i] for i in range(len(grid.budgets))],
             "pending": pending, "mode": frun.mode, "model": frun.subject.name,
-            "code_version": frun.params.get("code_version", "")}
+            "code_version": frun.params.get("code_version", ""), "channel": frun.params.get("channel") or ANSWER}
 
 
 def steps_vs_difficulty(study: Study, model: str) -> list[dict[str, Any]]:

@@ -42,6 +42,7 @@ def overview(request: HttpRequest, study_id: int) -> HttpResponse:
                            for unit in dict.fromkeys(c["unit"] for c in curves)],
         "difficulty_chart": charts.steps_vs_difficulty(scatter), "difficulty": charts.difficulty_table(scatter),
         "runs": FaithfulnessRun.objects.filter(subject__study=study).select_related("subject", "job")[:20],
+        **_thinking_context(study),
         "formats": services.FORMATS,
     }
     return render(request, "faithfulness/overview.html", context)
@@ -70,7 +71,11 @@ def run_page(request: HttpRequest, run_id: int) -> HttpResponse:
     context = {"frun": frun, "job": frun.job, "subject": frun.subject, "study": frun.subject.study,
                "progress": jobs.live_progress(frun.job),
                "can_cancel": access.can_cancel_job(request.user, frun.job, membership)}
-    if frun.kind == FaithfulnessRun.Kind.INTERVENTIONS:
+    if frun.kind == FaithfulnessRun.Kind.EARLY:
+        summary = services.early_summary(frun)
+        context["summary"] = summary
+        context["early_chart"] = charts.early_answering([summary], traces=True)
+    elif frun.kind == FaithfulnessRun.Kind.INTERVENTIONS:
         context["summary"] = services.ifr_summary(frun)
         context["interventions"] = frun.interventions.select_related("trace").order_by("trace_id", "step", "kind")[:500]
         context["skipped"] = services.skipped_reasons(frun)
@@ -80,6 +85,9 @@ def run_page(request: HttpRequest, run_id: int) -> HttpResponse:
         context["curve"] = list(zip(summary["labels"], summary["acc"] or [None] * len(summary["labels"]),
                                     summary["own_answer"], strict=True))
         context["anytime_chart"] = charts.anytime([summary])
+        if summary["unit"] == "thinking":
+            context["thinking"] = services.thinking_budget_summary(frun)
+            context["thinking_chart"] = charts.thinking_budgets([context["thinking"]])
     template = "faithfulness/run.html#stats" if request.htmx else "faithfulness/run.html"
     return render(request, template, context)
 
@@ -94,3 +102,14 @@ def intervention_page(request: HttpRequest, pk: int) -> HttpResponse:
                "neighbours": list(frun.interventions.filter(trace_id=row.trace_id).order_by("step", "kind")
                                   .values_list("pk", "kind", "step"))}
     return render(request, "faithfulness/intervention.html", context)
+
+
+def _thinking_context(study) -> dict:
+    """Early answering and thinking budgets of the study's reasoning models (newest run per model and mode)."""
+    early = [services.early_summary(f) for fs in services.latest_runs(study, FaithfulnessRun.Kind.EARLY).values()
+             for f in fs]
+    budgets = [services.thinking_budget_summary(f) for f in FaithfulnessRun.objects.filter(
+        subject__study=study, kind=FaithfulnessRun.Kind.ANYTIME, grid__startswith="thinking:")
+        .select_related("subject").order_by("-created_at", "-pk")[:10]]
+    return {"early": early, "early_chart": charts.early_answering(early) if early else None,
+            "budgets": budgets, "budgets_chart": charts.thinking_budgets(budgets) if budgets else None}

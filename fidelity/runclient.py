@@ -32,6 +32,7 @@ from subjects.runclient import (
     cache_scope,
     endpoint_of,
     parse_completion,
+    request_body,
     trace_regime,
 )
 
@@ -90,24 +91,14 @@ class FidelityWork(ChunkWork):
                 out.append(ItemInput(pk, rows[pk][0], rows[pk][1], pk in originals))
         return out
 
-    def _body(self, text: str) -> dict[str, Any]:
-        cfg = self.config
-        body: dict[str, Any] = {"temperature": cfg["temperature"], "max_tokens": cfg["max_tokens"]}
-        for key, value in (("seed", cfg["seed"]), ("top_p", cfg["top_p"]), ("stop", cfg["stop"] or None)):
-            if value is not None:
-                body[key] = value
-        if cfg["api"] == SubjectModel.Api.COMPLETIONS:
-            body["prompt"] = prompts.completion_prompt(cfg["system_prompt"], text)
-        else:
-            body["messages"] = prompts.messages(cfg["system_prompt"], text)
-        return body
-
     def _request(self, pk: int, text: str) -> tuple[ModelRequest, str]:
-        body = self._body(text)
+        # The generation run's body (subjects.runclient.request_body: thinking settings included), so the
+        # original's cached answer is shared.
+        body, digest = request_body(self.config, text, self.config["seed"])
         # Sample 0 of the generation run's cache key: a cached answer of the original is shared.
         req = ModelRequest(item=pk, build=lambda _mode, body=body: dict(body), parse_choice=parse_completion,
                            api=self.config["api"], key_extra={"sample": 0})
-        return req, prompts.prompt_hash(self.config["api"], self.config["system_prompt"], text)
+        return req, digest
 
     def _collect(self, requests: list[tuple[ModelRequest, str]], outcomes: dict[int, ItemOutcome], control: Control,
                  slot: str) -> None:

@@ -25,6 +25,10 @@ class SubjectModelForm(forms.ModelForm):
         self.fields["prompt_template"].queryset = PromptTemplate.objects.filter(study=study).exclude(kind=PromptTemplate.Kind.SYSTEM).order_by("name", "-version")
         self.fields["stop"].required = False
         self.fields["chat_template"].strip = False  # whitespace is part of the prompt the template renders
+        self.fields["thinking_switch"].required = False  # only read when thinking is on or off
+
+    def clean_thinking_switch(self) -> str:
+        return self.cleaned_data.get("thinking_switch") or SubjectModel.ThinkingSwitch.TEMPLATE
 
     def clean_chat_template(self) -> str:
         # Browsers send a textarea's lines ending in CRLF; the model's template has LF, and every "\r" would

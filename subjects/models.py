@@ -84,6 +84,22 @@ class SubjectModel(models.Model):
         CHAT = "chat"
         COMPLETIONS = "completions"
 
+    class Thinking(models.TextChoices):
+        DEFAULT = "", "server default"
+        ON = "on", "on"
+        OFF = "off", "off"
+
+    class ThinkingSwitch(models.TextChoices):
+        TEMPLATE = "template", "chat template argument (chat_template_kwargs.enable_thinking)"
+        PROMPT = "prompt", "in the prompt (/think or /no_think)"
+        BOTH = "both", "both"
+
+    class ReasoningEffort(models.TextChoices):
+        DEFAULT = "", "server default"
+        LOW = "low", "low"
+        MEDIUM = "medium", "medium"
+        HIGH = "high", "high"
+
     class Continuation(models.TextChoices):
         UNKNOWN = "", "not probed"
         COMPLETIONS = "completions"
@@ -104,6 +120,14 @@ class SubjectModel(models.Model):
     seed = models.BigIntegerField(null=True, blank=True)
     max_tokens = models.PositiveIntegerField(default=512, validators=[MinValueValidator(1)])
     stop = models.JSONField(default=list, blank=True, validators=[validate_stop])  # list of stop strings
+    # Reasoning models (subjects/thinking.py says what each setting sends).
+    thinking = models.CharField("Thinking", max_length=8, choices=Thinking.choices, blank=True, default="")
+    thinking_switch = models.CharField("How thinking is switched", max_length=10, choices=ThinkingSwitch.choices,
+                                       default=ThinkingSwitch.TEMPLATE)
+    reasoning_effort = models.CharField("Reasoning effort", max_length=8, choices=ReasoningEffort.choices,
+                                        blank=True, default="")
+    thinking_budget = models.PositiveIntegerField("Thinking budget (tokens)", null=True, blank=True,
+                                                  help_text="sent as thinking_budget where the server supports one")
     n_samples = models.PositiveSmallIntegerField(default=1, validators=[MinValueValidator(1), MaxValueValidator(100)])
     concurrency = models.PositiveSmallIntegerField(default=4, validators=[MinValueValidator(1), MaxValueValidator(64)])
     rate_limit_per_minute = models.PositiveIntegerField(null=True, blank=True, validators=[MinValueValidator(1)])

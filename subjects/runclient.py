@@ -28,9 +28,11 @@ from django.db.models import F
 from annotation import signals
 from annotation.importing.pipeline import pk_map, write_records
 from annotation.importing.records import TraceIn
-from annotation.importing.regime import host_of, regime
+from annotation.importing.regime import host_of, messages_hash, regime
 from annotation.models import Problem, Study, Trace
+from reasonlib.thinking import split_thinking
 from runs import cache as run_cache
+from runs.chat_template import ChatTemplateError, render_chat
 from runs.clients import Accounting, ChunkWork, RunClient
 from runs.models import Run
 from runs.transport import (
@@ -44,7 +46,7 @@ from runs.transport import (
     ModelPool,
     ModelRequest,
 )
-from subjects import core, prompts
+from subjects import core, prompts, thinking
 from subjects.models import Generation, GenerationRun, SubjectModel
 
 KIND = "generation"
@@ -173,18 +175,10 @@ class GenerationWork(ChunkWork):
         cfg = self.config
         text = prompts.render(cfg["template"], problem=problem.statement, problem_id=problem.problem_id,
                               exemplars=cfg["exemplars"])
-        seed = core.sample_seed(cfg["seed"], sample)
-        body: dict[str, Any] = {"temperature": cfg["temperature"], "max_tokens": cfg["max_tokens"]}
-        for key, value in (("seed", seed), ("top_p", cfg["top_p"]), ("stop", cfg["stop"] or None)):
-            if value is not None:
-                body[key] = value
-        if cfg["api"] == SubjectModel.Api.COMPLETIONS:
-            body["prompt"] = prompts.completion_prompt(cfg["system_prompt"], text)
-        else:
-            body["messages"] = prompts.messages(cfg["system_prompt"], text)
+        body, digest = request_body(cfg, text, core.sample_seed(cfg["seed"], sample))
         request = ModelRequest(item=problem.pk, build=lambda _mode, body=body: dict(body),
                                parse_choice=parse_completion, api=cfg["api"], key_extra={"sample": sample})
-        return request, prompts.prompt_hash(cfg["api"], cfg["system_prompt"], text)
+        return request, digest
 
     def execute(self, inputs: Sequence[ProblemInput], control: Control) -> Iterator[ProblemOutcome]:
         store = run_cache.DbStore(cache_scope(self.subject), force=self.gen_run.run.force)
@@ -268,7 +262,68 @@ def trace_regime(subject_cfg: dict[str, Any], result: SampleResult, k: int) -> d
         subject_model_version=subject_cfg["version"],
         configured_model=subject_cfg["model"],
         sample=result.sample,
+        **thinking_regime(subject_cfg, result.completion, opened=prompt_opens_thought(subject_cfg)),
     )
+
+
+def request_body(cfg: dict[str, Any], text: str, seed: int | None) -> tuple[dict[str, Any], str]:
+    """The body of one completion request of a subject model's configuration snapshot for the rendered
+    prompt ``text``, and the regime's messages hash of what is sent: decoding settings, the thinking
+    settings (subjects/thinking.py), and the prompt as chat messages, a raw prompt, or -- for a
+    completions-API model with a chat template -- the template's rendering."""
+    think = thinking.settings_of(cfg)
+    text = thinking.user_text(text, think["thinking"], think["thinking_switch"])
+    body: dict[str, Any] = {"temperature": cfg["temperature"], "max_tokens": cfg["max_tokens"]}
+    for key, value in (("seed", seed), ("top_p", cfg["top_p"]), ("stop", cfg["stop"] or None)):
+        if value is not None:
+            body[key] = value
+    extras = thinking.request_extras(think["thinking"], think["thinking_switch"], think["reasoning_effort"],
+                                     think["thinking_budget"])
+    if extras:  # fields outside the openai client's signature go through as they are
+        body["extra_body"] = extras
+    if cfg["api"] == SubjectModel.Api.COMPLETIONS and (cfg.get("chat_template") or "").strip():
+        body["prompt"] = templated_prompt(cfg, text)
+        return body, messages_hash(body["prompt"])
+    if cfg["api"] == SubjectModel.Api.COMPLETIONS:
+        body["prompt"] = prompts.completion_prompt(cfg["system_prompt"], text)
+    else:
+        body["messages"] = prompts.messages(cfg["system_prompt"], text)
+    return body, prompts.prompt_hash(cfg["api"], cfg["system_prompt"], text)
+
+
+def templated_prompt(cfg: dict[str, Any], text: str) -> str:
+    """The raw prompt of a completions-API model with a chat template: the chat rendered by the
+    model's own template with the generation prompt, and ``enable_thinking`` when thinking is set
+    (Qwen3's templates read it; a template that opens ``<think>`` makes the model start mid-thought)."""
+    think = thinking.settings_of(cfg)
+    variables = {"enable_thinking": think["thinking"] == thinking.ON} if think["thinking"] else {}
+    try:
+        return render_chat(cfg["chat_template"], prompts.messages(cfg["system_prompt"], text),
+                           add_generation_prompt=True, eos_token=cfg.get("eos_token") or "", **variables)
+    except ChatTemplateError as exc:
+        raise FatalRunError(f"the subject model's chat template: {exc}") from None
+
+
+def prompt_opens_thought(cfg: dict[str, Any]) -> bool:
+    """The completions prompt ends inside an opened thought (R1's and Qwen3's templates, a thinking
+    template for SmolLM2): the generation prompt ends with ``<think>``."""
+    if cfg.get("api") != SubjectModel.Api.COMPLETIONS or not (cfg.get("chat_template") or "").strip():
+        return False
+    try:
+        return templated_prompt(cfg, "?").rstrip().endswith("<think>")
+    except FatalRunError:
+        return False
+
+
+def thinking_regime(subject_cfg: dict[str, Any], completion: Completion, *, opened: bool = False) -> dict[str, Any]:
+    """The thinking settings and, for a model that thinks, the thought's approximate token count (word
+    pieces of the thought as the one parser, reasonlib.thinking, reads it from the completion)."""
+    out = thinking.regime_fields(subject_cfg)
+    split = split_thinking(completion.text, reasoning_field=completion.reasoning or None, opened=opened,
+                           cut=completion.finish_reason == "length")
+    if out or split.thought:
+        out["thought_tokens"] = thinking.approx_tokens(split.thought)
+    return out
 
 
 def write_generations(gen_run: GenerationRun, subject: SubjectModel, outcomes: Sequence[ProblemOutcome],
@@ -279,6 +334,7 @@ def write_generations(gen_run: GenerationRun, subject: SubjectModel, outcomes: S
     version = gen_run.config_version
     records: list[TraceIn] = []
     rows: list[tuple[int, SampleResult, str]] = []  # (problem pk, result, trace id)
+    opened = prompt_opens_thought(cfg)
     for out in outcomes:
         for result in out.samples:
             c = result.completion
@@ -287,9 +343,15 @@ def write_generations(gen_run: GenerationRun, subject: SubjectModel, outcomes: S
             meta: dict[str, Any] = {"finish_reason": c.finish_reason}
             if truncated:
                 meta["truncated"] = True
+            if opened:
+                meta["prompt_opened_thought"] = True
             records.append(TraceIn.model_validate({
                 "kind": "trace", "problem_id": problem_ids[out.item], "model": subject.name, "trace_id": tid,
                 "raw": c.text, "thought": c.reasoning or None, "meta": meta,
+                # The prompt's template opened the thought: the completion starts inside it, so a thought cut by
+                # max_tokens (no tag at all) is read as an unclosed thought, not as an answer. A model that
+                # returns no thought while the regime says thinking is on is flagged by the import.
+                "prompt_opens_thought": opened,
                 "regime": trace_regime(cfg, result, gen_run.samples),
             }))
             rows.append((out.item, result, tid))

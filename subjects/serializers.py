@@ -10,6 +10,7 @@ EDITABLE_FIELDS = [
     "name", "base_url", "model", "api_key_env", "api", "system_prompt", "temperature", "top_p", "seed", "max_tokens",
     "stop", "n_samples", "concurrency", "rate_limit_per_minute", "timeout_seconds", "max_retries",
     "price_input_per_mtok", "price_output_per_mtok", "chat_template", "eos_token",
+    "thinking", "thinking_switch", "reasoning_effort", "thinking_budget",
 ]
 
 

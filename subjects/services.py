@@ -29,12 +29,12 @@ from subjects.runclient import JOB_KIND, KIND, chunk_size
 
 # Changing one of these can change the completions: a new version (new trace ids, a cold cache).
 VERSIONED_FIELDS = ("base_url", "model", "api", "system_prompt", "prompt_template", "temperature", "top_p", "seed",
-                    "max_tokens", "stop")
+                    "max_tokens", "stop", "thinking", "thinking_switch", "reasoning_effort", "thinking_budget")
 # What a subject model is made of; everything else on the row is bookkeeping.
 FIELDS = ("name", "base_url", "model", "api_key_env", "api", "system_prompt", "prompt_template", "temperature",
           "top_p", "seed", "max_tokens", "stop", "n_samples", "concurrency", "rate_limit_per_minute",
           "timeout_seconds", "max_retries", "price_input_per_mtok", "price_output_per_mtok", "continuation",
-          "chat_template", "eos_token")
+          "chat_template", "eos_token", "thinking", "thinking_switch", "reasoning_effort", "thinking_budget")
 # What a probe's answer depends on: a change makes the recorded continuation mode stale, so it is cleared.
 PROBED_FIELDS = ("base_url", "model", "api_key_env", "chat_template", "eos_token")
 
@@ -221,7 +221,10 @@ def do_save_subject(study: Study, fields: dict[str, Any], *, subject: SubjectMod
             fields = {**fields, "prompt_template": find_template(study, prompts.ZERO_SHOT)}
     else:
         stored = SubjectModel.objects.get(pk=subject.pk)
-        if any(key in fields and getattr(stored, key) != fields[key] for key in VERSIONED_FIELDS):
+        # A completions-API model's prompt is rendered by its chat template: the template is then versioned too.
+        completions = SubjectModel.Api.COMPLETIONS in (stored.api, fields.get("api"))
+        versioned = VERSIONED_FIELDS + (("chat_template", "eos_token") if completions else ())
+        if any(key in fields and getattr(stored, key) != fields[key] for key in versioned):
             subject.version = stored.version + 1
         if "continuation" not in fields and any(
             key in fields and getattr(stored, key) != fields[key] for key in PROBED_FIELDS
@@ -349,6 +352,9 @@ def config_snapshot(subject: SubjectModel) -> dict[str, Any]:
         "rate_limit_per_minute": subject.rate_limit_per_minute, "max_retries": subject.max_retries,
         "timeout_seconds": subject.timeout_seconds, "price_input_per_mtok": subject.price_input_per_mtok,
         "price_output_per_mtok": subject.price_output_per_mtok,
+        "chat_template": subject.chat_template, "eos_token": subject.eos_token,
+        "thinking": subject.thinking, "thinking_switch": subject.thinking_switch,
+        "reasoning_effort": subject.reasoning_effort, "thinking_budget": subject.thinking_budget,
     }
 
 

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 import numpy as np
 
 TOKENS, STEPS = "tokens", "steps"
-UNITS = (TOKENS, STEPS)
+THINKING = "thinking"  # tokens of the thought only (faithfulness.core.early: thinking budgets)
+UNITS = (TOKENS, STEPS, THINKING)
 FULL = None  # the budget "full": the whole trace
 PIECE_RE = re.compile(r"\s*(?:\w+|[^\w\s])")
 DEFAULT_TOKEN_GRID = "tokens:64,128,256,512,1024,2048,full"
@@ -44,12 +45,13 @@ class Grid:
 
 
 def parse_grid(text: str) -> Grid:
-    """"tokens:64,128,256,full" or "steps:1,2,3,5,8,full": strictly increasing positive
-    integers, "full" only last."""
+    """"tokens:64,128,256,full", "steps:1,2,3,5,8,full" or "thinking:256,512,full" (tokens of the
+    thought): strictly increasing positive integers, "full" only last."""
     unit, sep, rest = (text or "").strip().partition(":")
     unit = unit.strip()
     if not sep or unit not in UNITS:
-        raise GridError(f"budget grid {text!r}: write tokens:B1,B2,... or steps:B1,B2,... (e.g. {DEFAULT_TOKEN_GRID})")
+        raise GridError(f"budget grid {text!r}: write tokens:B1,B2,..., steps:B1,B2,... or thinking:B1,B2,... "
+                        f"(e.g. {DEFAULT_TOKEN_GRID})")
     items = [x.strip() for x in rest.split(",")]
     if not items or any(not x for x in items):
         raise GridError(f"budget grid {text!r}: an empty budget")

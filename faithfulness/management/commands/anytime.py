@@ -14,7 +14,9 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         add_run_arguments(parser)
         parser.add_argument("--budgets", default=anytime.DEFAULT_TOKEN_GRID,
-                            help=f"tokens:B1,B2,...,full or steps:B1,...,full (default {anytime.DEFAULT_TOKEN_GRID})")
+                            help=f"tokens:B1,B2,...,full, steps:B1,...,full, or thinking:B1,...,full (the thought "
+                                 f"cut at B thinking tokens, closed, the answer forced; default "
+                                 f"{anytime.DEFAULT_TOKEN_GRID})")
 
     def handle(self, *args, **opts):
         try:
@@ -36,3 +38,9 @@ class Command(BaseCommand):
             acc = "—" if p["acc"] is None else f"{p['acc']:.3f}"
             self.stdout.write(f"  {p['budget']:>8}  {acc:>7}  {p['own_answer']}")
         self.stdout.write(f"AUC_any = {s['auc']:.3f}" if s["auc"] is not None else "AUC_any undefined")
+        if s["unit"] == anytime.THINKING:
+            t = services.thinking_budget_summary(frun)
+            used = ", ".join(f"{u:.0f}" for u in t["thinking_tokens"])
+            self.stdout.write(f"mean thinking tokens used per budget: {used}")
+            self.stdout.write(f"AUC_think = {t['auc_think']:.3f}" if t["auc_think"] is not None
+                              else "AUC_think undefined")

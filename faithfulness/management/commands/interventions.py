@@ -16,12 +16,15 @@ class Command(BaseCommand):
         parser.add_argument("--kinds", default=",".join(edits.KINDS), help=f"comma-separated: {', '.join(edits.KINDS)}")
         parser.add_argument("--per-trace", type=int, default=3, help="at most K target steps per trace (default 3)")
         parser.add_argument("--seed", type=int, default=services.DEFAULT_SEED, help="seed of the flipped values")
+        parser.add_argument("--channel", choices=["thought", "answer"],
+                            help="edit the thought's steps (the continuation re-opens the thought) or the answer's "
+                                 "(default: the channel that holds the reasoning: the thought when the traces have one)")
 
     def handle(self, *args, **opts):
         subject = find(opts)
         frun = start_and_follow(self, subject, opts, lambda queue: services.do_start_interventions(
             subject, kinds=opts["kinds"], per_trace=opts["per_trace"], seed=opts["seed"], mode=opts["mode"],
-            queue=queue, force=opts["force"], budget_usd=opts["budget"], limit=opts["limit"]))
+            queue=queue, force=opts["force"], budget_usd=opts["budget"], limit=opts["limit"], channel=opts["channel"]))
         if frun is not None and not frun.job.status == "queued":
             self.print_summary(frun)
 

@@ -39,6 +39,16 @@ class Command(BaseCommand):
         parser.add_argument("--chat-template-file", type=Path,
                             help="the model's chat template, a Jinja file or its tokenizer_config.json (needed "
                                  "for the completions continuation mode; see probe_model)")
+        parser.add_argument("--thinking", choices=["on", "off", "default"],
+                            help="a reasoning model's thinking: on, off, or the server's default")
+        parser.add_argument("--thinking-switch", choices=SubjectModel.ThinkingSwitch.values,
+                            help="how --thinking is sent: template (chat_template_kwargs.enable_thinking, "
+                                 "the default), prompt (/think, /no_think appended), or both")
+        parser.add_argument("--reasoning-effort", choices=[*SubjectModel.ReasoningEffort.values[1:], "default"],
+                            help="reasoning_effort sent with every request")
+        parser.add_argument("--thinking-budget", type=int,
+                            help="thinking tokens before the server closes the thought (sent as thinking_budget; "
+                                 "0 or more; -1 removes it)")
         parser.add_argument("--no-check", action="store_true", help="do not ask the server first")
 
     def handle(self, *args, **opts):
@@ -51,6 +61,16 @@ class Command(BaseCommand):
                     "price_input_per_mtok", "price_output_per_mtok"):
             if opts.get(key) is not None:
                 fields[key] = opts[key]
+        if opts["thinking"] is not None:
+            fields["thinking"] = "" if opts["thinking"] == "default" else opts["thinking"]
+        if opts["thinking_switch"] is not None:
+            fields["thinking_switch"] = opts["thinking_switch"]
+        if opts["reasoning_effort"] is not None:
+            fields["reasoning_effort"] = "" if opts["reasoning_effort"] == "default" else opts["reasoning_effort"]
+        if opts["thinking_budget"] is not None:
+            if opts["thinking_budget"] < -1:
+                raise CommandError(f"--thinking-budget {opts['thinking_budget']}: give 0 or more tokens (-1 removes it)")
+            fields["thinking_budget"] = None if opts["thinking_budget"] == -1 else opts["thinking_budget"]
         try:
             if opts["chat_template_file"]:
                 source = services.chat_template_from_file(opts["chat_template_file"])
@@ -71,4 +91,16 @@ class Command(BaseCommand):
         self.stdout.write(f"{verb} subject model {subject.name} in {study.name!r}: {subject.model} at "
                           f"{subject.base_url} ({subject.api}), version {subject.version}, template {t.name} "
                           f"v{t.version}, k={subject.n_samples}"
-                          f"{', with its chat template' if subject.chat_template else ''}")
+                          f"{', with its chat template' if subject.chat_template else ''}"
+                          f"{thinking_summary(subject)}")
+
+
+def thinking_summary(subject: SubjectModel) -> str:
+    parts = []
+    if subject.thinking:
+        parts.append(f"thinking {subject.thinking} ({subject.thinking_switch})")
+    if subject.reasoning_effort:
+        parts.append(f"reasoning effort {subject.reasoning_effort}")
+    if subject.thinking_budget is not None:
+        parts.append(f"thinking budget {subject.thinking_budget}")
+    return ", " + ", ".join(parts) if parts else ""

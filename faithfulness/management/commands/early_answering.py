@@ -1,0 +1,46 @@
+from django.core.management.base import BaseCommand, CommandError
+
+from faithfulness import services
+from faithfulness.core import early
+from faithfulness.core.anytime import GridError
+from faithfulness.management.commands._common import add_run_arguments, find, start_and_follow
+
+
+class Command(BaseCommand):
+    requires_system_checks: list[str] = []
+    help = ("Early answering of a reasoning model (Lanham et al. 2023): cut each generated trace's thought after "
+            "step k (every k, or a grid of fractions), close it and force the answer; print the same-answer curve, "
+            "AOC, the decision point and the share of thought after it. --wait runs it here with a progress bar "
+            "(exit 1 unless it succeeded).")
+
+    def add_arguments(self, parser):
+        add_run_arguments(parser)
+        parser.add_argument("--grid", default=early.DEFAULT_EARLY_GRID,
+                            help="'all' (after every thought step, the default) or fractions of the thought's steps, "
+                                 "e.g. 0,0.25,0.5,0.75,1")
+
+    def handle(self, *args, **opts):
+        try:
+            early.parse_early_grid(opts["grid"])
+        except GridError as exc:
+            raise CommandError(str(exc)) from None
+        subject = find(opts)
+        frun = start_and_follow(self, subject, opts, lambda queue: services.do_start_early(
+            subject, grid=opts["grid"], mode=opts["mode"], queue=queue, force=opts["force"],
+            budget_usd=opts["budget"], limit=opts["limit"]))
+        if frun is not None and frun.job.status != "queued":
+            self.print_summary(frun)
+
+    def print_summary(self, frun) -> None:
+        s = services.early_summary(frun)
+
+        def num(v, fmt=".3f"):
+            return "—" if v is None else format(v, fmt)
+
+        self.stdout.write(f"grid {s['grid']} ({s['mode']}), traces with a thought {s['traces']}, "
+                          f"skipped {s['skipped']}")
+        self.stdout.write(f"  {'thought':>8}  {'same answer':>11}")
+        for p in s["curve"]:
+            self.stdout.write(f"  {p['x']:>8.0%}  {num(p['same'] if p['n'] else None):>11}")
+        self.stdout.write(f"AOC = {num(s['aoc'])}; decision point at {num(s['decision_fraction'], '.0%')} of the "
+                          f"thought on average ({s['decided']} traces decided); thought after it {num(s['after_share'], '.0%')}")
