@@ -1,0 +1,166 @@
+"""Web pages of search (docs/search.md): the search page (the API's parameters), cohorts, compare."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth import get_user_model
+from django.core.paginator import Paginator
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from annotation import access, review
+from annotation.models import Membership, Verdict
+from annotation.review import AssignError
+from annotation.views import member_view
+from search import services
+from search.filters import SearchError, TraceSearchFilter
+from search.models import Cohort
+
+# Filters shown as fields of the page's form (the rest are still honoured from the URL).
+FORM_FIELDS = ("q", "re", "model", "answer_correct", "flagged", "lucky_guess", "disagreement", "needs_review",
+               "source", "verdict", "first_error_min", "first_error_max", "first_error_rel_min",
+               "first_error_rel_max", "judge", "human_judge_disagreement", "adjudicated", "review_flag",
+               "n_steps_min", "n_steps_max", "chars_min", "chars_max", "regime", "coverage_min", "coverage_max",
+               "intervention_changed", "fidelity_failed", "cohort")
+
+
+def _query(request: HttpRequest) -> str:
+    q = request.GET.copy()
+    q.pop("page", None)
+    return q.urlencode()
+
+
+@member_view
+@require_GET
+def search_page(request: HttpRequest, study_id: int) -> HttpResponse:
+    study, membership = access.check_study(request.user, study_id)
+    errors: dict[str, list[str]] = {}
+    page, hits, notes = None, {}, []
+    try:
+        s = services.search(study, membership, request.GET)
+        page = Paginator(s.traces, 50).get_page(request.GET.get("page"))
+        hits = services.hits(s, list(page))
+        notes = s.notes
+    except SearchError as exc:
+        errors = exc.errors
+    for t in page or []:
+        t.hits = hits.get(t.pk, [])
+    context = {
+        "study": study, "membership": membership, "page": page, "errors": errors, "notes": notes,
+        "f": {k: request.GET.get(k, "") for k in FORM_FIELDS}, "query": _query(request),
+        "models": review.study_models(study), "verdicts": Verdict.values,
+        "cohorts": Cohort.objects.filter(study=study).order_by("name"),
+        "searched": any(request.GET.get(k) for k in FORM_FIELDS),
+        "filter_help": {name: f.extra.get("help_text", "") for name, f in TraceSearchFilter.base_filters.items()},
+    }
+    template = "search/search.html#results" if request.htmx else "search/search.html"
+    return render(request, template, context, status=400 if errors else 200)
+
+
+@member_view
+@require_http_methods(["GET", "POST"])
+def cohort_list(request: HttpRequest, study_id: int) -> HttpResponse:
+    study, membership = access.check_study(request.user, study_id)
+    if request.method == "POST":
+        params = request.POST.copy()
+        for key in ("csrfmiddlewaretoken", "name", "note"):
+            params.pop(key, None)
+        try:
+            cohort = services.do_save_cohort(study, membership, name=request.POST.get("name", ""), data=params,
+                                             note=request.POST.get("note", ""))
+        except SearchError as exc:
+            messages.error(request, f"Not saved: {exc}")
+            return redirect("search-cohorts", study.pk)
+        except services.CohortError as exc:
+            messages.error(request, f"Not saved: {exc.field}: {exc.message}")
+            return redirect("search-cohorts", study.pk)
+        messages.success(request, f"Cohort {cohort.name} saved with {cohort.n_traces} traces.")
+        return redirect(cohort)
+    cohorts = Cohort.objects.filter(study=study).select_related("created_by")
+    return render(request, "search/cohorts.html", {"study": study, "membership": membership, "cohorts": cohorts})
+
+
+def _cohort_for(request: HttpRequest, pk: int) -> tuple[Cohort, Membership]:
+    return services.check_cohort(request.user, pk)
+
+
+@member_view
+@require_GET
+def cohort_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    cohort, membership = _cohort_for(request, pk)
+    from django.http import QueryDict
+
+    link = QueryDict(mutable=True)
+    for key, value in cohort.query.items():
+        for v in value if isinstance(value, list) else [value]:
+            link.appendlist(key, str(v))
+    traces = services.cohort_traces(cohort).select_related("problem")
+    page = Paginator(traces, 50).get_page(request.GET.get("page"))
+    context = {"study": cohort.study, "membership": membership, "cohort": cohort, "page": page,
+               "search_link": link.urlencode(), "judges": cohort.study.judges.order_by("name"),
+               "members": Membership.objects.filter(study=cohort.study).select_related("user").order_by("user__username"),
+               "others": Cohort.objects.filter(study=cohort.study).exclude(pk=cohort.pk).order_by("name")}
+    return render(request, "search/cohort.html", context)
+
+
+@member_view
+@require_POST
+def cohort_assign(request: HttpRequest, pk: int) -> HttpResponse:
+    cohort, membership = _cohort_for(request, pk)
+    access.check_owner(membership)
+    users = list(get_user_model().objects.filter(username__in=request.POST.getlist("annotators")))
+    try:
+        n = services.do_assign_cohort(cohort, request.user, users, int(request.POST.get("k") or 1))
+    except (AssignError, ValueError) as exc:
+        messages.error(request, f"Not queued: {exc}")
+    else:
+        messages.success(request, f"{n} assignments made from cohort {cohort.name}.")
+    return redirect(cohort)
+
+
+@member_view
+@require_POST
+def cohort_judge(request: HttpRequest, pk: int) -> HttpResponse:
+    from judges.services import RunConflict
+
+    cohort, membership = _cohort_for(request, pk)
+    access.check_owner(membership)
+    judge = cohort.study.judges.filter(pk=request.POST.get("judge") or 0).first()
+    if judge is None:
+        messages.error(request, "Choose a judge of this study.")
+        return redirect(cohort)
+    try:
+        run = services.do_judge_cohort(cohort, judge, user=request.user)
+    except (services.CohortError, RunConflict, ValueError) as exc:
+        messages.error(request, f"Not started: {exc}")
+        return redirect(cohort)
+    return redirect("job", run.job_id)
+
+
+@member_view
+@require_POST
+def cohort_delete(request: HttpRequest, pk: int) -> HttpResponse:
+    cohort, membership = _cohort_for(request, pk)
+    services.do_delete_cohort(cohort, membership)
+    messages.success(request, f"Cohort {cohort.name} deleted.")
+    return redirect("search-cohorts", cohort.study_id)
+
+
+@member_view
+@require_GET
+def cohort_compare(request: HttpRequest, pk: int) -> HttpResponse:
+    a, membership = _cohort_for(request, pk)
+    other = request.GET.get("b", "")
+    result, error = None, ""
+    if other.isdigit():
+        b, _m = _cohort_for(request, int(other))
+        try:
+            result = services.compare_cohorts(a, b)
+        except services.CohortError as exc:
+            error = exc.message
+    elif other:
+        error = "b: give the other cohort's id"
+    context = {"study": a.study, "membership": membership, "cohort": a, "result": result, "error": error,
+               "others": Cohort.objects.filter(study=a.study).exclude(pk=a.pk).order_by("name"), "b": other}
+    return render(request, "search/compare.html", context, status=400 if error else 200)
