@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import asdict
 
 from django.contrib.auth import get_user_model
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.exceptions import ValidationError
@@ -105,6 +106,7 @@ class CohortDetail(APIView):
         data["trace_ids"] = list(services.cohort_traces(cohort).values_list("trace_id", flat=True))
         return Response(data)
 
+    @extend_schema(responses={204: None})
     def delete(self, request, pk: int):
         cohort, membership = services.check_cohort(request.user, pk)
         services.do_delete_cohort(cohort, membership)
@@ -116,7 +118,7 @@ class CompareIn(serializers.Serializer):
 
 
 class CohortCompare(APIView):
-    @extend_schema(parameters=[CompareIn])
+    @extend_schema(parameters=[CompareIn], responses=OpenApiTypes.OBJECT)
     def get(self, request, pk: int):
         a, _m = services.check_cohort(request.user, pk)
         data = CompareIn(data=request.query_params)
@@ -136,7 +138,7 @@ class AssignIn(serializers.Serializer):
 class CohortAssign(APIView):
     """Queue the cohort's traces for annotators (owners)."""
 
-    @extend_schema(request=AssignIn)
+    @extend_schema(request=AssignIn, responses={201: OpenApiTypes.OBJECT})
     def post(self, request, pk: int):
         cohort, membership = services.check_cohort(request.user, pk)
         access.check_owner(membership)
@@ -162,7 +164,7 @@ class JudgeIn(serializers.Serializer):
 class CohortJudgeRuns(APIView):
     """Start a judge run over the cohort's traces (owners)."""
 
-    @extend_schema(request=JudgeIn)
+    @extend_schema(request=JudgeIn, responses={202: OpenApiTypes.OBJECT})
     def post(self, request, pk: int):
         from judges.services import RunConflict
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import IntegrityError, connection, transaction
-from django.db.models import QuerySet
+from django.db.models import F, QuerySet
 from django.db.models.expressions import RawSQL
 from django.urls import reverse
 
@@ -159,7 +159,9 @@ def do_save_cohort(study: Study, membership: Membership, *, name: str, data, not
     if not name or len(name) > 200:
         raise CohortError("name", "give a name of 1 to 200 characters")
     s = search(study, membership, data)
-    ids_sql, ids_params = s.traces.order_by().values("pk").query.sql_with_params()
+    # An explicit alias: the column of a bare values("pk") has no name SQLite's outer query can use.
+    ids_sql, ids_params = (s.traces.order_by().annotate(cohort_trace=F("pk")).values("cohort_trace")
+                           .query.sql_with_params())
     try:
         with transaction.atomic():
             cohort = Cohort.objects.create(study=study, name=name, query=s.params, note=note,
@@ -167,7 +169,7 @@ def do_save_cohort(study: Study, membership: Membership, *, name: str, data, not
             table, col_c, col_t = (CohortTrace._meta.db_table, CohortTrace._meta.get_field("cohort").column,
                                    CohortTrace._meta.get_field("trace").column)
             with connection.cursor() as cursor:
-                cursor.execute(f'INSERT INTO "{table}" ("{col_c}", "{col_t}") SELECT %s, sub.id FROM ({ids_sql}) sub',
+                cursor.execute(f'INSERT INTO "{table}" ("{col_c}", "{col_t}") SELECT %s, sub.cohort_trace FROM ({ids_sql}) sub',
                                [cohort.pk, *ids_params])
                 n = cursor.rowcount
             cohort.n_traces = n

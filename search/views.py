@@ -162,5 +162,6 @@ def cohort_compare(request: HttpRequest, pk: int) -> HttpResponse:
     elif other:
         error = "b: give the other cohort's id"
     context = {"study": a.study, "membership": membership, "cohort": a, "result": result, "error": error,
+               "sides": [result["a"], result["b"]] if result else [],
                "others": Cohort.objects.filter(study=a.study).exclude(pk=a.pk).order_by("name"), "b": other}
     return render(request, "search/compare.html", context, status=400 if error else 200)
