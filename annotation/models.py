@@ -39,7 +39,11 @@ class Study(models.Model):
     # Annotators see no judge verdicts or other annotators' labels on a trace
     # until they have labelled it completely themselves.
     blind = models.BooleanField(default=True)
+    # The answer channel's segmenter (the name predates the thinking channel and is kept).
     segmenter = models.CharField(max_length=20, choices=Segmenter.choices, default=Segmenter.LINES)
+    # The thinking channel's segmenter: thoughts are prose in paragraphs ("Wait, ..."), rarely one claim a line.
+    thought_segmenter = models.CharField(max_length=20, choices=Segmenter.choices, default=Segmenter.PARAGRAPHS,
+                                         db_default=Segmenter.PARAGRAPHS)
     primary_judge = models.ForeignKey(
         "judges.JudgeConfig", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
@@ -201,13 +205,19 @@ class Trace(models.Model):
     model = models.CharField(max_length=200)
     trace_id = models.CharField(max_length=300)
     raw = models.TextField(blank=True)
-    thought = models.TextField(blank=True)  # leading raw-thought part of tagged outputs
+    # The thinking channel's text (docs/import-format.md): every thought block of the output, joined in order
+    # by a blank line. Thought steps' offsets index this text.
+    thought = models.TextField(blank=True)
     answer = models.TextField(blank=True)
     answer_correct = models.BooleanField(null=True)
     answer_origin = models.CharField(max_length=20, choices=AnswerOrigin.choices, default=AnswerOrigin.NONE)
     # The automatic check is kept even when an import or a reviewer overrides it.
     auto_answer_correct = models.BooleanField(null=True)
+    # Steps over both channels (the Step rows); the first n_thought_steps of them are the thought's.
     n_steps = models.PositiveIntegerField(default=0)
+    n_thought_steps = models.PositiveIntegerField(default=0, db_default=0)
+    # The thought was cut before it closed (max_tokens): it is kept, and the trace has no answer channel.
+    thought_truncated = models.BooleanField(default=False, db_default=False)
     empty = models.BooleanField(default=False)
     steps_hash = models.CharField(max_length=64)
     flagged = models.BooleanField(default=False)
@@ -238,12 +248,28 @@ class Trace(models.Model):
     def get_absolute_url(self) -> str:
         return reverse("trace", args=[self.pk])
 
+    @property
+    def n_answer_steps(self) -> int:
+        return self.n_steps - self.n_thought_steps
+
+    def channel_text(self, channel: str) -> str:
+        """The text a step of ``channel`` has its offsets in: ``thought`` for the thinking channel, ``raw``
+        (the output as received) for the answer channel -- see docs/import-format.md."""
+        return self.thought if channel == Step.Channel.THOUGHT else self.raw
+
 
 class Step(models.Model):
+    class Channel(models.TextChoices):
+        THOUGHT = "thought"
+        ANSWER = "answer"
+
     trace = models.ForeignKey(Trace, on_delete=models.CASCADE, related_name="steps")
-    index = models.PositiveIntegerField()  # 1-based
+    # 1-based and unique per trace over both channels, in reading order: thought steps 1..T, then answer steps.
+    index = models.PositiveIntegerField()
+    # db_default too: raw inserts that predate the channel (and name no channel) write answer steps.
+    channel = models.CharField(max_length=8, choices=Channel.choices, default=Channel.ANSWER, db_default=Channel.ANSWER)
     text = models.TextField()
-    # Offsets into trace.raw; null when the steps were given, not segmented.
+    # Offsets into the step's channel text (Trace.channel_text); null when the steps were given, not segmented.
     start = models.PositiveIntegerField(null=True, blank=True)
     end = models.PositiveIntegerField(null=True, blank=True)
 
