@@ -127,12 +127,16 @@ def matching_ids(src: Source, query: Query, *, select: str = "id", where: str = 
     return sql, [query.fts5(), *(params or [])]
 
 
-def step_snippets(query: Query, trace_ids: list[int], *, using: str = "default") -> list[tuple[int, int, int, str]]:
-    """(step id, trace id, step index, marked snippet) of the matching steps of ``trace_ids``,
-    in trace and step order. Snippets mark matches with START/STOP (search.core.query)."""
+def step_snippets(query: Query, trace_ids: list[int], *, channel: str = "",
+                  using: str = "default") -> list[tuple[int, int, int, str, str]]:
+    """(step id, trace id, step index, channel, marked snippet) of the matching steps of ``trace_ids``
+    (of one channel if given), in trace and step order. Snippets mark matches with START/STOP
+    (search.core.query)."""
     if not trace_ids:
         return []
     connection = connections[using]
+    only = " AND s.channel = %s" if channel else ""
+    extra = [channel] if channel else []
     with connection.cursor() as cursor:
         if is_postgres(connection):
             options = (f'StartSel="{START}", StopSel="{STOP}", MaxWords=30, MinWords=12, MaxFragments=2, '
@@ -140,19 +144,20 @@ def step_snippets(query: Query, trace_ids: list[int], *, using: str = "default")
             # ts_headline's parser drops what looks like an HTML tag: hide angle brackets from it
             # and put them back below (the page escapes them).
             cursor.execute(
-                f"SELECT s.id, s.trace_id, s.\"index\", ts_headline('simple'::regconfig, "
+                f"SELECT s.id, s.trace_id, s.\"index\", s.channel, ts_headline('simple'::regconfig, "
                 f"replace(replace(s.text, '<', %s), '>', %s), q, %s) "
-                f"FROM annotation_step s, {_PG_QUERY} q WHERE s.trace_id = ANY(%s) AND s.search_tsv @@ q "
+                f"FROM annotation_step s, {_PG_QUERY} q WHERE s.trace_id = ANY(%s) AND s.search_tsv @@ q{only} "
                 f"ORDER BY s.trace_id, s.\"index\"",
-                [_LT, _GT, options, query.websearch(), list(trace_ids)],
+                [_LT, _GT, options, query.websearch(), list(trace_ids), *extra],
             )
-            return [(a, b, c, h.replace(_LT, "<").replace(_GT, ">")) for a, b, c, h in cursor.fetchall()]
+            return [(a, b, c, d, h.replace(_LT, "<").replace(_GT, ">")) for a, b, c, d, h in cursor.fetchall()]
         else:
             placeholders = ", ".join(["%s"] * len(trace_ids))
             cursor.execute(
-                f"SELECT s.id, s.trace_id, s.\"index\", snippet({STEPS.fts}, 0, %s, %s, '…', 24) "
+                f"SELECT s.id, s.trace_id, s.\"index\", s.channel, snippet({STEPS.fts}, 0, %s, %s, '…', 24) "
                 f"FROM {STEPS.fts} JOIN annotation_step s ON s.id = {STEPS.fts}.rowid "
-                f"WHERE {STEPS.fts} MATCH %s AND s.trace_id IN ({placeholders}) ORDER BY s.trace_id, s.\"index\"",
-                [START, STOP, query.fts5(), *trace_ids],
+                f"WHERE {STEPS.fts} MATCH %s AND s.trace_id IN ({placeholders}){only} "
+                f"ORDER BY s.trace_id, s.\"index\"",
+                [START, STOP, query.fts5(), *trace_ids, *extra],
             )
         return [tuple(row) for row in cursor.fetchall()]

@@ -80,6 +80,8 @@ def _sees_everything(membership: Membership) -> bool:
 class TraceSearchFilter(django_filters.FilterSet):
     """Filters of a study's traces; ``study`` and ``membership`` decide sources and refusals."""
 
+    channel = django_filters.ChoiceFilter(choices=Step.Channel.choices, method="filter_nothing",
+                                          help_text="the steps q and re read: thought or answer (default both)")
     q = django_filters.CharFilter(method="filter_q", help_text="text query (docs/search.md): words, \"phrases\", or, -word")
     model = django_filters.CharFilter(field_name="model")
     domain = django_filters.CharFilter(field_name="problem__domain")
@@ -173,7 +175,9 @@ class TraceSearchFilter(django_filters.FilterSet):
             raise _bad("q", str(exc)) from None
         if self.parsed is None:
             return qs
-        step_sql, step_params = backends.matching_ids(backends.STEPS, self.parsed, select="trace_id")
+        where, params = self.step_where()
+        step_sql, step_params = backends.matching_ids(backends.STEPS, self.parsed, select="trace_id", where=where,
+                                                      params=params)
         prob_sql, prob_params = backends.matching_ids(backends.PROBLEMS, self.parsed, where="t.study_id = %s",
                                                       params=[self.study.pk])
         cond = Q(pk__in=RawSQL(step_sql, step_params)) | Q(problem_id__in=RawSQL(prob_sql, prob_params))
@@ -182,6 +186,10 @@ class TraceSearchFilter(django_filters.FilterSet):
                                                     where=label_where, params=label_params)
         cond |= Q(pk__in=Step.objects.filter(pk__in=RawSQL(lab_sql, lab_params)).values("trace_id"))
         return qs.filter(cond)
+
+    def step_where(self) -> tuple[str, list]:
+        channel = self._value("channel")
+        return ("t.channel = %s", [channel]) if channel else ("", [])
 
     def _label_where(self) -> tuple[str, list]:
         """Whose notes a text query reads: a blinded annotator only their own."""
@@ -313,7 +321,10 @@ class TraceSearchFilter(django_filters.FilterSet):
             raise _bad("re", str(exc)) from None
         deadline = time.monotonic() + REGEX_BUDGET_S
         matched: set[int] = set()
-        steps = (Step.objects.filter(trace__in=qs.order_by().values("pk")).order_by("trace_id", "index")
+        steps = Step.objects.filter(trace__in=qs.order_by().values("pk"))
+        if self._value("channel"):
+            steps = steps.filter(channel=self._value("channel"))
+        steps = (steps.order_by("trace_id", "index")
                  .values_list("trace_id", "text"))
         n = 0
         for trace_id, text in steps.iterator(chunk_size=2000):

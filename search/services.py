@@ -74,7 +74,8 @@ def search(study: Study, membership: Membership, data) -> Search:
 class Hit:
     kind: str  # "step", "problem" or "label"
     html: str  # escaped text, matches in <mark>
-    step: int | None = None  # the step's index (1-based)
+    step: int | None = None  # the step's index (1-based, over both channels)
+    channel: str = ""  # the step's channel: thought or answer
     url: str = ""  # the review page at that step
 
 
@@ -88,12 +89,13 @@ def hits(s: Search, traces: list[Trace]) -> dict[int, list[Hit]]:
     pattern = s.filterset.pattern
     if parsed is not None:
         counts: dict[int, int] = {}
-        for _step_id, trace_id, index, marked in backends.step_snippets(parsed, ids):
+        channel = s.filterset.form.cleaned_data.get("channel") or ""
+        for _step_id, trace_id, index, step_channel, marked in backends.step_snippets(parsed, ids, channel=channel):
             counts[trace_id] = counts.get(trace_id, 0) + 1
             if counts[trace_id] <= MAX_HITS_PER_TRACE:
                 if ql.START not in marked:  # the database's parser cut a word differently: mark it here
                     marked = ql.mark_words(marked, parsed.words) or marked
-                out[trace_id].append(_step_hit(trace_id, index, marked))
+                out[trace_id].append(_step_hit(trace_id, index, marked, step_channel))
         problems = {t.problem_id for t in traces}
         sql, params = backends.matching_ids(backends.PROBLEMS, parsed,
                                             where=f"t.id IN ({', '.join(['%s'] * len(problems))})",
@@ -114,11 +116,14 @@ def hits(s: Search, traces: list[Trace]) -> dict[int, list[Hit]]:
         for lab in labels:
             marked = ql.mark_words(lab.reason, parsed.words) or lab.reason[:200]
             out[lab.step.trace_id].append(Hit("label", ql.snippet_html(marked), lab.step.index,
-                                              _review_url(lab.step.trace_id, lab.step.index)))
+                                              lab.step.channel, _review_url(lab.step.trace_id, lab.step.index)))
     if pattern is not None:
         seen: dict[int, int] = {}
-        for trace_id, index, text in Step.objects.filter(trace_id__in=ids).order_by("trace_id", "index").values_list(
-                "trace_id", "index", "text"):
+        steps = Step.objects.filter(trace_id__in=ids)
+        if s.filterset.form.cleaned_data.get("channel"):
+            steps = steps.filter(channel=s.filterset.form.cleaned_data["channel"])
+        for trace_id, index, step_channel, text in steps.order_by("trace_id", "index").values_list(
+                "trace_id", "index", "channel", "text"):
             if seen.get(trace_id, 0) >= MAX_HITS_PER_TRACE:
                 continue
             try:
@@ -129,7 +134,7 @@ def hits(s: Search, traces: list[Trace]) -> dict[int, list[Hit]]:
                 continue
             seen[trace_id] = seen.get(trace_id, 0) + 1
             marked = text[:m.start()] + ql.START + m.group() + ql.STOP + text[m.end():]
-            out[trace_id].append(_step_hit(trace_id, index, ql.window(marked, m.start(), 80)))
+            out[trace_id].append(_step_hit(trace_id, index, ql.window(marked, m.start(), 80), step_channel))
     return out
 
 
@@ -137,8 +142,8 @@ def _review_url(trace_pk: int, index: int) -> str:
     return reverse("trace-review", args=[trace_pk]) + f"#s{index}"
 
 
-def _step_hit(trace_pk: int, index: int, marked: str) -> Hit:
-    return Hit("step", ql.snippet_html(marked), index, _review_url(trace_pk, index))
+def _step_hit(trace_pk: int, index: int, marked: str, channel: str) -> Hit:
+    return Hit("step", ql.snippet_html(marked), index, channel, _review_url(trace_pk, index))
 
 
 # --------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from search.filters import SearchError, TraceSearchFilter
 from search.models import Cohort
 
 # Filters shown as fields of the page's form (the rest are still honoured from the URL).
-FORM_FIELDS = ("q", "re", "model", "answer_correct", "flagged", "lucky_guess", "disagreement", "needs_review",
+FORM_FIELDS = ("q", "re", "channel", "model", "answer_correct", "flagged", "lucky_guess", "disagreement", "needs_review",
                "source", "verdict", "first_error_min", "first_error_max", "first_error_rel_min",
                "first_error_rel_max", "judge", "human_judge_disagreement", "adjudicated", "review_flag",
                "n_steps_min", "n_steps_max", "chars_min", "chars_max", "regime", "coverage_min", "coverage_max",

@@ -19,7 +19,7 @@ def drop(apps, schema_editor) -> None:
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("annotation", "0005_trace_regime"),
+        ("annotation", "0007_segment_thoughts"),
         ("search", "0001_cohorts"),
     ]
 
