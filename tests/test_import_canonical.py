@@ -170,9 +170,13 @@ def test_it_splits_a_tagged_output_into_thought_reasoning_and_answer(do_import):
     assert t.thought == "let me think about eggs"
     assert t.answer == "18"
     steps = list(t.steps.order_by("index"))
-    assert [s.text for s in steps] == ["16 - 3 - 4 = 9", "9 * 2 = 18"]
+    # The thought is a channel of its own, segmented first; the answer channel's steps follow it.
+    assert [(s.channel, s.text) for s in steps] == [
+        ("thought", "let me think about eggs"), ("answer", "16 - 3 - 4 = 9"), ("answer", "9 * 2 = 18"),
+    ]
+    assert (t.n_steps, t.n_thought_steps) == (3, 1)
     for s in steps:
-        assert raw[s.start : s.end] == s.text
+        assert t.channel_text(s.channel)[s.start : s.end] == s.text
     assert t.answer_correct is True
 
 

@@ -205,6 +205,12 @@ def _regime(header: EvalLog, sample: EvalSample) -> dict[str, Any]:
     )
 
 
+def regime_with_thought_tokens(values: dict[str, Any], usage: Any) -> dict[str, Any]:
+    """The regime plus the thought's token count when the provider reported it (``reasoning_tokens``)."""
+    tokens = getattr(usage, "reasoning_tokens", None) if usage is not None else None
+    return {**values, "thought_tokens": tokens} if tokens is not None else values
+
+
 def sample_records(header: EvalLog, sample: EvalSample, seen_problems: set[str]) -> Iterator[dict[str, Any]]:
     """The problem (once per sample id) and the trace of one (sample, epoch)."""
     from inspect_ai.model import ContentReasoning
@@ -224,16 +230,21 @@ def sample_records(header: EvalLog, sample: EvalSample, seen_problems: set[str])
             "tags": ["inspect", ev.task],
         }
     message = sample.output.choices[0].message if sample.output and sample.output.choices else None
-    thoughts: list[str] = []
+    # Every reasoning block in order, as reasonlib.thinking takes them. Redacted reasoning is ciphertext:
+    # only the provider's summary is kept (flagged), never the blob.
+    blocks: list[dict[str, Any]] = []
     redacted = False
     if message is not None and not isinstance(message.content, str):
         for part in message.content:
             if isinstance(part, ContentReasoning):
-                # Redacted reasoning is ciphertext: keep the provider's summary, if any, never the blob.
-                text = (part.summary or "") if part.redacted else part.reasoning
+                summary = getattr(part, "summary", None) or ""
+                if part.redacted:
+                    blocks.append({"text": summary, "redacted": True, "summary": bool(summary.strip())})
+                elif part.reasoning.strip():
+                    blocks.append({"text": part.reasoning})
+                elif summary.strip():
+                    blocks.append({"text": summary, "summary": True})
                 redacted = redacted or part.redacted
-                if text.strip():
-                    thoughts.append(text.strip())
     scorer, score = _score(header, sample)
     usage = sample.output.usage if sample.output else None
     meta: dict[str, Any] = {
@@ -252,6 +263,8 @@ def sample_records(header: EvalLog, sample: EvalSample, seen_problems: set[str])
         meta["input_tokens"], meta["output_tokens"] = usage.input_tokens, usage.output_tokens
     if redacted:
         meta["reasoning_redacted"] = True
+    if sample.output is not None and getattr(sample.output, "stop_reason", None) == "max_tokens":
+        meta["truncated"] = True  # cut by max_tokens: a thought with no answer is a truncated one
     if sample.error is not None:
         meta["error"] = sample.error.message
     if isinstance(sample.target, list) and len(sample.target) > 1:
@@ -262,8 +275,8 @@ def sample_records(header: EvalLog, sample: EvalSample, seen_problems: set[str])
         "model": ev.model,
         "trace_id": f"inspect/{ev.eval_id}/{sample.id}/{sample.epoch}",
         "raw": sample.output.completion if sample.output else "",
-        "thought": "\n\n".join(thoughts),
-        "regime": _regime(header, sample),
+        "thought_blocks": blocks,
+        "regime": regime_with_thought_tokens(_regime(header, sample), usage),
         "meta": meta,
     }
     if score is not None and score.answer:

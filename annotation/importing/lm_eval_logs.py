@@ -286,6 +286,9 @@ def _doc_records(run: _Run, doc: _Doc) -> Iterator[dict[str, Any]]:
             "trace_id": f"lm-eval/{run.model}/{run.task}/{run.time}/{doc_id}/{repeat}",
             "raw": text,
             "regime": {**settings, "repeat": repeat},
+            # lm-eval's think_end_token (model_args): the thought ends at it (reasonlib.thinking, form think_end).
+            **({"think_end_token": str(run.model_args["think_end_token"])}
+               if run.model_args.get("think_end_token") else {}),
             "meta": {
                 "lm_eval": {
                     "task": run.task,

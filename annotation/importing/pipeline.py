@@ -36,7 +36,7 @@ from annotation.models import (
     Trace,
     TraceReview,
 )
-from reasonlib import parsing
+from reasonlib import parsing, thinking
 
 log = logging.getLogger(__name__)
 
@@ -76,9 +76,12 @@ class _PendingTrace:
     line: int
     record: TraceIn
     trace_id: str
-    steps: list[StepRow]  # (text, start, end): offsets into raw, None where not found
+    # (text, start, end) of the thought's steps then the answer's: offsets into the thought, resp. the
+    # raw text (None where a given step was not found)
+    steps: list[StepRow]
+    n_thought: int
     answer: str
-    thought: str
+    split: thinking.ThinkingSplit
     hash: str
 
 
@@ -212,6 +215,15 @@ def _text_hash(text: str) -> str:
     return hashlib.sha1(text.encode()).hexdigest()
 
 
+def _given_steps(text: str, given: list[str], field_name: str) -> list[StepRow]:
+    """Steps given in the record (not segmented): stripped, none empty, located in ``text``."""
+    texts = [s.strip() for s in given]
+    for k, t in enumerate(texts, start=1):
+        if not t:
+            raise RecordError(f'"{field_name}": step {k} is empty')
+    return _locate(text, texts)
+
+
 def _locate(raw: str, texts: list[str]) -> list[StepRow]:
     """Offsets of given steps inside raw, searched in order; None where not found."""
     out: list[StepRow] = []
@@ -277,23 +289,36 @@ class _Writer:
         self.new_problems.append((line, rec))
 
     def _add_trace(self, line: int, rec: TraceIn) -> None:
-        thought = ""
-        if rec.steps is not None:
-            texts = [s.strip() for s in rec.steps]
-            for k, text in enumerate(texts, start=1):
-                if not text:
-                    raise RecordError(f'"steps": step {k} is empty')
-            steps = _locate(rec.raw or "", texts)
-            answer = rec.answer
-            if answer is None and rec.raw:
-                answer = parsing.extract_answer(rec.raw)
+        split = thinking.split_thinking(
+            rec.raw,
+            reasoning_field=rec.thought,
+            reasoning_blocks=[thinking.ReasoningBlock(b.text, b.redacted, b.summary) for b in rec.thought_blocks or ()],
+            think_end=rec.think_end_token,
+            opened=rec.prompt_opens_thought,
+            cut=rec.meta.get("finish_reason") == "length" or bool(rec.meta.get("truncated")),
+        )
+        if rec.thought_steps is not None:
+            thought_steps = _given_steps(split.thought, rec.thought_steps, "thought_steps")
         else:
-            parsed = parsing.parse_trace(rec.raw or "", self.study.segmenter)
-            steps = [(s.text, s.start, s.end) for s in parsed.steps]
-            texts = [s.text for s in parsed.steps]
+            thought_steps = [
+                (s.text, s.start, s.end) for s in thinking.clip_segments(
+                    split.thought, parsing.segment(split.thought, self.study.thought_segmenter),
+                    [(b.start, b.end) for b in split.blocks])
+            ]
+        if rec.steps is not None:
+            # Located in the answer's view of raw, so a given step is never found inside the thought.
+            steps = _given_steps(split.answer_view, rec.steps, "steps")
+            answer = rec.answer
+            if answer is None and split.answer.strip():
+                answer = parsing.extract_answer(split.answer_view)
+        elif split.answer_spans:
+            parsed = parsing.parse_trace(split.answer_view, self.study.segmenter)
+            steps = [(s.text, s.start, s.end) for s in thinking.clip_segments(rec.raw or "", parsed.steps, split.answer_spans)]
             answer = rec.answer if rec.answer is not None else parsed.answer
-            thought = parsed.thought or ""
-        n = len(texts)
+        else:
+            parsing.segment("", self.study.segmenter)  # still reject an unknown method
+            steps, answer = [], rec.answer
+        n = len(thought_steps) + len(steps)
         seen: set[tuple[str, int]] = set()
         for lab in rec.labels:
             if lab.step > n:
@@ -301,9 +326,9 @@ class _Writer:
             if (lab.annotator, lab.step) in seen:
                 raise RecordError(f'two labels from "{lab.annotator}" for step {lab.step}')
             seen.add((lab.annotator, lab.step))
-        h = steps_hash(texts)
+        h = thinking.channel_steps_hash([t[0] for t in thought_steps], [t[0] for t in steps])
         trace_id = rec.trace_id or f"{rec.problem_id}/{rec.model}/{h[:16]}"
-        pending = _PendingTrace(line, rec, trace_id, steps, answer or "", thought, h)
+        pending = _PendingTrace(line, rec, trace_id, thought_steps + steps, len(thought_steps), answer or "", split, h)
         if rec.problem_id in self.problems:
             self.traces.append(pending)
         else:
@@ -456,13 +481,14 @@ class _Writer:
         now = timezone.now()
         insert_rows(Trace, _TRACE_FIELDS, [self._trace_row(p, now) for p in new])
         trace_pks = pk_map(Trace, "trace_id", [p.trace_id for p in new], study=self.study.pk)
+        thought, answer = str(Step.Channel.THOUGHT), str(Step.Channel.ANSWER)
         rows = [
-            (trace_pk, k, text, start, end)
+            (trace_pk, k, thought if k <= p.n_thought else answer, text, start, end)
             for p in new
             for trace_pk in (trace_pks[p.trace_id],)
             for k, (text, start, end) in enumerate(p.steps, start=1)
         ]
-        insert_rows(Step, ["trace", "index", "text", "start", "end"], rows)
+        insert_rows(Step, ["trace", "index", "channel", "text", "start", "end"], rows)
         self.report.traces_created += len(new)
         self.report.steps_created += len(rows)
         labelled = [(trace_pks[p.trace_id], p) for p in new if p.record.labels]
@@ -500,12 +526,18 @@ class _Writer:
         else:
             correct, origin = None, Trace.AnswerOrigin.NONE
         n = len(p.steps)
-        raw = rec.raw if rec.raw is not None else "\n".join(s[0] for s in p.steps)
+        raw = rec.raw if rec.raw is not None else "\n".join(s[0] for s in p.steps[p.n_thought:])
+        split = p.split
+        meta = record_meta(rec)
+        thinking_on = rec.regime.get("thinking") == "on"
+        if split.form != "none" or split.flags or thinking_on:
+            found = split.meta()
+            if thinking_on and not split.thought:
+                found["missing"] = True  # thinking was asked for and the model returned no thought
+            meta = {**meta, "thought": found}
         # Order as _TRACE_FIELDS.
-        # A separate reasoning channel (eval logs) comes first; a thought part split off a tagged raw follows it.
-        thought = "\n\n".join(t for t in (rec.thought, p.thought) if t)
-        return (self.study.pk, known.pk, rec.model, p.trace_id, raw, thought, p.answer, correct, str(origin), auto,
-                n, n == 0, p.hash, False, record_meta(rec), now, rec.regime)
+        return (self.study.pk, known.pk, rec.model, p.trace_id, raw, split.thought, p.answer, correct, str(origin),
+                auto, n, p.n_thought, split.truncated, n == 0, p.hash, False, meta, now, rec.regime)
 
     def _write_new_labels(self, labelled: list[tuple[int, _PendingTrace]], step_pks: dict[tuple[int, int], int]) -> None:
         """Labels, reviews and history of new traces, as raw inserts like the
@@ -606,7 +638,8 @@ _LABEL_FIELDS = [
 _REVIEW_FIELDS = ["trace", "annotator", "version", "complete", "rating", "flag", "skipped", "updated_at", "updated_via"]
 _TRACE_FIELDS = [
     "study", "problem", "model", "trace_id", "raw", "thought", "answer", "answer_correct", "answer_origin",
-    "auto_answer_correct", "n_steps", "empty", "steps_hash", "flagged", "meta", "created_at", "regime",
+    "auto_answer_correct", "n_steps", "n_thought_steps", "thought_truncated", "empty", "steps_hash", "flagged", "meta",
+    "created_at", "regime",
 ]
 
 

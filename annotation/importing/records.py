@@ -73,6 +73,16 @@ class LabelIn(BaseModel):
         return sorted(set(refs))
 
 
+class ThoughtBlockIn(BaseModel):
+    """A reasoning block of an eval log (Inspect's ContentReasoning): its text, or for a redacted block
+    the provider's summary (never the ciphertext)."""
+
+    model_config = ConfigDict(extra="ignore")
+    text: str = ""
+    redacted: bool = False
+    summary: bool = False
+
+
 class TraceIn(_Record):
     kind: Literal["trace"]
     problem_id: str = Field(min_length=1, max_length=200)
@@ -85,8 +95,19 @@ class TraceIn(_Record):
     labels: list[LabelIn] = Field(default_factory=list)
     rating: float | None = Field(default=None, ge=0, le=10)
     meta: dict[str, Any] = Field(default_factory=dict)
-    # The separate reasoning channel (reasoning_content, Inspect's ContentReasoning), kept apart from raw.
+    # The separate reasoning channel, under any of the names servers give it (one at most); a thought
+    # inline in raw (<think>, harmony channels, ...) is found by reasonlib.thinking.
     thought: str | None = None
+    reasoning_content: str | None = None
+    reasoning: str | None = None
+    # The thought's steps when given, not segmented (like "steps" for the answer).
+    thought_steps: list[str] | None = None
+    # Reasoning blocks of an eval log, in order (redacted/summary flags kept).
+    thought_blocks: list[ThoughtBlockIn] | None = None
+    # lm-eval's think_end_token: the thought is what raw has before its last occurrence.
+    think_end_token: str | None = Field(default=None, min_length=1)
+    # The prompt opened the thought (a chat template ending in <think>): raw without any tag is an unclosed thought.
+    prompt_opens_thought: bool = False
     # The inference regime (generation.md): model, endpoint host, sampling settings, prompt hash, ...
     regime: dict[str, Any] = Field(default_factory=dict)
 
@@ -133,6 +154,12 @@ def validate(obj: Any) -> ProblemIn | TraceIn:
     if isinstance(record, TraceIn):
         if record.raw is None and record.steps is None:
             raise RecordError('a trace needs "raw" or "steps"')
+        given = {k: v for k in ("thought", "reasoning_content", "reasoning")
+                 if isinstance(v := getattr(record, k), str) and v.strip()}
+        if len(set(given.values())) > 1:
+            names = " and ".join(f'"{k}"' for k in given)
+            raise RecordError(f"{names} both give the separate thought, with different texts: keep one")
+        record.thought = next(iter(given.values()), None)
         if record.rating is not None and not record.labels:
             raise RecordError('"rating" needs "labels" naming the annotator who gave it')
     return record

@@ -40,10 +40,12 @@ def test_it_imports_one_trace_per_sample_and_epoch(study, import_file):
         assert trace.problem.statement == problem["question"]
         assert trace.problem.gold_answer == problem["answer"].rsplit("####", 1)[1].strip()
         assert trace.model == f"openai-api/{make_logs.SERVICE}/{make_logs.MODEL}"
-        # The reasoning channel is the trace's thought, apart from the segmented output.
+        # The reasoning channel is the trace's thought, apart from the output, and a channel of steps.
         assert trace.thought == f"Let me work through '{pid}' carefully before answering."
         assert trace.thought not in trace.raw
-        assert [s.text for s in trace.steps.order_by("index")] == problem["steps"]
+        steps = [(s.channel, s.text) for s in trace.steps.order_by("index")]
+        assert steps == [("thought", trace.thought)] + [("answer", text) for text in problem["steps"]]
+        assert trace.meta["thought"]["form"] == "blocks"
         assert trace.answer == problem["reply"]
         # The scorer's verdict is the imported correctness: the fake model is wrong on house-flip only.
         assert trace.answer_correct is (pid != "house-flip")

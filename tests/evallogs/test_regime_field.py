@@ -22,8 +22,9 @@ def test_the_canonical_format_carries_a_regime_and_a_thought(study, do_import):
     trace = Trace.objects.get(trace_id="t1")
     assert trace.regime == REGIME
     assert trace.thought == "easy"
-    # Neither is an unknown key kept in meta.
-    assert "regime" not in trace.meta and "thought" not in trace.meta
+    # Neither is an unknown key kept in meta; meta["thought"] is what the thinking parser found.
+    assert "regime" not in trace.meta
+    assert trace.meta["thought"] == {"form": "field", "blocks": [{"start": 0, "end": 4, "source": "field"}]}
 
 
 def test_a_trace_without_a_regime_has_an_empty_one(study, do_import):
