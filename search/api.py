@@ -16,10 +16,11 @@ from rest_framework.views import APIView
 from annotation import access
 from annotation.api.serializers import TraceListSerializer
 from annotation.api.views import StudyTraces
+from annotation.models import Trace
 from annotation.review import AssignError
-from search import services
+from search import scanners, services
 from search.filters import SearchError, TraceSearchFilter
-from search.models import Cohort
+from search.models import Cohort, Scanner
 
 
 def _invalid(exc: SearchError | services.CohortError) -> ValidationError:
@@ -183,3 +184,140 @@ class CohortJudgeRuns(APIView):
         except RunConflict as exc:
             return Response({"detail": str(exc), "errors": []}, status=status.HTTP_409_CONFLICT)
         return Response({"run": run.pk, "job": run.job_id, "traces": run.job.total}, status=status.HTTP_202_ACCEPTED)
+
+
+# --------------------------------------------------------------------------
+# Scanners
+
+
+def _scanner_invalid(exc) -> ValidationError:
+    return ValidationError({exc.field: [exc.message]})
+
+
+class ScannerSerializer(serializers.ModelSerializer):
+    judge = serializers.CharField(source="judge.name", read_only=True)
+    counts = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Scanner
+        fields = ["id", "name", "question", "judge", "created_at", "counts"]
+
+    def get_counts(self, scanner) -> dict:
+        return scanners.counts(scanner)
+
+
+class ScannerIn(serializers.Serializer):
+    name = serializers.CharField(max_length=200)
+    question = serializers.CharField(max_length=2000)
+    judge = serializers.CharField(help_text="an LLM judge configuration of the study, by name")
+
+
+class StudyScanners(APIView):
+    @extend_schema(responses=ScannerSerializer(many=True))
+    def get(self, request, pk: int):
+        study, _m = access.check_study(request.user, pk)
+        return Response(ScannerSerializer(Scanner.objects.filter(study=study).select_related("judge"), many=True).data)
+
+    @extend_schema(request=ScannerIn, responses={201: ScannerSerializer})
+    def post(self, request, pk: int):
+        study, membership = access.check_study(request.user, pk)
+        access.check_owner(membership)
+        data = ScannerIn(data=request.data)
+        data.is_valid(raise_exception=True)
+        try:
+            scanner = scanners.do_create_scanner(study, name=data.validated_data["name"],
+                                                 question=data.validated_data["question"],
+                                                 judge_name=data.validated_data["judge"], user=request.user)
+        except scanners.ScannerError as exc:
+            raise _scanner_invalid(exc) from None
+        return Response(ScannerSerializer(scanner).data, status=status.HTTP_201_CREATED)
+
+
+class ScannerDetail(APIView):
+    @extend_schema(responses=OpenApiTypes.OBJECT)
+    def get(self, request, pk: int):
+        scanner, _m = scanners.check_scanner(request.user, pk)
+        report = scanners.validation_report(scanner)
+        data = ScannerSerializer(scanner).data
+        data["validation"] = {k: (asdict(v) if k in ("dev", "test") else v) for k, v in report.items()}
+        return Response(data)
+
+
+class ScanIn(serializers.Serializer):
+    cohort = serializers.IntegerField(required=False, allow_null=True, default=None)
+    force = serializers.BooleanField(default=False)
+    budget_usd = serializers.FloatField(required=False, allow_null=True, default=None, min_value=0)
+
+
+def _cohort_of(scanner, pk: int | None):
+    if pk is None:
+        return None
+    cohort = Cohort.objects.filter(study_id=scanner.study_id, pk=pk).first()
+    if cohort is None:
+        raise ValidationError({"cohort": [f"no cohort {pk} in this study"]})
+    return cohort
+
+
+class ScannerRuns(APIView):
+    """Run the scanner over a cohort (or the whole study) through the run engine (owners)."""
+
+    @extend_schema(request=ScanIn, responses={202: OpenApiTypes.OBJECT})
+    def post(self, request, pk: int):
+        scanner, membership = scanners.check_scanner(request.user, pk)
+        access.check_owner(membership)
+        data = ScanIn(data=request.data)
+        data.is_valid(raise_exception=True)
+        cohort = _cohort_of(scanner, data.validated_data["cohort"])
+        try:
+            srun = scanners.do_start_scan(scanner, cohort=cohort, user=request.user,
+                                          force=data.validated_data["force"],
+                                          budget_usd=data.validated_data["budget_usd"])
+        except scanners.ScannerError as exc:
+            raise _scanner_invalid(exc) from None
+        except scanners.ScanConflict as exc:
+            return Response({"detail": str(exc), "errors": []}, status=status.HTTP_409_CONFLICT)
+        return Response({"run": srun.pk, "job": srun.job_id, "traces": srun.job.total},
+                        status=status.HTTP_202_ACCEPTED)
+
+
+class SampleIn(serializers.Serializer):
+    size = serializers.IntegerField(min_value=1, max_value=scanners.MAX_SAMPLE)
+    seed = serializers.IntegerField(default=0, min_value=0)
+    cohort = serializers.IntegerField(required=False, allow_null=True, default=None)
+
+
+class ScannerSample(APIView):
+    """Draw answered traces into the validation sample (owners and adjudicators)."""
+
+    @extend_schema(request=SampleIn, responses={201: OpenApiTypes.OBJECT})
+    def post(self, request, pk: int):
+        scanner, membership = scanners.check_scanner(request.user, pk)
+        access.check_adjudicator(membership)
+        data = SampleIn(data=request.data)
+        data.is_valid(raise_exception=True)
+        try:
+            n = scanners.do_draw_sample(scanner, data.validated_data["size"], seed=data.validated_data["seed"],
+                                        cohort=_cohort_of(scanner, data.validated_data["cohort"]))
+        except scanners.ScannerError as exc:
+            raise _scanner_invalid(exc) from None
+        return Response({"added": n}, status=status.HTTP_201_CREATED)
+
+
+class LabelIn(serializers.Serializer):
+    trace = serializers.IntegerField(help_text="the trace's id")
+    answer = serializers.BooleanField(allow_null=True, help_text="yes (true), no (false), or null to withdraw")
+
+
+class ScannerLabels(APIView):
+    """A member's answer to the scanner's question on one trace (the validation sample)."""
+
+    @extend_schema(request=LabelIn, responses=OpenApiTypes.OBJECT)
+    def post(self, request, pk: int):
+        scanner, _m = scanners.check_scanner(request.user, pk)
+        data = LabelIn(data=request.data)
+        data.is_valid(raise_exception=True)
+        trace = Trace.objects.filter(study_id=scanner.study_id, pk=data.validated_data["trace"]).first()
+        if trace is None:
+            raise ValidationError({"trace": [f"no trace {data.validated_data['trace']} in this study"]})
+        label = scanners.do_answer(scanner, trace, request.user, data.validated_data["answer"])
+        return Response({"trace": trace.pk, "answer": label.answer, "split": label.split})

@@ -16,3 +16,7 @@ class SearchConfig(AppConfig):
         # After every migrate: SQLite rebuilds a table to alter it and drops its triggers
         # (search.backends); this puts back what is missing, once per migrate.
         post_migrate.connect(_ensure_index, sender=self, dispatch_uid="search.ensure_index")
+        from runs import clients
+        from search.runclient import ScannerClient
+
+        clients.register(ScannerClient())

@@ -112,6 +112,8 @@ class TraceSearchFilter(django_filters.FilterSet):
     intervention_changed = FlagFilter(method="filter_intervention")
     fidelity_failed = FlagFilter(method="filter_fidelity")
     cohort = django_filters.NumberFilter(method="filter_cohort", help_text="id of a cohort of the study")
+    scanner = django_filters.CharFilter(method="filter_scanner",
+                                        help_text="ID:yes, ID:no, ID:uncited or ID:failed (a scanner's answer)")
     # Last: the regex reads the texts of the traces every other filter left.
     re = django_filters.CharFilter(method="filter_re", help_text="a regular expression over step texts (bounded)")
 
@@ -313,6 +315,11 @@ class TraceSearchFilter(django_filters.FilterSet):
         if not Cohort.objects.filter(study=self.study, pk=int(value)).exists():
             raise _bad("cohort", f"no cohort {int(value)} in this study")
         return qs.filter(Exists(CohortTrace.objects.filter(cohort_id=int(value), trace=OuterRef("pk"))))
+
+    def filter_scanner(self, qs: QuerySet, name: str, value: str) -> QuerySet:
+        from search.scanners import scanner_condition
+
+        return qs.filter(scanner_condition(self.study, self.membership, value))
 
     def filter_re(self, qs: QuerySet, name: str, value: str) -> QuerySet:
         try:
