@@ -139,7 +139,7 @@ def hits(s: Search, traces: list[Trace]) -> dict[int, list[Hit]]:
 
 
 def _review_url(trace_pk: int, index: int) -> str:
-    return reverse("trace-review", args=[trace_pk]) + f"#s{index}"
+    return reverse("trace", args=[trace_pk]) + f"#s{index}"
 
 
 def _step_hit(trace_pk: int, index: int, marked: str, channel: str) -> Hit:

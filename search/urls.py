@@ -10,4 +10,9 @@ urlpatterns = [
     path("cohorts/<int:pk>/judge/", views.cohort_judge, name="search-cohort-judge"),
     path("cohorts/<int:pk>/delete/", views.cohort_delete, name="search-cohort-delete"),
     path("cohorts/<int:pk>/compare/", views.cohort_compare, name="search-cohort-compare"),
+    path("studies/<int:study_id>/scanners/", views.scanner_list, name="search-scanners"),
+    path("scanners/<int:pk>/", views.scanner_detail, name="search-scanner"),
+    path("scanners/<int:pk>/run/", views.scanner_run, name="search-scanner-run"),
+    path("scanners/<int:pk>/sample/", views.scanner_sample, name="search-scanner-sample"),
+    path("scanners/<int:pk>/label/", views.scanner_label, name="search-scanner-label"),
 ]

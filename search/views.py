@@ -7,15 +7,16 @@ from django.contrib.auth import get_user_model
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from annotation import access, review
-from annotation.models import Membership, Verdict
+from annotation.models import Membership, Trace, Verdict
 from annotation.review import AssignError
 from annotation.views import member_view
-from search import services
+from search import scanners, services
 from search.filters import SearchError, TraceSearchFilter
-from search.models import Cohort
+from search.models import Cohort, ScanLabel, Scanner
 
 # Filters shown as fields of the page's form (the rest are still honoured from the URL).
 FORM_FIELDS = ("q", "re", "channel", "model", "answer_correct", "flagged", "lucky_guess", "disagreement", "needs_review",
@@ -165,3 +166,87 @@ def cohort_compare(request: HttpRequest, pk: int) -> HttpResponse:
                "sides": [result["a"], result["b"]] if result else [],
                "others": Cohort.objects.filter(study=a.study).exclude(pk=a.pk).order_by("name"), "b": other}
     return render(request, "search/compare.html", context, status=400 if error else 200)
+
+
+# --------------------------------------------------------------------------
+# Scanners
+
+
+@member_view
+@require_http_methods(["GET", "POST"])
+def scanner_list(request: HttpRequest, study_id: int) -> HttpResponse:
+    study, membership = access.check_study(request.user, study_id)
+    if request.method == "POST":
+        access.check_owner(membership)
+        try:
+            scanner = scanners.do_create_scanner(study, name=request.POST.get("name", ""),
+                                                 question=request.POST.get("question", ""),
+                                                 judge_name=request.POST.get("judge", ""), user=request.user)
+        except scanners.ScannerError as exc:
+            messages.error(request, f"Not created: {exc.field}: {exc.message}")
+            return redirect("search-scanners", study.pk)
+        return redirect(scanner)
+    rows = [(s, scanners.counts(s)) for s in Scanner.objects.filter(study=study).select_related("judge")]
+    judges = [j for j in study.judges.order_by("name") if j.uses_prompt]
+    return render(request, "search/scanners.html", {"study": study, "membership": membership, "rows": rows,
+                                                    "judges": judges})
+
+
+@member_view
+@require_GET
+def scanner_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    scanner, membership = scanners.check_scanner(request.user, pk)
+    pending = (ScanLabel.objects.filter(scanner=scanner, answer__isnull=True).select_related("trace")
+               .order_by("trace_id")[:50])
+    context = {"study": scanner.study, "membership": membership, "scanner": scanner,
+               "counts": scanners.counts(scanner), "report": scanners.validation_report(scanner),
+               "runs": scanner.runs.select_related("job", "cohort")[:10], "pending": pending,
+               "cohorts": Cohort.objects.filter(study=scanner.study).order_by("name"),
+               "sees_results": review.sees_everything(membership)}
+    return render(request, "search/scanner.html", context)
+
+
+@member_view
+@require_POST
+def scanner_run(request: HttpRequest, pk: int) -> HttpResponse:
+    scanner, membership = scanners.check_scanner(request.user, pk)
+    access.check_owner(membership)
+    cohort = Cohort.objects.filter(study=scanner.study, pk=request.POST.get("cohort") or 0).first()
+    try:
+        budget = float(request.POST["budget_usd"]) if request.POST.get("budget_usd") else None
+        srun = scanners.do_start_scan(scanner, cohort=cohort, user=request.user, budget_usd=budget,
+                                      force=request.POST.get("force") == "on")
+    except (scanners.ScannerError, scanners.ScanConflict, ValueError) as exc:
+        messages.error(request, f"Not started: {exc}")
+        return redirect(scanner)
+    return redirect("job", srun.job_id)
+
+
+@member_view
+@require_POST
+def scanner_sample(request: HttpRequest, pk: int) -> HttpResponse:
+    scanner, membership = scanners.check_scanner(request.user, pk)
+    access.check_adjudicator(membership)
+    try:
+        n = scanners.do_draw_sample(scanner, int(request.POST.get("size") or 0), seed=int(request.POST.get("seed") or 0))
+    except (scanners.ScannerError, ValueError) as exc:
+        messages.error(request, f"Not drawn: {exc}")
+    else:
+        messages.success(request, f"{n} traces added to the validation sample.")
+    return redirect(scanner)
+
+
+@member_view
+@require_POST
+def scanner_label(request: HttpRequest, pk: int) -> HttpResponse:
+    """A member answers the scanner's question on a trace (from the scanner page or the review page)."""
+    scanner, _m = scanners.check_scanner(request.user, pk)
+    trace = Trace.objects.filter(study_id=scanner.study_id, pk=request.POST.get("trace") or 0).first()
+    answer = {"yes": True, "no": False, "": None}.get(request.POST.get("answer", ""), "bad")
+    if trace is None or answer == "bad":
+        messages.error(request, "Not saved: give a trace of this study and an answer yes or no.")
+    else:
+        scanners.do_answer(scanner, trace, request.user, answer)
+    nxt = request.POST.get("next", "")
+    return redirect(nxt if url_has_allowed_host_and_scheme(nxt, allowed_hosts={request.get_host()}) and nxt
+                    else scanner.get_absolute_url())

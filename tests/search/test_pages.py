@@ -16,7 +16,7 @@ def test_the_search_page_shows_highlighted_escaped_matches_linked_to_the_step(cl
     page = r.content.decode()
     assert r.status_code == 200
     assert "<mark>bold</mark>" in page and "&lt;b&gt;" in page and "<b>bold" not in page
-    assert f'href="/traces/{traces["t4"].pk}/review/#s2"' in page
+    assert f'href="/traces/{traces["t4"].pk}/#s2"' in page
     assert "Save these 2 traces as a cohort" not in page  # t4 only, by its step
     assert "Save these 1 traces as a cohort" in page
 

@@ -165,3 +165,32 @@ def test_the_api(study, owner, member, scanner, traces):
     assert m.post(f"/api/v1/scanners/{scanner.pk}/runs/", {}, format="json").status_code == 403
     r = m.post(f"/api/v1/scanners/{scanner.pk}/labels/", {"trace": traces["t1"].pk, "answer": True}, format="json")
     assert r.status_code == 200 and ScanLabel.objects.get(trace=traces["t1"]).answer is True
+
+
+def test_the_pages_and_the_review_page_question(client, study, owner, member, scanner, traces):
+    run(scanner)
+    scanners.do_draw_sample(scanner, 4)
+    client.force_login(owner)
+    page = client.get(f"/scanners/{scanner.pk}/").content.decode()
+    assert "2 yes</a>" in page and "4 sampled traces wait for an answer" in page
+    assert "waits" in client.get(f"/studies/{study.pk}/scanners/").content.decode()
+    client.force_login(member)
+    review = client.get(f"/traces/{traces['t2'].pk}/").content.decode()
+    assert "Questions from scanners" in review and "Does the model say &quot;wait&quot;" in review
+    r = client.post(f"/scanners/{scanner.pk}/label/", {"trace": traces["t2"].pk, "answer": "no",
+                                                      "next": f"/traces/{traces['t2'].pk}/"})
+    assert r.status_code == 302 and r["Location"] == f"/traces/{traces['t2'].pk}/"
+    assert ScanLabel.objects.get(trace=traces["t2"]).answer is False
+    r = client.post(f"/scanners/{scanner.pk}/label/", {"trace": traces["t2"].pk, "answer": "yes",
+                                                      "next": "https://evil.example/"})
+    assert r["Location"] == f"/scanners/{scanner.pk}/"
+    # A blinded annotator sees no counts of the scanner's answers.
+    assert "2 yes</a>" not in client.get(f"/scanners/{scanner.pk}/").content.decode()
+
+
+def test_an_outsider_gets_404(client, outsider, scanner):
+    client.force_login(outsider)
+    assert client.get(f"/scanners/{scanner.pk}/").status_code == 404
+    api = APIClient()
+    api.force_authenticate(outsider)
+    assert api.get(f"/api/v1/scanners/{scanner.pk}/").status_code == 404

@@ -60,7 +60,7 @@ def test_hits_mark_the_matching_steps_escaped_and_link_to_the_review_page(study,
     assert t4[0].html.startswith("<mark>Let")
     # (ts_headline ends its fragment on a word; FTS5's snippet keeps the closing tag and the stop).
     assert re.sub(r"</?mark>", "", t4[0].html).startswith("Let me check again &lt;b&gt;bold")
-    assert t4[0].url.endswith(f"/traces/{traces['t4'].pk}/review/#s2")
+    assert t4[0].url.endswith(f"/traces/{traces['t4'].pk}/#s2")
 
 
 def test_problem_statements_are_hits_too(study, owner_m, traces):
