@@ -264,3 +264,16 @@ def compare_cohorts(a: Cohort, b: Cohort) -> dict[str, Any]:
         raise CohortError("b", "the two cohorts belong to different studies")
     shared = CohortTrace.objects.filter(cohort=a, trace__in=CohortTrace.objects.filter(cohort=b).values("trace"))
     return {"a": _cohort_summary(a), "b": _cohort_summary(b), "shared": shared.count()}
+
+
+def cohort_scope(study: Study, value: str) -> QuerySet:
+    """The "cohort" trace scope of annotation.scopes (exports' --cohort, calibration samples)."""
+    from annotation.scopes import ScopeError
+
+    value = str(value).strip()
+    if not value.isdigit():
+        raise ScopeError(f"give a cohort's id, not {value!r}")
+    cohort = Cohort.objects.filter(study=study, pk=int(value)).first()
+    if cohort is None:
+        raise ScopeError(f"no cohort {value} in this study")
+    return CohortTrace.objects.filter(cohort=cohort).values("trace")

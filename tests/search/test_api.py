@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import io
+
 import pytest
 from rest_framework.test import APIClient
 
-from annotation.models import Assignment, Job
+from annotation.models import Assignment, Job, Membership
 from search.models import Cohort, CohortTrace
 from tests.review.conftest import judge
 from tests.search.conftest import label
@@ -126,3 +128,31 @@ def test_delete_is_for_the_author_or_an_owner(study, owner, member, traces):
     assert client_for(member).delete(f"/api/v1/cohorts/{cohort['id']}/").status_code == 403
     assert client_for(owner).delete(f"/api/v1/cohorts/{cohort['id']}/").status_code == 204
     assert not Cohort.objects.exists()
+
+
+def test_a_cohort_scopes_an_export_and_a_calibration_sample(study, owner, traces):
+    import json
+
+    from agreement import calibration
+    from scoring import exports
+    from search import services as search_services
+
+    owner_m = Membership.objects.get(study=study, user=owner)
+    cohort = search_services.do_save_cohort(study, owner_m, name="m2", data={"model": "m2"})
+    label(traces["t3"], 1, verdict="valid", user=owner)
+    label(traces["t1"], 1, verdict="valid", user=owner)
+    table = exports.build(exports.ExportRequest(study=study, what="labels", extra={"cohort": str(cohort.pk)}))
+    out = io.StringIO()
+    exports.write_jsonl(table, out)
+    rows = [json.loads(line) for line in out.getvalue().splitlines() if line.strip()]
+    assert rows and {r["trace_id"] for r in rows} == {"t3"}
+    with pytest.raises(exports.ExportError, match="no cohort 999"):
+        exports.write_jsonl(exports.build(exports.ExportRequest(study=study, what="labels",
+                                                                extra={"cohort": "999"})), io.StringIO())
+    judge(study)
+    cal = calibration.do_create_calibration(study, name="from m2", reference="human", candidates=["judge:gpt-judge"],
+                                            size=10, cohort=str(cohort.pk))
+    assert sorted(cal.items.values_list("trace__trace_id", flat=True)) == ["t3", "t4"]
+    with pytest.raises(calibration.CalibrationError, match="no cohort"):
+        calibration.do_create_calibration(study, name="x", reference="human", candidates=["judge:gpt-judge"],
+                                          size=10, cohort="999")
