@@ -122,7 +122,9 @@ def matching_ids(src: Source, query: Query, *, select: str = "id", where: str = 
     if is_postgres(connection):
         sql = f'SELECT t.{select} FROM "{src.table}" t WHERE t.search_tsv @@ {_PG_QUERY}{extra}'
         return sql, [query.websearch(), *(params or [])]
-    sql = (f'SELECT t.{select} FROM {src.fts} f JOIN "{src.table}" t ON t.id = f.rowid '
+    # CROSS JOIN fixes SQLite's join order: the FTS table first. Probed by rowid from the other side,
+    # FTS5 evaluates the whole MATCH again for every row (seconds on a common word).
+    sql = (f'SELECT t.{select} FROM {src.fts} f CROSS JOIN "{src.table}" t ON t.id = f.rowid '
            f"WHERE {src.fts} MATCH %s{extra}")
     return sql, [query.fts5(), *(params or [])]
 
@@ -155,7 +157,7 @@ def step_snippets(query: Query, trace_ids: list[int], *, channel: str = "",
             placeholders = ", ".join(["%s"] * len(trace_ids))
             cursor.execute(
                 f"SELECT s.id, s.trace_id, s.\"index\", s.channel, snippet({STEPS.fts}, 0, %s, %s, '…', 24) "
-                f"FROM {STEPS.fts} JOIN annotation_step s ON s.id = {STEPS.fts}.rowid "
+                f"FROM {STEPS.fts} CROSS JOIN annotation_step s ON s.id = {STEPS.fts}.rowid "
                 f"WHERE {STEPS.fts} MATCH %s AND s.trace_id IN ({placeholders}){only} "
                 f"ORDER BY s.trace_id, s.\"index\"",
                 [START, STOP, query.fts5(), *trace_ids, *extra],
