@@ -194,3 +194,22 @@ def test_an_outsider_gets_404(client, outsider, scanner):
     api = APIClient()
     api.force_authenticate(outsider)
     assert api.get(f"/api/v1/scanners/{scanner.pk}/").status_code == 404
+
+
+def test_the_scan_command_runs_samples_and_reports(study, owner, scanner, traces):
+    import io
+    import json
+
+    from django.core.management import call_command
+
+    from tests.search.conftest import label
+
+    label(traces["t2"], 2, verdict="invalid", user=owner)
+    for tid in ("t1", "t3", "t4"):
+        label(traces[tid], 1, verdict="valid", user=owner)
+    out = io.StringIO()
+    call_command("scan", "--study", study.name, "--scanner", "waits", "--sample", "4", "--answers-from-labels",
+                 "human", stdout=out, stderr=io.StringIO())
+    report = json.loads(out.getvalue())
+    assert report["counts"]["yes"] == 2 and report["pending"] == 0
+    assert report["dev"]["n"] + report["test"]["n"] == 4
