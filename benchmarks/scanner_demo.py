@@ -57,7 +57,7 @@ def main() -> None:
             services.run_import_job(job.pk, fh)
     membership = Membership.objects.get(study=study, user=user)
     cohort = search_services.do_save_cohort(study, membership, name="labelled by people",
-                                            data={"source": "human", "verdict": "valid"})
+                                            data={"source": "human", "labelled": "true"})
     server = FakeScanner().start()
     try:
         judge_services.do_save_judge(study, {"name": "fake-llm", "model": "fake", "base_url": server.url,

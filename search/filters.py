@@ -91,6 +91,7 @@ class TraceSearchFilter(django_filters.FilterSet):
     needs_review = FlagFilter(method="filter_review", help_text="true: not labelled completely by you")
     disagreement = FlagFilter(method="filter_review", help_text="labels of some step disagree")
     source = django_filters.CharFilter(method="filter_source", help_text=SOURCE_HELP)
+    labelled = FlagFilter(method="filter_labelled", help_text="some step has a label from `source`")
     verdict = django_filters.ChoiceFilter(choices=Verdict.choices, method="filter_verdict",
                                           help_text="some step has this verdict from `source`")
     first_error_min = django_filters.NumberFilter(method="filter_first_error", min_value=1)
@@ -203,6 +204,12 @@ class TraceSearchFilter(django_filters.FilterSet):
         if value is None:
             return qs
         return review.filter_traces(qs, {name: "true" if value else "false"}, self.study, self.membership)
+
+    def filter_labelled(self, qs: QuerySet, name: str, value: bool | None) -> QuerySet:
+        if value is None:
+            return qs
+        labels = self._labels(self._value("source"))
+        return qs.filter(Exists(labels)) if value else qs.exclude(Exists(labels))
 
     def filter_verdict(self, qs: QuerySet, name: str, value: str) -> QuerySet:
         return qs.filter(Exists(self._labels(self._value("source")).filter(verdict=value)))
