@@ -20,7 +20,7 @@ generation runs (a completion's text and its ``reasoning_content``). The forms i
   ``<|start|>assistant<|channel|>final<|message|>...<|return|>`` (answer).
 * ``think_end``: lm-eval's ``think_end_token``: the thought is what comes before the token's last
   occurrence. lm-eval itself cuts the thought off before logging a sample, so a response without the
-  token is the answer alone, flagged ``think_end_missing``.
+  token is the answer alone, flagged ``thought_not_logged``.
 * ``pre_reasoning``: free text before a ``<Reasoning>`` section of ReasonAudit's own tagged format
   (what the importer called the raw thought before the thinking channel existed).
 * ``none``: no thought.
@@ -52,6 +52,8 @@ __all__ = [
     "channel_steps_hash_texts",
     "clip_segments",
     "parse_channels",
+    "segment_answer",
+    "segment_thought",
     "split_thinking",
 ]
 
@@ -111,7 +113,7 @@ class ThinkingSplit:
     answer_spans: tuple[tuple[int, int], ...]  # spans of the raw text that are the answer channel
     answer_view: str  # the raw text with all but the answer spans blanked (same length, same offsets)
     forms: tuple[str, ...] = ()
-    flags: dict[str, Any] = field(default_factory=dict)  # redacted, summary, empty_thought, think_end_missing, ...
+    flags: dict[str, Any] = field(default_factory=dict)  # redacted, summary, empty_thought, thought_not_logged, ...
 
     @property
     def has_thought(self) -> bool:
@@ -408,8 +410,10 @@ def split_thinking(
 
 def clip_segments(text: str, segments: Sequence[parsing.Segment], spans: Sequence[tuple[int, int]]) -> list[parsing.Segment]:
     """Segments cut to the given spans of ``text``: a segment that runs over a span's edge (a sentence
-    across two thought blocks, a marker step across a hidden thought) becomes one piece per span."""
-    if len(spans) <= 1 and all(text[s.start:s.end] == s.text for s in segments):
+    across two thought blocks, a marker step across a hidden thought) becomes one piece per span.
+    Within a single span there is nothing to cut (segments are stripped, and only whitespace lies
+    outside the span), so the common case costs nothing."""
+    if len(spans) <= 1:
         return list(segments)
     out: list[parsing.Segment] = []
     for seg in segments:
@@ -430,22 +434,34 @@ class ChannelSteps:
     final_answer: str | None  # the answer extracted from the answer channel (None: none found)
 
 
-def parse_channels(raw: str | None, split: ThinkingSplit, answer_method: str, thought_method: str) -> ChannelSteps:
-    """Both channels segmented, each by its own segmenter; the final answer is read from the answer
-    channel only (a boxed value inside the thought is not the model's answer)."""
+def segment_thought(split: ThinkingSplit, method: str) -> list[parsing.Segment]:
+    """The thought's steps, offsets in ``split.thought``; none crosses from one block to the next."""
+    if not split.thought:
+        parsing.segment("", method)  # still reject an unknown method
+        return []
+    return clip_segments(split.thought, parsing.segment(split.thought, method), [(b.start, b.end) for b in split.blocks])
+
+
+def segment_answer(raw: str | None, split: ThinkingSplit, method: str) -> tuple[list[parsing.Segment], str | None]:
+    """The answer's steps (offsets in the raw text) and the final answer read from the answer channel
+    only (a boxed value inside the thought is not the model's answer)."""
     raw = raw or ""
-    thought_steps = clip_segments(
-        split.thought, parsing.segment(split.thought, thought_method),
-        [(b.start, b.end) for b in split.blocks],
-    )
-    if split.answer_spans:
-        parsed = parsing.parse_trace(split.answer_view, answer_method)
-        answer_steps = clip_segments(raw, parsed.steps, split.answer_spans)
-        final = parsed.answer
-    else:
-        parsing.segment("", answer_method)  # still reject an unknown method
-        answer_steps, final = [], None
-    return ChannelSteps(thought=thought_steps, answer=answer_steps, final_answer=final)
+    if not split.answer_spans:
+        parsing.segment("", method)
+        return [], None
+    # The view is blank before the first answer span (a thought, tags): parse from there, shift back.
+    lo = split.answer_spans[0][0]
+    parsed = parsing.parse_trace(split.answer_view[lo:] if lo else split.answer_view, method)
+    steps = parsed.steps if not lo else [
+        parsing.Segment(text=s.text, start=s.start + lo, end=s.end + lo) for s in parsed.steps
+    ]
+    return clip_segments(raw, steps, split.answer_spans), parsed.answer
+
+
+def parse_channels(raw: str | None, split: ThinkingSplit, answer_method: str, thought_method: str) -> ChannelSteps:
+    """Both channels segmented, each by its own segmenter, and the final answer of the answer channel."""
+    answer, final = segment_answer(raw, split, answer_method)
+    return ChannelSteps(thought=segment_thought(split, thought_method), answer=answer, final_answer=final)
 
 
 def channel_steps_hash_texts(thought_texts: Iterable[str], answer_texts: Iterable[str]) -> list[str]:

@@ -79,7 +79,7 @@ def test_trace_list_filters_and_query_count(member, study, do_import, django_ass
     wrong = client.get(f"/api/v1/studies/{study.pk}/traces/?answer_correct=false").json()
     assert wrong["count"] == 7  # i % 3 == 0 for i in 0..19
     trace = client.get(f"/api/v1/traces/{body['results'][0]['id']}/").json()
-    assert trace["steps"] == [{"step": 1, "text": "x", "start": None, "end": None}]
+    assert trace["steps"] == [{"step": 1, "channel": "answer", "text": "x", "start": None, "end": None}]
     assert trace["html_url"].endswith(f"/traces/{trace['id']}/")
 
 

@@ -24,8 +24,8 @@ class StudySerializer(HtmlUrlMixin, serializers.ModelSerializer):
 
     class Meta:
         model = Study
-        fields = ["id", "name", "description", "blind", "segmenter", "primary_judge", "default_profile", "role",
-                  "created_at", "html_url"]
+        fields = ["id", "name", "description", "blind", "segmenter", "thought_segmenter", "primary_judge",
+                  "default_profile", "role", "created_at", "html_url"]
         read_only_fields = ["id", "created_at", "default_profile"]
 
     def get_role(self, obj: Study) -> str | None:
@@ -39,7 +39,7 @@ class StudyUpdateSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Study
-        fields = ["name", "description", "blind", "segmenter", "primary_judge"]
+        fields = ["name", "description", "blind", "segmenter", "thought_segmenter", "primary_judge"]
 
     def validate_primary_judge(self, value):
         if not value:
@@ -80,7 +80,8 @@ class StepSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Step
-        fields = ["step", "text", "start", "end"]
+        # start/end index the step's channel text: the trace's thought, or its raw output for the answer.
+        fields = ["step", "channel", "text", "start", "end"]
 
 
 class TraceListSerializer(HtmlUrlMixin, serializers.ModelSerializer):
@@ -89,7 +90,7 @@ class TraceListSerializer(HtmlUrlMixin, serializers.ModelSerializer):
     class Meta:
         model = Trace
         fields = ["id", "trace_id", "problem_id", "model", "answer", "answer_correct", "answer_origin", "n_steps",
-                  "empty", "flagged", "html_url"]
+                  "n_thought_steps", "thought_truncated", "empty", "flagged", "html_url"]
 
 
 class TraceSerializer(TraceListSerializer):

@@ -46,7 +46,8 @@ class StudyList(generics.ListCreateAPIView):
 
     def perform_create(self, serializer):
         data = serializer.validated_data
-        fields = {key: data[key] for key in ("description", "blind", "segmenter") if key in data}
+        fields = {key: data[key] for key in ("description", "blind", "segmenter", "thought_segmenter")
+                  if key in data}
         try:
             serializer.instance = services.do_create_study(data["name"], owner=self.request.user, **fields)
         except IntegrityError:

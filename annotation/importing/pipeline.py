@@ -43,6 +43,9 @@ log = logging.getLogger(__name__)
 StepRow = tuple[str, int | None, int | None]
 
 BATCH_TRACES = 2000
+# Also a batch's steps: 2,000 traces with 200-paragraph thoughts would hold 400,000 steps (and their
+# texts twice) in memory, so memory would grow with the length of thoughts, not stay flat.
+BATCH_STEPS = 50_000
 ANSWER_CHECK_MEMO = 20_000  # (answer, gold) verdicts remembered during one import
 LOOKUP_CHUNK = 2000  # keys per "IN (...)" look-up, below every backend's parameter limit
 Progress = Callable[[int, int], None]  # (bytes read, total bytes)
@@ -81,7 +84,9 @@ class _PendingTrace:
     steps: list[StepRow]
     n_thought: int
     answer: str
-    split: thinking.ThinkingSplit
+    thought: str
+    truncated: bool
+    thought_meta: dict[str, Any] | None  # meta["thought"]: what the parser found (None: nothing to say)
     hash: str
 
 
@@ -225,6 +230,21 @@ def _text_hash(text: str) -> str:
     return hashlib.sha1(text.encode()).hexdigest()
 
 
+def reported_thought_tokens(rec: TraceIn) -> int | None:
+    """The thought's token count as the server reported it in the record's ``usage`` (top level or in
+    ``meta``): ``completion_tokens_details.reasoning_tokens`` (chat completions) or
+    ``output_tokens_details.reasoning_tokens`` (responses API); None when it did not say."""
+    for holder in (rec.model_extra or {}, rec.meta):
+        usage = holder.get("usage")
+        if not isinstance(usage, dict):
+            continue
+        for details in ("completion_tokens_details", "output_tokens_details"):
+            value = (usage.get(details) or {}).get("reasoning_tokens") if isinstance(usage.get(details), dict) else None
+            if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+                return value
+    return None
+
+
 def _given_steps(text: str, given: list[str], field_name: str) -> list[StepRow]:
     """Steps given in the record (not segmented): stripped, none empty, located in ``text``."""
     texts = [s.strip() for s in given]
@@ -272,6 +292,7 @@ class _Writer:
         self.new_problems: list[tuple[int, ProblemIn]] = []
         self.skeletons_for_existing: list[tuple[int, ProblemIn]] = []
         self.traces: list[_PendingTrace] = []
+        self.pending_steps = 0  # steps of self.traces
         self.orphans: list[_PendingTrace] = []  # traces whose problem has not appeared yet
         self.users: dict[str, Any] = {}
         self.answer_checks: dict[tuple[str, str], bool | None] = {}
@@ -310,24 +331,18 @@ class _Writer:
         if rec.thought_steps is not None:
             thought_steps = _given_steps(split.thought, rec.thought_steps, "thought_steps")
         else:
-            thought_steps = [
-                (s.text, s.start, s.end) for s in thinking.clip_segments(
-                    split.thought, parsing.segment(split.thought, self.study.thought_segmenter),
-                    [(b.start, b.end) for b in split.blocks])
-            ]
+            # A Segment is a (text, start, end) named tuple: a step row as it is.
+            thought_steps = thinking.segment_thought(split, self.study.thought_segmenter)
         if rec.steps is not None:
             # Located in the answer's view of raw, so a given step is never found inside the thought.
             steps = _given_steps(split.answer_view, rec.steps, "steps")
             answer = rec.answer
             if answer is None and split.answer.strip():
                 answer = parsing.extract_answer(split.answer_view)
-        elif split.answer_spans:
-            parsed = parsing.parse_trace(split.answer_view, self.study.segmenter)
-            steps = [(s.text, s.start, s.end) for s in thinking.clip_segments(rec.raw or "", parsed.steps, split.answer_spans)]
-            answer = rec.answer if rec.answer is not None else parsed.answer
         else:
-            parsing.segment("", self.study.segmenter)  # still reject an unknown method
-            steps, answer = [], rec.answer
+            segments, found = thinking.segment_answer(rec.raw, split, self.study.segmenter)
+            steps = segments
+            answer = rec.answer if rec.answer is not None else found
         n = len(thought_steps) + len(steps)
         seen: set[tuple[str, int]] = set()
         for lab in rec.labels:
@@ -338,9 +353,18 @@ class _Writer:
             seen.add((lab.annotator, lab.step))
         h = thinking.channel_steps_hash([t[0] for t in thought_steps], [t[0] for t in steps])
         trace_id = rec.trace_id or f"{rec.problem_id}/{rec.model}/{h[:16]}"
-        pending = _PendingTrace(line, rec, trace_id, thought_steps + steps, len(thought_steps), answer or "", split, h)
+        thinking_on = rec.regime.get("thinking") == "on"
+        thought_meta = None
+        if split.form != "none" or split.flags or thinking_on:
+            thought_meta = split.meta()
+            if thinking_on and not split.thought:
+                thought_meta["missing"] = True  # thinking was asked for and the model returned no thought
+        # Only what the row needs is kept until the batch is written (not the split's copies of raw).
+        pending = _PendingTrace(line, rec, trace_id, thought_steps + steps, len(thought_steps), answer or "",
+                                split.thought, split.truncated, thought_meta, h)
         if rec.problem_id in self.problems:
             self.traces.append(pending)
+            self.pending_steps += len(pending.steps)
         else:
             self.orphans.append(pending)
 
@@ -353,7 +377,8 @@ class _Writer:
     # -- writing ------------------------------------------------------------
 
     def full(self) -> bool:
-        return len(self.traces) >= BATCH_TRACES or len(self.new_problems) >= BATCH_TRACES
+        return (len(self.traces) >= BATCH_TRACES or len(self.new_problems) >= BATCH_TRACES
+                or self.pending_steps >= BATCH_STEPS)
 
     def flush(self) -> None:
         if not self.writing:
@@ -465,6 +490,7 @@ class _Writer:
         if not self.traces:
             return
         batch, self.traces = self.traces, []
+        self.pending_steps = 0
         existing = {
             tid: (pk, h)
             for tid, pk, h in rows_by_key(
@@ -537,17 +563,15 @@ class _Writer:
             correct, origin = None, Trace.AnswerOrigin.NONE
         n = len(p.steps)
         raw = rec.raw if rec.raw is not None else "\n".join(s[0] for s in p.steps[p.n_thought:])
-        split = p.split
         meta = record_meta(rec)
-        thinking_on = rec.regime.get("thinking") == "on"
-        if split.form != "none" or split.flags or thinking_on:
-            found = split.meta()
-            if thinking_on and not split.thought:
-                found["missing"] = True  # thinking was asked for and the model returned no thought
-            meta = {**meta, "thought": found}
+        if p.thought_meta is not None:
+            meta = {**meta, "thought": p.thought_meta}
         # Order as _TRACE_FIELDS.
-        return (self.study.pk, known.pk, rec.model, p.trace_id, raw, split.thought, p.answer, correct, str(origin),
-                auto, n, p.n_thought, split.truncated, n == 0, p.hash, False, meta, now, rec.regime)
+        regime = rec.regime
+        if "thought_tokens" not in regime and (tokens := reported_thought_tokens(rec)) is not None:
+            regime = {**regime, "thought_tokens": tokens}
+        return (self.study.pk, known.pk, rec.model, p.trace_id, raw, p.thought, p.answer, correct, str(origin),
+                auto, n, p.n_thought, p.truncated, n == 0, p.hash, False, meta, now, regime)
 
     def _write_new_labels(self, labelled: list[tuple[int, _PendingTrace]], step_pks: dict[tuple[int, int], int]) -> None:
         """Labels, reviews and history of new traces, as raw inserts like the

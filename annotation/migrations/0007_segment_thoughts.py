@@ -51,7 +51,9 @@ def segment_thoughts(apps, schema_editor) -> None:
         answer_texts = list(Step.objects.filter(trace_id=pk, channel="answer").order_by("index")
                             .values_list("text", flat=True))
         meta = dict(trace.meta or {})
-        meta.setdefault("thought", {"form": "migrated", "blocks": 1})
+        # The shape reasonlib.thinking gives meta["thought"]: one block, the whole text.
+        meta.setdefault("thought", {"form": "migrated",
+                                    "blocks": [{"start": 0, "end": len(trace.thought), "source": "migrated"}]})
         Trace.objects.filter(pk=pk).update(
             n_thought_steps=t, n_steps=t + len(answer_texts), empty=False,
             steps_hash=_hash([s.text for s in segments], answer_texts), meta=meta,

@@ -6,11 +6,7 @@ from collections import Counter
 from collections.abc import Sequence
 from fractions import Fraction
 
-from nltk.translate.bleu_score import SmoothingFunction, sentence_bleu
-
 from fidelity.core.text import jaccard, normalize, word_set
-
-_SMOOTH = SmoothingFunction().method1
 
 
 def as_number(text: str | None) -> Fraction | None:
@@ -50,10 +46,14 @@ def f1(pred: str | None, gold: str | None) -> float:
 
 def bleu(pred: str | None, gold: str | None) -> float:
     """NLTK sentence BLEU, reference [gold tokens], uniform 4-gram weights, smoothing method1."""
+    # nltk is imported on first use: at module level it pulled scipy and scikit-learn into the start-up
+    # of every command and worker (the URL conf imports this module), about 2 s of CPU each time.
+    from nltk.translate.bleu_score import SmoothingFunction, sentence_bleu
+
     p, g = normalize(pred or "").split(), normalize(gold or "").split()
     if not p or not g:
         return 0.0
-    return float(sentence_bleu([g], p, smoothing_function=_SMOOTH))
+    return float(sentence_bleu([g], p, smoothing_function=SmoothingFunction().method1))
 
 
 def _norm_steps(steps: Sequence[str]) -> list[str]:

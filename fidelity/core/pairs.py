@@ -16,7 +16,6 @@ from fractions import Fraction
 
 import numpy as np
 from rapidfuzz.distance import Levenshtein
-from sklearn.feature_extraction.text import TfidfVectorizer
 
 from fidelity.core.answer import as_number, exact_match, step_similarity
 from fidelity.core.explanation import confidence
@@ -55,6 +54,10 @@ def tfidf_cosines(left: Sequence[str], right: Sequence[str]) -> np.ndarray:
     """Cosine of TF-IDF vectors of left[i] and right[i], the vectorizer fitted on both sides."""
     if not left:
         return np.zeros(0)
+    # scikit-learn is imported on first use: at module level it (with scipy) cost every command and worker
+    # about 2.5 s of start-up, since the URL conf imports this module.
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
     vec = TfidfVectorizer(token_pattern=r"(?u)\b\w+\b")
     try:
         m = vec.fit_transform(list(left) + list(right))

@@ -187,3 +187,26 @@ def test_a_renamed_samples_file_takes_its_task_from_the_one_results_file_beside_
     assert {t.trace_id.rsplit("/", 2)[0] for t in Trace.objects.all()} == {
         f"lm-eval/{make_logs.MODEL}/gsm8k_local/{RUN_TIME}"
     }
+
+
+def test_a_think_end_token_in_model_args_splits_the_thought_off(study, import_file, tmp_path):
+    """lm-eval's think_end_token: a response that still holds it is split there (thought, then answer);
+    one without it is the answer alone, flagged: lm-eval cut the thought off before logging it."""
+    samples = lines()
+    first = samples[0]
+    second = next(line for line in samples if line["doc_id"] != first["doc_id"])
+    for line in samples:  # lm-eval writes one line per (document, filter): each carries the response
+        if line["doc_id"] == first["doc_id"]:
+            line["resps"] = [["Let me add.\n\nThat is all.</think>" + line["resps"][0][0]]]
+    results = json.loads(LM_EVAL_RESULTS.read_text())
+    results["config"]["model_args"] = {**results["config"]["model_args"], "think_end_token": "</think>"}
+    report = import_file(copy_run(tmp_path, samples, results), "lm-eval")
+    assert report.committed, report.rejected
+    traces = by_doc(study)
+    split = traces[first["doc_id"]]
+    assert split.thought == "Let me add.\n\nThat is all." and split.n_thought_steps == 2
+    assert split.meta["thought"]["form"] == "mid_thought"
+    assert [s.channel for s in split.steps.order_by("index")][:3] == ["thought", "thought", "answer"]
+    stripped = traces[second["doc_id"]]
+    assert (stripped.thought, stripped.n_thought_steps) == ("", 0)
+    assert stripped.meta["thought"] == {"form": "none", "blocks": [], "thought_not_logged": True}
