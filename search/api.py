@@ -19,7 +19,8 @@ from annotation.api.views import StudyTraces
 from annotation.models import Trace
 from annotation.review import AssignError
 from search import scanners, services
-from search.filters import SearchError, TraceSearchFilter
+from search.errors import SearchError
+from search.filters import TraceSearchFilter
 from search.models import Cohort, Scanner
 
 

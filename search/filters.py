@@ -34,24 +34,13 @@ from annotation.models import Membership, Step, StepLabel, Study, Trace, TraceRe
 from search import backends
 from search.core import query as ql
 from search.core.regex import RegexError, compile_bounded
+from search.errors import bad as _bad
 
 SOURCE_HELP = "label source: human, mine, annotator:USERNAME, adjudicated or judge:NAME"
 # The regex option reads step texts in Python: at most this many steps and this long per request.
 REGEX_MAX_STEPS = 200_000
 REGEX_BUDGET_S = 2.0
 _REGIME_KEY = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")
-
-
-class SearchError(ValueError):
-    """Bad search input: ``errors`` maps each parameter to its messages."""
-
-    def __init__(self, errors: dict[str, list[str]]) -> None:
-        self.errors = errors
-        super().__init__("; ".join(f"{k}: {' '.join(v)}" for k, v in errors.items()))
-
-
-def _bad(field: str, message: str) -> SearchError:
-    return SearchError({field: [message]})
 
 
 class FlagField(forms.Field):

@@ -16,6 +16,7 @@ from annotation.models import Job, Membership, Study, Trace
 from runs import engine
 from runs.engine import ACTIVE
 from search.core.validation import Validation, validate
+from search.errors import bad
 from search.models import Cohort, CohortTrace, ScanLabel, Scanner, ScannerRun, ScanResult
 from search.runclient import KIND, cache_scope, chunk_size
 
@@ -109,14 +110,12 @@ ANSWERS = ("yes", "no", "uncited", "failed")
 
 def scanner_condition(study: Study, membership: Membership, value: str) -> Q:
     """``ID:yes`` / ``ID:no`` / ``ID:uncited`` (yes or no citing no step) / ``ID:failed``."""
-    from search.filters import _bad
-
     pk, _sep, answer = (value or "").partition(":")
     if not pk.strip().isdigit() or answer not in ANSWERS:
-        raise _bad("scanner", f"give ID:{'|'.join(ANSWERS)}, e.g. 3:yes")
+        raise bad("scanner", f"give ID:{'|'.join(ANSWERS)}, e.g. 3:yes")
     scanner = Scanner.objects.filter(study=study, pk=int(pk)).first()
     if scanner is None:
-        raise _bad("scanner", f"no scanner {pk} in this study")
+        raise bad("scanner", f"no scanner {pk} in this study")
     if not review.sees_everything(membership):
         raise access.AccessDenied("in this blind study annotators may not filter by a scanner's answers "
                                   "(they are a judge's)")

@@ -14,7 +14,8 @@ from annotation import access, review
 from annotation.models import Membership, Step, StepLabel, Study, Trace
 from search import backends
 from search.core import query as ql
-from search.filters import SearchError, TraceSearchFilter
+from search.errors import SearchError
+from search.filters import TraceSearchFilter
 from search.models import Cohort, CohortTrace
 
 # Parameters that are not filters (pagination, the API's format, the page's own switches).

@@ -15,7 +15,8 @@ from annotation.models import Membership, Trace, Verdict
 from annotation.review import AssignError
 from annotation.views import member_view
 from search import scanners, services
-from search.filters import SearchError, TraceSearchFilter
+from search.errors import SearchError
+from search.filters import TraceSearchFilter
 from search.models import Cohort, ScanLabel, Scanner
 
 # Filters shown as fields of the page's form (the rest are still honoured from the URL).

@@ -10,7 +10,7 @@ import pytest
 from annotation.access import AccessDenied
 from annotation.models import Membership, Step
 from search import services
-from search.filters import SearchError
+from search.errors import SearchError
 from tests.review.conftest import judge
 from tests.search.conftest import label
 
