@@ -23,7 +23,6 @@ from django.db.models import (
     OuterRef,
     Q,
     QuerySet,
-    Subquery,
 )
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Cast, Length
@@ -206,13 +205,18 @@ class TraceSearchFilter(django_filters.FilterSet):
     def filter_first_error(self, qs: QuerySet, name: str, value) -> QuerySet:
         if value is None:
             return qs
-        if "first_error" not in qs.query.annotations:
-            first = (self._labels(self._value("source")).filter(verdict=Verdict.INVALID).order_by()
-                     .values("step__trace").annotate(m=Min("step__index")).values("m"))
-            qs = qs.annotate(first_error=Subquery(first[:1]))
-            qs = qs.annotate(first_error_rel=Cast(F("first_error"), FloatField()) / F("n_steps"))
-        field = "first_error_rel" if "_rel_" in name else "first_error"
-        return qs.filter(**{f"{field}__{'gte' if name.endswith('_min') else 'lte'}": value})
+        # One grouped pass over the source's invalid labels (few), not a correlated MIN per trace:
+        # traces whose first invalid step is in range. A trace with no invalid label has no first error.
+        first = (StepLabel.objects.filter(self.label_q(self._value("source")), verdict=Verdict.INVALID,
+                                          step__trace__study=self.study)
+                 .values("step__trace").annotate(first_error=Min("step__index")))
+        op = "gte" if name.endswith("_min") else "lte"
+        if "_rel_" in name:
+            first = (first.annotate(n=Min("step__trace__n_steps"))
+                     .annotate(rel=Cast(F("first_error"), FloatField()) / F("n")).filter(**{f"rel__{op}": value}))
+        else:
+            first = first.filter(**{f"first_error__{op}": value})
+        return qs.filter(pk__in=first.values("step__trace"))
 
     def filter_human_judge(self, qs: QuerySet, name: str, value: bool | None) -> QuerySet:
         if value is None:
