@@ -143,6 +143,8 @@ class CalibrationCreateSerializer(serializers.Serializer):
     profile = serializers.CharField(max_length=100, required=False, allow_blank=True, default="")
     validation_fraction = serializers.FloatField(min_value=0.01, max_value=0.99, default=0.5)
     note = serializers.CharField(required=False, allow_blank=True, default="")
+    cohort = serializers.CharField(required=False, allow_blank=True, default="",
+                                   help_text="draw from this saved cohort's traces only (id; docs/search.md)")
 
 
 def _calibration_error(exc: calibration.CalibrationError):
@@ -171,7 +173,7 @@ class StudyCalibrations(APIView):
                 study, name=d["name"], reference=d["reference"], candidates=d["candidates"], size=d["size"],
                 seed=d["seed"], allocation=d["allocation"], models=d["models"], domain=d["domain"],
                 profile_name=d["profile"], validation_fraction=d["validation_fraction"], note=d["note"],
-                user=request.user)
+                cohort=d["cohort"], user=request.user)
         except calibration.CalibrationError as exc:
             raise _calibration_error(exc) from None
         return Response(CalibrationSerializer(cal, context={"request": request}).data, status=status.HTTP_201_CREATED)

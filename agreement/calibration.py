@@ -34,7 +34,7 @@ from agreement import services as svc
 from agreement.core.correlation import mean_ratings
 from agreement.core.tuning import tune_omega
 from agreement.models import CalibrationStudy, CalibrationTrace
-from annotation import review
+from annotation import review, scopes
 from annotation.models import Study, Trace
 from scoring import services
 from scoring.core.labels import complete_traces
@@ -130,9 +130,15 @@ def stratified_sample(frame: pd.DataFrame, size: int, seed: int = 0, allocation:
 # ---------------------------------------------------------------------------
 # Creating and queueing
 # ---------------------------------------------------------------------------
-def eligible_traces(study: Study, models: Sequence[str] = (), domain: str = "") -> pd.DataFrame:
-    """trace_id (pk), stratum of the study's traces with steps (one query)."""
+def eligible_traces(study: Study, models: Sequence[str] = (), domain: str = "", cohort: str = "") -> pd.DataFrame:
+    """trace_id (pk), stratum of the study's traces with steps (one query); ``cohort``: only a saved
+    cohort's traces (annotation.scopes, offered by search)."""
     qs = Trace.objects.filter(study=study, n_steps__gte=1)
+    if cohort:
+        try:
+            qs = qs.filter(pk__in=scopes.scope_trace_ids(study, "cohort", str(cohort)))
+        except scopes.ScopeError as exc:
+            raise CalibrationError("cohort", str(exc)) from None
     if models:
         qs = qs.filter(model__in=list(models))
     if domain:
@@ -168,7 +174,7 @@ def check_sources(study: Study, reference: str, candidates: Sequence[str]) -> tu
 def do_create_calibration(study: Study, *, name: str, reference: str, candidates: Sequence[str], size: int,
                           seed: int = 0, allocation: str = "equal", models: Sequence[str] = (), domain: str = "",
                           profile_name: str = "", validation_fraction: float = 0.5, note: str = "",
-                          user=None) -> CalibrationStudy:
+                          cohort: str = "", user=None) -> CalibrationStudy:
     """Validate, draw the sample and save the calibration study with its traces."""
     name = (name or "").strip()
     if not name or len(name) > 200:
@@ -188,7 +194,7 @@ def do_create_calibration(study: Study, *, name: str, reference: str, candidates
         except services.UnknownProfile as exc:
             raise CalibrationError("profile", str(exc)) from None
     models = [m for m in dict.fromkeys(models) if m]
-    frame = eligible_traces(study, models, domain)
+    frame = eligible_traces(study, models, domain, cohort)
     if frame.empty:
         raise CalibrationError("size", "no trace with steps matches the filters")
     sample = stratified_sample(frame, int(size), int(seed), allocation)
@@ -197,7 +203,7 @@ def do_create_calibration(study: Study, *, name: str, reference: str, candidates
             cal = CalibrationStudy.objects.create(
                 study=study, name=name, reference=reference, candidates=candidates, profile_name=profile_name,
                 seed=int(seed), sample_size=int(size), allocation=allocation,
-                filters={"models": models, "domain": domain}, validation_fraction=float(validation_fraction),
+                filters={"models": models, "domain": domain, **({"cohort": str(cohort)} if cohort else {})}, validation_fraction=float(validation_fraction),
                 note=note, created_by=user,
             )
             CalibrationTrace.objects.bulk_create([

@@ -41,7 +41,7 @@ from django.urls import reverse
 from agreement import data as ad
 from agreement import services as svc
 from agreement.models import CalibrationStudy
-from annotation import access, jobs
+from annotation import access, jobs, scopes
 from annotation.models import Job, Membership, Problem, Step, StepLabel, Study, Trace, TraceReview
 from scoring import exports, services
 from scoring.core import labels as core_labels
@@ -86,6 +86,11 @@ def _scope_traces(request: ExportRequest):
     """The Trace queryset an export covers: the study, a calibration sample,
     a model, a domain."""
     qs = Trace.objects.filter(study=request.study)
+    if request.extra.get("cohort"):
+        try:
+            qs = qs.filter(pk__in=scopes.scope_trace_ids(request.study, "cohort", str(request.extra["cohort"])))
+        except scopes.ScopeError as exc:
+            raise ExportError(f"--cohort: {exc}") from None
     cal = _calibration(request)
     if cal is not None:
         qs = qs.filter(pk__in=cal.items.values("trace"))
@@ -97,7 +102,7 @@ def _scope_traces(request: ExportRequest):
 
 
 def _scope(request: ExportRequest) -> list[int] | None:
-    if not (request.extra.get("calibration") or request.model or request.domain):
+    if not (request.extra.get("calibration") or request.extra.get("cohort") or request.model or request.domain):
         return None
     return list(_scope_traces(request).order_by("pk").values_list("pk", flat=True))
 
@@ -306,6 +311,7 @@ def agreement(request: ExportRequest) -> Table:
 def _check_scope(request: ExportRequest) -> None:
     _profile(request)
     _calibration(request)
+    _scope_traces(request)  # a bad --cohort is refused before anything is written
 
 
 def _label_extras(scope_qs) -> pd.DataFrame:
@@ -540,7 +546,7 @@ def prm_training(request: ExportRequest) -> Table:
 # Export jobs
 # ---------------------------------------------------------------------------
 PARAM_KEYS = ("what", "format", "source", "reference", "candidate", "profile", "model", "domain", "calibration",
-              "group", "seed")
+              "cohort", "group", "seed")
 
 
 def request_from_params(study: Study, params, membership: Membership | None) -> tuple[ExportRequest, str]:
@@ -556,7 +562,7 @@ def request_from_params(study: Study, params, membership: Membership | None) -> 
     if not what:
         raise ExportError(f"what: choose one of {', '.join(exports.kinds())}")
     extra = {"group": get("group") or "model"}
-    for key in ("calibration", "seed"):
+    for key in ("calibration", "cohort", "seed"):
         if get(key):
             extra[key] = get(key)
     return ExportRequest(study=study, what=what, source=get("source") or None, profile=get("profile") or None,

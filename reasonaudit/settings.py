@@ -58,6 +58,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "django_htmx",
+    "django_filters",
     "annotation",
     "runs",
     "scoring",
@@ -67,6 +68,7 @@ INSTALLED_APPS = [
     "abstraction",
     "fidelity",
     "faithfulness",
+    "search",
     "demo",
 ]
 

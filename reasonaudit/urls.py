@@ -7,6 +7,8 @@ from reasonaudit.views import favicon
 urlpatterns = [
     path("favicon.ico", favicon, name="favicon"),
     path("admin/", admin.site.urls),
+    # search first: its studies/<id>/traces/ extends annotation's (same name, same parameters and more).
+    path("api/v1/", include("search.api_urls")),
     path("api/v1/", include("annotation.api.urls")),
     path("api/v1/", include("scoring.api_urls")),
     path("api/v1/", include("agreement.api_urls")),
@@ -25,6 +27,7 @@ urlpatterns = [
     path("", include("abstraction.urls")),
     path("", include("faithfulness.urls")),
     path("", include("fidelity.urls")),
+    path("", include("search.urls")),
 ]
 
 # Every refusal (annotation.access.AccessDenied) is rendered here on the web:

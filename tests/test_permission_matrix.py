@@ -37,6 +37,7 @@ from fidelity import services as fidelity_services
 from judges import services as judge_services
 from judges.models import MECHANISTIC, JudgeConfig
 from runs import engine as run_engine
+from search.models import Cohort, Scanner
 from subjects import services as subject_services
 from tests.review.conftest import seed
 
@@ -227,6 +228,30 @@ RULES: dict[str, Rule] = {
     "api-study-fidelity-runs": api("study", GET=MEMBERS, POST=OWNERS),
     "api-fidelity-run": api("fidelity_run", GET=MEMBERS),
     "api-fidelity-run-items": api("fidelity_run", GET=MEMBERS),
+    # search: the page, cohorts (any member saves one; owners queue and judge them; the author or an owner deletes)
+    "search": study(GET=MEMBERS),
+    "search-cohorts": study(GET=MEMBERS, POST=MEMBERS),
+    "search-cohort": Rule(GET=MEMBERS, kwargs={"pk": "cohort"}),
+    "search-cohort-compare": Rule(GET=MEMBERS, kwargs={"pk": "cohort"}),
+    "search-cohort-assign": Rule(POST=OWNERS, kwargs={"pk": "cohort"}),
+    "search-cohort-judge": Rule(POST=OWNERS, kwargs={"pk": "cohort"}),
+    "search-cohort-delete": Rule(POST=OWNERS, kwargs={"pk": "doomed_cohort"}),
+    "api-study-cohorts": api("study", GET=MEMBERS, POST=MEMBERS),
+    "api-cohort": api("cohort", GET=MEMBERS),
+    "api-cohort-compare": api("cohort", GET=MEMBERS),
+    "api-cohort-assignments": api("cohort", POST=OWNERS),
+    "api-cohort-judge-runs": api("cohort", POST=OWNERS),
+    # search: scanners (owners create and run them, adjudicators draw samples, every member answers)
+    "search-scanners": study(GET=MEMBERS, POST=OWNERS),
+    "search-scanner": Rule(GET=MEMBERS, kwargs={"pk": "scanner"}),
+    "search-scanner-run": Rule(POST=OWNERS, kwargs={"pk": "scanner"}),
+    "search-scanner-sample": Rule(POST=ADJUDICATORS, kwargs={"pk": "scanner"}),
+    "search-scanner-label": Rule(POST=MEMBERS, kwargs={"pk": "scanner"}),
+    "api-study-scanners": api("study", GET=MEMBERS, POST=OWNERS),
+    "api-scanner": api("scanner", GET=MEMBERS),
+    "api-scanner-runs": api("scanner", POST=OWNERS),
+    "api-scanner-sample": api("scanner", POST=ADJUDICATORS),
+    "api-scanner-labels": api("scanner", POST=MEMBERS),
 }
 #: Django's admin site: its own staff check, one rule for all its patterns.
 ADMIN_RULE = Rule(GET=STAFF, POST=STAFF)
@@ -350,6 +375,11 @@ class World:
                                                   problems=f"pid:{self.problem.problem_id}").suite
         self.fidelity_run = fidelity_services.do_start_run(suite, self.subject, axes=["perturbation"],
                                                            problems=f"pid:{self.problem.problem_id}", queue=False)
+        # search: two cohorts by the owner (the owner's POST to delete/ takes the second)
+        self.cohort = Cohort.objects.create(study=self.study, name="matrix", created_by=owner)
+        self.doomed_cohort = Cohort.objects.create(study=self.study, name="doomed", created_by=owner)
+        self.scanner = Scanner.objects.create(study=self.study, name="waits", question="Does it say wait?",
+                                              judge=self.judge, created_by=owner)
 
 
 def _path(p: Pattern, world) -> str:

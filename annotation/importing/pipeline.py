@@ -166,8 +166,18 @@ def insert_rows(model: type, fields: list[str], rows: list[tuple]) -> None:
                 for row in rows:
                     copy.write_row(row)
         return
+    # Many rows per INSERT statement: SQLite pays its per-statement work (and FTS5, whose triggers keep the
+    # search index, flushes its pending terms) once per statement, so one row a statement cost ~10x.
+    per = max(1, min(200, connection.features.max_query_params // len(fields)))
     with connection.cursor() as cursor:
-        cursor.executemany(f"INSERT INTO {table} ({cols}) VALUES ({marks})", rows)
+        full = len(rows) - len(rows) % per
+        if full:
+            many = ", ".join([f"({marks})"] * per)
+            sql = f"INSERT INTO {table} ({cols}) VALUES {many}"
+            for start in range(0, full, per):
+                cursor.execute(sql, [v for row in rows[start:start + per] for v in row])
+        if full < len(rows):
+            cursor.executemany(f"INSERT INTO {table} ({cols}) VALUES ({marks})", rows[full:])
 
 
 def rows_by_key(model: type, key: str, values: list[Any], columns: list[str], **where: Any) -> list[tuple]:

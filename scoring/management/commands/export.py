@@ -24,6 +24,7 @@ class Command(BaseCommand):
         parser.add_argument("--model", default="", help="only this model")
         parser.add_argument("--domain", default="", help="only problems of this domain")
         parser.add_argument("--calibration", default="", help="only the traces of this calibration study (name or id)")
+        parser.add_argument("--cohort", default="", help="only the traces of this saved cohort (id; docs/search.md)")
         parser.add_argument("--seed", default="", help="bootstrap seed of the agreement intervals (default 0)")
         parser.add_argument("--group", default="model", choices=["model", "domain"], help="leaderboard rows per")
         parser.add_argument("--format", default="jsonl", choices=exports.FORMATS)
@@ -35,7 +36,7 @@ class Command(BaseCommand):
         if study is None:
             raise CommandError(f"no study named {opts['study']!r}")
         extra = {"group": opts["group"]}
-        for key in ("calibration", "seed"):
+        for key in ("calibration", "cohort", "seed"):
             if opts[key]:
                 extra[key] = str(opts[key])
         request = exports.ExportRequest(

@@ -1,0 +1,324 @@
+"""REST API of search (docs/search.md, docs/api.md): the trace search on ``studies/<id>/traces/``
+(the same parameters as the search page, one filter set) and cohorts."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+from django.contrib.auth import get_user_model
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers, status
+from rest_framework.exceptions import ValidationError
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from annotation import access
+from annotation.api.serializers import TraceListSerializer
+from annotation.api.views import StudyTraces
+from annotation.models import Trace
+from annotation.review import AssignError
+from search import scanners, services
+from search.errors import SearchError
+from search.filters import TraceSearchFilter
+from search.models import Cohort, Scanner
+
+
+def _invalid(exc: SearchError | services.CohortError) -> ValidationError:
+    if isinstance(exc, SearchError):
+        return ValidationError(exc.errors)
+    return ValidationError({exc.field: [exc.message]})
+
+
+class SearchTraceSerializer(TraceListSerializer):
+    matches = serializers.SerializerMethodField()
+
+    class Meta(TraceListSerializer.Meta):
+        fields = TraceListSerializer.Meta.fields + ["matches"]
+
+    def get_matches(self, trace) -> list[dict]:
+        return [asdict(h) for h in self.context.get("hits", {}).get(trace.pk, [])]
+
+
+@extend_schema(filters=True)
+class SearchTraces(StudyTraces):
+    """Traces of a study: text query ``q`` (docs/search.md), regex ``re`` and every structured filter;
+    each trace lists its matches (steps with context and a link to the review page at that step)."""
+
+    serializer_class = SearchTraceSerializer
+    filterset_class = TraceSearchFilter
+
+    def _search(self) -> services.Search:
+        study, membership = access.check_study(self.request.user, self.kwargs["pk"])
+        try:
+            return services.search(study, membership, self.request.query_params)
+        except SearchError as exc:
+            raise _invalid(exc) from None
+
+    def list(self, request, *args, **kwargs):
+        s = self._search()
+        page = self.paginate_queryset(s.traces)
+        context = {**self.get_serializer_context(), "hits": services.hits(s, page)}
+        response = self.get_paginated_response(SearchTraceSerializer(page, many=True, context=context).data)
+        if s.notes:
+            response.data["notes"] = s.notes
+        return response
+
+
+class CohortSerializer(serializers.ModelSerializer):
+    created_by = serializers.CharField(source="created_by.username", default=None, read_only=True)
+
+    class Meta:
+        model = Cohort
+        fields = ["id", "name", "query", "n_traces", "note", "created_by", "created_at"]
+        read_only_fields = ["id", "n_traces", "created_by", "created_at"]
+
+
+class CohortIn(serializers.Serializer):
+    name = serializers.CharField(max_length=200)
+    query = serializers.DictField(required=False, default=dict, help_text="search parameters, as on traces/")
+    note = serializers.CharField(required=False, allow_blank=True, default="")
+
+
+class StudyCohorts(APIView):
+    @extend_schema(responses=CohortSerializer(many=True))
+    def get(self, request, pk: int):
+        study, _m = access.check_study(request.user, pk)
+        return Response(CohortSerializer(Cohort.objects.filter(study=study).select_related("created_by"),
+                                         many=True).data)
+
+    @extend_schema(request=CohortIn, responses={201: CohortSerializer})
+    def post(self, request, pk: int):
+        study, membership = access.check_study(request.user, pk)
+        data = CohortIn(data=request.data)
+        data.is_valid(raise_exception=True)
+        try:
+            cohort = services.do_save_cohort(study, membership, name=data.validated_data["name"],
+                                             data=data.validated_data["query"], note=data.validated_data["note"])
+        except (SearchError, services.CohortError) as exc:
+            raise _invalid(exc) from None
+        return Response(CohortSerializer(cohort).data, status=status.HTTP_201_CREATED)
+
+
+class CohortDetail(APIView):
+    @extend_schema(responses=CohortSerializer)
+    def get(self, request, pk: int):
+        cohort, _m = services.check_cohort(request.user, pk)
+        data = CohortSerializer(cohort).data
+        data["trace_ids"] = list(services.cohort_traces(cohort).values_list("trace_id", flat=True))
+        return Response(data)
+
+    @extend_schema(responses={204: None})
+    def delete(self, request, pk: int):
+        cohort, membership = services.check_cohort(request.user, pk)
+        services.do_delete_cohort(cohort, membership)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class CompareIn(serializers.Serializer):
+    b = serializers.IntegerField(help_text="the other cohort's id")
+
+
+class CohortCompare(APIView):
+    @extend_schema(parameters=[CompareIn], responses=OpenApiTypes.OBJECT)
+    def get(self, request, pk: int):
+        a, _m = services.check_cohort(request.user, pk)
+        data = CompareIn(data=request.query_params)
+        data.is_valid(raise_exception=True)
+        b, _m = services.check_cohort(request.user, data.validated_data["b"])
+        try:
+            return Response(services.compare_cohorts(a, b))
+        except services.CohortError as exc:
+            raise _invalid(exc) from None
+
+
+class AssignIn(serializers.Serializer):
+    annotators = serializers.ListField(child=serializers.CharField(), min_length=1)
+    k = serializers.IntegerField(min_value=1, default=1)
+
+
+class CohortAssign(APIView):
+    """Queue the cohort's traces for annotators (owners)."""
+
+    @extend_schema(request=AssignIn, responses={201: OpenApiTypes.OBJECT})
+    def post(self, request, pk: int):
+        cohort, membership = services.check_cohort(request.user, pk)
+        access.check_owner(membership)
+        data = AssignIn(data=request.data)
+        data.is_valid(raise_exception=True)
+        users = list(get_user_model().objects.filter(username__in=data.validated_data["annotators"]))
+        missing = set(data.validated_data["annotators"]) - {u.username for u in users}
+        if missing:
+            raise ValidationError({"annotators": [f"no user named {sorted(missing)[0]!r}"]})
+        try:
+            n = services.do_assign_cohort(cohort, request.user, users, data.validated_data["k"])
+        except AssignError as exc:
+            raise ValidationError({"annotators": [str(exc)]}) from None
+        return Response({"assigned": n}, status=status.HTTP_201_CREATED)
+
+
+class JudgeIn(serializers.Serializer):
+    judge = serializers.CharField(help_text="the judge's name")
+    force = serializers.BooleanField(default=False)
+    budget_usd = serializers.FloatField(required=False, allow_null=True, default=None, min_value=0)
+
+
+class CohortJudgeRuns(APIView):
+    """Start a judge run over the cohort's traces (owners)."""
+
+    @extend_schema(request=JudgeIn, responses={202: OpenApiTypes.OBJECT})
+    def post(self, request, pk: int):
+        from judges.services import RunConflict
+
+        cohort, membership = services.check_cohort(request.user, pk)
+        access.check_owner(membership)
+        data = JudgeIn(data=request.data)
+        data.is_valid(raise_exception=True)
+        judge = cohort.study.judges.filter(name=data.validated_data["judge"]).first()
+        if judge is None:
+            raise ValidationError({"judge": [f"no judge named {data.validated_data['judge']!r} in this study"]})
+        try:
+            run = services.do_judge_cohort(cohort, judge, user=request.user, force=data.validated_data["force"],
+                                           budget_usd=data.validated_data["budget_usd"])
+        except services.CohortError as exc:
+            raise _invalid(exc) from None
+        except RunConflict as exc:
+            return Response({"detail": str(exc), "errors": []}, status=status.HTTP_409_CONFLICT)
+        return Response({"run": run.pk, "job": run.job_id, "traces": run.job.total}, status=status.HTTP_202_ACCEPTED)
+
+
+# --------------------------------------------------------------------------
+# Scanners
+
+
+def _scanner_invalid(exc) -> ValidationError:
+    return ValidationError({exc.field: [exc.message]})
+
+
+class ScannerSerializer(serializers.ModelSerializer):
+    judge = serializers.CharField(source="judge.name", read_only=True)
+    counts = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Scanner
+        fields = ["id", "name", "question", "judge", "created_at", "counts"]
+
+    def get_counts(self, scanner) -> dict:
+        return scanners.counts(scanner)
+
+
+class ScannerIn(serializers.Serializer):
+    name = serializers.CharField(max_length=200)
+    question = serializers.CharField(max_length=2000)
+    judge = serializers.CharField(help_text="an LLM judge configuration of the study, by name")
+
+
+class StudyScanners(APIView):
+    @extend_schema(responses=ScannerSerializer(many=True))
+    def get(self, request, pk: int):
+        study, _m = access.check_study(request.user, pk)
+        return Response(ScannerSerializer(Scanner.objects.filter(study=study).select_related("judge"), many=True).data)
+
+    @extend_schema(request=ScannerIn, responses={201: ScannerSerializer})
+    def post(self, request, pk: int):
+        study, membership = access.check_study(request.user, pk)
+        access.check_owner(membership)
+        data = ScannerIn(data=request.data)
+        data.is_valid(raise_exception=True)
+        try:
+            scanner = scanners.do_create_scanner(study, name=data.validated_data["name"],
+                                                 question=data.validated_data["question"],
+                                                 judge_name=data.validated_data["judge"], user=request.user)
+        except scanners.ScannerError as exc:
+            raise _scanner_invalid(exc) from None
+        return Response(ScannerSerializer(scanner).data, status=status.HTTP_201_CREATED)
+
+
+class ScannerDetail(APIView):
+    @extend_schema(responses=OpenApiTypes.OBJECT)
+    def get(self, request, pk: int):
+        scanner, _m = scanners.check_scanner(request.user, pk)
+        report = scanners.validation_report(scanner)
+        data = ScannerSerializer(scanner).data
+        data["validation"] = {k: (asdict(v) if k in ("dev", "test") else v) for k, v in report.items()}
+        return Response(data)
+
+
+class ScanIn(serializers.Serializer):
+    cohort = serializers.IntegerField(required=False, allow_null=True, default=None)
+    force = serializers.BooleanField(default=False)
+    budget_usd = serializers.FloatField(required=False, allow_null=True, default=None, min_value=0)
+
+
+def _cohort_of(scanner, pk: int | None):
+    if pk is None:
+        return None
+    cohort = Cohort.objects.filter(study_id=scanner.study_id, pk=pk).first()
+    if cohort is None:
+        raise ValidationError({"cohort": [f"no cohort {pk} in this study"]})
+    return cohort
+
+
+class ScannerRuns(APIView):
+    """Run the scanner over a cohort (or the whole study) through the run engine (owners)."""
+
+    @extend_schema(request=ScanIn, responses={202: OpenApiTypes.OBJECT})
+    def post(self, request, pk: int):
+        scanner, membership = scanners.check_scanner(request.user, pk)
+        access.check_owner(membership)
+        data = ScanIn(data=request.data)
+        data.is_valid(raise_exception=True)
+        cohort = _cohort_of(scanner, data.validated_data["cohort"])
+        try:
+            srun = scanners.do_start_scan(scanner, cohort=cohort, user=request.user,
+                                          force=data.validated_data["force"],
+                                          budget_usd=data.validated_data["budget_usd"])
+        except scanners.ScannerError as exc:
+            raise _scanner_invalid(exc) from None
+        except scanners.ScanConflict as exc:
+            return Response({"detail": str(exc), "errors": []}, status=status.HTTP_409_CONFLICT)
+        return Response({"run": srun.pk, "job": srun.job_id, "traces": srun.job.total},
+                        status=status.HTTP_202_ACCEPTED)
+
+
+class SampleIn(serializers.Serializer):
+    size = serializers.IntegerField(min_value=1, max_value=scanners.MAX_SAMPLE)
+    seed = serializers.IntegerField(default=0, min_value=0)
+    cohort = serializers.IntegerField(required=False, allow_null=True, default=None)
+
+
+class ScannerSample(APIView):
+    """Draw answered traces into the validation sample (owners and adjudicators)."""
+
+    @extend_schema(request=SampleIn, responses={201: OpenApiTypes.OBJECT})
+    def post(self, request, pk: int):
+        scanner, membership = scanners.check_scanner(request.user, pk)
+        access.check_adjudicator(membership)
+        data = SampleIn(data=request.data)
+        data.is_valid(raise_exception=True)
+        try:
+            n = scanners.do_draw_sample(scanner, data.validated_data["size"], seed=data.validated_data["seed"],
+                                        cohort=_cohort_of(scanner, data.validated_data["cohort"]))
+        except scanners.ScannerError as exc:
+            raise _scanner_invalid(exc) from None
+        return Response({"added": n}, status=status.HTTP_201_CREATED)
+
+
+class LabelIn(serializers.Serializer):
+    trace = serializers.IntegerField(help_text="the trace's id")
+    answer = serializers.BooleanField(allow_null=True, help_text="yes (true), no (false), or null to withdraw")
+
+
+class ScannerLabels(APIView):
+    """A member's answer to the scanner's question on one trace (the validation sample)."""
+
+    @extend_schema(request=LabelIn, responses=OpenApiTypes.OBJECT)
+    def post(self, request, pk: int):
+        scanner, _m = scanners.check_scanner(request.user, pk)
+        data = LabelIn(data=request.data)
+        data.is_valid(raise_exception=True)
+        trace = Trace.objects.filter(study_id=scanner.study_id, pk=data.validated_data["trace"]).first()
+        if trace is None:
+            raise ValidationError({"trace": [f"no trace {data.validated_data['trace']} in this study"]})
+        label = scanners.do_answer(scanner, trace, request.user, data.validated_data["answer"])
+        return Response({"trace": trace.pk, "answer": label.answer, "split": label.split})

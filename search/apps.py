@@ -1,0 +1,26 @@
+from django.apps import AppConfig
+from django.db.models.signals import post_migrate
+
+
+def _ensure_index(sender, using: str = "default", **kwargs) -> None:
+    from search.backends import ensure_index
+
+    ensure_index(using)
+
+
+class SearchConfig(AppConfig):
+    name = "search"
+    verbose_name = "search, cohorts and scanners"
+
+    def ready(self) -> None:
+        # After every migrate: SQLite rebuilds a table to alter it and drops its triggers
+        # (search.backends); this puts back what is missing, once per migrate.
+        post_migrate.connect(_ensure_index, sender=self, dispatch_uid="search.ensure_index")
+        from annotation import scopes
+        from runs import clients
+        from search.runclient import ScannerClient
+        from search.services import cohort_scope
+
+        clients.register(ScannerClient())
+        # A cohort as the scope of exports and calibration samples (agreement asks annotation, not search).
+        scopes.register_scope("cohort", cohort_scope)

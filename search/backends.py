@@ -1,0 +1,165 @@
+"""The full-text index on the two databases (docs/search.md).
+
+PostgreSQL: a stored, generated ``search_tsv`` column with a GIN index on each searched table
+(steps' text, problems' statements, labels' reasons); every insert or update computes it, so no
+write path has to know about search. SQLite: an FTS5 table per searched table with external
+content (the source table itself) kept in step by triggers.
+
+``ensure_index`` creates what is missing and is idempotent: the migration calls it, and so does
+``post_migrate`` after every ``migrate``, because SQLite's schema editor rebuilds a table to alter
+it (dropping its triggers); an FTS table whose triggers were missing is rebuilt from its source.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.db import connections
+from django.db.backends.base.base import BaseDatabaseWrapper
+
+from search.core.query import START, STOP, Query
+
+
+@dataclass(frozen=True)
+class Source:
+    table: str  # the Django table searched
+    column: str  # its text column
+    fts: str  # the SQLite FTS5 table
+
+
+STEPS = Source("annotation_step", "text", "search_step_fts")
+PROBLEMS = Source("annotation_problem", "statement", "search_problem_fts")
+LABELS = Source("annotation_steplabel", "reason", "search_label_fts")
+SOURCES = (STEPS, PROBLEMS, LABELS)
+
+# Both indexes hold runs of letters and digits, lowercased (search.core.query).
+_PG_DOC = "to_tsvector('simple'::regconfig, regexp_replace({col}, '[^[:alnum:]]+', ' ', 'g'))"
+_PG_QUERY = "websearch_to_tsquery('simple'::regconfig, %s)"
+_LT, _GT = "\ue002", "\ue003"
+
+
+def is_postgres(connection: BaseDatabaseWrapper) -> bool:
+    return connection.vendor == "postgresql"
+
+
+def ensure_index(using: str = "default") -> list[str]:
+    """Create the index where it is missing; returns what was (re)built, for the migration's log."""
+    connection = connections[using]
+    if connection.vendor not in ("postgresql", "sqlite"):
+        return []
+    built = []
+    with connection.cursor() as cursor:
+        existing = set(connection.introspection.table_names(cursor))
+        for src in SOURCES:
+            if src.table not in existing:
+                continue
+            if is_postgres(connection):
+                if _ensure_pg(cursor, src):
+                    built.append(src.table)
+            elif _ensure_sqlite(cursor, src, existing):
+                built.append(src.table)
+    return built
+
+
+def _ensure_pg(cursor, src: Source) -> bool:
+    cursor.execute(
+        "SELECT 1 FROM information_schema.columns WHERE table_name = %s AND column_name = 'search_tsv'", [src.table]
+    )
+    if cursor.fetchone():
+        return False
+    doc = _PG_DOC.format(col=f'"{src.column}"')
+    cursor.execute(f'ALTER TABLE "{src.table}" ADD COLUMN search_tsv tsvector GENERATED ALWAYS AS ({doc}) STORED')
+    # The text query's index: search_tsv @@ websearch_to_tsquery(...).
+    cursor.execute(f'CREATE INDEX IF NOT EXISTS "{src.table}_search_tsv" ON "{src.table}" USING GIN (search_tsv)')
+    return True
+
+
+def _ensure_sqlite(cursor, src: Source, existing: set[str]) -> bool:
+    cursor.execute("SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = %s", [src.table])
+    triggers = {row[0] for row in cursor.fetchall()}
+    wanted = {f"{src.fts}_ai", f"{src.fts}_ad", f"{src.fts}_au"}
+    if src.fts in existing and wanted <= triggers:
+        return False
+    cursor.execute(
+        f"CREATE VIRTUAL TABLE IF NOT EXISTS {src.fts} USING fts5({src.column}, content='{src.table}', "
+        f"content_rowid='id', tokenize='unicode61 remove_diacritics 0')"
+    )
+    new = f"INSERT INTO {src.fts}(rowid, {src.column}) VALUES (new.id, new.{src.column});"
+    old = f"INSERT INTO {src.fts}({src.fts}, rowid, {src.column}) VALUES ('delete', old.id, old.{src.column});"
+    cursor.execute(f"CREATE TRIGGER IF NOT EXISTS {src.fts}_ai AFTER INSERT ON {src.table} BEGIN {new} END")
+    cursor.execute(f"CREATE TRIGGER IF NOT EXISTS {src.fts}_ad AFTER DELETE ON {src.table} BEGIN {old} END")
+    cursor.execute(f"CREATE TRIGGER IF NOT EXISTS {src.fts}_au AFTER UPDATE OF {src.column} ON {src.table} "
+                   f"BEGIN {old} {new} END")
+    # Rows written while a trigger was missing are in the source only: rebuild from it.
+    cursor.execute(f"INSERT INTO {src.fts}({src.fts}) VALUES ('rebuild')")
+    return True
+
+
+def drop_index(using: str = "default") -> None:
+    """The migration's reverse."""
+    connection = connections[using]
+    with connection.cursor() as cursor:
+        for src in SOURCES:
+            if is_postgres(connection):
+                cursor.execute(f'ALTER TABLE "{src.table}" DROP COLUMN IF EXISTS search_tsv')
+            elif connection.vendor == "sqlite":
+                for suffix in ("ai", "ad", "au"):
+                    cursor.execute(f"DROP TRIGGER IF EXISTS {src.fts}_{suffix}")
+                cursor.execute(f"DROP TABLE IF EXISTS {src.fts}")
+
+
+# --------------------------------------------------------------------------
+# Queries. Each returns SQL selecting ids and its parameters, for RawSQL in a
+# queryset filter (``pk__in=RawSQL(...)``).
+
+
+def matching_ids(src: Source, query: Query, *, select: str = "id", where: str = "", params: list | None = None,
+                 using: str = "default") -> tuple[str, list]:
+    """SQL selecting ``select`` (a column of the source table, aliased ``t``) of the rows of ``src``
+    matching ``query``, narrowed by ``where`` (SQL on ``t``)."""
+    connection = connections[using]
+    extra = f" AND ({where})" if where else ""
+    if is_postgres(connection):
+        sql = f'SELECT t.{select} FROM "{src.table}" t WHERE t.search_tsv @@ {_PG_QUERY}{extra}'
+        return sql, [query.websearch(), *(params or [])]
+    # CROSS JOIN fixes SQLite's join order: the FTS table first. Probed by rowid from the other side,
+    # FTS5 evaluates the whole MATCH again for every row (seconds on a common word).
+    sql = (f'SELECT t.{select} FROM {src.fts} f CROSS JOIN "{src.table}" t ON t.id = f.rowid '
+           f"WHERE {src.fts} MATCH %s{extra}")
+    return sql, [query.fts5(), *(params or [])]
+
+
+def step_snippets(query: Query, trace_ids: list[int], *, channel: str = "",
+                  using: str = "default") -> list[tuple[int, int, int, str, str]]:
+    """(step id, trace id, step index, channel, marked snippet) of the matching steps of ``trace_ids``
+    (of one channel if given), in trace and step order. Snippets mark matches with START/STOP
+    (search.core.query)."""
+    if not trace_ids:
+        return []
+    connection = connections[using]
+    only = " AND s.channel = %s" if channel else ""
+    extra = [channel] if channel else []
+    with connection.cursor() as cursor:
+        if is_postgres(connection):
+            options = (f'StartSel="{START}", StopSel="{STOP}", MaxWords=30, MinWords=12, MaxFragments=2, '
+                       'FragmentDelimiter=" … "')
+            # ts_headline's parser drops what looks like an HTML tag: hide angle brackets from it
+            # and put them back below (the page escapes them).
+            cursor.execute(
+                f"SELECT s.id, s.trace_id, s.\"index\", s.channel, ts_headline('simple'::regconfig, "
+                f"replace(replace(s.text, '<', %s), '>', %s), q, %s) "
+                f"FROM annotation_step s, {_PG_QUERY} q WHERE s.trace_id = ANY(%s) AND s.search_tsv @@ q{only} "
+                f"ORDER BY s.trace_id, s.\"index\"",
+                [_LT, _GT, options, query.websearch(), list(trace_ids), *extra],
+            )
+            return [(a, b, c, d, h.replace(_LT, "<").replace(_GT, ">")) for a, b, c, d, h in cursor.fetchall()]
+        else:
+            placeholders = ", ".join(["%s"] * len(trace_ids))
+            cursor.execute(
+                f"SELECT s.id, s.trace_id, s.\"index\", s.channel, snippet({STEPS.fts}, 0, %s, %s, '…', 24) "
+                f"FROM {STEPS.fts} CROSS JOIN annotation_step s ON s.id = {STEPS.fts}.rowid "
+                f"WHERE {STEPS.fts} MATCH %s AND s.trace_id IN ({placeholders}){only} "
+                f"ORDER BY s.trace_id, s.\"index\"",
+                [START, STOP, query.fts5(), *trace_ids, *extra],
+            )
+        return [tuple(row) for row in cursor.fetchall()]

@@ -1,0 +1,61 @@
+"""How far to trust a scanner: its answers against people's on the test split (pure)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from search.core.stats import wilson
+
+
+@dataclass(frozen=True)
+class Validation:
+    n: int  # test traces with both a person's and the scanner's answer
+    tp: int
+    fp: int
+    fn: int
+    tn: int
+    precision: float | None
+    precision_ci: tuple[float, float] | None
+    recall: float | None
+    recall_ci: tuple[float, float] | None
+    f1: float | None
+    f1_ci: tuple[float, float] | None
+
+
+def f1_of(tp: int, fp: int, fn: int) -> float | None:
+    return None if 2 * tp + fp + fn == 0 else 2 * tp / (2 * tp + fp + fn)
+
+
+def validate(pairs: Sequence[tuple[bool, bool]], *, n_resamples: int = 2000, seed: int = 0,
+             level: float = 0.95) -> Validation:
+    """``pairs`` are (person, scanner) answers, "yes" the positive class. Precision and recall get
+    Wilson intervals (they are proportions of TP+FP and TP+FN); F1, not a proportion, a percentile
+    bootstrap over the traces."""
+    truth = np.array([p for p, _s in pairs], dtype=bool)
+    said = np.array([s for _p, s in pairs], dtype=bool)
+    tp = int(np.sum(truth & said))
+    fp = int(np.sum(~truth & said))
+    fn = int(np.sum(truth & ~said))
+    tn = int(np.sum(~truth & ~said))
+    f1_ci = None
+    if len(pairs) >= 2:
+        rng = np.random.default_rng(seed)
+        idx = rng.integers(0, len(pairs), size=(n_resamples, len(pairs)))
+        t, s = truth[idx], said[idx]
+        btp = np.sum(t & s, axis=1)
+        denom = 2 * btp + np.sum(~t & s, axis=1) + np.sum(t & ~s, axis=1)
+        stats = np.where(denom > 0, 2 * btp / np.maximum(denom, 1), np.nan)
+        stats = stats[~np.isnan(stats)]
+        if len(stats):
+            alpha = (1 - level) / 2
+            f1_ci = (float(np.quantile(stats, alpha)), float(np.quantile(stats, 1 - alpha)))
+    return Validation(
+        n=len(pairs), tp=tp, fp=fp, fn=fn, tn=tn,
+        precision=tp / (tp + fp) if tp + fp else None, precision_ci=wilson(tp, tp + fp),
+        recall=tp / (tp + fn) if tp + fn else None, recall_ci=wilson(tp, tp + fn),
+        f1=f1_of(tp, fp, fn), f1_ci=f1_ci,
+    )
+

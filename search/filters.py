@@ -1,0 +1,354 @@
+"""The one filter set of trace search (docs/search.md): the API's ``GET studies/<id>/traces/`` and
+the search page read the same parameters through ``TraceSearchFilter``.
+
+Filters that read labels name a label source (``source``): ``human`` (any annotator), ``mine``,
+``annotator:USERNAME``, ``adjudicated`` or ``judge:NAME``. In a blind study an annotator who
+does not see everything may only use ``mine`` (or their own ``annotator:``): other annotators'
+and judges' labels are refused with 403, as on the review page.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+
+import django_filters
+from django import forms
+from django.db.models import (
+    Exists,
+    F,
+    FloatField,
+    Min,
+    OuterRef,
+    Q,
+    QuerySet,
+)
+from django.db.models.expressions import RawSQL
+from django.db.models.functions import Cast, Length
+
+from annotation import review
+from annotation.access import AccessDenied
+from annotation.models import Membership, Step, StepLabel, Study, Trace, TraceReview, Verdict
+from search import backends
+from search.core import query as ql
+from search.core.regex import RegexError, compile_bounded
+from search.errors import bad as _bad
+
+SOURCE_HELP = "label source: human, mine, annotator:USERNAME, adjudicated or judge:NAME"
+# The regex option reads step texts in Python: at most this many steps and this long per request.
+REGEX_MAX_STEPS = 200_000
+REGEX_BUDGET_S = 2.0
+_REGIME_KEY = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")
+
+
+class FlagField(forms.Field):
+    TRUE = ("1", "true", "yes", "on")
+    FALSE = ("0", "false", "no", "off")
+
+    def to_python(self, value):
+        if value in (None, ""):
+            return None
+        v = str(value).strip().lower()
+        if v in self.TRUE:
+            return True
+        if v in self.FALSE:
+            return False
+        raise forms.ValidationError("expected true or false")
+
+
+class FlagFilter(django_filters.Filter):
+    field_class = FlagField
+
+
+def _sees_everything(membership: Membership) -> bool:
+    return review.sees_everything(membership)
+
+
+class TraceSearchFilter(django_filters.FilterSet):
+    """Filters of a study's traces; ``study`` and ``membership`` decide sources and refusals."""
+
+    channel = django_filters.ChoiceFilter(choices=Step.Channel.choices, method="filter_nothing",
+                                          help_text="the steps q and re read: thought or answer (default both)")
+    q = django_filters.CharFilter(method="filter_q", help_text="text query (docs/search.md): words, \"phrases\", or, -word")
+    model = django_filters.CharFilter(field_name="model")
+    domain = django_filters.CharFilter(field_name="problem__domain")
+    answer_correct = FlagFilter(field_name="answer_correct")
+    flagged = FlagFilter(field_name="flagged")
+    lucky_guess = FlagFilter(method="filter_review", help_text="a lucky guess under the default profile")
+    needs_review = FlagFilter(method="filter_review", help_text="true: not labelled completely by you")
+    disagreement = FlagFilter(method="filter_review", help_text="labels of some step disagree")
+    source = django_filters.CharFilter(method="filter_source", help_text=SOURCE_HELP)
+    labelled = FlagFilter(method="filter_labelled", help_text="some step has a label from `source`")
+    verdict = django_filters.ChoiceFilter(choices=Verdict.choices, method="filter_verdict",
+                                          help_text="some step has this verdict from `source`")
+    first_error_min = django_filters.NumberFilter(method="filter_first_error", min_value=1)
+    first_error_max = django_filters.NumberFilter(method="filter_first_error", min_value=1)
+    first_error_rel_min = django_filters.NumberFilter(method="filter_first_error", min_value=0, max_value=1)
+    first_error_rel_max = django_filters.NumberFilter(method="filter_first_error", min_value=0, max_value=1)
+    judge = django_filters.CharFilter(method="filter_nothing", help_text="judge of human_judge_disagreement (default: the primary)")
+    human_judge_disagreement = FlagFilter(method="filter_human_judge")
+    adjudicated = FlagFilter(method="filter_adjudicated")
+    review_flag = django_filters.ChoiceFilter(choices=[c for c in TraceReview.Flag.choices if c[0]],
+                                              method="filter_review_flag")
+    n_steps_min = django_filters.NumberFilter(field_name="n_steps", lookup_expr="gte", min_value=0)
+    n_steps_max = django_filters.NumberFilter(field_name="n_steps", lookup_expr="lte", min_value=0)
+    chars_min = django_filters.NumberFilter(method="filter_chars", min_value=0)
+    chars_max = django_filters.NumberFilter(method="filter_chars", min_value=0)
+    regime = django_filters.CharFilter(method="filter_regime", help_text="key=value (repeatable); dotted keys go deeper")
+    coverage_min = django_filters.NumberFilter(method="filter_coverage", min_value=0, max_value=1)
+    coverage_max = django_filters.NumberFilter(method="filter_coverage", min_value=0, max_value=1)
+    intervention_changed = FlagFilter(method="filter_intervention")
+    fidelity_failed = FlagFilter(method="filter_fidelity")
+    cohort = django_filters.NumberFilter(method="filter_cohort", help_text="id of a cohort of the study")
+    scanner = django_filters.CharFilter(method="filter_scanner",
+                                        help_text="ID:yes, ID:no, ID:uncited or ID:failed (a scanner's answer)")
+    # Last: the regex reads the texts of the traces every other filter left.
+    re = django_filters.CharFilter(method="filter_re", help_text="a regular expression over step texts (bounded)")
+
+    class Meta:
+        model = Trace
+        fields: list[str] = []
+
+    def __init__(self, data=None, queryset=None, *, study: Study, membership: Membership, **kwargs) -> None:
+        super().__init__(data, queryset, **kwargs)
+        self.study, self.membership = study, membership
+        self.parsed: ql.Query | None = None
+        self.pattern = None
+        self.notes: list[str] = []
+
+    # -- helpers -----------------------------------------------------------
+    def _value(self, name: str):
+        return self.form.cleaned_data.get(name)
+
+    def label_q(self, source: str | None, *, prefix: str = "") -> Q:
+        """Q over StepLabel for a source name, after the blind-mode check."""
+        user = self.membership.user
+        source = (source or "").strip() or ("human" if _sees_everything(self.membership) else "mine")
+        own = source == "mine" or source == f"annotator:{user.get_username()}"
+        if not own and not _sees_everything(self.membership):
+            raise AccessDenied(f"in this blind study annotators filter by their own labels only (source=mine), "
+                               f"not by {source!r}")
+        p = prefix
+        if own:
+            return Q(**{f"{p}kind": StepLabel.Kind.HUMAN, f"{p}annotator": user})
+        if source == "human":
+            return Q(**{f"{p}kind": StepLabel.Kind.HUMAN})
+        if source == "adjudicated":
+            return Q(**{f"{p}kind": StepLabel.Kind.ADJUDICATION})
+        if source.startswith("annotator:"):
+            name = source.split(":", 1)[1]
+            if not Membership.objects.filter(study=self.study, user__username=name).exists():
+                raise _bad("source", f"no annotator named {name!r} in this study")
+            return Q(**{f"{p}kind": StepLabel.Kind.HUMAN, f"{p}annotator__username": name})
+        if source.startswith("judge:"):
+            name = source.split(":", 1)[1]
+            if not self.study.judges.filter(name=name).exists():
+                raise _bad("source", f"no judge named {name!r} in this study")
+            return Q(**{f"{p}kind": StepLabel.Kind.JUDGE, f"{p}judge__name": name})
+        raise _bad("source", f"unknown label source {source!r}; use {SOURCE_HELP.split(': ', 1)[1]}")
+
+    def _labels(self, source: str | None):
+        return StepLabel.objects.filter(self.label_q(source), step__trace=OuterRef("pk"))
+
+    # -- filters -----------------------------------------------------------
+    def filter_nothing(self, qs: QuerySet, name: str, value) -> QuerySet:
+        return qs  # read by other filters
+
+    def filter_source(self, qs: QuerySet, name: str, value: str) -> QuerySet:
+        self.label_q(value)  # validated (and refused in blind mode) even when no filter reads it
+        return qs
+
+    def filter_q(self, qs: QuerySet, name: str, value: str) -> QuerySet:
+        try:
+            self.parsed = ql.parse(value)
+        except ql.QueryError as exc:
+            raise _bad("q", str(exc)) from None
+        if self.parsed is None:
+            return qs
+        where, params = self.step_where()
+        step_sql, step_params = backends.matching_ids(backends.STEPS, self.parsed, select="trace_id", where=where,
+                                                      params=params)
+        prob_sql, prob_params = backends.matching_ids(backends.PROBLEMS, self.parsed, where="t.study_id = %s",
+                                                      params=[self.study.pk])
+        cond = Q(pk__in=RawSQL(step_sql, step_params)) | Q(problem_id__in=RawSQL(prob_sql, prob_params))
+        label_where, label_params = self._label_where()
+        lab_sql, lab_params = backends.matching_ids(backends.LABELS, self.parsed, select="step_id",
+                                                    where=label_where, params=label_params)
+        cond |= Q(pk__in=Step.objects.filter(pk__in=RawSQL(lab_sql, lab_params)).values("trace_id"))
+        return qs.filter(cond)
+
+    def step_where(self) -> tuple[str, list]:
+        channel = self._value("channel")
+        return ("t.channel = %s", [channel]) if channel else ("", [])
+
+    def _label_where(self) -> tuple[str, list]:
+        """Whose notes a text query reads: a blinded annotator only their own."""
+        if _sees_everything(self.membership):
+            return "", []
+        return "t.kind = %s AND t.annotator_id = %s", [StepLabel.Kind.HUMAN, self.membership.user_id]
+
+    def filter_review(self, qs: QuerySet, name: str, value: bool | None) -> QuerySet:
+        if value is None:
+            return qs
+        return review.filter_traces(qs, {name: "true" if value else "false"}, self.study, self.membership)
+
+    def filter_labelled(self, qs: QuerySet, name: str, value: bool | None) -> QuerySet:
+        if value is None:
+            return qs
+        labels = self._labels(self._value("source"))
+        return qs.filter(Exists(labels)) if value else qs.exclude(Exists(labels))
+
+    def filter_verdict(self, qs: QuerySet, name: str, value: str) -> QuerySet:
+        return qs.filter(Exists(self._labels(self._value("source")).filter(verdict=value)))
+
+    def filter_first_error(self, qs: QuerySet, name: str, value) -> QuerySet:
+        if value is None:
+            return qs
+        # One grouped pass over the source's invalid labels (few), not a correlated MIN per trace:
+        # traces whose first invalid step is in range. A trace with no invalid label has no first error.
+        first = (StepLabel.objects.filter(self.label_q(self._value("source")), verdict=Verdict.INVALID,
+                                          step__trace__study=self.study)
+                 .values("step__trace").annotate(first_error=Min("step__index")))
+        op = "gte" if name.endswith("_min") else "lte"
+        if "_rel_" in name:
+            first = (first.annotate(n=Min("step__trace__n_steps"))
+                     .annotate(rel=Cast(F("first_error"), FloatField()) / F("n")).filter(**{f"rel__{op}": value}))
+        else:
+            first = first.filter(**{f"first_error__{op}": value})
+        return qs.filter(pk__in=first.values("step__trace"))
+
+    def filter_human_judge(self, qs: QuerySet, name: str, value: bool | None) -> QuerySet:
+        if value is None:
+            return qs
+        if not _sees_everything(self.membership):
+            raise AccessDenied("in this blind study annotators may not compare other sources' labels "
+                               "(human_judge_disagreement)")
+        judge_name = (self._value("judge") or "").strip()
+        judge = (self.study.judges.filter(name=judge_name).first() if judge_name
+                 else self.study.primary_judge)
+        if judge is None:
+            raise _bad("judge", f"no judge named {judge_name!r} in this study" if judge_name
+                       else "the study has no primary judge; name one with judge=NAME")
+        judged = StepLabel.objects.filter(step=OuterRef("step"), kind=StepLabel.Kind.JUDGE, judge=judge)
+        differs = StepLabel.objects.filter(
+            step__trace=OuterRef("pk"), kind=StepLabel.Kind.HUMAN,
+        ).filter(Exists(judged.exclude(verdict=OuterRef("verdict"))))
+        return qs.filter(Exists(differs)) if value else qs.exclude(Exists(differs))
+
+    def filter_adjudicated(self, qs: QuerySet, name: str, value: bool | None) -> QuerySet:
+        if value is None:
+            return qs
+        if not _sees_everything(self.membership):
+            raise AccessDenied("in this blind study annotators may not filter by adjudications")
+        done = StepLabel.objects.filter(step__trace=OuterRef("pk"), kind=StepLabel.Kind.ADJUDICATION)
+        return qs.filter(Exists(done)) if value else qs.exclude(Exists(done))
+
+    def filter_review_flag(self, qs: QuerySet, name: str, value: str) -> QuerySet:
+        return qs.filter(Exists(TraceReview.objects.filter(trace=OuterRef("pk"), flag=value)))
+
+    def filter_chars(self, qs: QuerySet, name: str, value) -> QuerySet:
+        if value is None:
+            return qs
+        if "raw_chars" not in qs.query.annotations:
+            qs = qs.annotate(raw_chars=Length("raw"))
+        return qs.filter(**{f"raw_chars__{'gte' if name.endswith('_min') else 'lte'}": value})
+
+    def filter_regime(self, qs: QuerySet, name: str, value: str) -> QuerySet:
+        for pair in self.data.getlist(name) if hasattr(self.data, "getlist") else [value]:
+            key, sep, raw = pair.partition("=")
+            key = key.strip()
+            if not sep or not _REGIME_KEY.match(key):
+                raise _bad("regime", f"{pair!r}: give key=value, the key of letters, digits, _ . -")
+            try:
+                wanted = json.loads(raw)
+            except ValueError:
+                wanted = raw
+            path = "__".join(key.split("."))
+            if isinstance(wanted, (dict, list)):
+                raise _bad("regime", f"{pair!r}: compare with a number, text, true/false or null")
+            # A number may have been recorded as text (or the other way): accept either spelling.
+            cond = Q(**{f"regime__{path}": wanted})
+            if not isinstance(wanted, str):
+                cond |= Q(**{f"regime__{path}": raw})
+            qs = qs.filter(cond)
+        return qs
+
+    def filter_coverage(self, qs: QuerySet, name: str, value) -> QuerySet:
+        from scoring.models import TraceScore
+
+        if value is None:
+            return qs
+        scores = TraceScore.objects.filter(trace=OuterRef("pk"), score_set__source="final", l_gold__gt=0)
+        if self.study.default_profile_id:
+            scores = scores.filter(score_set__profile_id=self.study.default_profile_id)
+        scores = scores.annotate(rel=Cast(F("coverage"), FloatField()) / F("l_gold"))
+        op = "gte" if name.endswith("_min") else "lte"
+        return qs.filter(Exists(scores.filter(**{f"rel__{op}": value})))
+
+    def filter_intervention(self, qs: QuerySet, name: str, value: bool | None) -> QuerySet:
+        from faithfulness.models import Intervention, Status
+
+        if value is None:
+            return qs
+        # An intervention answered (status ok) with another answer than the original's.
+        changed = Intervention.objects.filter(trace=OuterRef("pk"), status=Status.OK).exclude(
+            new_answer=F("original_answer"))
+        return qs.filter(Exists(changed)) if value else qs.exclude(Exists(changed))
+
+    def filter_fidelity(self, qs: QuerySet, name: str, value: bool | None) -> QuerySet:
+        from fidelity.models import Output
+
+        if value is None:
+            return qs
+        # The trace answers a fidelity variant (a forward output of a variant problem) and is wrong.
+        variant = Output.objects.filter(trace=OuterRef("pk"), role=Output.Role.FORWARD,
+                                        problem__fidelity_variant__isnull=False)
+        cond = Q(Exists(variant)) & Q(answer_correct=False)
+        return qs.filter(cond) if value else qs.exclude(cond)
+
+    def filter_cohort(self, qs: QuerySet, name: str, value) -> QuerySet:
+        from search.models import Cohort, CohortTrace
+
+        if value is None:
+            return qs
+        if not Cohort.objects.filter(study=self.study, pk=int(value)).exists():
+            raise _bad("cohort", f"no cohort {int(value)} in this study")
+        return qs.filter(Exists(CohortTrace.objects.filter(cohort_id=int(value), trace=OuterRef("pk"))))
+
+    def filter_scanner(self, qs: QuerySet, name: str, value: str) -> QuerySet:
+        from search.scanners import scanner_condition
+
+        return qs.filter(scanner_condition(self.study, self.membership, value))
+
+    def filter_re(self, qs: QuerySet, name: str, value: str) -> QuerySet:
+        try:
+            self.pattern = compile_bounded(value)
+        except RegexError as exc:
+            raise _bad("re", str(exc)) from None
+        deadline = time.monotonic() + REGEX_BUDGET_S
+        matched: set[int] = set()
+        steps = Step.objects.filter(trace__in=qs.order_by().values("pk"))
+        if self._value("channel"):
+            steps = steps.filter(channel=self._value("channel"))
+        steps = (steps.order_by("trace_id", "index")
+                 .values_list("trace_id", "text"))
+        n = 0
+        for trace_id, text in steps.iterator(chunk_size=2000):
+            n += 1
+            if n > REGEX_MAX_STEPS or time.monotonic() > deadline:
+                self.notes.append(f"the regular expression read the first {n - 1} steps only "
+                                  f"(limits: {REGEX_MAX_STEPS} steps, {REGEX_BUDGET_S:g} s); narrow the search")
+                break
+            if trace_id in matched:
+                continue
+            try:
+                if self.pattern.search(text):
+                    matched.add(trace_id)
+            except TimeoutError:
+                raise _bad("re", "the pattern took too long on a step; simplify it") from None
+        if not matched:
+            return qs.none()
+        # Integers only, so inlining is safe; a parameter per id would pass SQLite's variable limit.
+        ids = ",".join(str(int(pk)) for pk in sorted(matched))
+        return qs.filter(pk__in=RawSQL(f"SELECT id FROM annotation_trace WHERE id IN ({ids})", []))

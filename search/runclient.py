@@ -1,0 +1,156 @@
+"""Scanner runs: the runs client of kind "scanner" (docs/search.md). One request per trace through the
+engine's ModelPool, which owns retries, the response cache, the budget, progress and cancel; this
+module renders the question (search.core.scan), reads the answer and stores ScanResult rows."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+from django.utils import timezone
+
+from annotation.models import Step, Trace
+from judges.providers.openai_compat import endpoint
+from runs import cache
+from runs.clients import ChunkWork, ItemOutcome, RunClient
+from runs.models import Run
+from runs.transport import Control, Malformed, ModelPool, ModelRequest
+from search.core import scan
+from search.models import ScannerRun, ScanResult
+
+KIND = "scanner"
+CHUNK = 50
+
+
+@dataclass
+class TraceIn:
+    pk: int
+    problem: str
+    answer: str
+    steps: list[scan.StepText]
+
+
+@dataclass
+class ScanOutcome(ItemOutcome):
+    result: scan.ScanAnswer | None = None
+    calls: list = field(default_factory=list)
+
+
+def cache_scope(scanner) -> str:
+    """What besides the request decides an answer: the scanner's question and the judge's version."""
+    judge = scanner.judge
+    question = hashlib.sha256(scanner.question.encode()).hexdigest()[:16]
+    return f"scanner:{question}:judge:{judge.pk}:v{judge.version}"
+
+
+def load_inputs(trace_ids: Sequence[int]) -> list[TraceIn]:
+    traces = {t.pk: t for t in Trace.objects.filter(pk__in=list(trace_ids)).select_related("problem")}
+    steps: dict[int, list[scan.StepText]] = {pk: [] for pk in traces}
+    for trace_id, index, channel, text in (Step.objects.filter(trace_id__in=list(traces)).order_by("trace_id", "index")
+                                           .values_list("trace_id", "index", "channel", "text")):
+        steps[trace_id].append(scan.StepText(index, channel, text))
+    return [TraceIn(pk, traces[pk].problem.statement, traces[pk].answer, steps[pk]) for pk in trace_ids if pk in traces]
+
+
+class ScanWork(ChunkWork):
+    def __init__(self, srun: ScannerRun) -> None:
+        self.srun = srun
+        self.scanner = srun.scanner
+        self.pool: ModelPool | None = None
+
+    def load(self, items: Sequence[int]) -> list[TraceIn]:
+        return load_inputs(items)
+
+    def request(self, trace: TraceIn) -> ModelRequest:
+        judge = self.scanner.judge
+        existing = [st.index for st in trace.steps]
+        msgs = scan.messages(self.scanner.question, trace.problem, trace.steps, trace.answer)
+
+        def build(output_mode: str) -> dict:
+            return {"messages": msgs, "temperature": judge.temperature, "max_tokens": judge.max_tokens or 400}
+
+        def parse(content: str) -> scan.ScanAnswer:
+            try:
+                return scan.parse(content, existing)
+            except scan.BadAnswer as exc:
+                raise Malformed(str(exc)) from None
+
+        return ModelRequest(item=trace.pk, build=build, parse=parse, schema=scan.SCHEMA, schema_name="scan")
+
+    def execute(self, inputs: Sequence[TraceIn], control: Control) -> Iterator[ScanOutcome]:
+        run = self.srun.run
+        self.pool = ModelPool(endpoint(self.scanner.judge), cache_scope(self.scanner),
+                              cache.DbStore(f"scanner:{self.scanner.pk}", force=run.force), force=run.force)
+        requests = []
+        for trace in inputs:
+            if not trace.steps:
+                yield ScanOutcome(trace.pk, "failed", reason="the trace has no steps; nothing to scan")
+            else:
+                requests.append(self.request(trace))
+        for done in self.pool.run(requests, control):
+            item = done.request.item
+            if done.status != "ok" or done.answer is None:
+                yield ScanOutcome(item, done.status, reason=done.reason, calls=done.calls)
+                continue
+            result: scan.ScanAnswer = done.answer.value
+            warnings = [f"cited steps the trace does not have: {list(result.bad_citations)}"] if result.bad_citations \
+                else []
+            yield ScanOutcome(item, "ok", warnings=warnings, calls=done.calls, cached=done.answer.cached,
+                              output_mode=done.answer.output_mode, result=result)
+
+    def commit(self, outcomes: Sequence[ScanOutcome]) -> None:
+        now = timezone.now()
+        rows = []
+        for o in outcomes:
+            if o.status == "skipped":
+                continue
+            r = o.result
+            rows.append(ScanResult(
+                scanner=self.scanner, trace_id=o.item, scanner_run=self.srun,
+                status=ScanResult.Status.OK if o.status == "ok" else ScanResult.Status.FAILED,
+                answer=r.answer if r else None, cited=list(r.cited) if r else [],
+                bad_citations=list(r.bad_citations) if r else [], explanation=r.explanation if r else "",
+                reason=o.reason, cached=o.cached, updated_at=now,
+            ))
+        ScanResult.objects.bulk_create(
+            rows, update_conflicts=True, unique_fields=["scanner", "trace"],
+            update_fields=["scanner_run", "status", "answer", "cited", "bad_citations", "explanation", "reason",
+                           "cached", "updated_at"],
+        )
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.close()
+
+
+class ScannerClient(RunClient):
+    kind = KIND
+    noun = "trace"
+
+    @staticmethod
+    def scanner_run(run: Run) -> ScannerRun:
+        return ScannerRun.objects.select_related("scanner__judge", "scanner__study", "run", "job").get(run=run)
+
+    def chunk_size(self, run: Run) -> int:
+        return chunk_size(self.scanner_run(run).scanner.judge)
+
+    def open(self, run: Run) -> ScanWork:
+        return ScanWork(self.scanner_run(run))
+
+    def failure_reasons(self, run: Run, limit: int) -> list[str]:
+        return list(ScanResult.objects.filter(scanner_run__run=run, status=ScanResult.Status.FAILED)
+                    .order_by("trace_id").values_list("reason", flat=True)[:limit])
+
+    def summary(self, run: Run) -> dict:
+        srun = self.scanner_run(run)
+        results = ScanResult.objects.filter(scanner_run=srun)
+        return {**run.summary(), "yes": results.filter(answer=True).count(), "no": results.filter(answer=False).count(),
+                "scan_failed": results.filter(status=ScanResult.Status.FAILED).count()}
+
+
+def chunk_size(judge) -> int:
+    # Whole rounds of `concurrency` requests, as the LLM judge does.
+    concurrency = max(1, judge.concurrency)
+    return concurrency * math.ceil(CHUNK / concurrency)

@@ -1,0 +1,202 @@
+"""Scanners (docs/search.md): create one, run it over a cohort through the run engine, filter by its
+answers, label a validation sample by hand and measure it (precision, recall, F1 on the test split)."""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.db.models import Exists, OuterRef, Q
+from django.utils import timezone
+
+from annotation import access, jobs, review
+from annotation.models import Job, Membership, Study, Trace
+from runs import engine
+from runs.engine import ACTIVE
+from search.core.validation import Validation, validate
+from search.errors import bad
+from search.models import Cohort, CohortTrace, ScanLabel, Scanner, ScannerRun, ScanResult
+from search.runclient import KIND, cache_scope, chunk_size
+
+# Half of the hand-labelled traces are kept for the test split, by a hash of (scanner, trace): the split of
+# a trace never changes, whether it was drawn in a sample or answered on its review page.
+TEST_PER_MILLE = 500
+MAX_SAMPLE = 2000
+
+
+class ScannerError(ValueError):
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field, self.message = field, message
+
+
+class ScanConflict(Exception):
+    """The scanner has a run in progress."""
+
+
+def check_scanner(user, pk: int) -> tuple[Scanner, Membership]:
+    scanner = Scanner.objects.filter(pk=pk).select_related("study", "judge").first()
+    if scanner is None:
+        raise access.AccessDenied("no such scanner", outsider=True)
+    _study, membership = access.check_study(user, scanner.study_id)
+    return scanner, membership
+
+
+def do_create_scanner(study: Study, *, name: str, question: str, judge_name: str, user=None) -> Scanner:
+    name, question = (name or "").strip(), (question or "").strip()
+    if not name or len(name) > 200:
+        raise ScannerError("name", "give a name of 1 to 200 characters")
+    if not 10 <= len(question) <= 2000:
+        raise ScannerError("question", "ask a question of 10 to 2,000 characters")
+    judge = study.judges.filter(name=judge_name).first()
+    if judge is None:
+        raise ScannerError("judge", f"no judge named {judge_name!r} in this study")
+    if not judge.uses_prompt:
+        raise ScannerError("judge", "a scanner needs an LLM judge configuration, not the mechanistic verifier")
+    try:
+        with transaction.atomic():
+            return Scanner.objects.create(study=study, name=name, question=question, judge=judge, created_by=user)
+    except IntegrityError:
+        raise ScannerError("name", f"a scanner named {name!r} exists in this study") from None
+
+
+def do_start_scan(scanner: Scanner, *, cohort: Cohort | None = None, user=None, force: bool = False,
+                  budget_usd: float | None = None, queue: bool = True) -> ScannerRun:
+    """Create the job, the run (kind "scanner") and its chunks over the cohort's traces (or the study's);
+    the engine queues the first chunk after commit (``queue=False``: run_inline does the work)."""
+    if cohort is not None and cohort.study_id != scanner.study_id:
+        raise ScannerError("cohort", "the cohort belongs to another study")
+    if budget_usd is not None and budget_usd < 0:
+        raise ScannerError("budget_usd", "the budget must not be negative")
+    with transaction.atomic():
+        active = ScannerRun.objects.filter(scanner=scanner, job__status__in=ACTIVE).first()
+        if active is not None:
+            raise ScanConflict(f"scanner {scanner.name} already has run {active.pk} in progress (job {active.job_id}); "
+                               "wait for it or cancel it")
+        traces = (Trace.objects.filter(cohort_memberships__cohort=cohort) if cohort is not None
+                  else Trace.objects.filter(study_id=scanner.study_id))
+        ids = list(traces.order_by("pk").values_list("pk", flat=True))
+        job = Job.objects.create(study_id=scanner.study_id, kind=KIND, created_by=user, total=len(ids),
+                                 params={"scanner": scanner.name, "scanner_id": scanner.pk,
+                                         "cohort": cohort.pk if cohort else None, "force": force,
+                                         "budget_usd": budget_usd})
+        run = engine.create_run(job, KIND, ids, chunk_size(scanner.judge), force=force, budget_usd=budget_usd,
+                                config={"question": scanner.question, "judge": scanner.judge.name,
+                                        "judge_version": scanner.judge.version, "cache_scope": cache_scope(scanner)})
+        srun = ScannerRun.objects.create(scanner=scanner, cohort=cohort, job=job, run=run)
+        job.params["run"] = srun.pk
+        job.save(update_fields=["params"])
+        engine.launch(run, queue=queue)
+    return srun
+
+
+def run_inline(srun: ScannerRun) -> Job:
+    return engine.run_inline(srun.run)
+
+
+def cancel(srun: ScannerRun) -> Job:
+    """Ask the run to stop (the engine reads the flag at its next heartbeat); its answers so far are kept."""
+    return jobs.cancel(srun.job)
+
+
+# --------------------------------------------------------------------------
+# Results as a filter (search.filters: scanner=ID:yes) and as a cohort
+
+
+ANSWERS = ("yes", "no", "uncited", "failed")
+
+
+def scanner_condition(study: Study, membership: Membership, value: str) -> Q:
+    """``ID:yes`` / ``ID:no`` / ``ID:uncited`` (yes or no citing no step) / ``ID:failed``."""
+    pk, _sep, answer = (value or "").partition(":")
+    if not pk.strip().isdigit() or answer not in ANSWERS:
+        raise bad("scanner", f"give ID:{'|'.join(ANSWERS)}, e.g. 3:yes")
+    scanner = Scanner.objects.filter(study=study, pk=int(pk)).first()
+    if scanner is None:
+        raise bad("scanner", f"no scanner {pk} in this study")
+    if not review.sees_everything(membership):
+        raise access.AccessDenied("in this blind study annotators may not filter by a scanner's answers "
+                                  "(they are a judge's)")
+    results = ScanResult.objects.filter(scanner=scanner, trace=OuterRef("pk"))
+    if answer == "failed":
+        results = results.filter(status=ScanResult.Status.FAILED)
+    elif answer == "uncited":
+        results = results.filter(status=ScanResult.Status.OK, cited=[])
+    else:
+        results = results.filter(status=ScanResult.Status.OK, answer=answer == "yes")
+    return Q(Exists(results))
+
+
+# --------------------------------------------------------------------------
+# Validation: people answer the question on a sample; the scanner is measured on its test split
+
+
+def split_for(scanner: Scanner, trace_pk: int) -> str:
+    h = int(hashlib.sha256(f"{scanner.pk}:{trace_pk}".encode()).hexdigest()[:8], 16) % 1000
+    return ScanLabel.Split.TEST if h < TEST_PER_MILLE else ScanLabel.Split.DEV
+
+
+def do_draw_sample(scanner: Scanner, size: int, *, seed: int = 0, cohort: Cohort | None = None) -> int:
+    """Add up to ``size`` traces the scanner answered (of ``cohort`` if given) to its validation sample;
+    returns how many were added. Traces already in the sample stay as they are."""
+    if not 1 <= int(size) <= MAX_SAMPLE:
+        raise ScannerError("size", f"must be within 1..{MAX_SAMPLE}")
+    answered = ScanResult.objects.filter(scanner=scanner, status=ScanResult.Status.OK)
+    if cohort is not None:
+        answered = answered.filter(trace__in=CohortTrace.objects.filter(cohort=cohort).values("trace"))
+    taken = set(ScanLabel.objects.filter(scanner=scanner).values_list("trace_id", flat=True))
+    pool = sorted(set(answered.values_list("trace_id", flat=True)) - taken)
+    if not pool:
+        raise ScannerError("size", "no answered trace is left to draw; run the scanner first")
+    chosen = random.Random(seed).sample(pool, min(int(size), len(pool)))
+    ScanLabel.objects.bulk_create([ScanLabel(scanner=scanner, trace_id=pk, split=split_for(scanner, pk))
+                                   for pk in sorted(chosen)])
+    return len(chosen)
+
+
+def do_answer(scanner: Scanner, trace: Trace, user, answer: bool | None) -> ScanLabel:
+    """A person's answer to the scanner's question on ``trace`` (None withdraws it); a trace not yet
+    in the sample joins it."""
+    if trace.study_id != scanner.study_id:
+        raise ScannerError("trace", "the trace belongs to another study")
+    label, _ = ScanLabel.objects.get_or_create(scanner=scanner, trace=trace,
+                                               defaults={"split": split_for(scanner, trace.pk)})
+    label.answer, label.annotator = answer, user if answer is not None else None
+    label.answered_at = timezone.now() if answer is not None else None
+    label.save(update_fields=["answer", "annotator", "answered_at"])
+    return label
+
+
+def pending_questions(trace: Trace) -> list[dict[str, Any]]:
+    """The scanners whose validation sample holds ``trace``, with the answer given so far (review page)."""
+    return [{"scanner": lab.scanner, "answer": lab.answer}
+            for lab in ScanLabel.objects.filter(trace=trace).select_related("scanner").order_by("scanner__name")]
+
+
+def validation_report(scanner: Scanner) -> dict[str, Any]:
+    labels = dict(ScanLabel.objects.filter(scanner=scanner, answer__isnull=False).values_list("trace_id", "answer"))
+    splits = dict(ScanLabel.objects.filter(scanner=scanner).values_list("trace_id", "split"))
+    said = dict(ScanResult.objects.filter(scanner=scanner, status=ScanResult.Status.OK, trace_id__in=list(labels))
+                .values_list("trace_id", "answer"))
+    out: dict[str, Any] = {"pending": ScanLabel.objects.filter(scanner=scanner, answer__isnull=True).count(),
+                           "unscanned": len([pk for pk in labels if pk not in said])}
+    for split in ScanLabel.Split.values:
+        pairs = [(labels[pk], said[pk]) for pk in sorted(labels) if pk in said and splits[pk] == split]
+        out[split] = validate(pairs)
+    return out
+
+
+def counts(scanner: Scanner) -> dict[str, int]:
+    results = ScanResult.objects.filter(scanner=scanner)
+    return {"yes": results.filter(status="ok", answer=True).count(),
+            "no": results.filter(status="ok", answer=False).count(),
+            "uncited": results.filter(status="ok", cited=[]).count(),
+            "failed": results.filter(status="failed").count()}
+
+
+def as_dict(v: Validation) -> dict[str, Any]:
+    from dataclasses import asdict
+
+    return asdict(v)

@@ -1,0 +1,280 @@
+"""Search, cohorts and their uses (docs/search.md): one place for the web page, the API and the CLI."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import IntegrityError, connection, transaction
+from django.db.models import F, QuerySet
+from django.db.models.expressions import RawSQL
+from django.urls import reverse
+
+from annotation import access, review
+from annotation.models import Membership, Step, StepLabel, Study, Trace
+from search import backends
+from search.core import query as ql
+from search.errors import SearchError
+from search.filters import TraceSearchFilter
+from search.models import Cohort, CohortTrace
+
+# Parameters that are not filters (pagination, the API's format, the page's own switches).
+NOT_FILTERS = frozenset({"page", "page_size", "format", "name", "note"})
+MAX_HITS_PER_TRACE = 3
+
+
+@dataclass
+class Search:
+    """A validated search: the traces (a lazy queryset, in id order) and what the hits need."""
+
+    traces: QuerySet[Trace]
+    filterset: TraceSearchFilter
+    params: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def notes(self) -> list[str]:
+        return self.filterset.notes
+
+
+def search_params(data) -> dict[str, Any]:
+    """The search's own parameters of a QueryDict (lists kept for repeatable ones), for cohorts."""
+    out: dict[str, Any] = {}
+    for key in data:
+        if key in NOT_FILTERS:
+            continue
+        values = [v for v in data.getlist(key) if v != ""] if hasattr(data, "getlist") else [data[key]]
+        if values:
+            out[key] = values if len(values) > 1 else values[0]
+    return out
+
+
+def _querydict(params: dict[str, Any]):
+    from django.http import QueryDict
+
+    q = QueryDict(mutable=True)
+    for key, value in params.items():
+        for v in value if isinstance(value, list) else [value]:
+            q.appendlist(key, str(v))
+    return q
+
+
+def search(study: Study, membership: Membership, data) -> Search:
+    """Validate ``data`` (a QueryDict or dict) and build the traces it selects.
+
+    Raises SearchError (400, naming the parameter) or AccessDenied (403 in blind mode)."""
+    if not hasattr(data, "getlist"):
+        data = _querydict(data)
+    qs = Trace.objects.filter(study=study).select_related("problem").order_by("pk")
+    fs = TraceSearchFilter(data, queryset=qs, study=study, membership=membership)
+    if not fs.is_valid():
+        raise SearchError({k: [str(m) for m in v] for k, v in fs.errors.items()})
+    return Search(fs.qs, fs, search_params(data))
+
+
+@dataclass(frozen=True)
+class Hit:
+    kind: str  # "step", "problem" or "label"
+    html: str  # escaped text, matches in <mark>
+    step: int | None = None  # the step's index (1-based, over both channels)
+    channel: str = ""  # the step's channel: thought or answer
+    url: str = ""  # the review page at that step
+
+
+def hits(s: Search, traces: list[Trace]) -> dict[int, list[Hit]]:
+    """Matching steps (with context), problem statement and visible notes of ``traces`` (one page)."""
+    out: dict[int, list[Hit]] = {t.pk: [] for t in traces}
+    if not traces:
+        return out
+    ids = [t.pk for t in traces]
+    parsed: ql.Query | None = s.filterset.parsed
+    pattern = s.filterset.pattern
+    if parsed is not None:
+        counts: dict[int, int] = {}
+        channel = s.filterset.form.cleaned_data.get("channel") or ""
+        for _step_id, trace_id, index, step_channel, marked in backends.step_snippets(parsed, ids, channel=channel):
+            counts[trace_id] = counts.get(trace_id, 0) + 1
+            if counts[trace_id] <= MAX_HITS_PER_TRACE:
+                if ql.START not in marked:  # the database's parser cut a word differently: mark it here
+                    marked = ql.mark_words(marked, parsed.words) or marked
+                out[trace_id].append(_step_hit(trace_id, index, marked, step_channel))
+        problems = {t.problem_id for t in traces}
+        sql, params = backends.matching_ids(backends.PROBLEMS, parsed,
+                                            where=f"t.id IN ({', '.join(['%s'] * len(problems))})",
+                                            params=sorted(problems))
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            matched = {row[0] for row in cursor.fetchall()}
+        for t in traces:
+            if t.problem_id in matched:
+                marked = ql.mark_words(t.problem.statement, parsed.words, context=100)
+                out[t.pk].insert(0, Hit("problem", ql.snippet_html(marked or t.problem.statement[:200])))
+        where, wparams = s.filterset._label_where()
+        where = " AND ".join(x for x in (where, "t.step_id IN (SELECT id FROM annotation_step WHERE trace_id IN "
+                                          f"({', '.join(['%s'] * len(ids))}))") if x)
+        sql, params = backends.matching_ids(backends.LABELS, parsed, where=where, params=[*wparams, *ids])
+        labels = (StepLabel.objects.filter(pk__in=RawSQL(sql, params)).select_related("step")
+                  .order_by("step__trace_id", "step__index", "pk")[:200])
+        for lab in labels:
+            marked = ql.mark_words(lab.reason, parsed.words) or lab.reason[:200]
+            out[lab.step.trace_id].append(Hit("label", ql.snippet_html(marked), lab.step.index,
+                                              lab.step.channel, _review_url(lab.step.trace_id, lab.step.index)))
+    if pattern is not None:
+        seen: dict[int, int] = {}
+        steps = Step.objects.filter(trace_id__in=ids)
+        if s.filterset.form.cleaned_data.get("channel"):
+            steps = steps.filter(channel=s.filterset.form.cleaned_data["channel"])
+        for trace_id, index, step_channel, text in steps.order_by("trace_id", "index").values_list(
+                "trace_id", "index", "channel", "text"):
+            if seen.get(trace_id, 0) >= MAX_HITS_PER_TRACE:
+                continue
+            try:
+                m = pattern.search(text)
+            except TimeoutError:
+                continue
+            if m is None:
+                continue
+            seen[trace_id] = seen.get(trace_id, 0) + 1
+            marked = text[:m.start()] + ql.START + m.group() + ql.STOP + text[m.end():]
+            out[trace_id].append(_step_hit(trace_id, index, ql.window(marked, m.start(), 80), step_channel))
+    return out
+
+
+def _review_url(trace_pk: int, index: int) -> str:
+    return reverse("trace", args=[trace_pk]) + f"#s{index}"
+
+
+def _step_hit(trace_pk: int, index: int, marked: str, channel: str) -> Hit:
+    return Hit("step", ql.snippet_html(marked), index, channel, _review_url(trace_pk, index))
+
+
+# --------------------------------------------------------------------------
+# Cohorts
+
+
+class CohortError(ValueError):
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field, self.message = field, message
+
+
+def do_save_cohort(study: Study, membership: Membership, *, name: str, data, note: str = "") -> Cohort:
+    """Save the search ``data`` as a named cohort with the snapshot of the traces it selects now.
+
+    The snapshot is written by one INSERT ... SELECT of the search's own SQL."""
+    name = (name or "").strip()
+    if not name or len(name) > 200:
+        raise CohortError("name", "give a name of 1 to 200 characters")
+    s = search(study, membership, data)
+    # An explicit alias: the column of a bare values("pk") has no name SQLite's outer query can use.
+    ids_sql, ids_params = (s.traces.order_by().annotate(cohort_trace=F("pk")).values("cohort_trace")
+                           .query.sql_with_params())
+    try:
+        with transaction.atomic():
+            cohort = Cohort.objects.create(study=study, name=name, query=s.params, note=note,
+                                           created_by=membership.user)
+            table, col_c, col_t = (CohortTrace._meta.db_table, CohortTrace._meta.get_field("cohort").column,
+                                   CohortTrace._meta.get_field("trace").column)
+            with connection.cursor() as cursor:
+                cursor.execute(f'INSERT INTO "{table}" ("{col_c}", "{col_t}") SELECT %s, sub.cohort_trace FROM ({ids_sql}) sub',
+                               [cohort.pk, *ids_params])
+                n = cursor.rowcount
+            cohort.n_traces = n
+            cohort.save(update_fields=["n_traces"])
+    except IntegrityError:
+        raise CohortError("name", f"a cohort named {name!r} exists in this study") from None
+    return cohort
+
+
+def check_cohort(user, pk: int) -> tuple[Cohort, Membership]:
+    """The cohort and the user's membership of its study (404 for outsiders)."""
+    cohort = Cohort.objects.filter(pk=pk).select_related("study").first()
+    if cohort is None:
+        raise access.AccessDenied("no such cohort", outsider=True)
+    _study, membership = access.check_study(user, cohort.study_id)
+    return cohort, membership
+
+
+def cohort_traces(cohort: Cohort) -> QuerySet[Trace]:
+    return Trace.objects.filter(study_id=cohort.study_id, cohort_memberships__cohort=cohort).order_by("pk")
+
+
+def cohort_trace_ids(cohort: Cohort) -> list[int]:
+    return list(CohortTrace.objects.filter(cohort=cohort).order_by("trace_id").values_list("trace_id", flat=True))
+
+
+def do_delete_cohort(cohort: Cohort, membership: Membership) -> None:
+    if not (membership.is_owner or cohort.created_by_id == membership.user_id):
+        raise access.AccessDenied("only the cohort's author or an owner may delete it")
+    cohort.delete()
+
+
+# Scopes: a cohort as the traces of other apps' operations.
+
+
+def do_assign_cohort(cohort: Cohort, by, annotators: list, k: int = 1) -> int:
+    """Queue the cohort's traces (in id order) for ``annotators``, ``k`` per trace."""
+    return review.do_assign(cohort.study, by, annotators, k, trace_ids=cohort_trace_ids(cohort))
+
+
+def do_judge_cohort(cohort: Cohort, judge, *, user=None, force: bool = False, budget_usd: float | None = None,
+                    queue: bool = True):
+    """A judge run over the cohort's traces (judges.services.do_start_run with their ids)."""
+    from judges import services as judge_services
+
+    if judge.study_id != cohort.study_id:
+        raise CohortError("judge", "the judge belongs to another study")
+    trace_ids = list(cohort_traces(cohort).values_list("trace_id", flat=True))
+    if not trace_ids:
+        raise CohortError("cohort", "the cohort is empty")
+    return judge_services.do_start_run(judge, filters={"trace_ids": trace_ids}, force=force, budget_usd=budget_usd,
+                                       user=user, queue=queue)
+
+
+def _cohort_summary(cohort: Cohort) -> dict[str, Any]:
+    from scoring.core.bootstrap import bootstrap_ci
+    from scoring.models import TraceScore
+    from search.core.stats import wilson
+
+    traces = cohort_traces(cohort)
+    rows = list(traces.values_list("model", "answer_correct"))
+    judged = [c for _m, c in rows if c is not None]
+    correct = sum(1 for c in judged if c)
+    models: dict[str, int] = {}
+    for m, _c in rows:
+        models[m] = models.get(m, 0) + 1
+    scores = TraceScore.objects.filter(trace__in=traces.values("pk"), score_set__source="final")
+    if cohort.study.default_profile_id:
+        scores = scores.filter(score_set__profile_id=cohort.study.default_profile_id)
+    out: dict[str, Any] = {
+        "id": cohort.pk, "name": cohort.name, "n_traces": len(rows), "n_answer_judged": len(judged),
+        "accuracy": correct / len(judged) if judged else None, "accuracy_ci": wilson(correct, len(judged)),
+        "models": dict(sorted(models.items())), "scores": {},
+    }
+    values = list(scores.values_list("process", "holistic", "s_prm"))
+    for i, name in enumerate(("process", "holistic", "s_prm")):
+        col = [v[i] for v in values if v[i] is not None]
+        out["scores"][name] = {"n": len(col), "mean": sum(col) / len(col) if col else None,
+                               "ci": bootstrap_ci(col) if len(col) >= 2 else None}
+    return out
+
+
+def compare_cohorts(a: Cohort, b: Cohort) -> dict[str, Any]:
+    """Side by side: counts, answer accuracy (Wilson 95%), mean scores of the final labels under the
+    default profile (percentile bootstrap 95%), and the traces the two share."""
+    if a.study_id != b.study_id:
+        raise CohortError("b", "the two cohorts belong to different studies")
+    shared = CohortTrace.objects.filter(cohort=a, trace__in=CohortTrace.objects.filter(cohort=b).values("trace"))
+    return {"a": _cohort_summary(a), "b": _cohort_summary(b), "shared": shared.count()}
+
+
+def cohort_scope(study: Study, value: str) -> QuerySet:
+    """The "cohort" trace scope of annotation.scopes (exports' --cohort, calibration samples)."""
+    from annotation.scopes import ScopeError
+
+    value = str(value).strip()
+    if not value.isdigit():
+        raise ScopeError(f"give a cohort's id, not {value!r}")
+    cohort = Cohort.objects.filter(study=study, pk=int(value)).first()
+    if cohort is None:
+        raise ScopeError(f"no cohort {value} in this study")
+    return CohortTrace.objects.filter(cohort=cohort).values("trace")

@@ -1,0 +1,16 @@
+"""The review page's questions from scanners: a trace in a scanner's validation sample can be answered
+where it is read (annotation's review template loads this library; annotation imports nothing of search)."""
+
+from __future__ import annotations
+
+from django import template
+
+register = template.Library()
+
+
+@register.inclusion_tag("search/_scanner_questions.html", takes_context=True)
+def scanner_questions(context, trace) -> dict:
+    from search.scanners import pending_questions
+
+    return {"questions": pending_questions(trace), "trace": trace, "request": context.get("request"),
+            "csrf_token": context.get("csrf_token")}

@@ -1,0 +1,253 @@
+"""Web pages of search (docs/search.md): the search page (the API's parameters), cohorts, compare."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth import get_user_model
+from django.core.paginator import Paginator
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from annotation import access, review
+from annotation.models import Membership, Trace, Verdict
+from annotation.review import AssignError
+from annotation.views import member_view
+from search import scanners, services
+from search.errors import SearchError
+from search.filters import TraceSearchFilter
+from search.models import Cohort, ScanLabel, Scanner
+
+# Filters shown as fields of the page's form (the rest are still honoured from the URL).
+FORM_FIELDS = ("q", "re", "channel", "model", "answer_correct", "flagged", "lucky_guess", "disagreement", "needs_review",
+               "source", "verdict", "first_error_min", "first_error_max", "first_error_rel_min",
+               "first_error_rel_max", "judge", "human_judge_disagreement", "adjudicated", "review_flag",
+               "n_steps_min", "n_steps_max", "chars_min", "chars_max", "regime", "coverage_min", "coverage_max",
+               "intervention_changed", "fidelity_failed", "cohort")
+
+
+def _query(request: HttpRequest) -> str:
+    q = request.GET.copy()
+    q.pop("page", None)
+    return q.urlencode()
+
+
+@member_view
+@require_GET
+def search_page(request: HttpRequest, study_id: int) -> HttpResponse:
+    study, membership = access.check_study(request.user, study_id)
+    errors: dict[str, list[str]] = {}
+    page, hits, notes = None, {}, []
+    try:
+        s = services.search(study, membership, request.GET)
+        page = Paginator(s.traces, 50).get_page(request.GET.get("page"))
+        hits = services.hits(s, list(page))
+        notes = s.notes
+    except SearchError as exc:
+        errors = exc.errors
+    for t in page or []:
+        t.hits = hits.get(t.pk, [])
+    context = {
+        "study": study, "membership": membership, "page": page, "errors": errors, "notes": notes,
+        "f": {k: request.GET.get(k, "") for k in FORM_FIELDS}, "query": _query(request),
+        "models": review.study_models(study), "verdicts": Verdict.values,
+        "cohorts": Cohort.objects.filter(study=study).order_by("name"),
+        "searched": any(request.GET.get(k) for k in FORM_FIELDS),
+        "filter_help": {name: f.extra.get("help_text", "") for name, f in TraceSearchFilter.base_filters.items()},
+    }
+    template = "search/search.html#results" if request.htmx else "search/search.html"
+    return render(request, template, context, status=400 if errors else 200)
+
+
+@member_view
+@require_http_methods(["GET", "POST"])
+def cohort_list(request: HttpRequest, study_id: int) -> HttpResponse:
+    study, membership = access.check_study(request.user, study_id)
+    if request.method == "POST":
+        params = request.POST.copy()
+        for key in ("csrfmiddlewaretoken", "name", "note"):
+            params.pop(key, None)
+        try:
+            cohort = services.do_save_cohort(study, membership, name=request.POST.get("name", ""), data=params,
+                                             note=request.POST.get("note", ""))
+        except SearchError as exc:
+            messages.error(request, f"Not saved: {exc}")
+            return redirect("search-cohorts", study.pk)
+        except services.CohortError as exc:
+            messages.error(request, f"Not saved: {exc.field}: {exc.message}")
+            return redirect("search-cohorts", study.pk)
+        messages.success(request, f"Cohort {cohort.name} saved with {cohort.n_traces} traces.")
+        return redirect(cohort)
+    cohorts = Cohort.objects.filter(study=study).select_related("created_by")
+    return render(request, "search/cohorts.html", {"study": study, "membership": membership, "cohorts": cohorts})
+
+
+def _cohort_for(request: HttpRequest, pk: int) -> tuple[Cohort, Membership]:
+    return services.check_cohort(request.user, pk)
+
+
+@member_view
+@require_GET
+def cohort_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    cohort, membership = _cohort_for(request, pk)
+    from django.http import QueryDict
+
+    link = QueryDict(mutable=True)
+    for key, value in cohort.query.items():
+        for v in value if isinstance(value, list) else [value]:
+            link.appendlist(key, str(v))
+    traces = services.cohort_traces(cohort).select_related("problem")
+    page = Paginator(traces, 50).get_page(request.GET.get("page"))
+    context = {"study": cohort.study, "membership": membership, "cohort": cohort, "page": page,
+               "search_link": link.urlencode(), "judges": cohort.study.judges.order_by("name"),
+               "members": Membership.objects.filter(study=cohort.study).select_related("user").order_by("user__username"),
+               "others": Cohort.objects.filter(study=cohort.study).exclude(pk=cohort.pk).order_by("name")}
+    return render(request, "search/cohort.html", context)
+
+
+@member_view
+@require_POST
+def cohort_assign(request: HttpRequest, pk: int) -> HttpResponse:
+    cohort, membership = _cohort_for(request, pk)
+    access.check_owner(membership)
+    users = list(get_user_model().objects.filter(username__in=request.POST.getlist("annotators")))
+    try:
+        n = services.do_assign_cohort(cohort, request.user, users, int(request.POST.get("k") or 1))
+    except (AssignError, ValueError) as exc:
+        messages.error(request, f"Not queued: {exc}")
+    else:
+        messages.success(request, f"{n} assignments made from cohort {cohort.name}.")
+    return redirect(cohort)
+
+
+@member_view
+@require_POST
+def cohort_judge(request: HttpRequest, pk: int) -> HttpResponse:
+    from judges.services import RunConflict
+
+    cohort, membership = _cohort_for(request, pk)
+    access.check_owner(membership)
+    judge = cohort.study.judges.filter(pk=request.POST.get("judge") or 0).first()
+    if judge is None:
+        messages.error(request, "Choose a judge of this study.")
+        return redirect(cohort)
+    try:
+        run = services.do_judge_cohort(cohort, judge, user=request.user)
+    except (services.CohortError, RunConflict, ValueError) as exc:
+        messages.error(request, f"Not started: {exc}")
+        return redirect(cohort)
+    return redirect("job", run.job_id)
+
+
+@member_view
+@require_POST
+def cohort_delete(request: HttpRequest, pk: int) -> HttpResponse:
+    cohort, membership = _cohort_for(request, pk)
+    services.do_delete_cohort(cohort, membership)
+    messages.success(request, f"Cohort {cohort.name} deleted.")
+    return redirect("search-cohorts", cohort.study_id)
+
+
+@member_view
+@require_GET
+def cohort_compare(request: HttpRequest, pk: int) -> HttpResponse:
+    a, membership = _cohort_for(request, pk)
+    other = request.GET.get("b", "")
+    result, error = None, ""
+    if other.isdigit():
+        b, _m = _cohort_for(request, int(other))
+        try:
+            result = services.compare_cohorts(a, b)
+        except services.CohortError as exc:
+            error = exc.message
+    elif other:
+        error = "b: give the other cohort's id"
+    context = {"study": a.study, "membership": membership, "cohort": a, "result": result, "error": error,
+               "sides": [result["a"], result["b"]] if result else [],
+               "others": Cohort.objects.filter(study=a.study).exclude(pk=a.pk).order_by("name"), "b": other}
+    return render(request, "search/compare.html", context, status=400 if error else 200)
+
+
+# --------------------------------------------------------------------------
+# Scanners
+
+
+@member_view
+@require_http_methods(["GET", "POST"])
+def scanner_list(request: HttpRequest, study_id: int) -> HttpResponse:
+    study, membership = access.check_study(request.user, study_id)
+    if request.method == "POST":
+        access.check_owner(membership)
+        try:
+            scanner = scanners.do_create_scanner(study, name=request.POST.get("name", ""),
+                                                 question=request.POST.get("question", ""),
+                                                 judge_name=request.POST.get("judge", ""), user=request.user)
+        except scanners.ScannerError as exc:
+            messages.error(request, f"Not created: {exc.field}: {exc.message}")
+            return redirect("search-scanners", study.pk)
+        return redirect(scanner)
+    rows = [(s, scanners.counts(s)) for s in Scanner.objects.filter(study=study).select_related("judge")]
+    judges = [j for j in study.judges.order_by("name") if j.uses_prompt]
+    return render(request, "search/scanners.html", {"study": study, "membership": membership, "rows": rows,
+                                                    "judges": judges})
+
+
+@member_view
+@require_GET
+def scanner_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    scanner, membership = scanners.check_scanner(request.user, pk)
+    pending = (ScanLabel.objects.filter(scanner=scanner, answer__isnull=True).select_related("trace")
+               .order_by("trace_id")[:50])
+    context = {"study": scanner.study, "membership": membership, "scanner": scanner,
+               "counts": scanners.counts(scanner), "report": scanners.validation_report(scanner),
+               "runs": scanner.runs.select_related("job", "cohort")[:10], "pending": pending,
+               "cohorts": Cohort.objects.filter(study=scanner.study).order_by("name"),
+               "sees_results": review.sees_everything(membership)}
+    return render(request, "search/scanner.html", context)
+
+
+@member_view
+@require_POST
+def scanner_run(request: HttpRequest, pk: int) -> HttpResponse:
+    scanner, membership = scanners.check_scanner(request.user, pk)
+    access.check_owner(membership)
+    cohort = Cohort.objects.filter(study=scanner.study, pk=request.POST.get("cohort") or 0).first()
+    try:
+        budget = float(request.POST["budget_usd"]) if request.POST.get("budget_usd") else None
+        srun = scanners.do_start_scan(scanner, cohort=cohort, user=request.user, budget_usd=budget,
+                                      force=request.POST.get("force") == "on")
+    except (scanners.ScannerError, scanners.ScanConflict, ValueError) as exc:
+        messages.error(request, f"Not started: {exc}")
+        return redirect(scanner)
+    return redirect("job", srun.job_id)
+
+
+@member_view
+@require_POST
+def scanner_sample(request: HttpRequest, pk: int) -> HttpResponse:
+    scanner, membership = scanners.check_scanner(request.user, pk)
+    access.check_adjudicator(membership)
+    try:
+        n = scanners.do_draw_sample(scanner, int(request.POST.get("size") or 0), seed=int(request.POST.get("seed") or 0))
+    except (scanners.ScannerError, ValueError) as exc:
+        messages.error(request, f"Not drawn: {exc}")
+    else:
+        messages.success(request, f"{n} traces added to the validation sample.")
+    return redirect(scanner)
+
+
+@member_view
+@require_POST
+def scanner_label(request: HttpRequest, pk: int) -> HttpResponse:
+    """A member answers the scanner's question on a trace (from the scanner page or the review page)."""
+    scanner, _m = scanners.check_scanner(request.user, pk)
+    trace = Trace.objects.filter(study_id=scanner.study_id, pk=request.POST.get("trace") or 0).first()
+    answer = {"yes": True, "no": False, "": None}.get(request.POST.get("answer", ""), "bad")
+    if trace is None or answer == "bad":
+        messages.error(request, "Not saved: give a trace of this study and an answer yes or no.")
+    else:
+        scanners.do_answer(scanner, trace, request.user, answer)
+    nxt = request.POST.get("next", "")
+    return redirect(nxt if url_has_allowed_host_and_scheme(nxt, allowed_hosts={request.get_host()}) and nxt
+                    else scanner.get_absolute_url())

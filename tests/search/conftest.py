@@ -1,0 +1,63 @@
+"""A small study with words to find: steps, a problem statement, notes of labels."""
+
+from __future__ import annotations
+
+import pytest
+from django.utils import timezone
+
+from annotation import services
+from annotation.models import Membership, Step, StepLabel, Study, Trace
+from tests.conftest import jsonl
+
+TRACES = {
+    # trace_id: (model, steps, answer correct)
+    "t1": ("m1", ["Ann has 3 apples.", "Wait, let me check: 3 + 2 = 5.", "The answer is 5."], True),
+    "t2": ("m1", ["Ann has 3 apples.", "3 + 2 = 6, so 6 apples.", "The answer is 6."], False),
+    "t3": ("m2", ["Start: 12.5 litres.", "Wait. Halve it: 6.25 litres.", "So 6.25."], True),
+    "t4": ("m2", ["We verify the sum.", "Let me check again <b>bold</b>.", "Done: 7."], False),
+}
+
+
+def seed_search(study: Study, do_import) -> dict[str, Trace]:
+    records = [
+        {"kind": "problem", "problem_id": "apples", "statement": "Ann has 3 apples and buys 2 more. How many?",
+         "gold_answer": "5"},
+        {"kind": "problem", "problem_id": "juice", "statement": "A jug holds 12.5 litres of juice; pour half.",
+         "gold_answer": "6.25"},
+    ]
+    for tid, (model, steps, correct) in TRACES.items():
+        records.append({"kind": "trace", "problem_id": "apples" if tid in ("t1", "t2") else "juice", "model": model,
+                        "trace_id": tid, "steps": steps, "answer": steps[-1], "answer_correct": correct})
+    report = do_import(jsonl(*records))
+    assert report.committed, report.rejected
+    return {t.trace_id: t for t in Trace.objects.filter(study=study)}
+
+
+def label(trace: Trace, index: int, *, verdict: str, user=None, judge=None, reason: str = "",
+          kind: str = "human") -> StepLabel:
+    step = Step.objects.get(trace=trace, index=index)
+    now = timezone.now()
+    return StepLabel.objects.create(step=step, kind=StepLabel.Kind.JUDGE if judge else kind, annotator=user,
+                                    judge=judge, verdict=verdict, reason=reason, created_at=now, updated_at=now)
+
+
+@pytest.fixture
+def traces(study, do_import) -> dict[str, Trace]:
+    return seed_search(study, do_import)
+
+
+@pytest.fixture
+def owner_m(study, owner) -> Membership:
+    return Membership.objects.get(study=study, user=owner)
+
+
+@pytest.fixture
+def member_m(study, member) -> Membership:
+    return Membership.objects.get(study=study, user=member)
+
+
+@pytest.fixture
+def open_study(study) -> Study:
+    services.do_update_study(study, {"blind": False})
+    study.refresh_from_db()
+    return study

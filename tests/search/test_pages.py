@@ -1,0 +1,68 @@
+"""The search page (the API's parameters), the cohort pages."""
+
+from __future__ import annotations
+
+import pytest
+
+from search.models import Cohort
+from tests.search.conftest import label
+
+pytestmark = pytest.mark.django_db
+
+
+def test_the_search_page_shows_highlighted_escaped_matches_linked_to_the_step(client, study, owner, traces):
+    client.force_login(owner)
+    r = client.get(f"/studies/{study.pk}/search/", {"q": "bold"})
+    page = r.content.decode()
+    assert r.status_code == 200
+    assert "<mark>bold</mark>" in page and "&lt;b&gt;" in page and "<b>bold" not in page
+    assert f'href="/traces/{traces["t4"].pk}/#s2"' in page
+    assert "Save these 2 traces as a cohort" not in page  # t4 only, by its step
+    assert "Save these 1 traces as a cohort" in page
+
+
+def test_htmx_gets_the_results_fragment(client, study, owner, traces):
+    client.force_login(owner)
+    r = client.get(f"/studies/{study.pk}/search/", {"q": "wait"}, headers={"HX-Request": "true"})
+    page = r.content.decode()
+    assert page.lstrip().startswith('<div id="results">') and "<mark>" in page.lower()
+
+
+def test_bad_input_is_shown_with_its_field(client, study, owner, traces):
+    client.force_login(owner)
+    r = client.get(f"/studies/{study.pk}/search/", {"re": "(", "q": "x"})
+    assert r.status_code == 400 and "<strong>re</strong>: not a valid pattern" in r.content.decode()
+
+
+def test_outsiders_get_404_and_blinded_annotators_403_for_other_sources(client, study, owner, member, outsider,
+                                                                        traces):
+    client.force_login(outsider)
+    assert client.get(f"/studies/{study.pk}/search/", {"q": "wait"}).status_code == 404
+    client.force_login(member)
+    label(traces["t2"], 2, verdict="invalid", user=owner, reason="carries wrongly")
+    r = client.get(f"/studies/{study.pk}/search/", {"verdict": "invalid", "source": "annotator:olivia"})
+    assert r.status_code == 403 and "blind study" in r.content.decode()
+    r = client.get(f"/studies/{study.pk}/search/", {"q": "carries"})
+    assert r.status_code == 200 and "No traces match." in r.content.decode()
+
+
+def test_save_a_search_as_a_cohort_and_compare(client, study, owner, traces):
+    client.force_login(owner)
+    r = client.post(f"/studies/{study.pk}/cohorts/", {"name": "waiters", "q": "wait"})
+    cohort = Cohort.objects.get(name="waiters")
+    assert r.status_code == 302 and r["Location"] == f"/cohorts/{cohort.pk}/"
+    assert cohort.query == {"q": "wait"} and cohort.n_traces == 2
+    page = client.get(f"/cohorts/{cohort.pk}/").content.decode()
+    assert "2 traces" in page and "t1" in page and "t3" in page
+    client.post(f"/studies/{study.pk}/cohorts/", {"name": "wrong", "answer_correct": "false"})
+    other = Cohort.objects.get(name="wrong")
+    r = client.get(f"/cohorts/{cohort.pk}/compare/", {"b": other.pk})
+    page = r.content.decode()
+    assert r.status_code == 200 and "Shared traces" in page and "1.000 [" in page and "0.000 [" in page
+    assert "waiters" in client.get(f"/studies/{study.pk}/cohorts/").content.decode()
+
+
+def test_a_bad_cohort_is_not_saved(client, study, owner, traces):
+    client.force_login(owner)
+    r = client.post(f"/studies/{study.pk}/cohorts/", {"name": "", "q": "wait"}, follow=True)
+    assert "Not saved: name" in r.content.decode() and not Cohort.objects.exists()

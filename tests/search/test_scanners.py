@@ -1,0 +1,215 @@
+"""Scanners: a question run by an LLM judge configuration over a cohort through the run engine, the
+results as a filter and a cohort, and the validation loop (tests/search/fake_scanner.py answers)."""
+
+from __future__ import annotations
+
+import pytest
+from rest_framework.test import APIClient
+
+from annotation.access import AccessDenied
+from annotation.models import Job
+from judges import services as judge_services
+from runs.models import Run
+from search import scanners, services
+from search.core import scan
+from search.core.validation import validate
+from search.models import ScanLabel, ScanResult
+from tests.search.fake_scanner import FakeScanner
+
+pytestmark = pytest.mark.django_db
+QUESTION = 'Does the model say "wait" anywhere in its reasoning?'
+
+
+@pytest.fixture(autouse=True)
+def quick_retries(settings):
+    settings.RUN_RETRY_BASE_SECONDS = 0.01
+    settings.RUN_RETRY_MAX_SECONDS = 0.05
+
+
+@pytest.fixture
+def server():
+    fake = FakeScanner().start()
+    yield fake
+    fake.stop()
+
+
+@pytest.fixture
+def scanner(study, owner, traces, server):
+    judge, _ = judge_services.do_save_judge(study, {"name": "gpt", "model": "fake-model", "base_url": server.url,
+                                                    "concurrency": 2, "max_retries": 2, "timeout_seconds": 5.0})
+    return scanners.do_create_scanner(study, name="waits", question=QUESTION, judge_name="gpt", user=owner)
+
+
+def run(scanner, **kwargs):
+    srun = scanners.do_start_scan(scanner, queue=False, **kwargs)
+    job = scanners.run_inline(srun)
+    return srun, job
+
+
+def test_a_scan_answers_per_trace_with_validated_citations(scanner, traces, server):
+    srun, job = run(scanner)
+    assert job.status == Job.Status.SUCCEEDED and job.done == 4
+    got = {r.trace.trace_id: (r.answer, r.cited) for r in ScanResult.objects.select_related("trace")}
+    assert got == {"t1": (True, [2]), "t2": (False, []), "t3": (True, [2]), "t4": (False, [])}
+    assert job.result["yes"] == 2 and job.result["no"] == 2
+    assert scanners.counts(scanner)["uncited"] == 2  # the two "no" answers cite nothing: marked
+
+
+def test_cited_steps_that_do_not_exist_are_set_apart(scanner, server):
+    server.cite_missing = True
+    srun, job = run(scanner)
+    r = ScanResult.objects.get(trace__trace_id="t1")
+    assert r.cited == [2] and r.bad_citations == [999]
+    srun.run.refresh_from_db()
+    assert srun.run.warnings == 4  # every answer cited 999: a warning per trace
+
+
+def test_a_second_run_is_answered_from_the_cache_and_resumable_runs_are_the_engines(scanner, server):
+    run(scanner)
+    n = len(server.requests)
+    srun, job = run(scanner)
+    assert len(server.requests) == n and Run.objects.get(pk=srun.run_id).cache_hits == 4
+    srun, job = run(scanner, force=True)
+    assert len(server.requests) == n + 4
+
+
+def test_a_scan_of_a_cohort_scans_its_traces_only(study, owner_m, scanner, server):
+    cohort = services.do_save_cohort(study, owner_m, name="m2", data={"model": "m2"})
+    srun, job = run(scanner, cohort=cohort)
+    assert job.total == 2
+    assert sorted(ScanResult.objects.values_list("trace__trace_id", flat=True)) == ["t3", "t4"]
+
+
+def test_a_budget_stops_the_run(scanner, server):
+    scanner.judge.price_input_per_mtok = 1_000_000.0  # 100 prompt tokens: $100 a request
+    scanner.judge.save()
+    srun, job = run(scanner, budget_usd=150.0)
+    assert ScanResult.objects.count() < 4 and job.status in (Job.Status.PARTIAL, Job.Status.FAILED,
+                                                              Job.Status.CANCELLED, Job.Status.SUCCEEDED)
+    assert Run.objects.get(pk=srun.run_id).stop_reason
+
+
+def test_one_run_at_a_time(scanner):
+    scanners.do_start_scan(scanner, queue=False)
+    with pytest.raises(scanners.ScanConflict):
+        scanners.do_start_scan(scanner, queue=False)
+
+
+def test_results_are_a_filter_and_a_cohort(study, owner_m, member_m, scanner):
+    run(scanner)
+    ids = lambda **p: list(services.search(study, owner_m, p).traces.values_list("trace_id", flat=True))  # noqa: E731
+    assert ids(scanner=f"{scanner.pk}:yes") == ["t1", "t3"]
+    assert ids(scanner=f"{scanner.pk}:no", model="m2") == ["t4"]
+    assert ids(scanner=f"{scanner.pk}:uncited") == ["t2", "t4"]
+    cohort = services.do_save_cohort(study, owner_m, name="waiters", data={"scanner": f"{scanner.pk}:yes"})
+    assert cohort.n_traces == 2
+    with pytest.raises(AccessDenied, match="blind study"):
+        services.search(study, member_m, {"scanner": f"{scanner.pk}:yes"})
+
+
+def test_creation_is_validated(study, traces, server):
+    judge_services.ensure_mechanistic(study)
+    with pytest.raises(scanners.ScannerError, match="question"):
+        scanners.do_create_scanner(study, name="x", question="short?", judge_name="gpt")
+    with pytest.raises(scanners.ScannerError, match="mechanistic"):
+        scanners.do_create_scanner(study, name="x", question=QUESTION, judge_name="mechanistic")
+
+
+def test_the_validation_loop(study, owner, scanner, traces):
+    run(scanner)
+    assert scanners.do_draw_sample(scanner, 10, seed=1) == 4
+    labels = {lab.trace.trace_id: lab for lab in ScanLabel.objects.select_related("trace")}
+    assert {lab.split for lab in labels.values()} <= {"dev", "test"}
+    # People answer: t1, t3 say wait (the scanner agrees); t4 too, people say (the scanner missed it).
+    for tid, answer in {"t1": True, "t2": False, "t3": True, "t4": True}.items():
+        scanners.do_answer(scanner, traces[tid], owner, answer)
+    report = scanners.validation_report(scanner)
+    both = validate([(True, True), (False, False), (True, True), (True, False)])
+    assert report["dev"].n + report["test"].n == 4 and report["pending"] == 0
+    assert both.tp == 2 and both.fn == 1 and both.precision == 1.0 and both.recall == pytest.approx(2 / 3)
+    # The split of a trace is a fixed function of (scanner, trace).
+    assert all(lab.split == scanners.split_for(scanner, lab.trace_id) for lab in labels.values())
+
+
+def test_validation_intervals():
+    v = validate([(True, True)] * 8 + [(False, True)] * 2 + [(True, False)] * 2 + [(False, False)] * 8)
+    assert (v.tp, v.fp, v.fn, v.tn) == (8, 2, 2, 8)
+    assert v.precision == 0.8 and v.recall == 0.8 and v.f1 == pytest.approx(0.8)
+    assert v.precision_ci[0] < 0.8 < v.precision_ci[1] and v.f1_ci[0] < 0.8 < v.f1_ci[1]
+    empty = validate([])
+    assert empty.precision is None and empty.f1 is None and empty.f1_ci is None
+
+
+def test_answers_are_read_strictly():
+    a = scan.parse('```json\n{"answer": "Yes", "steps": [2, 2, 7], "explanation": "x"}\n```', [1, 2, 3])
+    assert (a.answer, a.cited, a.bad_citations) == (True, (2,), (7,))
+    for bad in ("no json", '{"answer": "maybe", "steps": []}', '{"answer": "no", "steps": ["2"]}'):
+        with pytest.raises(scan.BadAnswer):
+            scan.parse(bad, [1])
+
+
+def test_the_prompt_numbers_steps_of_both_channels_one_line_each():
+    msgs = scan.messages("Q?", "P", [scan.StepText(1, "thought", "hm\nwait"), scan.StepText(2, "answer", "5")], "5")
+    assert "Thought step 1: hm wait\nStep 2: 5" in msgs[1]["content"]
+
+
+def test_the_api(study, owner, member, scanner, traces):
+    c = APIClient()
+    c.force_authenticate(owner)
+    r = c.post(f"/api/v1/scanners/{scanner.pk}/runs/", {}, format="json")
+    assert r.status_code == 202, r.content
+    r = c.get(f"/api/v1/studies/{study.pk}/scanners/")
+    assert r.status_code == 200 and r.json()[0]["name"] == "waits"
+    m = APIClient()
+    m.force_authenticate(member)
+    assert m.post(f"/api/v1/scanners/{scanner.pk}/runs/", {}, format="json").status_code == 403
+    r = m.post(f"/api/v1/scanners/{scanner.pk}/labels/", {"trace": traces["t1"].pk, "answer": True}, format="json")
+    assert r.status_code == 200 and ScanLabel.objects.get(trace=traces["t1"]).answer is True
+
+
+def test_the_pages_and_the_review_page_question(client, study, owner, member, scanner, traces):
+    run(scanner)
+    scanners.do_draw_sample(scanner, 4)
+    client.force_login(owner)
+    page = client.get(f"/scanners/{scanner.pk}/").content.decode()
+    assert "2 yes</a>" in page and "4 sampled traces wait for an answer" in page
+    assert "waits" in client.get(f"/studies/{study.pk}/scanners/").content.decode()
+    client.force_login(member)
+    review = client.get(f"/traces/{traces['t2'].pk}/").content.decode()
+    assert "Questions from scanners" in review and "Does the model say &quot;wait&quot;" in review
+    r = client.post(f"/scanners/{scanner.pk}/label/", {"trace": traces["t2"].pk, "answer": "no",
+                                                      "next": f"/traces/{traces['t2'].pk}/"})
+    assert r.status_code == 302 and r["Location"] == f"/traces/{traces['t2'].pk}/"
+    assert ScanLabel.objects.get(trace=traces["t2"]).answer is False
+    r = client.post(f"/scanners/{scanner.pk}/label/", {"trace": traces["t2"].pk, "answer": "yes",
+                                                      "next": "https://evil.example/"})
+    assert r["Location"] == f"/scanners/{scanner.pk}/"
+    # A blinded annotator sees no counts of the scanner's answers.
+    assert "2 yes</a>" not in client.get(f"/scanners/{scanner.pk}/").content.decode()
+
+
+def test_an_outsider_gets_404(client, outsider, scanner):
+    client.force_login(outsider)
+    assert client.get(f"/scanners/{scanner.pk}/").status_code == 404
+    api = APIClient()
+    api.force_authenticate(outsider)
+    assert api.get(f"/api/v1/scanners/{scanner.pk}/").status_code == 404
+
+
+def test_the_scan_command_runs_samples_and_reports(study, owner, scanner, traces):
+    import io
+    import json
+
+    from django.core.management import call_command
+
+    from tests.search.conftest import label
+
+    label(traces["t2"], 2, verdict="invalid", user=owner)
+    for tid in ("t1", "t3", "t4"):
+        label(traces[tid], 1, verdict="valid", user=owner)
+    out = io.StringIO()
+    call_command("scan", "--study", study.name, "--scanner", "waits", "--sample", "4", "--answers-from-labels",
+                 "human", stdout=out, stderr=io.StringIO())
+    report = json.loads(out.getvalue())
+    assert report["counts"]["yes"] == 2 and report["pending"] == 0
+    assert report["dev"]["n"] + report["test"]["n"] == 4
