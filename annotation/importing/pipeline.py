@@ -490,8 +490,12 @@ class _Writer:
         rec = p.record
         known = self.problems[rec.problem_id]
         auto = None
-        # The file's own verdict wins and makes the (slow) symbolic check moot.
-        if rec.answer_correct is None and known.gold_answer.strip() and p.answer.strip():
+        # The automatic check runs even when the file brings its own verdict
+        # (which wins): the review page shows both, and a reviewer who hands a
+        # trace back to the automatic verdict needs it (issue 23: the demo read
+        # "Automatic check: undecided" with answer 18 and gold 18). Numbers
+        # take the exact fast path; the memo keeps symbolic answers cheap.
+        if known.gold_answer.strip() and p.answer.strip():
             auto = self._check_answer(p.answer, known.gold_answer)
         if rec.answer_correct is not None:
             correct, origin = rec.answer_correct, Trace.AnswerOrigin.IMPORTED
