@@ -60,6 +60,10 @@ def read_json_lines(stream: IO[bytes]) -> Iterator[tuple[int, Any]]:
         except UnicodeDecodeError as exc:
             yield line_no, RecordError(f"not valid UTF-8 (byte {exc.start})")
             continue
+        # Without its line break: json reports an error at the end of the
+        # text ("{... unterminated") at the position after the last character
+        # read, which with the break kept is "line 2, column 1" (issue 23).
+        text = text.rstrip("\r\n")
         try:
             yield line_no, json.loads(text)
         except json.JSONDecodeError as exc:
