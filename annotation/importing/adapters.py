@@ -292,6 +292,7 @@ def _processbench(line_no: int, obj: dict[str, Any]) -> Iterator[dict[str, Any]]
         "trace_id": f"processbench/{obj['id']}",
         "steps": [str(s) for s in steps],
         "labels": labels,
+        "labels_to_first_error": True,
     }
     if isinstance(obj.get("final_answer_correct"), bool):
         trace["answer_correct"] = obj["final_answer_correct"]
