@@ -91,6 +91,7 @@ def leaderboard(request: HttpRequest, study_id: int) -> HttpResponse:
     context = _context(request, study, membership, sel, "scoring-leaderboard", counts)
     context.update(
         rows=rows,
+        hcrs_is_process=analytics.hcrs_is_process(rows),
         tiers=analytics.evidence_tiers(model_rows, study),
         headline=charts.headline(rows, sel.group),
         exports=_export_links(study, sel, "leaderboard"),
@@ -215,7 +216,8 @@ def ablations(request: HttpRequest, study_id: int) -> HttpResponse:
                         "rows": {r["model"]: r for r in rows},
                         "exports": _export_links(study, sel, "leaderboard", profile=profile.name)})
     table = [{"model": m, "cells": [c["rows"].get(m, {}) for c in columns]} for m in models]
-    context.update(columns=columns, table=table, chart=charts.ablation_bars(models, columns))
+    same = all(analytics.hcrs_is_process(list(c["rows"].values())) for c in columns)
+    context.update(columns=columns, table=table, chart=charts.ablation_bars(models, columns), hcrs_is_process=same)
     return _render(request, "scoring/ablations.html", context)
 
 
