@@ -136,7 +136,7 @@ def select(study: Study, params, membership: Membership | None = None) -> Select
 def trace_counts(study: Study) -> pd.DataFrame:
     """model, domain, traces, correct, with_steps: one grouped query."""
     rows = (
-        Trace.objects.filter(study=study)
+        Trace.objects.filter(study=study).own()  # suite variants' traces belong to their suite
         .values_list("model", "problem__domain")
         .annotate(
             traces=Count("id"),
