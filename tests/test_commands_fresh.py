@@ -37,7 +37,7 @@ EXPORTS = [
     ("leaderboard", []),
     ("lucky-guesses", []),
     ("agreement", ["--reference", "human", "--candidate", "annotator:ann2"]),
-    ("agreement-steps", []),
+    ("agreement-steps", ["--candidate", "annotator:ann2"]),
     ("agreement-traces", []),
     ("prm-training", []),
     ("abstraction", []),
