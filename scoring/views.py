@@ -233,7 +233,9 @@ def export(request: HttpRequest, study_id: int) -> HttpResponse:
     req = exports.ExportRequest(
         study=study, what=what, source=request.GET.get("source"), profile=request.GET.get("profile"),
         model=request.GET.get("model", ""), domain=request.GET.get("domain", ""), membership=membership,
-        extra={"group": request.GET.get("group", "model")},
+        # run (a fidelity run's tables), benchmark (an abstraction benchmark): the pages' own tables
+        extra={"group": request.GET.get("group", "model"), "run": request.GET.get("run", ""),
+               "benchmark": request.GET.get("benchmark", "")},
     )
     try:
         table = exports.build(req)
