@@ -74,3 +74,27 @@ def items(request: ExportRequest) -> Table:
     meta = services.manifest(request.study, bench, [], code_version())
     meta.pop("study", None)
     return Table(columns=ITEM_COLUMNS, rows=rows(), schema=schema, meta={"abstraction": meta})
+
+
+LONG_COLUMNS = ["model", "checker", "n_items", "statistic", "group", "value", "low", "high"]
+
+
+@register("abstraction-long", help="the abstraction table in long format: one row per (model, statistic) with its "
+                                   "95% interval, and one per (model, sub-dataset) Γ_d -- the page's numbers")
+def table_long(request: ExportRequest) -> Table:
+    bench = _benchmark(request)
+    rows = services.table(request.study, benchmark=bench, n_resamples=int(request.extra.get("resamples") or 1000))
+    out = []
+    for row in rows:
+        d = row.result.as_dict()
+        head = {"model": row.model, "checker": row.checker, "n_items": row.n_items}
+        for s in STAT_COLUMNS:
+            low, high = row.result.intervals.get(s) or [None, None]
+            out.append({**head, "statistic": s, "group": "", "value": d.get(s), "low": low, "high": high})
+        for sub, value in sorted(d["sub_datasets"].items()):
+            out.append({**head, "statistic": "gamma_d", "group": sub, "value": value, "low": None, "high": None})
+    schema = {"model": "string", "checker": "string", "n_items": "int64", "statistic": "string", "group": "string",
+              "value": "float64", "low": "float64", "high": "float64"}
+    meta = services.manifest(request.study, bench, rows, code_version())
+    meta.pop("study", None)
+    return Table(columns=LONG_COLUMNS, rows=out, schema=schema, meta={"abstraction": meta})

@@ -103,6 +103,23 @@ def allocate(sizes: dict[str, int], total: int, allocation: str = "equal") -> di
     return alloc
 
 
+def describe_allocation(sizes: dict[str, int], alloc: dict[str, int], allocation: str = "equal") -> str:
+    """One sentence on what was drawn from the strata and why, for the page
+    and the API (issue 23: an "equal" sample that cannot be equal says so)."""
+    drawn = sum(alloc.values())
+    if allocation == "proportional":
+        return f"{drawn:,} traces drawn in proportion to the sizes of {len(sizes)} strata."
+    counts = sorted(set(alloc.values()))
+    if len(counts) <= 1 or counts[-1] - counts[0] <= 1:
+        each = counts[0] if counts else 0
+        extra = " (a remainder of one each to the first strata in name order)" if len(counts) == 2 else ""
+        return f"{drawn:,} traces drawn equally: {each:,} from each of {len(alloc)} strata{extra}."
+    small = sorted(k for k in alloc if alloc[k] == sizes[k] and alloc[k] < counts[-1])
+    return (f"{drawn:,} traces drawn; an equal share was not possible: {len(small)} of {len(alloc)} strata have "
+            f"fewer traces than the others' share and gave all they have "
+            f"({', '.join(f'{k}: {sizes[k]:,}' for k in small)}); the other strata gave up to {counts[-1]:,} each.")
+
+
 def stratified_sample(frame: pd.DataFrame, size: int, seed: int = 0, allocation: str = "equal") -> pd.DataFrame:
     """Draw ``size`` traces from ``frame`` (trace_id, stratum).
 
@@ -197,13 +214,25 @@ def do_create_calibration(study: Study, *, name: str, reference: str, candidates
     frame = eligible_traces(study, models, domain, cohort)
     if frame.empty:
         raise CalibrationError("size", "no trace with steps matches the filters")
+    sizes = {str(k): int(v) for k, v in frame.groupby("stratum", sort=True).size().items()}
+    available = sum(sizes.values())
+    if int(size) > available:
+        # Refuse rather than silently draw everything (issue 23: 100,000
+        # "equal per stratum" became all 5,276 with strata of 458 to 1,033).
+        raise CalibrationError(
+            "size", f"asked for {int(size):,} traces, but only {available:,} traces with steps match the filters "
+                    f"({len(sizes)} strata of {min(sizes.values()):,} to {max(sizes.values()):,} traces); "
+                    f"ask for at most {available:,}")
     sample = stratified_sample(frame, int(size), int(seed), allocation)
+    drawn_note = describe_allocation(sizes, allocate(sizes, int(size), allocation), allocation)
     try:
         with transaction.atomic():
             cal = CalibrationStudy.objects.create(
                 study=study, name=name, reference=reference, candidates=candidates, profile_name=profile_name,
                 seed=int(seed), sample_size=int(size), allocation=allocation,
-                filters={"models": models, "domain": domain, **({"cohort": str(cohort)} if cohort else {})}, validation_fraction=float(validation_fraction),
+                filters={"models": models, "domain": domain, "drawn": drawn_note,
+                         **({"cohort": str(cohort)} if cohort else {})},
+                validation_fraction=float(validation_fraction),
                 note=note, created_by=user,
             )
             CalibrationTrace.objects.bulk_create([

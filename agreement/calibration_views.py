@@ -19,6 +19,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from agreement import calibration
 from agreement import charts as agreement_charts
 from agreement import services as svc
+from agreement.core import processbench
 from agreement.models import CalibrationStudy
 from agreement.views import AGREEMENT_PAGES, METRICS, export_forms, metric_rows, page_disagreements, study_for
 from annotation import access
@@ -154,6 +155,8 @@ def calibration_detail(request: HttpRequest, study_id: int, cal_id: int) -> Http
         "composition": calibration.composition(cal), "prompt_versions": calibration.prompt_versions(cal),
         "table": [{"candidate": r["candidate"], "m": r["metrics"], "error": r["error"]} for r in report["candidates"]],
         "metric_table": _metric_table(report["candidates"]),
+        "processbench": processbench.comparison([(r["candidate"], r["metrics"]) for r in report["candidates"]]),
+        "processbench_source": processbench.SOURCE,
         "verdicts": ["valid", "invalid", "neutral"],
         "position_chart": agreement_charts.position_lines({r["candidate"]: r["metrics"]["by_position"] for r in ok}),
         "reliability_chart": agreement_charts.reliability({r["candidate"]: r["metrics"]["reliability"] for r in ok}),

@@ -265,27 +265,80 @@ def _check_agreement(request: ExportRequest) -> None:
     svc.parse_seed(request.extra.get("seed"))
 
 
-_JSON_KEYS = {"calibration", "scores", "notes", "confusion", "by_position", "reliability", "ratings", "annotators",
-              "bootstrap", "undefined"}
-_INT_KEYS = {"steps_compared", "traces_compared", "pb_error_traces", "pb_correct_traces", "steps_calibrated", "seed",
-             "traces_in_scope", "profile_version"}
+AGREEMENT_COLUMNS = ["reference", "candidate", "profile", "profile_version", "seed", "metric", "group", "value",
+                     "ci_low", "ci_high", "n", "undefined"]
+AGREEMENT_SCHEMA = {"reference": "string", "candidate": "string", "profile": "string", "profile_version": "int64",
+                    "seed": "int64", "metric": "string", "group": "string", "value": "float64", "ci_low": "float64",
+                    "ci_high": "float64", "n": "int64", "undefined": "string"}
+# Scalar metrics, with the count each is over and the key of its interval.
+_SCALARS = [
+    ("percent_agreement", "steps_compared", "percent_agreement_ci"),
+    ("kappa", "steps_compared", "kappa_ci"),
+    ("kappa_binary", "steps_compared", "kappa_binary_ci"),
+    ("first_error_exact", "traces_compared", "first_error_exact_ci"),
+    ("first_error_within_1", "traces_compared", "first_error_within_1_ci"),
+    ("pb_error_acc", "pb_error_traces", "pb_error_acc_ci"),
+    ("pb_correct_acc", "pb_correct_traces", "pb_correct_acc_ci"),
+    ("pb_f1", "traces_compared", "pb_f1_ci"),
+    ("pearson_r", "traces_compared", "pearson_ci"),
+    ("spearman_rho", "traces_compared", "spearman_ci"),
+    ("ece", "steps_calibrated", "ece_ci"),
+    ("brier", "steps_calibrated", "brier_ci"),
+]
+_COUNTS = ["traces_in_scope", "steps_compared", "traces_compared", "pb_error_traces", "pb_correct_traces",
+           "steps_calibrated"]
 
 
-def _metric_type(key: str) -> str:
-    """Parquet column type of a key of the metrics object (nested objects as JSON text)."""
-    if key.endswith("_ci"):
-        return "list<float64>"
-    if key in _JSON_KEYS:
-        return "json"
-    if key in _INT_KEYS:
-        return "int64"
-    if key in ("reference", "candidate", "profile"):
-        return "string"
-    return "float64"
+def _f(v: Any) -> float | None:
+    return None if v is None else float(v)
+
+
+def agreement_rows(metrics: dict[str, Any]) -> list[dict[str, Any]]:
+    """The metrics object as a tidy long table: one row per (metric, group),
+    scalar cells only (value, its interval, the count it is over and why it
+    is undefined). Per-group figures (agreement by step position, the
+    confusion matrix, the reliability bins, ratings and annotator agreement)
+    are rows with a ``group`` each, ready for a plot."""
+    head = {"reference": metrics["reference"], "candidate": metrics["candidate"], "profile": metrics["profile"],
+            "profile_version": metrics["profile_version"], "seed": metrics["seed"]}
+    why = metrics.get("undefined", {})
+    rows: list[dict[str, Any]] = []
+
+    def add(metric: str, value: Any, *, group: str = "", ci: Any = None, n: Any = None, undefined: str = "") -> None:
+        lo, hi = (ci if isinstance(ci, (list, tuple)) and len(ci) == 2 else (None, None))
+        rows.append({**head, "metric": metric, "group": group, "value": _f(value), "ci_low": _f(lo),
+                     "ci_high": _f(hi), "n": None if n is None else int(n), "undefined": undefined or None})
+
+    for key in _COUNTS:
+        add(key, metrics.get(key))
+    for key, count, ci in _SCALARS:
+        add(key, metrics.get(key), ci=metrics.get(ci), n=metrics.get(count), undefined=why.get(key, ""))
+    for ref, row in (metrics.get("confusion") or {}).items():
+        for cand, k in row.items():
+            add("confusion", k, group=f"reference={ref}; candidate={cand}")
+    for r in metrics.get("by_position") or []:
+        add("agreement_by_position", r.get("agreement"), group=f"step {r['step']}", n=r.get("steps"))
+    for b in metrics.get("reliability") or []:
+        group = f"bin {b['bin']}: [{b['lower']:.1f}, {b['upper']:.1f})"
+        add("reliability_accuracy", b.get("accuracy"), group=group, n=b.get("count"))
+        add("reliability_mean_confidence", b.get("mean_confidence"), group=group, n=b.get("count"))
+    ratings = metrics.get("ratings") or {}
+    for side in ("reference", "candidate"):
+        block = ratings.get(side) or {}
+        for key, ci in (("pearson_r", "pearson_ci"), ("spearman_rho", "spearman_ci")):
+            if key in block:
+                add(f"ratings.{key}", block.get(key), group=side, ci=block.get(ci), n=block.get("n"),
+                    undefined=why.get(f"ratings.{side}.{key}", ""))
+    ann = metrics.get("annotators") or {}
+    for key in ("krippendorff_alpha", "fleiss_kappa"):
+        if key in ann:
+            add(f"annotators.{key}", ann.get(key), n=ann.get("items_paired"), undefined=why.get(f"annotators.{key}", ""))
+    return rows
 
 
 @register("agreement", restricted=True, check=_check_agreement,
-          help="the metrics object of --candidate against --reference (one row)")
+          help="the metrics of --candidate against --reference: one row per metric (and per group for "
+               "per-position, confusion and reliability figures), scalar columns")
 def agreement(request: ExportRequest) -> Table:
     _check_agreement(request)
     study = request.study
@@ -296,10 +349,11 @@ def agreement(request: ExportRequest) -> Table:
     seed = svc.parse_seed(request.extra.get("seed"))
     metrics = svc.agreement(study, reference, candidate, profile, scope=_scope(request), seed=seed,
                             calibration=_calibration(request))
-    schema = {key: _metric_type(key) for key in metrics}
-    return Table(list(metrics), [metrics], schema=schema, meta={
+    return Table(list(AGREEMENT_COLUMNS), agreement_rows(metrics), schema=dict(AGREEMENT_SCHEMA), meta={
         "profile": _profile_meta(profile), "sources": [reference, candidate], "seed": seed,
-        "bootstrap": metrics["bootstrap"],
+        "bootstrap": metrics["bootstrap"], "scores": metrics.get("scores"), "notes": metrics.get("notes"),
+        "calibration": metrics.get("calibration"),
+        "applied": ["reference", "candidate", "profile", "model", "domain", "calibration", "seed"],
         "counts": {"steps_compared": metrics["steps_compared"], "traces_compared": metrics["traces_compared"],
                    "traces_in_scope": metrics["traces_in_scope"]},
     })
@@ -315,16 +369,21 @@ def _check_scope(request: ExportRequest) -> None:
 
 
 def _label_extras(scope_qs) -> pd.DataFrame:
-    """Per stored label: trace_id (pk), step, kind, annotator (pk), judge (pk), confidence, updated_at."""
+    """Per stored label: trace_id (pk), step, kind, annotator (pk), judge (pk), confidence, updated_at,
+    reason (a judge's reason, an annotator's note, an adjudicator's reason)."""
     qs = StepLabel.objects.filter(step__trace__in=scope_qs)
     rows = list(qs.values_list("step__trace_id", "step__index", "kind", "annotator_id", "judge_id", "confidence",
-                               "updated_at"))
+                               "updated_at", "reason"))
     return pd.DataFrame.from_records(rows, columns=["trace_id", "step", "kind", "annotator", "judge", "confidence",
-                                                    "updated_at"])
+                                                    "updated_at", "reason"])
+
+
+STEP_LEAD = ["trace_id", "problem_id", "model", "domain", "step", "channel", "step_text", "reference", "candidate",
+             "reference_verdict", "candidate_verdict", "agree"]
 
 
 def _step_columns(names: list[str]) -> list[str]:
-    cols = ["trace_id", "problem_id", "model", "domain", "step"]
+    cols = list(STEP_LEAD)
     for s in names:
         cols += [f"{s}.verdict", f"{s}.skeleton_refs"]
         if s in (ad.FINAL, ad.ADJUDICATED):
@@ -332,15 +391,27 @@ def _step_columns(names: list[str]) -> list[str]:
         if s == ad.HUMAN:
             cols += [f"{s}.n_annotators", f"{s}.n_agree"]
         if s.startswith((ad.JUDGE_PREFIX, ad.ANNOTATOR_PREFIX)):
-            cols += [f"{s}.confidence", f"{s}.updated_at"]
-    return cols + ["adjudication.by", "adjudication.updated_at", "channel"]
+            cols += [f"{s}.confidence", f"{s}.reason", f"{s}.updated_at"]
+    return cols + ["adjudication.by", "adjudication.reason", "adjudication.updated_at"]
+
+
+def _pair_sources(request: ExportRequest) -> tuple[str, str]:
+    """The reference and candidate an agreement-steps export compares (the page's defaults)."""
+    study = request.study
+    reference = _source(request, request.reference or svc.DEFAULT_REFERENCE, "--reference")
+    candidate = request.candidate or svc.default_candidate(study, ad.judge_pks(study))
+    if not candidate:
+        raise ExportError("--candidate: give the candidate label source")
+    return reference, _source(request, candidate, "--candidate")
 
 
 @register("agreement-steps", restricted=True, check=_check_scope,
-          help="one row per step: every source's verdict, refs, confidence, annotator and time")
+          help="one row per step that --reference and --candidate both labelled: the step's text, both verdicts, "
+               "every source's verdict, refs, confidence, reason or note, and the adjudication with its reason")
 def agreement_steps(request: ExportRequest) -> Table:
     _check_scope(request)
     study = request.study
+    reference, candidate = _pair_sources(request)
     scope = _scope(request)
     data = ad.AgreementData.read(study, scope)
     names = data.sources()
@@ -371,20 +442,41 @@ def agreement_steps(request: ExportRequest) -> Table:
             sub = extras.loc[(extras["kind"] == StepLabel.Kind.HUMAN) & (extras["annotator"] == pk)]
         else:
             continue
-        sub = sub[["trace_id", "step", "confidence", "updated_at"]].rename(
-            columns={"confidence": f"{s}.confidence", "updated_at": f"{s}.updated_at"})
+        sub = sub[["trace_id", "step", "confidence", "reason", "updated_at"]].rename(
+            columns={"confidence": f"{s}.confidence", "reason": f"{s}.reason", "updated_at": f"{s}.updated_at"})
         out = out.merge(sub, on=["trace_id", "step"], how="left")
-    adj = extras.loc[extras["kind"] == StepLabel.Kind.ADJUDICATION, ["trace_id", "step", "annotator", "updated_at"]]
+    adj = extras.loc[extras["kind"] == StepLabel.Kind.ADJUDICATION,
+                     ["trace_id", "step", "annotator", "reason", "updated_at"]]
     adj = adj.assign(annotator=adj["annotator"].map(users)).rename(
-        columns={"annotator": "adjudication.by", "updated_at": "adjudication.updated_at"})
+        columns={"annotator": "adjudication.by", "reason": "adjudication.reason",
+                 "updated_at": "adjudication.updated_at"})
     out = out.merge(adj, on=["trace_id", "step"], how="left")
+    if ad.ADJUDICATED in names:
+        # adjudicated.* holds adjudications only: where nothing was adjudicated the
+        # source falls back to the human consensus, which has its own columns.
+        not_adj = out[f"{ad.ADJUDICATED}.origin"].to_numpy(dtype=object) != core_labels.ORIGIN_ADJUDICATED
+        for c in [c for c in out.columns if c.startswith(f"{ad.ADJUDICATED}.")]:
+            out[c] = out[c].astype(object).where(~not_adj, None)
+    # The rows the manifest names: the steps both the reference and the candidate labelled.
+    ref_v, cand_v = data.steps(reference), data.steps(candidate)
+    pair = ref_v[["trace_id", "step", "verdict"]].rename(columns={"verdict": "reference_verdict"}).merge(
+        cand_v[["trace_id", "step", "verdict"]].rename(columns={"verdict": "candidate_verdict"}),
+        on=["trace_id", "step"], how="inner")
+    pair = pair.loc[pair["reference_verdict"].notna() & pair["candidate_verdict"].notna()]
+    pair["step"] = pair["step"].astype(np.int64)
+    out = out.merge(pair, on=["trace_id", "step"], how="inner")
+    texts = dict(((t, i), x) for t, i, x in Step.objects.filter(trace_id__in=out["trace_id"].unique().tolist())
+                 .values_list("trace_id", "index", "text"))
     columns = _step_columns(names)
     rows = []
     for r in out.to_dict("records"):
         tid, pid, model, domain = info.get(r["trace_id"], (str(r["trace_id"]), None, None, None))
         row: dict[str, Any] = {"trace_id": tid, "problem_id": pid, "model": model, "domain": domain or None,
-                               "step": int(r["step"])}
-        for c in columns[5:-1]:
+                               "step": int(r["step"]), "step_text": texts.get((r["trace_id"], int(r["step"]))),
+                               "reference": reference, "candidate": candidate,
+                               "reference_verdict": r["reference_verdict"], "candidate_verdict": r["candidate_verdict"],
+                               "agree": r["reference_verdict"] == r["candidate_verdict"]}
+        for c in columns[len(STEP_LEAD):]:
             v = r.get(c)
             if isinstance(v, float) and np.isnan(v):
                 v = None
@@ -399,13 +491,20 @@ def agreement_steps(request: ExportRequest) -> Table:
             row[c] = v
         row["channel"] = r["channel"]
         rows.append(row)
-    schema = {"trace_id": "string", "problem_id": "string", "model": "string", "domain": "string", "step": "int64"}
-    for c in columns[5:]:
+    schema = {"trace_id": "string", "problem_id": "string", "model": "string", "domain": "string", "step": "int64",
+              "channel": "string", "step_text": "string", "reference": "string", "candidate": "string",
+              "reference_verdict": "string", "candidate_verdict": "string", "agree": "bool"}
+    for c in columns[len(STEP_LEAD):]:
         schema[c] = ("list<int64>" if c.endswith(".skeleton_refs") else "float64" if c.endswith(".confidence")
                      else "int64" if c.endswith((".n_annotators", ".n_agree")) else "string")
     return Table(columns, rows, schema=schema, meta={
         "profile": None, "sources": names,
-        "counts": {"steps": len(rows), "traces": int(len(traces))}, "expected_rows": len(rows)})
+        "rows_are": f"the steps labelled by both {reference} (reference) and {candidate} (candidate)",
+        "applied": ["reference", "candidate", "model", "domain", "calibration"],
+        "counts": {"steps": len(rows), "traces": int(len({r['trace_id'] for r in rows})),
+                   "traces_in_scope": int(len(traces)),
+                   "disagreements": int(sum(1 for r in rows if not r["agree"]))},
+        "expected_rows": len(rows)})
 
 
 SCORE_PARTS = ["complete", "first_error", "process", "s_hcrs", "s_prm", "holistic"]
@@ -465,6 +564,7 @@ def agreement_traces(request: ExportRequest) -> Table:
         schema.update({f"{s}.{p}": "float64" for p in SCORE_PARTS[2:]})
     return Table(columns, rows, schema=schema, meta={
         "profile": _profile_meta(profile), "sources": names, "scores": origins,
+        "applied": ["profile", "model", "domain", "calibration"],
         "counts": {"traces": len(rows), "rated": len(by_trace)}, "expected_rows": len(rows)})
 
 

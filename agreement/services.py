@@ -22,14 +22,14 @@ from agreement import data as ad
 from agreement.core import intervals as agreement_intervals
 from agreement.core.annotators import annotator_agreement
 from agreement.core.first_error import first_error_agreement
-from agreement.core.metrics import agreement_metrics
-from agreement.core.pairs import paired_steps, paired_traces
+from agreement.core.metrics import agreement_metrics, first_error_pairs
+from agreement.core.pairs import first_error_determined, paired_steps
 from agreement.core.steps import step_agreement
 from agreement.models import CalibrationStudy
 from annotation import access
 from annotation.models import Membership, Study
 from scoring import services
-from scoring.core.labels import INVALID, complete_traces, final_labels, human_consensus
+from scoring.core.labels import INVALID, final_labels, human_consensus
 from scoring.models import ScoringProfile
 
 N_RESAMPLES = 1000
@@ -211,12 +211,16 @@ def agreement(study: Study, reference: str, candidate: str, profile: ScoringProf
     cand_steps = data.steps(candidate, confidence=True)
     ref_scores, ref_origin = data.scores(reference, profile)
     cand_scores, cand_origin = data.scores(candidate, profile)
+    # Scores cover completely labelled traces only; first errors are read on
+    # every trace in scope (a reference that stops at its earliest error counts).
+    all_traces = data.traces()[["trace_id", "n_steps"]]
     metrics = agreement_metrics(
         ref_steps, cand_steps, ref_scores, cand_scores, ratings=data.scoped_ratings(),
-        annotator_labels=data.annotator_labels(), n_resamples=n_resamples, seed=seed, level=level,
+        annotator_labels=data.annotator_labels(), traces=all_traces, n_resamples=n_resamples, seed=seed, level=level,
     )
     pairs = paired_steps(ref_steps, cand_steps)
-    metrics = agreement_intervals.add_intervals(metrics, pairs, paired_traces(ref_scores, cand_scores),
+    metrics = agreement_intervals.add_intervals(metrics, pairs,
+                                                first_error_pairs(ref_steps, cand_steps, all_traces, all_traces),
                                                 n_resamples=n_resamples, seed=seed, level=level)
     out: dict[str, Any] = {
         "reference": reference,
@@ -271,14 +275,9 @@ def agreement_report(sel: Selection, *, data: ad.AgreementData | None = None) ->
 # Among annotators
 # ---------------------------------------------------------------------------
 def _first_error_frame(traces: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
-    """trace_id, n_steps, first_error, process (NaN), complete -- what
-    first-error agreement needs, without scoring."""
-    complete = complete_traces(traces[["trace_id", "n_steps"]], steps).to_numpy()
-    inv = steps.loc[steps["verdict"].astype(object).to_numpy() == INVALID]
-    first = inv.groupby("trace_id")["step"].min()
-    fe = pd.Series(traces["trace_id"].to_numpy()).map(first).to_numpy(dtype=float, na_value=np.nan)
-    return pd.DataFrame({"trace_id": traces["trace_id"].to_numpy(), "n_steps": traces["n_steps"].to_numpy(),
-                         "first_error": fe, "process": np.nan, "complete": complete})
+    """trace_id, n_steps, first_error, process (NaN), complete (= first
+    error determined) -- what first-error agreement needs, without scoring."""
+    return first_error_determined(traces[["trace_id", "n_steps"]], steps, "labels")
 
 
 def _undefined_subset(block: dict[str, Any]) -> dict[str, Any]:

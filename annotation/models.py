@@ -7,6 +7,8 @@ membership itself.
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
@@ -102,8 +104,42 @@ class StudyScopedQuerySet(models.QuerySet):
         return self.filter(**{f"{self.study_path}__memberships__user": user})
 
 
+# Problems that belong to a diagnostic suite (fidelity variants) rather than
+# to the study's own problem set. A higher app registers the lookup that marks
+# them from its AppConfig.ready (annotation cannot import it), e.g.
+# ("fidelity_variant__isnull", False). Suite problems and their traces stay
+# out of the problem list, generation scope, leaderboards, evidence
+# denominators and review queues unless asked for (docs/fidelity.md).
+_SUITE_LOOKUPS: list[tuple[str, Any]] = []
+
+
+def register_suite_problems(lookup: str, value: Any) -> None:
+    if (lookup, value) not in _SUITE_LOOKUPS:
+        _SUITE_LOOKUPS.append((lookup, value))
+
+
+def suite_q(prefix: str = "") -> Q | None:
+    """Q matching suite problems (``prefix``: the path to the problem, e.g.
+    ``"problem__"`` from a trace); None when no app registered any."""
+    q = None
+    for lookup, value in _SUITE_LOOKUPS:
+        part = Q(**{f"{prefix}{lookup}": value})
+        q = part if q is None else q | part
+    return q
+
+
 class ProblemQuerySet(StudyScopedQuerySet):
-    pass
+    def own(self) -> ProblemQuerySet:
+        """The study's own problems: without suite variants."""
+        q = suite_q()
+        return self if q is None else self.exclude(q)
+
+    def suite_members(self) -> ProblemQuerySet:
+        q = suite_q()
+        return self.none() if q is None else self.filter(q)
+
+    def in_scope(self, include_suites: bool = False) -> ProblemQuerySet:
+        return self if include_suites else self.own()
 
 
 class Problem(models.Model):
@@ -191,6 +227,18 @@ class SkeletonStep(models.Model):
 class TraceQuerySet(StudyScopedQuerySet):
     def with_problem(self) -> TraceQuerySet:
         return self.select_related("problem")
+
+    def own(self) -> TraceQuerySet:
+        """Traces of the study's own problems: not of suite variants."""
+        q = suite_q("problem__")
+        return self if q is None else self.exclude(q)
+
+    def suite_members(self) -> TraceQuerySet:
+        q = suite_q("problem__")
+        return self.none() if q is None else self.filter(q)
+
+    def in_scope(self, include_suites: bool = False) -> TraceQuerySet:
+        return self if include_suites else self.own()
 
 
 class Trace(models.Model):

@@ -389,7 +389,8 @@ def next_trace_id(study: Study, user, after: Trace | None = None) -> int | None:
                     return later
         return todo.order_by("position").values_list("trace_id", flat=True).first()
     finished = TraceReview.objects.filter(trace=OuterRef("pk"), annotator=user).filter(Q(complete=True) | Q(skipped=True))
-    todo = Trace.objects.filter(study=study).exclude(Exists(finished)).order_by("pk")
+    # The queue of the study's own traces: suite variants are reviewed only when queued explicitly.
+    todo = Trace.objects.filter(study=study).own().exclude(Exists(finished)).order_by("pk")
     if after is not None:
         later = todo.filter(pk__gt=after.pk).values_list("pk", flat=True).first()
         if later:
@@ -430,7 +431,7 @@ def do_assign(study: Study, by, annotators: list, k: int = 1, *, stratify: bool 
         interleaved = ordered_groups[0]
         taken = set(existing.filter(trace_id__in=interleaved).values_list("trace_id", "annotator_id"))
     else:
-        traces = Trace.objects.filter(study=study)
+        traces = Trace.objects.filter(study=study).own()  # not the suite variants' traces
         if only_unassigned:
             traces = traces.exclude(Exists(Assignment.objects.filter(trace=OuterRef("pk"))))
         rows = list(traces.order_by("problem__problem_id", "model", "pk").values_list("pk", "model"))
@@ -605,7 +606,8 @@ def study_progress(study_ids: list[int], user) -> dict[int, dict[str, int]]:
     }
     if not study_ids:
         return out
-    for sid, n in Trace.objects.filter(study_id__in=study_ids).values("study").annotate(n=Count("pk")).values_list("study", "n"):
+    for sid, n in Trace.objects.filter(study_id__in=study_ids).own().values("study").annotate(n=Count("pk")) \
+            .values_list("study", "n"):
         out[sid]["traces"] = n
     complete = TraceReview.objects.filter(trace__study_id__in=study_ids, complete=True)
     for sid, n in complete.filter(annotator=user).values("trace__study").annotate(n=Count("pk")).values_list("trace__study", "n"):

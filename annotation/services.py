@@ -98,6 +98,14 @@ def generate_password() -> str:
     return secrets.token_urlsafe(12)
 
 
+def import_status(report: ImportReport) -> str:
+    """The job status of a finished import: failed when nothing was written,
+    partial when --skip-invalid skipped rejected lines, else succeeded."""
+    if not report.committed:
+        return Job.Status.FAILED
+    return Job.Status.PARTIAL if report.rejected else Job.Status.SUCCEEDED
+
+
 def run_import_job(job_id: int, stream: IO[bytes] | None = None, *, progress=None) -> ImportReport | None:
     """The body of every import: CLI (in process) and upload (Celery) alike."""
     if not jobs.claim(job_id):
@@ -124,8 +132,16 @@ def run_import_job(job_id: int, stream: IO[bytes] | None = None, *, progress=Non
     except Exception as exc:
         jobs.finish(job_id, status=Job.Status.FAILED, error=f"{type(exc).__name__}: {exc}")
         raise
-    status = Job.Status.SUCCEEDED if report.committed else Job.Status.FAILED
-    error = "" if report.committed else f"{len(report.rejected)} line(s) rejected; nothing was imported"
+    # --skip-invalid with rejected lines commits the rest: that is "partial",
+    # never a green "succeeded" (issue 23), on the job page, the study's job
+    # list, the REST job and the CLI alike.
+    status = import_status(report)
+    if status == Job.Status.FAILED:
+        error = f"{len(report.rejected)} line(s) rejected; nothing was imported"
+    elif status == Job.Status.PARTIAL:
+        error = f"{len(report.rejected)} line(s) rejected and skipped (--skip-invalid); the other lines were imported"
+    else:
+        error = ""
     jobs.finish(job_id, status=status, result=report.as_dict(), error=error, done=report.read, total=report.read)
     if report.committed and (report.traces_created or report.labels_created or report.labels_updated):
         _after_import(job.study)

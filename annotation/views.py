@@ -102,7 +102,7 @@ def _page_query(request: HttpRequest, drop=("page",)) -> str:
 def studies(request: HttpRequest) -> HttpResponse:
     memberships = list(Membership.objects.filter(user=request.user).select_related("study").order_by("study__name"))
     problems = dict(
-        Problem.objects.filter(study__in=[m.study_id for m in memberships]).values("study")
+        Problem.objects.filter(study__in=[m.study_id for m in memberships]).own().values("study")
         .annotate(n=Count("pk")).values_list("study", "n")
     )
     progress = review.study_progress([m.study_id for m in memberships], request.user)
@@ -117,9 +117,10 @@ def study(request: HttpRequest, study_id: int) -> HttpResponse:
     # Steps are counted through a join; do it separately so traces count once.
     model_rows = []
     step_counts = dict(
-        Step.objects.filter(trace__study=study).values("trace__model").annotate(n=Count("id")).values_list("trace__model", "n")
+        Step.objects.filter(trace__in=Trace.objects.filter(study=study).own()).values("trace__model")
+        .annotate(n=Count("id")).values_list("trace__model", "n")
     )
-    for row in Trace.objects.filter(study=study).values("model").annotate(
+    for row in Trace.objects.filter(study=study).own().values("model").annotate(
         traces=Count("id"), correct=Count("id", filter=Q(answer_correct=True))
     ).order_by("model"):
         row["steps"] = step_counts.get(row["model"], 0)
@@ -130,7 +131,7 @@ def study(request: HttpRequest, study_id: int) -> HttpResponse:
         "study": study,
         "membership": membership,
         "model_rows": model_rows,
-        "n_problems": Problem.objects.filter(study=study).count(),
+        "n_problems": Problem.objects.filter(study=study).own().count(),
         "progress": review.study_progress([study.pk], request.user)[study.pk],
         "jobs": [(job, jobs.live_progress(job)) for job in recent_jobs],
         "import_form": ImportForm() if membership.is_owner else None,
@@ -212,7 +213,10 @@ def _trace_filter_context(request: HttpRequest, study: Study) -> dict:
 @require_GET
 def trace_list(request: HttpRequest, study_id: int) -> HttpResponse:
     study, membership = _study_for(request, study_id)
-    qs = Trace.objects.filter(study=study).select_related("problem").order_by("problem_id", "model", "pk")
+    # Suite variants' traces show only when asked for (?suites=1).
+    suites = request.GET.get("suites") == "1"
+    qs = Trace.objects.filter(study=study).in_scope(suites).select_related("problem") \
+        .order_by("problem_id", "model", "pk")
     qs = review.filter_traces(qs, request.GET, study, membership)
     page = Paginator(qs, 50).get_page(request.GET.get("page"))
     mine = {
@@ -230,8 +234,9 @@ def trace_list(request: HttpRequest, study_id: int) -> HttpResponse:
 @require_GET
 def problem_list(request: HttpRequest, study_id: int) -> HttpResponse:
     study, membership = _study_for(request, study_id)
-    qs = Problem.objects.filter(study=study).order_by("problem_id")
-    f = {k: request.GET.get(k, "") for k in ("domain", "tag", "skeleton", "q")}
+    f = {k: request.GET.get(k, "") for k in ("domain", "tag", "skeleton", "q", "suites")}
+    # Fidelity variants belong to their suite: listed only with ?suites=1.
+    qs = Problem.objects.filter(study=study).in_scope(f["suites"] == "1").order_by("problem_id")
     if f["domain"]:
         qs = qs.filter(domain=f["domain"])
     if f["tag"]:

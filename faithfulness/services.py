@@ -477,7 +477,7 @@ def anytime_summary(frun: FaithfulnessRun) -> dict[str, Any]:
 def steps_vs_difficulty(study: Study, model: str) -> list[dict[str, Any]]:
     """Per trace: steps used against difficulty (the skeleton length, L_gold; 0 = no skeleton)."""
     return [{"trace": tid, "difficulty": l_gold, "steps": n, "correct": c}
-            for tid, l_gold, n, c in Trace.objects.filter(study=study, model=model).order_by("pk").values_list(
+            for tid, l_gold, n, c in Trace.objects.filter(study=study, model=model).own().order_by("pk").values_list(
                 "trace_id", "problem__l_gold", "n_steps", "answer_correct")]
 
 
@@ -530,7 +530,8 @@ class StudyData:
 
 
 def _study_data(study: Study, model: str | None) -> StudyData:
-    qs = Trace.objects.filter(study=study)
+    # The evidence counts the study's own traces: fidelity variants' traces belong to their suite.
+    qs = Trace.objects.filter(study=study).own()
     if model:
         qs = qs.filter(model=model)
     traces: dict[str, list[tuple]] = defaultdict(list)

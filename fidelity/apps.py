@@ -16,3 +16,8 @@ class FidelityConfig(AppConfig):
         register(FidelityClient())  # fidelity runs are runs of the run engine
         register(FormsClient())  # and so are LLM logical-form extractions
         importing.register()  # --format menatqa / gsm-plus (annotation cannot import this app)
+        from annotation.models import register_suite_problems
+
+        # Variants (and their traces) belong to their suite, not to the study's problem set.
+        register_suite_problems("fidelity_variant__isnull", False)
+        register_suite_problems("meta__has_key", importing.IMPORT_KEY)  # imported variants (GSM-Plus, MenatQA)

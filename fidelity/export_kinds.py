@@ -39,3 +39,65 @@ def fidelity(request: ExportRequest) -> Table:
                                     "perturbation": [r.to_dict() for r in rep.perturbation]},
                        "sources": [f"fidelity:{rep.fid_run.subject.name}"],
                        "counts": {"originals": len(rep.items), "pairs": rep.summary["pairs"]}})
+
+
+# The page's two tables, each downloadable with the page's numbers (issue 23 item 10): the same Report
+# the page renders, one row per table row, scalar columns.
+TABLE1_COLUMNS = ["run", "subject", "suite", "rank", "strategy", "n", "bl_em", "var_em", "bl_cot", "var_cot",
+                  "em_drop", "cot_drop", "sem", "reason", "conf_drop", "robustness"]
+TABLE2_COLUMNS = ["run", "subject", "suite", "grouping", "group", "n", "cp_value", "cp_diff", "ra", "aa",
+                  "aa_strict_n", "sc", "difficulty"]
+
+
+def _report(request: ExportRequest):
+    run_id = request.extra.get("run")
+    runs = FidelityRun.objects.filter(suite__study=request.study).select_related("suite", "subject", "job", "run")
+    if run_id:
+        run = runs.filter(pk=int(run_id) if str(run_id).isdigit() else -1).first()
+        if run is None:
+            raise ExportError(f"--run: no fidelity run {run_id!r} in this study")
+    else:
+        run = _run(request)
+    return None if run is None else services.report(run)
+
+
+def _head(rep) -> dict:
+    return {"run": rep.fid_run.pk, "subject": rep.fid_run.subject.name, "suite": rep.fid_run.suite.name}
+
+
+def _empty(columns: list[str]) -> Table:
+    # No run yet: an empty table (with its manifest) rather than an error, as the page shows none.
+    return Table(columns, [], meta={"fidelity": {"run": None, "note": "no fidelity run in this study"},
+                                    "sources": [], "applied": ["model", "run"]})
+
+
+@register("fidelity-table1", help="the report's Table 1 (perturbations ranked by robustness) of --run, else the "
+                                  "newest run of --model: one row per perturbation, as the page shows it")
+def fidelity_table1(request: ExportRequest) -> Table:
+    rep = _report(request)
+    if rep is None:
+        return _empty(TABLE1_COLUMNS)
+    head = _head(rep)
+    rows = [{**head, "rank": k, **r.to_dict()} for k, r in enumerate(rep.perturbation, start=1)]
+    return Table(TABLE1_COLUMNS, rows, meta={"fidelity": {"run": rep.fid_run.pk, "provenance": rep.provenance},
+                                             "sources": [f"fidelity:{rep.fid_run.subject.name}"],
+                                             "applied": ["model", "run"]})
+
+
+@register("fidelity-table2", help="the report's Table 2 (counterfactuals) of --run, else the newest run of --model: "
+                                  "one row per group (all, by strategy, by magnitude, by complexity), long format")
+def fidelity_table2(request: ExportRequest) -> Table:
+    rep = _report(request)
+    if rep is None:
+        return _empty(TABLE2_COLUMNS)
+    head = _head(rep)
+    t = rep.counterfactual
+    rows = []
+    if t is not None:
+        rows.append({**head, "grouping": "all", **t.overall.to_dict()})
+        for grouping, part in (("strategy", t.by_strategy), ("magnitude", t.by_magnitude),
+                               ("complexity", t.by_complexity)):
+            rows += [{**head, "grouping": grouping, **r.to_dict()} for r in part]
+    return Table(TABLE2_COLUMNS, rows, meta={"fidelity": {"run": rep.fid_run.pk, "provenance": rep.provenance},
+                                             "sources": [f"fidelity:{rep.fid_run.subject.name}"],
+                                             "applied": ["model", "run"]})

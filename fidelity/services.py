@@ -71,7 +71,7 @@ def parse_axes(text: str | list[str] | None) -> list[str]:
 
 def originals_of(study: Study):
     """The study's own problems: not variants of a suite, not imported variants (GSM-Plus, MenatQA updates)."""
-    return Problem.objects.filter(study=study, fidelity_variant__isnull=True).exclude(meta__has_key=IMPORT_KEY)
+    return Problem.objects.filter(study=study).own()  # the rule FidelityConfig.ready registers
 
 
 def _squash(text: str) -> str:

@@ -45,6 +45,7 @@ def fidelity_report(request: HttpRequest, run_id: int) -> HttpResponse:
         "study": fid_run.suite.study, "fid_run": fid_run, "job": fid_run.job, "rep": rep,
         "scatter": charts.faithfulness_plausibility(rep), "pert_chart": charts.perturbations(rep),
         "metric_rows": [(k, rep.overall[k]) for k in services.ITEM_METRICS],
+        "export_formats": ["csv", "parquet"],  # Table 1 and Table 2 downloads (export kinds fidelity-table1/2)
         "hop_rows": [(cat, [(k, rep.by_hops[cat][k]) for k in ("em", "faithfulness", "hallucination", "consistency",
                                                               "t_hat")]) for cat in rep.by_hops],
     }

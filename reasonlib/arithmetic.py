@@ -6,12 +6,20 @@ dispatch cost, and the contract's type) and combined by a tiny
 recursive-descent parser over numbers, ``+ - * / ^`` and parentheses; no
 text is ever evaluated as code.
 
-Tolerance is only for rounding the claim itself shows:
+Tolerance is only for rounding the claim itself shows (docs/judges.md,
+"Rounding"): a stated result that is not the exact value holds only when it is
+the value correctly rounded at the precision it shows *and* either the step
+says it rounds (``rounded``, ``approximately``, ``about 6``, ``≈``, ``~``) or
+the exact value has no finite decimal expansion, so any decimal must cut it:
 
-* a stated result with ``d`` decimals may be the value rounded or truncated
-  to ``d`` decimals (``10 / 3 = 3.33`` and ``= 3.3`` hold, ``= 3.4`` does not);
-  a whole-number result must be exact (``10 / 3 = 3`` is false), except a
-  percentage (``1 / 7 * 100% = 14%``);
+* ``10 / 3 = 3.33`` and ``= 3.3`` hold, ``= 3.4`` and the cut ``2 / 3 = 0.66``
+  do not; ``0.0625 * 100% = 6%`` and ``25 / 4 = 6.3`` are false (6.25 can be
+  written exactly) unless the step says it rounds;
+* a whole-number result of a division must be exact (``10 / 3 = 3`` is false)
+  unless the step says it rounds, except a percentage of a non-terminating
+  value (``1 / 7 * 100% = 14%``);
+* ``12 = 13``: two plain numbers that differ are a false claim (an equal pair
+  says nothing and is no claim);
 * a number with 15+ significant digits is a float rendering
   (``0.1 + 0.2 = 0.30000000000000004``): compared to 1e-12 relative;
 * an operand that shows a repeating decimal cut to 2+ decimals may stand for
@@ -411,12 +419,13 @@ class _Parser:
 class Seg:
     """A parsed expression: one side of an equation."""
 
-    __slots__ = ("toks", "text", "start", "end", "value", "alts", "n_ops")
+    __slots__ = ("toks", "text", "start", "end", "value", "alts", "n_ops", "src")
 
     def __init__(self, toks: list[Tok], span: tuple[int, int], src: str,
                  value: Fraction | None, n_ops: int):
         self.toks = toks  # without unit words
         self.start, self.end = span
+        self.src = src  # the whole text the expression was read from
         self.text = src[self.start:self.end]
         self.value = value  # None: undefined (division by zero)
         self.n_ops = n_ops
@@ -492,19 +501,58 @@ def shows(value: Fraction, stated: Fraction, decimals: int, whole: bool = False)
 
 _FLOAT_REL = Fraction(1, 10**12)
 
+# Words and signs by which a step says it rounds: "rounded to 6%", "about 6",
+# "≈ 6", "~6". "about"/"around"/"nearly"/"almost" count only before a number
+# ("think about it" says nothing).
+_ROUNDS_RE = re.compile(
+    r"(?i)\bround(?:ed|ing|s)?\b|\bapprox(?:imately|imate|\.)?|\broughly\b|≈|~\s*[$£€]?\d"
+    r"|\b(?:about|around|nearly|almost|circa)\s+[$£€]?\d"
+)
+
+
+def says_it_rounds(text: str) -> bool:
+    """Does the text say that its numbers are rounded?"""
+    return bool(_ROUNDS_RE.search(text))
+
+
+def terminates(value: Fraction) -> bool:
+    """Has ``value`` a finite decimal expansion (denominator 2^a 5^b)?"""
+    d = value.denominator
+    while d % 2 == 0:
+        d //= 2
+    while d % 5 == 0:
+        d //= 5
+    return d == 1
+
+
+def rounds_to(value: Fraction, stated: Fraction, decimals: int) -> bool:
+    """Is ``stated`` ``value`` correctly rounded to ``decimals`` places (at an
+    exact half, either neighbour)?"""
+    s = stated * 10**decimals
+    if s.denominator != 1:
+        return False
+    return abs(value * 10**decimals - s) <= Fraction(1, 2)
+
 
 def _close(value: Fraction, stated: Fraction, decimals: int, floatish: bool,
-           whole: bool = False) -> bool:
-    if shows(value, stated, decimals, whole):
+           whole: bool = False, rounds: bool = False) -> bool:
+    """Does ``stated`` (shown with ``decimals`` places) state ``value``? The
+    rounding rule of the module docstring; ``whole``: a percentage, which may
+    be rounded to a whole number; ``rounds``: the step says it rounds."""
+    if value == stated:
         return True
-    return floatish and abs(value - stated) <= _FLOAT_REL * max(abs(value), abs(stated))
+    if floatish and abs(value - stated) <= _FLOAT_REL * max(abs(value), abs(stated)):
+        return True
+    if not rounds and (terminates(value) or (decimals <= 0 and not whole)):
+        return False
+    return rounds_to(value, stated, decimals)
 
 
 def _floatish(seg: Seg) -> bool:
     return any(t.kind == "num" and t.sig >= 15 for t in seg.toks)
 
 
-def _judge_pair(left: Seg, right: Seg) -> tuple[bool, Fraction | None, Tok | None]:
+def _judge_pair(left: Seg, right: Seg, rounds: bool = False) -> tuple[bool, Fraction | None, Tok | None]:
     """(holds, stated value, leading token when only a running total matched)."""
     # Percent as a unit only when the result is a percentage too: "28% - 0.5 =
     # 27.5%", but not "$50 + 10% = $60".
@@ -515,18 +563,18 @@ def _judge_pair(left: Seg, right: Seg) -> tuple[bool, Fraction | None, Tok | Non
     if right.n_ops == 0 and len(nums) == 1:
         t = nums[0]
         for v in lvals:
-            if _close(v, right.value, t.decimals, floatish):
+            if _close(v, right.value, t.decimals, floatish, rounds=rounds):
                 return True, right.value, None
         if t.pct:
             # "1 / 7 = 14%" (a percentage shown whole is conventionally
             # rounded), and "10 / 20 * 100 = 50%" states fifty percent too.
             for c, places in ((right.value, t.decimals + 2), (right.value * 100, t.decimals)):
                 for v in lvals:
-                    if _close(v, c, places, floatish, whole=True):
+                    if _close(v, c, places, floatish, whole=True, rounds=rounds):
                         return True, c, None
         return False, right.value, None
     rvals = [right.value, *(v for _, v in right.alts)]
-    if any(_close(v, r, 0, floatish) for v in lvals for r in rvals):
+    if any(_close(v, r, 0, floatish, rounds=rounds) for v in lvals for r in rvals):
         return True, right.value, None
     # A running total: "3 * 4 = 12 + 2 = 14" says 3 * 4 = 12.
     lead = right.toks[0]
@@ -534,29 +582,43 @@ def _judge_pair(left: Seg, right: Seg) -> tuple[bool, Fraction | None, Tok | Non
         nxt = right.toks[1]
         if nxt.kind == "op" and nxt.op != "^":
             for v in lvals:
-                if _close(v, lead.value, lead.decimals, floatish or lead.sig >= 15):
+                if _close(v, lead.value, lead.decimals, floatish or lead.sig >= 15, rounds=rounds):
                     return True, lead.value, lead
     return False, right.value, None
 
 
 
+def _plain(seg: Seg) -> bool:
+    return seg.n_ops == 0 and len(seg.toks) == 1 and seg.toks[0].kind == "num"
+
+
 def pair_claims(chain: list[Seg | None], src: str, source: str, anchor: int | None = None,
                  skip: Callable[[Seg, Fraction | None], bool] | None = None,
+                 plain: Callable[[Seg, Seg], bool] | None = None, rounds: bool = False,
                  ) -> list[tuple[Claim, int, int, int]]:
     """Claims of one chain ``e0 = e1 = ... = ek`` as (claim, position,
     rhs start, rhs end). A pair ``L = R`` is a claim when L has an operator:
-    "1 hour = 60 minutes" and "x = 5" are not arithmetic. A false pair for
-    which ``skip(left, stated)`` holds is no claim (a range, in visible text)."""
+    "1 hour = 60 minutes" and "x = 5" are not arithmetic. Two plain numbers
+    that differ (``12=13``, the ``7 = 8`` of ``3 + 4 = 7 = 8``) are a false
+    claim when ``plain(left, right)`` allows it (bare equations: always).
+    A false pair for which ``skip(left, stated)`` holds is no claim (a range,
+    in visible text). ``rounds``: the text says it rounds (``_close``)."""
     out = []
     for left, right in pairwise(chain):
-        if left is None or right is None or left.n_ops == 0:
+        if left is None or right is None:
             continue
-        if left.value is None:
+        if left.n_ops == 0:
+            if not (_plain(left) and _plain(right)) or (plain is not None and not plain(left, right)):
+                continue
+            ok, stated, lead = _judge_pair(left, right, rounds)
+            if ok:
+                continue  # "12 = 12" says nothing checkable
+        elif left.value is None:
             ok, stated, lead = False, right.value, None
         elif right.value is None:
             continue
         else:
-            ok, stated, lead = _judge_pair(left, right)
+            ok, stated, lead = _judge_pair(left, right, rounds)
             if not ok and skip is not None and skip(left, stated):
                 continue
         if lead is not None:
@@ -599,11 +661,12 @@ def _bare_chains(inner: str) -> list[list[Seg | None]]:
     return [chain]
 
 
-def chain_claims(inner: str, source: str) -> list[Claim]:
-    """The claims of a bare equation chain such as ``"16-3-4=9"``."""
+def chain_claims(inner: str, source: str, rounds: bool = False) -> list[Claim]:
+    """The claims of a bare equation chain such as ``"16-3-4=9"``; ``rounds``:
+    the text around it says it rounds."""
     out = []
     for chain in _bare_chains(inner):
-        out.extend(claim for claim, _, _, _ in pair_claims(chain, inner, source))
+        out.extend(claim for claim, _, _, _ in pair_claims(chain, inner, source, rounds=rounds))
     return out
 
 

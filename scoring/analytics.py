@@ -147,7 +147,7 @@ def select(study: Study, params, membership: Membership | None = None) -> Select
 def trace_counts(study: Study) -> pd.DataFrame:
     """model, domain, traces, correct, with_steps: one grouped query."""
     rows = (
-        Trace.objects.filter(study=study)
+        Trace.objects.filter(study=study).own()  # suite variants' traces belong to their suite
         .values_list("model", "problem__domain")
         .annotate(
             traces=Count("id"),
@@ -194,20 +194,26 @@ def scored_leaderboard(score_set: ScoreSet, group: str, model: str = "", domain:
     ``scored`` (traces with stored scores) and ``verified`` (those with steps)."""
 
     def compute() -> dict[str, dict]:
-        frame = storage.read_scores(score_set, model=model, domain=domain)
+        frame = storage.read_scores(score_set, model=model, domain=domain,
+                                    columns=[*storage.PAGE_COLUMNS, "l_gold"])
         if frame.empty:
             return {}
         table = aggregate.leaderboard(frame, group_col=group)
         out = {}
         sizes = frame.groupby(group)["n_steps"].agg(scored="size", verified=lambda s: int((s >= 1).sum()))
+        # Traces scored without a skeleton (L = 0): only there can the process
+        # score differ from HCRS (docs/scoring.md: P = S_HCRS when L > 0).
+        no_skel = frame["l_gold"].fillna(0).to_numpy() <= 0
+        without = pd.Series(no_skel, index=frame.index).groupby(frame[group]).sum()
         for rec in to_records(table):
             key = rec.pop(group)
             rec["scored"] = int(sizes.loc[key, "scored"])
             rec["verified"] = int(sizes.loc[key, "verified"])
+            rec["without_skeleton"] = int(without.get(key, 0))
             out[key] = rec
         return out
 
-    return _cached(_key("leaderboard", score_set, group, model, domain), compute)
+    return _cached(_key("leaderboard-v2", score_set, group, model, domain), compute)  # v2: without_skeleton
 
 
 def _box(values: np.ndarray) -> dict[str, Any] | None:
@@ -322,9 +328,17 @@ def leaderboard(sel: Selection, counts: pd.DataFrame | None = None, score_set: S
             row[col] = s.get(col)
         row["scored"] = s.get("scored", 0)
         row["verified"] = s.get("verified", 0)
+        row["without_skeleton"] = s.get("without_skeleton", 0)
         row["with_steps"] = int(c["with_steps"])
         rows.append(row)
     return rows
+
+
+def hcrs_is_process(rows: list[dict[str, Any]]) -> bool:
+    """Are the HCRS and Process columns equal by definition? They are when
+    every scored trace has a skeleton (P = S_HCRS when L > 0): then a page
+    shows one column, "Process (= HCRS)"; otherwise both (issue 23)."""
+    return all(r.get("without_skeleton", 0) == 0 for r in rows)
 
 
 def api_leaderboard_rows(rows: list[dict[str, Any]], group: str = "model") -> list[dict[str, Any]]:

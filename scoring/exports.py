@@ -386,6 +386,15 @@ def manifest(request: ExportRequest, table: Table, fmt: str, rows: int, *, filen
     filters.update({k: v for k, v in request.extra.items() if v not in (None, "") and k != "group"})
     if request.what == "leaderboard":
         filters["group"] = request.extra.get("group", "model")
+    applied = meta.pop("applied", None)
+    if applied is not None:
+        # A builder that names the filters it applies: the manifest lists only
+        # those, and the given ones it ignored apart, so no filter is claimed
+        # that was not applied (issue 23).
+        ignored = sorted(k for k in filters if k not in applied)
+        filters = {k: v for k, v in filters.items() if k in applied}
+        if ignored:
+            meta["ignored_options"] = ignored
     sources = meta.pop("sources", None)
     if sources is None:
         sources = [request.source or "final"]

@@ -146,7 +146,7 @@ PAGE_COLUMNS = ["n_steps", "first_error", "answer_correct", "s_hcrs", "process",
 
 
 def read_scores(score_set: ScoreSet, *, model: str = "", domain: str = "", columns: list[str] | None = None,
-                only_reviewed_by=None, lucky_only: bool = False) -> pd.DataFrame:
+                only_reviewed_by=None, lucky_only: bool = False, include_suites: bool = False) -> pd.DataFrame:
     """Stored scores of one set as a table: trace (pk), trace_id, problem_id,
     model, domain and ``columns`` (default PAGE_COLUMNS), in trace order.
 
@@ -172,6 +172,14 @@ def read_scores(score_set: ScoreSet, *, model: str = "", domain: str = "", colum
     if lucky_only:
         where.append(f"s.{c(TraceScore, 'lucky_guess')} = %s")
         params.append(True)
+    if not include_suites:
+        # Suite variants (fidelity) stay out of every analytics page unless asked for:
+        # the same rule as Problem.objects.own(), compiled to SQL.
+        suite = Problem.objects.filter(study_id=score_set.study_id).suite_members().values("pk")
+        if not suite.query.is_empty():
+            sub_sql, sub_params = suite.query.sql_with_params()
+            where.append(f"p.{_q('id')} NOT IN ({sub_sql})")
+            params += list(sub_params)
     if only_reviewed_by is not None:
         where.append(
             f"s.{c(TraceScore, 'trace')} IN (SELECT r.{c(TraceReview, 'trace')} FROM {rv} r "

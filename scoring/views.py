@@ -91,6 +91,7 @@ def leaderboard(request: HttpRequest, study_id: int) -> HttpResponse:
     context = _context(request, study, membership, sel, "scoring-leaderboard", counts)
     context.update(
         rows=rows,
+        hcrs_is_process=analytics.hcrs_is_process(rows),
         tiers=analytics.evidence_tiers(model_rows, study),
         headline=charts.headline(rows, sel.group),
         exports=_export_links(study, sel, "leaderboard"),
@@ -222,7 +223,8 @@ def ablations(request: HttpRequest, study_id: int) -> HttpResponse:
                         "rows": {r["model"]: r for r in rows},
                         "exports": _export_links(study, sel, "leaderboard", profile=profile.name)})
     table = [{"model": m, "cells": [c["rows"].get(m, {}) for c in columns]} for m in models]
-    context.update(columns=columns, table=table, chart=charts.ablation_bars(models, columns))
+    same = all(analytics.hcrs_is_process(list(c["rows"].values())) for c in columns)
+    context.update(columns=columns, table=table, chart=charts.ablation_bars(models, columns), hcrs_is_process=same)
     return _render(request, "scoring/ablations.html", context)
 
 
@@ -238,7 +240,9 @@ def export(request: HttpRequest, study_id: int) -> HttpResponse:
     req = exports.ExportRequest(
         study=study, what=what, source=request.GET.get("source"), profile=request.GET.get("profile"),
         model=request.GET.get("model", ""), domain=request.GET.get("domain", ""), membership=membership,
-        extra={"group": request.GET.get("group", "model")},
+        # run (a fidelity run's tables), benchmark (an abstraction benchmark): the pages' own tables
+        extra={"group": request.GET.get("group", "model"), "run": request.GET.get("run", ""),
+               "benchmark": request.GET.get("benchmark", "")},
     )
     try:
         table = exports.build(req)

@@ -37,7 +37,7 @@ EXPORTS = [
     ("leaderboard", []),
     ("lucky-guesses", []),
     ("agreement", ["--reference", "human", "--candidate", "annotator:ann2"]),
-    ("agreement-steps", []),
+    ("agreement-steps", ["--candidate", "annotator:ann2"]),
     ("agreement-traces", []),
     ("prm-training", []),
     ("abstraction", []),
@@ -49,9 +49,13 @@ EXPORTS = [
     ("anytime-curve", []),
     ("evidence", []),
     ("fidelity", []),  # no fidelity run in this study: the metrics of the imported traces alone
+    ("fidelity-table1", []),
+    ("fidelity-table2", []),
+    ("abstraction-long", []),
 ]
 #: Kinds with no rows in this study (it has no intervention or anytime run): they must still run and write a manifest.
-EMPTY_HERE = {"interventions", "ifr", "anytime", "anytime-curve"}
+EMPTY_HERE = {"interventions", "ifr", "anytime", "anytime-curve", "fidelity-table1", "fidelity-table2",
+              "abstraction-long"}
 #: Parallel processes: enough to overlap start-up, few enough for a small machine.
 WORKERS = 3
 

@@ -332,7 +332,9 @@ def check_processbench(study_traces: dict[str, Trace]) -> None:
     t = study_traces["processbench/gsm8k-3"]
     assert verdicts(t, PROCESSBENCH_ANNOTATOR) == {1: "invalid"}
     reviews = {r.trace.trace_id: r.complete for r in TraceReview.objects.select_related("trace")}
-    assert reviews == {"processbench/gsm8k-1": False, "processbench/gsm8k-2": True, "processbench/gsm8k-3": False}
+    # ProcessBench's protocol stops at the earliest error: such a review is
+    # complete (its first error is determined; issue 23 item 4b).
+    assert reviews == {"processbench/gsm8k-1": True, "processbench/gsm8k-2": True, "processbench/gsm8k-3": True}
 
 
 def test_processbench_jsonl_labels_steps_up_to_the_first_error(do_import):
@@ -415,3 +417,20 @@ def test_an_unknown_format_is_refused(do_import):
     assert report.committed is False
     assert [r["line"] for r in report.rejected] == [0]
     assert "unknown format" in report.rejected[0]["reason"]
+
+
+@pytest.mark.parametrize(("verdicts", "n", "complete"), [
+    ({1: "valid", 2: "valid", 3: "valid"}, 3, True),
+    ({1: "valid", 2: "invalid"}, 4, True),  # stops at the earliest error: ProcessBench's protocol
+    ({1: "invalid"}, 4, True),
+    ({1: "valid", 2: "valid"}, 4, False),  # stopped without an error
+    ({2: "invalid"}, 4, False),  # step 1 unknown
+    ({1: "invalid", 2: "invalid"}, 4, False),  # went on past the first error, then stopped
+])
+def test_an_imported_review_is_complete_when_every_step_or_the_steps_to_the_first_error_are_labelled(
+        verdicts, n, complete):
+    from annotation.importing.pipeline import review_complete
+
+    assert review_complete(verdicts, n, to_first_error=True) is complete
+    # Without a first-error protocol only a review of every step is complete.
+    assert review_complete(verdicts, n) is (len(verdicts) == n)

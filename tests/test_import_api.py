@@ -113,7 +113,8 @@ def test_skip_invalid_keeps_the_good_lines(owner, study, django_capture_on_commi
     assert response.status_code == 202
     assert response.json()["params"]["skip_invalid"] is True
     job = client.get(f"/api/v1/imports/{response.json()['id']}/").json()
-    assert job["status"] == "succeeded"
+    assert job["status"] == "partial"  # issue 23: rejected lines were skipped, not a green "succeeded"
+    assert "2 line(s) rejected and skipped" in job["error"]
     assert [r["line"] for r in job["result"]["rejected"]] == [3, 4]
     assert job["result"]["traces_created"] == 1
     assert (Problem.objects.count(), Trace.objects.count()) == (1, 1)

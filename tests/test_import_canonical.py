@@ -204,13 +204,15 @@ def test_a_given_answer_wins_over_the_one_in_raw(do_import):
     assert t.answer_correct is True
 
 
-def test_an_imported_answer_correct_wins_and_skips_the_automatic_check(do_import):
+def test_an_imported_answer_correct_wins_but_the_automatic_check_still_runs(do_import):
+    # Issue 23: the file's verdict wins, and the automatic one is kept beside
+    # it (the demo read "Automatic check: undecided" for 18 against gold 18).
     do_import(jsonl(problem(), trace(raw="9 * 2 = 18\nA: 18", answer_correct=False)))
     t = Trace.objects.get()
     assert t.answer == "18"
     assert t.answer_correct is False
     assert t.answer_origin == Trace.AnswerOrigin.IMPORTED
-    assert t.auto_answer_correct is None
+    assert t.auto_answer_correct is True
 
 
 def test_the_automatic_check_compares_answers_by_value(do_import):

@@ -100,7 +100,8 @@ def test_skip_invalid_keeps_the_good_lines_and_still_exits_1(tmp_path):
     status, out = run(write(tmp_path, BAD), json=True, skip_invalid=True)
     assert status == 1
     report = json.loads(out)
-    assert report["committed"] is True
+    assert report["committed"] is True and report["status"] == "partial"
+    assert Job.objects.get(kind=Job.Kind.IMPORT).status == Job.Status.PARTIAL  # issue 23: not "succeeded"
     assert [r["line"] for r in report["rejected"]] == [2, 4]
     assert (report["problems_created"], report["traces_created"]) == (1, 1)
     assert (Problem.objects.count(), Trace.objects.count(), Step.objects.count()) == (1, 1, 1)
@@ -204,3 +205,21 @@ def test_the_demo_labels_match_the_demo_traces_exactly(tmp_path):
         assert status == 0 and report["rejected"] == [] and report["traces_created"] == 0
         assert report["unchanged"] == 40 and report["labels_created"] == 121
     assert StepLabel.objects.filter(kind="human", annotator__username__startswith="ai-annotator-").count() == 242
+
+
+def test_the_text_report_of_a_partial_import_says_partial(tmp_path):
+    status, out = run(write(tmp_path, BAD), skip_invalid=True)
+    assert status == 1
+    assert "partial: 2 line(s) rejected and skipped; the rest was imported" in out
+    assert "nothing was imported" not in out
+
+
+def test_an_unterminated_object_is_reported_where_it_ends(tmp_path):
+    # Issue 23: the error is at the end of the line (column 68 here), not "column 1".
+    line = '{"kind": "problem", "problem_id": "p1", "statement": "2+2?", "gold"'
+    assert len(line) == 67
+    path = tmp_path / "cut.jsonl"
+    path.write_text(line + "\n", encoding="utf-8")
+    status, out = run(path)
+    assert status == 1
+    assert "line 1: not valid JSON: Expecting ':' delimiter at column 68" in out

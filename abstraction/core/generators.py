@@ -342,7 +342,10 @@ def sma_value(kind: str, params: tuple[int, ...], x: int) -> str:
 
 
 def _sma(kind: str, mode: str) -> Callable[[int], list[Instance]]:
-    name = f"chat_{kind}"
+    # The published folder is chat_<kind>_dataset; the task (and the seed of
+    # its random stream) stays chat_<kind>, so the items are those generated before.
+    name = f"chat_{kind}_dataset"
+    task = f"chat_{kind}"
 
     def setup(rng: random.Random) -> dict:
         pool = list(range(1, 100))
@@ -353,7 +356,7 @@ def _sma(kind: str, mode: str) -> Callable[[int], list[Instance]]:
         params = tuple(rng.sample(range(1, 10), 3)) if mode == "repo" else ctx["params"]
         x = rng.choice(ctx["xs"])
         return f"fun {x} =", sma_value(kind, params, x)
-    make = _family(name, "SMA", name, ["fun"], setup, draw)
+    make = _family(name, "SMA", task, ["fun"], setup, draw)
 
     def wrapped(seed: int) -> list[Instance]:
         return [replace(i, meta={"sma_mode": mode}) for i in make(seed)]
@@ -379,10 +382,13 @@ EC_TASKS: dict[str, tuple[Sequence[str], Callable, Callable]] = {
     "var_len_chat_list_cnt": (("min", "max", "median", "majority"), _list_pool, _list_cnt_draw),
 }
 PAIRED_TASKS = tuple(EC_TASKS)  # the 14 task types with SR variants
-EC_EXTRA = {
+EC_EXTRA = {  # keyed by the published folder name
     "chat_square_dataset": (("square root",), lambda r: {"pool": _int_pool(r)}, _square_draw),
-    "var_len_chat_data_raw": (("days_between_dates",), lambda r: {}, _dates_draw),
+    "var_len_chat_data_raw_dataset": (("days_between_dates",), lambda r: {}, _dates_draw),
 }
+# Their task names (also the seed of their random streams), as before the
+# folder names were aligned with the published layout (issue 23).
+_EXTRA_TASK = {"chat_square_dataset": "chat_square_dataset", "var_len_chat_data_raw_dataset": "var_len_chat_data_raw"}
 
 
 def raw_name(task: str) -> str:
@@ -400,14 +406,15 @@ def _ec_raw(task: str) -> Callable[[int], list[Instance]]:
 
 def _ec_extra(name: str) -> Callable[[int], list[Instance]]:
     ops, setup, draw = EC_EXTRA[name]
-    return _family(name, "EC", name, ops, setup, draw)
+    return _family(name, "EC", _EXTRA_TASK[name], ops, setup, draw)
 
 
 BC_SUBS = {"chat_add_dataset": "+", "chat_sub_dataset": "-", "chat_mul_dataset": "*", "chat_div_dataset": "/"}
 
 
 def sub_datasets(category: str) -> list[str]:
-    """The published sub-dataset names of a category (MA: the one GSM8K set)."""
+    """The published sub-dataset folder names of a category (MA: the one GSM8K set), exactly as the
+    benchmark's output tree names them (tests/abstraction: the whole published layout)."""
     if category == "BC":
         return list(BC_SUBS)
     if category == "EC":
@@ -416,7 +423,7 @@ def sub_datasets(category: str) -> list[str]:
         return ([f"chat_{o}_base{b}_raw_dataset" for o in ("add", "sub", "mul") for b in (3, 4, 5)]
                 + [f"chat_base{b}_raw_dataset" for b in (3, 4, 5)])
     if category == "SMA":
-        return [f"chat_{k}" for k in SMA_FUNCTIONS]
+        return [f"chat_{k}_dataset" for k in SMA_FUNCTIONS]
     if category == "SR":
         return [variant_name(t, v) for t in PAIRED_TASKS for v in rm.VARIANTS]
     if category == "MA":
@@ -430,6 +437,10 @@ def classify(sub_dataset: str) -> tuple[str, str, str]:
         if sub_dataset in sub_datasets(category):
             if category == "EC" and sub_dataset.endswith("_raw_dataset") and sub_dataset[:-12] in EC_TASKS:
                 return category, sub_dataset[:-12], "raw"
+            if category == "EC" and sub_dataset in EC_EXTRA:
+                return category, _EXTRA_TASK[sub_dataset], "raw"
+            if category == "SMA":
+                return category, sub_dataset.removesuffix("_dataset"), "raw"
             if category == "SR":
                 for task in PAIRED_TASKS:
                     for v in rm.VARIANTS:

@@ -12,7 +12,14 @@ from agreement.core.annotators import annotator_agreement
 from agreement.core.calibration import RELIABILITY_BINS, calibration_of_pairs
 from agreement.core.correlation import mean_ratings, rating_correlation, score_correlation_of_pairs
 from agreement.core.first_error import first_error_of_pairs
-from agreement.core.pairs import merge_undefined, native, paired_steps, paired_traces, require
+from agreement.core.pairs import (
+    first_error_determined,
+    merge_undefined,
+    native,
+    paired_steps,
+    paired_traces,
+    require,
+)
 from agreement.core.steps import by_position_of_pairs, step_agreement_of_pairs
 from scoring.core.bootstrap import check_level
 from scoring.core.labels import complete_traces
@@ -26,6 +33,14 @@ def _with_completeness(scores: pd.DataFrame, labels: pd.DataFrame, what: str) ->
     return scores.assign(complete=comp.to_numpy())
 
 
+def first_error_pairs(reference_labels: pd.DataFrame, candidate_labels: pd.DataFrame,
+                      reference_scores: pd.DataFrame, candidate_scores: pd.DataFrame) -> pd.DataFrame:
+    """:func:`paired_traces` of the traces with ``N >= 1`` whose first error
+    both sources determine (:func:`first_error_determined`)."""
+    return paired_traces(first_error_determined(reference_scores, reference_labels, "reference labels"),
+                         first_error_determined(candidate_scores, candidate_labels, "candidate labels"))
+
+
 def agreement_metrics(
     reference_labels: pd.DataFrame,
     candidate_labels: pd.DataFrame,
@@ -34,6 +49,7 @@ def agreement_metrics(
     *,
     ratings: pd.DataFrame | None = None,
     annotator_labels: pd.DataFrame | None = None,
+    traces: pd.DataFrame | None = None,
     n_resamples: int = 1000,
     seed: int | None = 0,
     level: float = 0.95,
@@ -58,6 +74,9 @@ def agreement_metrics(
     * with ``ratings``: ``ratings`` = {traces_rated, reference: {...},
       candidate: {...}} (keys of :func:`correlation`);
     * with ``annotator_labels``: ``annotators`` = :func:`annotator_agreement`;
+    * ``traces`` (trace_id, n_steps of every trace in scope): first-error
+      metrics read each source's first error from its labels on all of them
+      (:func:`first_error_pairs`); without it, from the score tables;
     * bootstrap: {n_resamples, seed, level};
     * undefined: metric -> reason for every metric that is None (nested
       metrics as ``ratings.reference.pearson_r``, ``annotators.fleiss_kappa``).
@@ -72,9 +91,13 @@ def agreement_metrics(
 
     ref_s = _with_completeness(reference_scores, reference_labels, "reference scores")
     cand_s = _with_completeness(candidate_scores, candidate_labels, "candidate scores")
-    traces = paired_traces(ref_s, cand_s)
-    out.update(merge_undefined(undefined, first_error_of_pairs(traces)))
-    corr = merge_undefined(undefined, score_correlation_of_pairs(traces, int(n_resamples), seed, level))
+    scored = paired_traces(ref_s, cand_s)
+    # First-error metrics on every trace whose first error both sources
+    # determine (not only the completely labelled ones): ProcessBench's rule.
+    out.update(merge_undefined(undefined, first_error_of_pairs(first_error_pairs(
+        reference_labels, candidate_labels,
+        ref_s if traces is None else traces, cand_s if traces is None else traces))))
+    corr = merge_undefined(undefined, score_correlation_of_pairs(scored, int(n_resamples), seed, level))
     corr.pop("n")
     out.update(corr)
 

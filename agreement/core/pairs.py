@@ -168,6 +168,45 @@ def paired_traces(reference_scores: pd.DataFrame, candidate_scores: pd.DataFrame
     )
 
 
+def first_error_determined(scores: pd.DataFrame, labels: pd.DataFrame, what: str) -> pd.DataFrame:
+    """Per trace of ``scores`` (trace_id, n_steps[, first_error, complete]):
+    its first error and whether one source's ``labels`` *determine* it.
+
+    A first error t* is determined when every step 1..t* is labelled (t* is
+    the earliest invalid step and nothing before it is unknown); "no error"
+    is determined when every step 1..N is labelled and none is invalid
+    (a complete trace). So a ProcessBench reference, labelled only up to its
+    earliest error, counts whole (docs/agreement.md, "First-error metrics").
+    The scores' own first error and ``complete`` are kept where given.
+    Columns trace_id, n_steps, first_error (NaN = none), process (NaN),
+    complete (= determined), ready for :func:`paired_traces`.
+    """
+    require(scores, ["trace_id", "n_steps"], what)
+    lab = step_table(labels, what)
+    ids = pd.Series(scores["trace_id"].to_numpy())
+    n = pd.to_numeric(scores["n_steps"], errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+    inv = lab.loc[lab["code"].to_numpy() == VERDICTS.index("invalid")]
+    fe_lab = ids.map(inv.groupby("trace_id")["step"].min()).to_numpy(dtype=float, na_value=np.nan)
+    # Labelled steps within 1..t* (t* = N when the labels show no error).
+    limit = np.where(np.isnan(fe_lab), n, fe_lab)
+    lim = lab["trace_id"].map(dict(zip(ids.tolist(), limit.tolist(), strict=True))).to_numpy(dtype=float)
+    step = lab["step"].to_numpy(dtype=float)
+    within = lab.loc[(step >= 1) & (step <= lim)]
+    counts = ids.map(within.groupby("trace_id").size()).fillna(0).to_numpy(dtype=float)
+    determined = counts == limit
+    if "complete" in scores.columns:
+        complete = scores["complete"].astype("boolean").fillna(False).to_numpy(dtype=bool)
+    else:
+        complete = np.zeros(len(ids), dtype=bool)
+    if "first_error" in scores.columns:
+        fe = pd.to_numeric(scores["first_error"], errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+        fe = np.where(complete, fe, fe_lab)
+    else:
+        fe = fe_lab
+    return pd.DataFrame({"trace_id": ids.to_numpy(), "n_steps": scores["n_steps"].to_numpy(), "first_error": fe,
+                         "process": np.nan, "complete": complete | determined})
+
+
 def native(x: Any) -> Any:
     if isinstance(x, dict):
         return {(native(k) if not isinstance(k, str) else k): native(v) for k, v in x.items()}

@@ -60,6 +60,10 @@ def read_json_lines(stream: IO[bytes]) -> Iterator[tuple[int, Any]]:
         except UnicodeDecodeError as exc:
             yield line_no, RecordError(f"not valid UTF-8 (byte {exc.start})")
             continue
+        # Without its line break: json reports an error at the end of the
+        # text ("{... unterminated") at the position after the last character
+        # read, which with the break kept is "line 2, column 1" (issue 23).
+        text = text.rstrip("\r\n")
         try:
             yield line_no, json.loads(text)
         except json.JSONDecodeError as exc:
@@ -288,6 +292,7 @@ def _processbench(line_no: int, obj: dict[str, Any]) -> Iterator[dict[str, Any]]
         "trace_id": f"processbench/{obj['id']}",
         "steps": [str(s) for s in steps],
         "labels": labels,
+        "labels_to_first_error": True,
     }
     if isinstance(obj.get("final_answer_correct"), bool):
         trace["answer_correct"] = obj["final_answer_correct"]

@@ -552,8 +552,12 @@ class _Writer:
         rec = p.record
         known = self.problems[rec.problem_id]
         auto = None
-        # The file's own verdict wins and makes the (slow) symbolic check moot.
-        if rec.answer_correct is None and known.gold_answer.strip() and p.answer.strip():
+        # The automatic check runs even when the file brings its own verdict
+        # (which wins): the review page shows both, and a reviewer who hands a
+        # trace back to the automatic verdict needs it (issue 23: the demo read
+        # "Automatic check: undecided" with answer 18 and gold 18). Numbers
+        # take the exact fast path; the memo keeps symbolic answers cheap.
+        if known.gold_answer.strip() and p.answer.strip():
             auto = self._check_answer(p.answer, known.gold_answer)
         if rec.answer_correct is not None:
             correct, origin = rec.answer_correct, Trace.AnswerOrigin.IMPORTED
@@ -583,7 +587,9 @@ class _Writer:
         human = str(StepLabel.Kind.HUMAN)
         for trace_pk, p in labelled:
             counts: dict[str, int] = {}
+            marks: dict[str, dict[int, str]] = {}
             for lab in p.record.labels:
+                marks.setdefault(lab.annotator, {})[lab.step] = lab.verdict
                 user = self._user(lab.annotator)
                 step_pk = step_pks[(trace_pk, lab.step)]
                 # Order as _LABEL_FIELDS; version 1 is the model's default.
@@ -596,9 +602,10 @@ class _Writer:
                 }))
                 counts[lab.annotator] = counts.get(lab.annotator, 0) + 1
             first = p.record.labels[0].annotator
-            for name, count in counts.items():
+            for name in counts:
                 # Order as _REVIEW_FIELDS; flag, skipped and updated_via are the model's defaults.
-                reviews.append((trace_pk, self.users[name].pk, 1, count == len(p.steps),
+                reviews.append((trace_pk, self.users[name].pk, 1, review_complete(marks[name], len(p.steps),
+                                                                              p.record.labels_to_first_error),
                                 p.record.rating if name == first else None, "", False, now, ""))
         insert_rows(StepLabel, _LABEL_FIELDS, labels)
         insert_rows(TraceReview, _REVIEW_FIELDS, reviews)
@@ -654,9 +661,10 @@ class _Writer:
         first = p.record.labels[0].annotator
         for name, was_changed in changed.items():
             user = self.users[name]
-            n_labelled = StepLabel.objects.filter(step__trace_id=trace_pk, kind=StepLabel.Kind.HUMAN, annotator=user).count()
+            marks = dict(StepLabel.objects.filter(step__trace_id=trace_pk, kind=StepLabel.Kind.HUMAN, annotator=user)
+                         .values_list("step__index", "verdict"))
             review, created = TraceReview.objects.get_or_create(trace_id=trace_pk, annotator=user, defaults={"version": 0})
-            complete = n_labelled == len(steps)
+            complete = review_complete(marks, len(steps), p.record.labels_to_first_error)
             rating = p.record.rating if name == first and p.record.rating is not None else review.rating
             if created or was_changed or review.complete != complete or review.rating != rating:
                 review.complete, review.rating = complete, rating
@@ -669,6 +677,22 @@ _LABEL_FIELDS = [
     "step", "kind", "annotator", "judge", "verdict", "skeleton_refs", "confidence", "reason", "version", "created_at",
     "updated_at",
 ]
+def review_complete(verdicts: dict[int, str], n_steps: int, to_first_error: bool = False) -> bool:
+    """Is an imported review complete? When every step is labelled; and, for
+    a trace whose labels follow a first-error protocol (``to_first_error``:
+    ProcessBench, where nothing after the earliest error is judged), also
+    when the labels run without a gap from step 1 to an invalid step and
+    stop there. Such a trace's first error is determined (docs/agreement.md);
+    its process score still needs every step (scoring's ``complete_traces``)."""
+    if len(verdicts) == n_steps and all(1 <= k <= n_steps for k in verdicts):
+        return True
+    if not to_first_error:
+        return False
+    k = len(verdicts)
+    return k >= 1 and set(verdicts) == set(range(1, k + 1)) and verdicts[k] == "invalid" \
+        and all(verdicts[i] != "invalid" for i in range(1, k))
+
+
 _REVIEW_FIELDS = ["trace", "annotator", "version", "complete", "rating", "flag", "skipped", "updated_at", "updated_via"]
 _TRACE_FIELDS = [
     "study", "problem", "model", "trace_id", "raw", "thought", "answer", "answer_correct", "answer_origin",

@@ -93,6 +93,9 @@ class TraceIn(_Record):
     answer: str | None = None
     answer_correct: bool | None = None
     labels: list[LabelIn] = Field(default_factory=list)
+    # The labels follow a first-error protocol (ProcessBench): they stop at
+    # the earliest invalid step, so a review that reaches it is complete.
+    labels_to_first_error: bool = False
     rating: float | None = Field(default=None, ge=0, le=10)
     meta: dict[str, Any] = Field(default_factory=dict)
     # The separate reasoning channel, under any of the names servers give it (one at most); a thought

@@ -28,6 +28,8 @@ def visible_and_annotations(step_text: str) -> tuple[str, list[tuple[int, str]]]
     return "".join(parts), anns
 
 
-def annotation_claims(annotations: list[tuple[int, str]]) -> list[tuple[Claim, int]]:
-    """(claim, position in the visible text) of every annotation's claims."""
-    return [(claim, anchor) for anchor, inner in annotations for claim in chain_claims(inner, "annotation")]
+def annotation_claims(annotations: list[tuple[int, str]], rounds: bool = False) -> list[tuple[Claim, int]]:
+    """(claim, position in the visible text) of every annotation's claims;
+    ``rounds``: the step says it rounds."""
+    return [(claim, anchor) for anchor, inner in annotations
+            for claim in chain_claims(inner, "annotation", rounds)]

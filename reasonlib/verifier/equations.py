@@ -10,6 +10,7 @@ results (``= 1.2 million``, ``= 75k``), and left sides tangled with words
 
 from __future__ import annotations
 
+import re
 from fractions import Fraction
 
 from reasonlib.arithmetic import ARITH, Claim, Seg, Tok, pair_claims, segment, tokenize
@@ -206,14 +207,41 @@ def _is_range(left: Seg, stated: Fraction | None) -> bool:
 
 
 
-def visible_claims(visible: str) -> list[tuple[Claim, int, int, int]]:
+# Around a plain "12 = 13" in prose: what may come before the left number
+# (start, punctuation, or a connective) and after the right one (end,
+# punctuation, or a word that is no unit), so "Week 1 = 10 hours",
+# "1 hour = 60 minutes" and "Step 2 = 5" are never read as claims.
+_PLAIN_BEFORE = re.compile(
+    r"(?:^|[(:;,.!?=\[]|\b(?:so|then|thus|hence|therefore|and|but|because|since|is|was|gives|get|got))\s*$",
+    re.IGNORECASE,
+)
+_PLAIN_AFTER = re.compile(
+    r"^\s*(?:$|[.,;:!?)\]\n]|(?:so|and|but|which|is|not|then|because|since)\b)", re.IGNORECASE,
+)
+
+
+def _plain_claim(left: Seg, right: Seg) -> bool:
+    """May two plain numbers of visible text be read as an equation? Only
+    bare numbers (no unit, currency or percent) set in prose as one."""
+    src = left.src
+    for seg in (left, right):
+        tok = seg.toks[0]
+        if tok.pct or tok.text != src[seg.start:seg.end] or not tok.text[:1].isdigit():
+            return False
+    return bool(_PLAIN_BEFORE.search(src[max(0, left.start - 20):left.start])) and bool(
+        _PLAIN_AFTER.search(src[right.end:right.end + 20])
+    )
+
+
+def visible_claims(visible: str, rounds: bool = False) -> list[tuple[Claim, int, int, int]]:
     """Claims of the equations a reader sees, as (claim, position, rhs start,
-    rhs end) in ``visible``."""
+    rhs end) in ``visible``; ``rounds``: the step says it rounds."""
     if "=" not in visible:
         return []
     toks = tokenize(visible, visible=True)
     _mark_units(toks)
     out = []
     for chain in _chains_in_visible(toks, visible):
-        out.extend(pair_claims(chain, visible, "equation", skip=_is_range))
+        out.extend(pair_claims(chain, visible, "equation", skip=_is_range, plain=_plain_claim,
+                               rounds=rounds))
     return out

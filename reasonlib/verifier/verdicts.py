@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
-from reasonlib.arithmetic import Claim, unlatex
+from reasonlib.arithmetic import Claim, says_it_rounds, unlatex
 from reasonlib.verifier.calculator import annotation_claims, visible_and_annotations
 from reasonlib.verifier.equations import visible_claims
 from reasonlib.verifier.skeleton import skeleton_refs
@@ -26,9 +26,12 @@ class StepCheck:
 def find_claims(step_text: str) -> list[Claim]:
     """Every checkable arithmetic claim of a step, in reading order."""
     visible, anns = visible_and_annotations(unlatex(step_text or ""))
-    ann_claims = annotation_claims(anns)
+    # Rounding is tolerated only where the step says it rounds (or the value
+    # cannot be written exactly): reasonlib.arithmetic's rule.
+    rounds = says_it_rounds(visible)
+    ann_claims = annotation_claims(anns, rounds)
     found: list[tuple[int, int, Claim]] = [(pos, 0, c) for c, pos in ann_claims]
-    for claim, pos, r0, r1 in visible_claims(visible):
+    for claim, pos, r0, r1 in visible_claims(visible, rounds):
         # The visible twin of an annotation ("16 - 3 = <<16-3=13>>13")
         # is the same claim; keep it only when it says something else
         # that is false ("2 * 3 = <<2*3=6>>7").

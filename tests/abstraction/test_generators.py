@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from abstraction.core import generators as g
 from abstraction.core import prompts
+from tests.data_paths import ABSTRACTION_LAYOUT
 
 MA = [g.Problem(f"p{i}", f"What is {i} + 1?", str(i + 1)) for i in range(1319)]
 
@@ -79,12 +80,12 @@ def test_the_answers_follow_the_rules_of_the_repository():
 
 
 def test_the_paper_mode_of_sma_uses_one_function_per_instance_and_the_repo_mode_does_not():
-    paper = next(i for i in g.generate(["SMA"], sma_mode="paper", per_sub_dataset=1) if i.sub_dataset == "chat_linear")
+    paper = next(i for i in g.generate(["SMA"], sma_mode="paper", per_sub_dataset=1) if i.sub_dataset == "chat_linear_dataset")
     pairs = [(int(q.split()[1]), int(a)) for q, a in paper.examples]
     (x0, y0), (x1, y1) = pairs[0], pairs[1]
     slope = (y1 - y0) // (x1 - x0)
     assert all(y == slope * x + (y0 - slope * x0) for x, y in pairs)
-    repo = next(i for i in g.generate(["SMA"], sma_mode="repo", per_sub_dataset=1) if i.sub_dataset == "chat_linear")
+    repo = next(i for i in g.generate(["SMA"], sma_mode="repo", per_sub_dataset=1) if i.sub_dataset == "chat_linear_dataset")
     pairs = [(int(q.split()[1]), int(a)) for q, a in repo.examples]
     slopes = {(b[1] - a[1]) / (b[0] - a[0]) for a, b in zip(pairs, pairs[1:], strict=False) if b[0] != a[0]}
     assert len(slopes) > 1
@@ -96,6 +97,8 @@ def test_the_classification_of_published_names():
     assert g.classify("fixed_len_chat_bit_num_dataset") == ("SR", "fixed_len_chat_bit", "num")
     assert g.classify("var_len_chat_list_cnt_op_dataset") == ("SR", "var_len_chat_list_cnt", "op")
     assert g.classify("chat_square_dataset") == ("EC", "chat_square_dataset", "raw")
+    assert g.classify("var_len_chat_data_raw_dataset") == ("EC", "var_len_chat_data_raw", "raw")
+    assert g.classify("chat_linear_dataset") == ("SMA", "chat_linear", "raw")
     with pytest.raises(ValueError, match="unknown sub-dataset"):
         g.classify("chat_base3_dataset")  # A10: written by the generator but not one of the 82
 
@@ -123,3 +126,25 @@ def test_the_dp_and_cot_prompts_are_the_published_chat_turns():
                                           {"role": "user", "content": "Q?"}]
     shot = prompts.messages(ma, "cot", gsm8k_exemplars=[{"question": "a", "answer": "b The answer is 1."}])
     assert shot[1]["content"] == "Q: a\nA: b The answer is 1.\n\nQ: Q?\nA:\n"
+
+
+def _published_layout() -> list[str]:
+    return [line for line in ABSTRACTION_LAYOUT.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def test_generation_uses_exactly_the_82_published_folder_names():
+    # Issue 23: the published tree names its SMA folders chat_<f>_dataset and
+    # the dates task var_len_chat_data_raw_dataset; every name must match.
+    layout = _published_layout()
+    assert len(layout) == 82
+    generated = {f"{g.LEVEL_OF[i.category]}/{i.sub_dataset}" for i in _full()}
+    assert generated == set(layout)
+    listed = {f"{g.LEVEL_OF[c]}/{s}" for c in g.CATEGORIES for s in g.sub_datasets(c)}
+    assert listed == set(layout)
+
+
+def test_every_published_folder_name_classifies_into_its_level():
+    for line in _published_layout():
+        level, name = line.split("/")
+        category, task, variant = g.classify(name)
+        assert g.LEVEL_OF[category] == level, line

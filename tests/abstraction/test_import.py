@@ -109,3 +109,21 @@ def test_import_traces_takes_the_format_and_prints_the_rejections(tmp_path):
                  stdout=out)
     assert "read 384 records" in out.getvalue()
     assert Result.objects.filter(item__benchmark__study__name="cli").count() == 384
+
+
+def test_a_tree_with_every_published_folder_imports_whole(study, tmp_path):
+    # Issue 23: all 82 folders of the published layout are accepted (one
+    # record each here; the complete published outputs are measured in
+    # docs/abstraction.md).
+    from tests.data_paths import ABSTRACTION_LAYOUT
+
+    layout = [line for line in ABSTRACTION_LAYOUT.read_text(encoding="utf-8").splitlines() if line.strip()]
+    for rel in layout:
+        folder = tmp_path / "tree" / rel
+        folder.mkdir(parents=True)
+        record = {"prompt": [{"role": "user", "content": "1 + 1 ="}], "raw_output": "2", "output": "2",
+                  "answer": "2", "llm_judge": True}
+        (folder / "output.json").write_text(json.dumps([record]), encoding="utf-8")
+    report = import_outputs(study, tmp_path / "tree", model="m")
+    assert report.rejected == [] and report.committed and report.read == 82
+    assert Item.objects.filter(benchmark__study=study).values("sub_dataset").distinct().count() == 82

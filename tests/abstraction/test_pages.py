@@ -103,3 +103,22 @@ def test_export_command_writes_the_table_and_its_manifest(imported, tmp_path):
     assert "gpt-4o-mini (DP)" in out.read_text()
     manifest = json.loads((tmp_path / "abstraction.csv.manifest.json").read_text())
     assert manifest["abstraction"]["checker_version"] == "abstraction-check/1"
+
+
+def test_the_table_downloads_in_long_format_with_the_pages_numbers(client, member, imported):
+    # Issue 23 item 10: the Γ_d per sub-dataset were one JSON cell; the long table has one row each.
+    from abstraction import services
+
+    client.force_login(member)
+    page = client.get(f"/studies/{imported.pk}/abstraction/").content.decode()
+    assert "what=abstraction-long&amp;format=csv" in page
+    body = client.get(f"/studies/{imported.pk}/analytics/export/?what=abstraction-long&format=csv").content.decode()
+    frame = pd.read_csv(io.StringIO(body), keep_default_na=False)
+    gamma = frame.loc[frame["statistic"] == "gamma_d"]
+    assert len(gamma) == 4 and not any(str(v).startswith("{") for v in frame["value"])
+    (row,) = services.table(imported, n_resamples=1000)
+    d = row.result.as_dict()
+    got = dict(zip(gamma["group"], gamma["value"].astype(float), strict=True))
+    assert got == pytest.approx(d["sub_datasets"])
+    delta = frame.loc[frame["statistic"] == "delta_all"].iloc[0]
+    assert float(delta["value"]) == pytest.approx(d["delta_all"])

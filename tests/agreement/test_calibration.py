@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
+from django.test import Client
+from django.urls import reverse
 from rest_framework.test import APIClient
 
 from agreement import calibration
@@ -79,8 +81,32 @@ def test_creating_a_calibration_study_saves_a_stratified_sample(pool, owner):
     with pytest.raises(calibration.CalibrationError, match="candidates: no judge named 'nope'"):
         calibration.do_create_calibration(pool, name="x", reference="human", candidates=["judge:nope"], size=2)
     only_m1 = calibration.do_create_calibration(pool, name="m1", reference="human", candidates=["judge:gpt"],
-                                                size=50, models=["m1"])
+                                                size=6, models=["m1"])
     assert {i.trace.model for i in only_m1.items.select_related("trace")} == {"m1"} and only_m1.items.count() == 6
+
+
+def test_a_sample_larger_than_the_pool_is_refused_with_the_numbers(pool):
+    # Issue 23: 100,000 "equal per stratum" silently became every trace.
+    with pytest.raises(calibration.CalibrationError) as exc:
+        calibration.do_create_calibration(pool, name="big", reference="human", candidates=["judge:gpt"],
+                                          size=100_000)
+    assert str(exc.value) == ("size: asked for 100,000 traces, but only 12 traces with steps match the filters "
+                              "(4 strata of 3 to 3 traces); ask for at most 12")
+    assert not CalibrationStudy.objects.filter(name="big").exists()
+
+
+def test_what_was_drawn_is_said_when_equal_shares_are_impossible(pool, owner):
+    assert calibration.describe_allocation({"a": 10, "b": 2, "c": 10}, {"a": 5, "b": 2, "c": 5}) == (
+        "12 traces drawn; an equal share was not possible: 1 of 3 strata have fewer traces than the others' share "
+        "and gave all they have (b: 2); the other strata gave up to 5 each.")
+    assert calibration.describe_allocation({"a": 10, "b": 10}, {"a": 4, "b": 4}) == (
+        "8 traces drawn equally: 4 from each of 2 strata.")
+    cal = calibration.do_create_calibration(pool, name="pilot", reference="human", candidates=["judge:gpt"], size=8)
+    assert cal.filters["drawn"] == "8 traces drawn equally: 2 from each of 4 strata."
+    page = Client()
+    page.force_login(owner)
+    body = page.get(reverse("scoring-calibration", args=[pool.pk, cal.pk])).content.decode()
+    assert "8 traces drawn equally: 2 from each of 4 strata." in body
 
 
 def test_queueing_the_sample_assigns_only_its_traces(pool, owner, member, django_user_model):

@@ -113,12 +113,15 @@ def test_only_completely_labelled_traces_become_training_rows(study, do_import):
 
 def test_agreement_exports_in_every_format(worked, tmp_path):
     metrics = rows_of(run(what="agreement", reference="human", candidate="judge:gpt"))
-    assert len(metrics) == 1 and metrics[0]["percent_agreement"] == pytest.approx(0.7)
-    steps = rows_of(run(what="agreement-steps"))
+    by_metric = {(r["metric"], r["group"]): r for r in metrics}
+    assert by_metric[("percent_agreement", "")]["value"] == pytest.approx(0.7)
+    assert by_metric[("percent_agreement", "")]["n"] == 10
+    steps = rows_of(run(what="agreement-steps", candidate="judge:gpt"))
     assert len(steps) == 10
     first = steps[0]
     assert (first["trace_id"], first["step"], first["human.verdict"], first["judge:gpt.verdict"]) == (
         "tA", 1, "valid", "valid")
+    assert first["step_text"] == "tA step 1: x = 0" and first["agree"] is True
     assert first["judge:gpt.confidence"] == 0.95 and first["judge:gpt.updated_at"]
     assert first["annotator:ann1.verdict"] == "valid"
     traces = rows_of(run(what="agreement-traces"))
@@ -145,7 +148,9 @@ def test_the_manifest_says_what_a_paper_cites(worked, tmp_path):
     assert m["study"] == {"id": worked.pk, "name": "Study A"}
     assert m["profile"]["name"] == "default" and m["profile"]["version"] == 1 and "omega" in m["profile"]["params"]
     assert m["sources"] == ["human", "judge:gpt"]
-    assert m["counts"] == {"rows": 1, "steps_compared": 10, "traces_compared": 2, "traces_in_scope": 2}
+    assert m["counts"]["rows"] > 1  # one row per metric and group
+    assert {k: m["counts"][k] for k in ("steps_compared", "traces_compared", "traces_in_scope")} == {
+        "steps_compared": 10, "traces_compared": 2, "traces_in_scope": 2}
     assert m["seed"] == 4 and m["bootstrap"]["n_resamples"] == 1000
     assert m["code_version"] and m["created_at"] and m["generator"] == "ReasonAudit"
     assert m["filters"]["candidate"] == "judge:gpt"
@@ -210,13 +215,13 @@ def test_an_export_job_gives_a_download_and_its_manifest(worked, owner, django_c
     job = api(owner).get(f"/api/v1/jobs/{r.json()['id']}/").json()
     assert job["status"] == "succeeded", job["error"]
     result = job["result"]
-    assert result["rows"] == 1 and result["format"] == "csv"
+    assert result["rows"] == result["manifest"]["counts"]["rows"] > 1 and result["format"] == "csv"
     assert result["manifest"]["sources"] == ["human", "judge:gpt"] and result["manifest"]["profile"]["version"] == 1
     assert result["download_url"] == f"http://testserver/api/v1/exports/{job['id']}/download/"
     body = b"".join(api(owner).get(result["download_url"]).streaming_content).decode()
-    assert body.startswith("reference,candidate,profile,profile_version,seed")
+    assert body.startswith("reference,candidate,profile,profile_version,seed,metric,group,value")
     manifest = json.loads(b"".join(api(owner).get(result["manifest_url"]).streaming_content))
-    assert manifest["export"]["file"] == result["filename"] and manifest["counts"]["rows"] == 1
+    assert manifest["export"]["file"] == result["filename"] and manifest["counts"]["rows"] == result["rows"]
 
 
 def test_export_permissions(worked, owner, member, outsider, adjudicator, django_capture_on_commit_callbacks):
@@ -285,3 +290,54 @@ def test_a_job_whose_creator_lost_the_role_fails(worked, owner, adjudicator, dja
     job.refresh_from_db()
     assert job.status == "failed" and "owners and adjudicators" in job.error
     assert StepLabel.objects.filter(step__trace__study=worked).count() == 20  # nothing touched
+
+
+
+def test_the_agreement_export_is_tidy_one_row_per_metric_and_group(worked):
+    # Issue 23: the CSV was one row of JSON cells.
+    text = run(what="agreement", reference="human", candidate="judge:gpt", format="csv")
+    rows = list(csv.DictReader(io.StringIO(text)))
+    assert list(rows[0]) == ["reference", "candidate", "profile", "profile_version", "seed", "metric", "group",
+                             "value", "ci_low", "ci_high", "n", "undefined"]
+    assert all(not (r["value"] or "").startswith(("{", "[")) for r in rows)
+    by = {(r["metric"], r["group"]): r for r in rows}
+    assert float(by[("kappa", "")]["value"]) == pytest.approx(0.29 / 0.59)
+    assert by[("confusion", "reference=valid; candidate=invalid")]["value"] == "1.0"
+    assert by[("agreement_by_position", "step 1")]["n"] == "2"
+    assert by[("pearson_r", "")]["undefined"].startswith("fewer than 3 paired values")
+
+
+def test_agreement_steps_keeps_the_compared_steps_with_the_text_to_read_them(study, do_import, owner, tmp_path):
+    # Issue 23: all steps came back when few had both labels; no text, reason, note or adjudication reason;
+    # adjudicated.* filled with nothing adjudicated; the manifest named filters it did not apply.
+    rec = trace("t1", "p1", "m1", 2, labels=labels_of("ann1", "VE"))
+    rec["labels"][1]["note"] = "off by one"
+    assert do_import(jsonl(problem("p1"), rec, trace("t2", "p1", "m1", 2))).committed
+    judge_labels(study, "gpt", {"t1": "VV", "t2": "VV"}, reasons={("t1", 2): "3 + 4 = 7 holds"})
+    out = tmp_path / "steps.jsonl"
+    call_command("export", study="Study A", what="agreement-steps", format="jsonl", out=str(out),
+                 candidate="judge:gpt", stderr=io.StringIO())
+    rows = rows_of(out.read_text())
+    assert [(r["trace_id"], r["step"]) for r in rows] == [("t1", 1), ("t1", 2)]  # only steps both labelled
+    second = rows[1]
+    assert (second["reference_verdict"], second["candidate_verdict"], second["agree"]) == ("invalid", "valid", False)
+    assert second["step_text"] == "t1 step 2: x = 1"
+    assert second["annotator:ann1.reason"] == "off by one" and second["judge:gpt.reason"] == "3 + 4 = 7 holds"
+    assert all(r.get("adjudicated.verdict") is None for r in rows)  # nothing adjudicated
+    manifest = json.loads(exports.manifest_path(out).read_text())
+    assert manifest["counts"]["rows"] == 2 and manifest["counts"]["disagreements"] == 1
+    assert manifest["filters"] == {"candidate": "judge:gpt"}
+    # an adjudication fills adjudicated.* and the adjudication's reason
+    from annotation.models import Step
+
+    step = Step.objects.get(trace__trace_id="t1", index=2)
+    StepLabel.objects.create(step=step, kind=StepLabel.Kind.ADJUDICATION, annotator=owner, verdict="valid",
+                             reason="the sum is right")
+    rows = rows_of(run(what="agreement-steps", candidate="judge:gpt"))
+    assert rows[1]["adjudicated.verdict"] == "valid" and rows[1]["adjudication.reason"] == "the sum is right"
+    assert rows[0]["adjudicated.verdict"] is None
+    traces_out = tmp_path / "traces.jsonl"
+    call_command("export", study="Study A", what="agreement-traces", format="jsonl", out=str(traces_out),
+                 candidate="judge:gpt", stderr=io.StringIO())
+    manifest = json.loads(exports.manifest_path(traces_out).read_text())
+    assert "candidate" not in manifest["filters"] and manifest["ignored_options"] == ["candidate"]

@@ -110,3 +110,26 @@ def test_without_a_run_the_export_gives_the_imported_traces_metrics(study, do_im
     call_command("export", "--study", study.name, "--what", "fidelity", "--out", str(out))
     row = json.loads(out.read_text().splitlines()[0])
     assert row["role"] == "imported" and row["em"] == 1 and row["step_sim"] == 1.0 and row["consistency"] is None
+
+
+def test_the_reports_table_1_and_table_2_download_with_the_pages_numbers(client, member, finished):
+    # Issue 23 item 10: each table the page shows is downloadable as CSV and Parquet.
+    import io
+
+    import pandas as pd
+
+    client.force_login(member)
+    page = client.get(f"/fidelity/runs/{finished.pk}/").content.decode()
+    study = finished.suite.study_id
+    for what in ("fidelity-table1", "fidelity-table2"):
+        assert f"what={what}&amp;run={finished.pk}&amp;format=csv" in page
+    rep = services.report(finished)
+    base = f"/studies/{study}/analytics/export/?run={finished.pk}&what="
+    t1 = pd.read_csv(io.StringIO(client.get(base + "fidelity-table1&format=csv").content.decode()))
+    assert t1["strategy"].tolist() == [r.strategy for r in rep.perturbation]
+    assert t1["robustness"].tolist() == pytest.approx([r.robustness for r in rep.perturbation])
+    t2 = pd.read_parquet(io.BytesIO(client.get(base + "fidelity-table2&format=parquet").content))
+    overall = t2.loc[t2["grouping"] == "all"].iloc[0]
+    assert overall["n"] == rep.counterfactual.overall.n
+    assert overall["cp_value"] == pytest.approx(rep.counterfactual.overall.cp_value)
+    assert set(t2["grouping"]) == {"all", "strategy", "magnitude", "complexity"}

@@ -21,6 +21,11 @@ pytestmark = pytest.mark.django_db
     ("10/3=3.33", True, "looks for 3.33"),
     ("$1,200 / 4 = $300", True, "looks for 300"),
     ("16-3-4=8", False, "16-3-4 is 9, not 8"),
+    ("12=13", False, "12 is 12, not 13"),  # issue 23: a plain number on the left is checked too
+    ("5=1", False, "5 is 5, not 1"),
+    ("100=1", False, "100 is 100, not 1"),
+    ("12=12", True, "looks for 12"),
+    ("3+4=8", False, "3+4 is 7, not 8"),
     ("9", False, "a check is an equation"),
     ("=5", False, "one side of the equation is empty"),
     ("(3+=4", False, "sympy cannot parse it"),

@@ -169,3 +169,33 @@ def test_owners_edit_a_profile_on_the_web_and_members_cannot(client, owner, memb
     assert ScoringProfile.objects.get(study=scored, name="pinned").params["pinned_hazard"] == [0.5, 0.25]
     leaderboard = client.get(reverse("scoring-leaderboard", args=[scored.pk]), {"profile": "pinned"})
     assert leaderboard.status_code == 200 and "No scores" not in leaderboard.content.decode()
+
+
+def _leaderboard(client, user, study) -> str:
+    client.force_login(user)
+    return client.get(reverse("scoring-leaderboard", args=[study.pk])).content.decode()
+
+
+def test_hcrs_and_process_share_one_column_only_when_equal_by_definition(client, member, scored, study, do_import):
+    # Issue 23: p2 has no skeleton, so Process (PRM there) and HCRS differ: both show.
+    page = _leaderboard(client, member, scored)
+    assert '<th class="num">HCRS</th>' in page and "Process (= HCRS)" not in page
+    # Drop the problem without a skeleton: every scored trace has one, P = S_HCRS.
+    from annotation.models import Problem
+
+    Problem.objects.filter(study=scored, problem_id="p2").delete()
+    score_jobs.recompute(scored, warm=False)
+    page = _leaderboard(client, member, scored)
+    assert '<th class="num">HCRS</th>' not in page and "Process (= HCRS)" in page
+    client.force_login(member)
+    ablations = client.get(reverse("scoring-ablations", args=[scored.pk])).content.decode()
+    assert '<th class="num">HCRS</th>' not in ablations and "Process (= HCRS)" in ablations
+
+
+def test_the_evidence_cards_repeat_no_number_of_the_table(client, member, scored):
+    # Issue 23: SVR/VSR 0.974/0.923 in the table, 0.973/0.926 on the card below: one source per number.
+    page = _leaderboard(client, member, scored)
+    cards = page[page.index("What the data supports"):]
+    cards = cards[:cards.index("</section>")]
+    assert not re.search(r"[SV]VR \d|[SV]VR –|Answer accuracy \d", cards), cards
+    assert "Level 2</span>" in cards

@@ -40,7 +40,8 @@ class Command(BaseCommand):
         if opts["json"]:
             out = {k: data[k] for k in keys}
             out.update(labels_created=data["labels_created"], labels_updated=data["labels_updated"],
-                       committed=data["committed"], job=job.pk, study=study.name)
+                       committed=data["committed"], job=job.pk, study=study.name,
+                       status=services.import_status(report))
             self.stdout.write(json.dumps(out))
         else:
             if created:
@@ -54,6 +55,8 @@ class Command(BaseCommand):
                 self.stdout.write(f"line {row['line']}: {row['reason']}")
             if data["rejected"] and not data["committed"]:
                 self.stdout.write("nothing was imported (all-or-nothing); fix the lines above or use --skip-invalid")
+            elif data["rejected"]:
+                self.stdout.write(f"partial: {len(data['rejected'])} line(s) rejected and skipped; the rest was imported")
         if data["rejected"]:
             sys.exit(1)
 
@@ -76,5 +79,7 @@ class Command(BaseCommand):
                 self.stdout.write(row["reason"])
             if data["rejected"] and not data["committed"]:
                 self.stdout.write("nothing was imported (all-or-nothing); fix the input above or use --skip-invalid")
+            elif data["rejected"]:
+                self.stdout.write(f"partial: {len(data['rejected'])} rejected and skipped; the rest was imported")
         if data["rejected"]:
             sys.exit(1)

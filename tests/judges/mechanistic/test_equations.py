@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reasonlib.arithmetic import Claim
+from reasonlib.arithmetic import Claim, terminates
 from reasonlib.verifier.verdicts import StepCheck, check_step, find_claims
 
 VALID = [
@@ -25,8 +25,11 @@ VALID = [
     "$220.00 – $210.00 = $10.00",  # en dash
     "10 / 3 = 3.33",  # rounded to the shown decimals
     "10 / 3 = 3.3",
-    "2 / 3 = 0.66",  # truncated to the shown decimals
-    "2 / 3 = 0.67",
+    "2 / 3 = 0.67",  # 2/3 has no finite decimal: correctly rounded is true
+    "25 / 4 = 6.3, rounded",  # the step says it rounds
+    "0.0625 * 100% = 6.25%, about 6%",
+    "rounded: 0.0625 * 100% = 6%",
+    "10 / 3 ≈ 3, so 10 / 3 = 3 when rounded",
     "0.1 + 0.2 = 0.30000000000000004",  # a float rendering
     "1/3*5 = 1.6666666666666665",
     "She picks 3 * 4 = 12 apples.",  # "= 12 apples": 12 is the value
@@ -75,6 +78,13 @@ INVALID = [
     ("10 / 3 = 3.4", 'claim "10 / 3 = 3.4" is false: 10 / 3 = 3.333333…'),
     ("10 / 3 = 3", 'claim "10 / 3 = 3" is false: 10 / 3 = 3.333333…'),  # no shown rounding
     ("2 / 3 = 0.68", None),
+    ("2 / 3 = 0.66", None),  # cut, not rounded
+    ("0.0625 * 100% = 6%", None),  # 6.25% can be written: rounding must be said
+    ("25 / 4 = 6.3", 'claim "25 / 4 = 6.3" is false: 25 / 4 = 6.25'),
+    ("25 / 4 = 6", None),
+    ("12 = 13", 'claim "12 = 13" is false: 12 = 12'),  # two plain numbers
+    ("so 5 = 1.", None),
+    ("3 + 4 = 7 = 8", 'claim "7 = 8" is false: 7 = 7'),
     ("$1,200 / 4 = $310", 'claim "$1,200 / 4 = $310" is false: $1,200 / 4 = 300'),
     ("3 * 4 = 13 + 2 = 15", 'claim "3 * 4 = 13 + 2" is false: 3 * 4 = 12'),
     ("2 x 0.5 = 1.5", None),
@@ -178,8 +188,21 @@ def test_division_rounded_to_its_decimals(a, b, places):
     exact = Fraction(a, b)
     shown = round(exact, places)
     text = f"{a} / {b} = {shown:.{places}f}" if places else f"{a} / {b} = {int(shown)}"
-    expected = "valid" if (places or exact.denominator == 1) else "invalid"
+    # Rounding holds unasked only where the exact value cannot be written
+    # (no finite decimal) and the result shows decimals; else it must be said.
+    expected = "valid" if shown == exact or (places and not terminates(exact)) else "invalid"
     assert check_step(text).verdict == expected, text
+    if shown != exact:
+        assert check_step(text + ", rounded").verdict == "valid", text
     wrong = shown + Fraction(2, 10**places)
     text = f"{a} / {b} = {wrong:.{places}f}"
     assert check_step(text).verdict == "invalid", text
+
+
+# Issue 23 item 1: a false equation with a plain number on the left is false
+# wherever it is written; prose around plain numbers is no equation.
+@pytest.mark.parametrize("text", [
+    "12 = 12", "Week 1 = 10 hours", "1 hour = 60 minutes", "Step 2 = 5", "50% = 0.4", "$5 = 500 cents",
+])
+def test_plain_numbers_in_prose_are_not_claims(text):
+    assert check_step(text).verdict == "neutral", text

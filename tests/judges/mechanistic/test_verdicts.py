@@ -56,15 +56,27 @@ def _ref_eval(expr: str) -> Fraction | None:
         return None
 
 
-def _ref_agrees(value: Fraction, result: str, floatish: bool) -> bool:
-    """Looser than the verifier: one unit in the last shown decimal."""
+def _ref_agrees(value: Fraction, result: str, floatish: bool, rounds: bool = False) -> bool:
+    """The rounding rule of docs/judges.md, written independently: exact, or
+    within half a unit of the last shown decimal when the exact value has no
+    finite decimal (or the step says it rounds: ``rounds``)."""
     stated = Fraction(result)
     if value == stated:
         return True
-    decimals = len(result.split(".")[1]) if "." in result else 0
-    if decimals and abs(value - stated) < Fraction(1, 10**decimals):
+    if floatish and abs(value - stated) <= Fraction(1, 10**9) * abs(stated):
         return True
-    return floatish and abs(value - stated) <= Fraction(1, 10**9) * abs(stated)
+    decimals = len(result.split(".")[1]) if "." in result else 0
+    den = value.denominator
+    for p in (2, 5):
+        while den % p == 0:
+            den //= p
+    if not rounds and (den == 1 or not decimals):
+        return False
+    return abs(value - stated) <= Fraction(1, 2 * 10**decimals)
+
+
+def _ref_rounds(step: str) -> bool:
+    return bool(re.search(r"(?i)round|approx|roughly|≈|~\s*\$?\d|\b(about|around|nearly|almost|circa) \$?\d", step))
 
 
 def _false_annotations(step: str) -> list[str]:
@@ -76,11 +88,12 @@ def _false_annotations(step: str) -> list[str]:
         if len(parts) < 2 or not re.fullmatch(r"\d+(?:\.\d+)?", result):
             continue
         floatish = any(len(n.replace(".", "").lstrip("0")) >= 15 for n in _REF_NUMBER.findall(inner))
+        rounds = _ref_rounds(re.sub(r"<<[^<>]*>>", "", step))
         for part in parts[:-1]:
             if not re.search(r"[-+*/(]", part.strip().lstrip("-")):
                 continue  # a plain number: nothing computed
             value = _ref_eval(part)
-            if value is not None and not _ref_agrees(value, result, floatish):
+            if value is not None and not _ref_agrees(value, result, floatish, rounds):
                 out.append(inner)
                 break
     return out
@@ -116,8 +129,10 @@ def test_the_demo_verdict_counts_are_pinned(scan):
     # demo: a change in any reader (annotations, equations, skeleton
     # references) moves one of them and gets read.
     verdicts = Counter(result.verdict for _, _, result in scan)
-    assert dict(verdicts) == {"valid": 16_511, "invalid": 321, "neutral": 1_044}
-    assert len({key[:2] for key, _, result in scan if result.verdict == "invalid"}) == 278
+    # (Issue 23: 8 steps that cut a repeating decimal or round an exact
+    # value without saying so, and "we get 3 = 7", turned invalid.)
+    assert dict(verdicts) == {"valid": 16_503, "invalid": 330, "neutral": 1_043}
+    assert len({key[:2] for key, _, result in scan if result.verdict == "invalid"}) == 285
     assert sum(1 for _, _, result in scan if result.skeleton_refs) == 8_275
 
 
@@ -168,7 +183,7 @@ def test_flags_beyond_the_annotations_are_false_visible_equations(scan):
     extra = [(key, step, result) for key, step, result in results
              if result.verdict == "invalid" and not _false_annotations(step)]
     unconfirmed = []
-    for key, _step, result in extra:
+    for key, _step, result in extra:  # noqa: B007 - _step is read
         for claim in (c for c in result.claims if not c.ok):
             assert claim.source == "equation", (key, claim)
             lhs, rhs = _ref_visible_value(claim.lhs), _ref_visible_value(claim.rhs.rstrip("%"))
@@ -180,11 +195,12 @@ def test_flags_beyond_the_annotations_are_false_visible_equations(scan):
             plain = re.fullmatch(r"\d+(?:\.\d+)?", shown) and rhs == Fraction(shown)
             for stated in (rhs, rhs / 100) if claim.rhs.endswith("%") else (rhs,):
                 if plain and stated == rhs:
-                    assert not _ref_agrees(abs(lhs), shown, False) or lhs < 0, (key, claim)
+                    assert not _ref_agrees(abs(lhs), shown, False, _ref_rounds(_step)) or lhs < 0, (key, claim)
                 else:
                     assert lhs != stated, (key, claim)
     assert unconfirmed == []
     assert set(JUDGMENT_CALLS) <= {key for key, _, _ in extra}
-    # Pinned just above the 265 read by hand, so a change that starts
-    # flagging correct steps fails here and gets read.
-    assert len(extra) <= 270, len(extra)
+    # Pinned just above the 265 read by hand plus the 9 of issue 23 (cut
+    # repeating decimals "5/3 = 1.6", unsaid rounding "0.0625 * 100% = 6%",
+    # "we get 3 = 7"), so a change that starts flagging correct steps fails here.
+    assert len(extra) <= 278, len(extra)

@@ -1,0 +1,100 @@
+"""ProcessBench F1 by ProcessBench's own definition (issue 23 item 4b): on
+its GSM8K split (400 solutions, 207 with an error) every item counts, the
+prediction being the candidate's earliest invalid step or none; the result
+equals ProcessBench's formula (``code/run_eval.py``) computed here
+independently from the file."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from agreement import services as svc
+from annotation.models import Trace
+from tests.agreement.conftest import judge_labels
+from tests.data_paths import PROCESSBENCH_GSM8K
+
+pytestmark = pytest.mark.django_db
+
+
+def _items() -> list[dict]:
+    return json.loads(PROCESSBENCH_GSM8K.read_text(encoding="utf-8"))
+
+
+def _prediction(k: int, item: dict) -> int:
+    """A fixed, varied critic: right, "no error", one step late or step 0."""
+    label, n = item["label"], len(item["steps"])
+    return [label, -1, min(label + 1, n - 1), 0, label][k % 5]
+
+
+def _processbench_f1(items: list[dict], predictions: list[int]) -> tuple[float, float, float]:
+    # run_eval.py: match = prediction == label; accuracies over label != -1
+    # and label == -1 items; F1 their harmonic mean.
+    err = [p == it["label"] for it, p in zip(items, predictions, strict=True) if it["label"] != -1]
+    cor = [p == it["label"] for it, p in zip(items, predictions, strict=True) if it["label"] == -1]
+    acc_err, acc_cor = sum(err) / len(err), sum(cor) / len(cor)
+    return acc_err, acc_cor, 2 * acc_err * acc_cor / (acc_err + acc_cor)
+
+
+def test_processbench_f1_on_its_gsm8k_split_counts_every_item(study, do_import):
+    items = _items()
+    assert len(items) == 400 and sum(it["label"] != -1 for it in items) == 207
+    report = do_import(PROCESSBENCH_GSM8K.read_bytes(), "processbench")
+    assert report.rejected == [] and Trace.objects.filter(study=study).count() == 400
+    predictions = [_prediction(k, it) for k, it in enumerate(items)]
+    words = {}
+    for it, p in zip(items, predictions, strict=True):
+        n = len(it["steps"])
+        words[f"processbench/{it['id']}"] = "".join("E" if i == p else "V" for i in range(n))
+    judge_labels(study, "critic", words)
+    m = svc.agreement(study, "annotator:processbench-reference", "judge:critic", n_resamples=50)
+    acc_err, acc_cor, f1 = _processbench_f1(items, predictions)
+    # The reference labels stop at the earliest error, yet every item counts.
+    assert (m["traces_compared"], m["pb_error_traces"], m["pb_correct_traces"]) == (400, 207, 193)
+    assert m["pb_error_acc"] == pytest.approx(acc_err)
+    assert m["pb_correct_acc"] == pytest.approx(acc_cor)
+    assert m["pb_f1"] == pytest.approx(f1)
+    assert 0.2 < f1 < 0.8  # a varied critic, not a degenerate 0 or 1
+
+
+def test_a_first_error_the_labels_do_not_determine_is_left_out():
+    import pandas as pd
+
+    from agreement.core.pairs import first_error_determined
+
+    scores = pd.DataFrame({"trace_id": ["a", "b", "c", "d"], "n_steps": [3, 3, 3, 3]})
+    labels = pd.DataFrame({"trace_id": ["a", "a", "b", "c", "c", "c", "d"],
+                           "step": [1, 2, 2, 1, 2, 3, 3],
+                           "verdict": ["valid", "invalid", "invalid", "valid", "valid", "valid", "valid"]})
+    out = first_error_determined(scores, labels, "labels")
+    # a: error at 2, steps 1-2 labelled; b: step 1 unknown before the error;
+    # c: every step valid; d: steps 1-2 unknown.
+    assert out["complete"].tolist() == [True, False, True, False]
+    assert out["first_error"].fillna(0).tolist() == [2, 2, 0, 0]
+
+
+def test_the_calibration_page_shows_the_published_f1_beside_the_studys_judges(study, do_import, owner):
+    from django.test import Client
+    from django.urls import reverse
+
+    from agreement import calibration
+
+    every = _items()
+    items = [it for it in every if it["label"] != -1][:20] + [it for it in every if it["label"] == -1][:20]
+    do_import(json.dumps(items).encode(), "processbench")
+    predictions = [_prediction(k, it) for k, it in enumerate(items)]
+    judge_labels(study, "critic", {f"processbench/{it['id']}": "".join("E" if i == p else "V"
+                                                                      for i in range(len(it["steps"])))
+                                   for it, p in zip(items, predictions, strict=True)})
+    cal = calibration.do_create_calibration(study, name="pb", reference="annotator:processbench-reference",
+                                            candidates=["judge:critic"], size=40)
+    f1 = _processbench_f1(items, predictions)[2]
+    client = Client()
+    client.force_login(owner)
+    body = client.get(reverse("scoring-calibration", args=[study.pk, cal.pk])).content.decode()
+    section = body[body.index('id="processbench"'):]
+    section = section[:section.index("</section>")]
+    assert "<strong>judge:critic</strong>" in section and f"{100 * f1:.1f}" in section
+    assert "o1-mini" in section and "93.2" in section and "GPT-4o-0806" in section and "79.2" in section
+    assert section.index("judge:critic") < section.index("o1-mini") < section.index("GPT-4o-0806")

@@ -1,0 +1,74 @@
+"""Fidelity variants and their traces belong to their suite (issue 23 item 5): not in the
+study's problem list, generation scope, leaderboards, evidence denominators or review queues
+unless asked for; one queryset rule (``own()``) serves every place."""
+
+from __future__ import annotations
+
+import pytest
+from django.urls import reverse
+
+from annotation import review
+from annotation.models import Problem, Trace
+from faithfulness import services as faith
+from fidelity import services
+from fidelity.models import Variant
+from scoring import analytics, score_jobs, storage
+from scoring.models import ScoreSet
+from subjects import services as subject_services
+from tests.conftest import jsonl
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def with_suite(problems, do_import):
+    study = problems(3)  # p0..p2 and z-words
+    made = services.do_create_suite(study, "s1", axes=["perturbation"], seed=4)
+    assert made.created > 0
+    variant_ids = list(Variant.objects.filter(suite=made.suite).values_list("problem__problem_id", flat=True))
+    records = [{"kind": "trace", "problem_id": pid, "model": "tiny", "steps": [f"{pid} step"], "answer": "1",
+                "labels": [{"step": 1, "verdict": "valid", "annotator": "ann"}]}
+               for pid in ["p0", "p1", "p2", *variant_ids]]
+    assert do_import(jsonl(*records)).committed
+    return study, len(variant_ids)
+
+
+def test_the_study_keeps_its_own_problems_and_traces(with_suite):
+    study, n_variants = with_suite
+    assert Problem.objects.filter(study=study).own().count() == 4
+    assert Problem.objects.filter(study=study).suite_members().count() == n_variants
+    assert Trace.objects.filter(study=study).own().count() == 3
+    assert Trace.objects.filter(study=study).suite_members().count() == n_variants
+
+
+def test_the_problem_list_shows_variants_only_when_asked(client, owner, with_suite):
+    study, n_variants = with_suite
+    client.force_login(owner)
+    url = reverse("problem-list", args=[study.pk])
+    variant = Problem.objects.filter(study=study).suite_members().order_by("problem_id").first().problem_id
+    rows = client.get(url).content.decode().split('id="problem-rows"')[1]
+    assert ">p0<" in rows and variant not in rows
+    rows = client.get(url + "?suites=1").content.decode().split('id="problem-rows"')[1]
+    assert variant in rows
+    study_page = client.get(reverse("study", args=[study.pk])).content.decode()
+    assert "imported" not in study_page
+
+
+def test_generation_scope_leaderboard_evidence_and_queue_leave_variants_out(with_suite, subject, owner):
+    study, _ = with_suite
+    assert len(subject_services.problems_in_scope(subject, "all", 1)) == 4
+    counts = analytics.trace_counts(study)
+    assert int(counts["traces"].sum()) == 3
+    score_jobs.recompute(study, warm=False)
+    score_set = ScoreSet.objects.filter(study=study).first()
+    assert len(storage.read_scores(score_set)) == 3
+    assert len(storage.read_scores(score_set, include_suites=True)) > 3
+    data = faith._study_data(study, None)
+    assert sum(len(v) for v in data.traces.values()) == 3
+    assert review.study_progress([study.pk], owner)[study.pk]["traces"] == 3
+    seen = []
+    after = None
+    while (nxt := review.next_trace_id(study, owner, after)) is not None and len(seen) < 50:
+        seen.append(nxt)
+        after = Trace.objects.get(pk=nxt)
+    assert set(seen) == set(Trace.objects.filter(study=study).own().values_list("pk", flat=True))
