@@ -13,20 +13,21 @@ from __future__ import annotations
 import json
 
 from django.contrib import messages
-from django.contrib.auth import get_user_model
+from django.contrib.auth import get_user_model, update_session_auth_hash
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.forms import PasswordChangeForm
 from django.core.paginator import Paginator
+from django.db import IntegrityError
 from django.db.models import Count, Exists, OuterRef, Prefetch, Q
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
-from django.views.defaults import page_not_found
 from django_htmx.http import HttpResponseClientRedirect, HttpResponseClientRefresh
 
-from annotation import access, jobs, members, review, services, skeletons
-from annotation.forms import AssignForm, ImportForm, MemberForm, parse_skeleton_rows
+from annotation import access, errors, jobs, members, review, services, skeletons
+from annotation.forms import AccountForm, AssignForm, ImportForm, MemberForm, StudyForm, parse_skeleton_rows
 from annotation.importing.regime import REGIME_KEYS
 from annotation.models import (
     Assignment,
@@ -57,9 +58,9 @@ def permission_denied(request: HttpRequest, exception: Exception | None = None) 
     """``handler403`` of the project: an outsider's refusal is a plain 404 (a
     study's existence is not revealed), a member's a 403 naming the role."""
     if isinstance(exception, access.AccessDenied) and exception.outsider:
-        return page_not_found(request, Http404(str(exception)))
+        return errors.page_not_found(request, Http404(str(exception)))
     reason = str(exception) if isinstance(exception, access.AccessDenied) else "you may not do this"
-    return render(request, "annotation/forbidden.html", {"reason": reason}, status=403)
+    return errors.render_error(request, 403, reason)
 
 
 def _study_for(request: HttpRequest, study_id: int) -> tuple[Study, Membership]:
@@ -113,6 +114,11 @@ def studies(request: HttpRequest) -> HttpResponse:
 @require_GET
 def study(request: HttpRequest, study_id: int) -> HttpResponse:
     study, membership = _study_for(request, study_id)
+    return render(request, "annotation/study.html", _study_context(request, study, membership))
+
+
+def _study_context(request: HttpRequest, study: Study, membership: Membership,
+                   import_form: ImportForm | None = None) -> dict:
     # Steps are counted through a join; do it separately so traces count once.
     model_rows = []
     step_counts = dict(
@@ -125,24 +131,43 @@ def study(request: HttpRequest, study_id: int) -> HttpResponse:
         row["accuracy"] = row["correct"] / row["traces"] if row["traces"] else None
         model_rows.append(row)
     recent_jobs = Job.objects.filter(study=study).order_by("-created_at")[:10]
-    context = {
+    return {
         "study": study,
         "membership": membership,
         "model_rows": model_rows,
         "n_problems": Problem.objects.filter(study=study).count(),
         "progress": review.study_progress([study.pk], request.user)[study.pk],
         "jobs": [(job, jobs.live_progress(job)) for job in recent_jobs],
-        "import_form": ImportForm() if membership.is_owner else None,
+        "import_form": (import_form or ImportForm()) if membership.is_owner else None,
     }
-    return render(request, "annotation/study.html", context)
+
+
+@member_view
+@require_http_methods(["GET", "POST"])
+def study_create(request: HttpRequest) -> HttpResponse:
+    """Any signed-in user may start a study; they become its owner (as with ``POST /api/v1/studies/``)."""
+    form = StudyForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        try:
+            study = services.do_create_study(data["name"], owner=request.user, description=data["description"],
+                                             blind=data["blind"], segmenter=data["segmenter"])
+        except IntegrityError:  # lost a race with another request for the same name
+            form.add_error("name", "A study with this name already exists.")
+        else:
+            messages.success(request, f"Created the study {study.name}; you are its owner.")
+            return redirect("study", study_id=study.pk)
+    return render(request, "annotation/study_form.html", {"form": form},
+                  status=400 if form.is_bound and form.errors else 200)
 
 
 @member_view
 @require_http_methods(["GET", "POST"])
 def study_members(request: HttpRequest, study_id: int) -> HttpResponse:
     study, membership = _study_for(request, study_id)
-    form = MemberForm()
+    form, account_form = MemberForm(), AccountForm()
     status = 200
+    created: dict | None = None  # the new account's secret, shown in this one response only
     if request.method == "POST":
         access.check_owner(membership, "managing members")
         action = request.POST.get("action", "set")
@@ -151,19 +176,77 @@ def study_members(request: HttpRequest, study_id: int) -> HttpResponse:
                 members.do_remove_member(study, request.POST.get("username", ""))
                 messages.success(request, f"Removed {request.POST.get('username')}.")
                 return redirect("study-members", study_id=study.pk)
-            form = MemberForm(request.POST)
-            if form.is_valid():
-                m, created = members.do_set_role(study, form.cleaned_data["username"], form.cleaned_data["role"])
-                messages.success(request, f"{m.user.username} is {'now' if not created else 'added as'} {m.role}.")
-                return redirect("study-members", study_id=study.pk)
-            status = 400
+            if action == "create":
+                account_form = AccountForm(request.POST)
+                if account_form.is_valid():
+                    data = account_form.cleaned_data
+                    try:
+                        m, secret = members.do_create_account(study, data["username"], data["role"],
+                                                              handover=data["handover"])
+                    except members.MemberError as exc:
+                        account_form.add_error("username", str(exc))
+                    else:
+                        created = {"username": m.user.username, "role": m.role, "handover": data["handover"],
+                                   "secret": secret if data["handover"] == members.HANDOVER_PASSWORD
+                                   else request.build_absolute_uri(secret)}
+                        account_form = AccountForm()
+                if not created:
+                    status = 400
+            else:
+                form = MemberForm(request.POST)
+                if form.is_valid():
+                    m, was_created = members.do_set_role(study, form.cleaned_data["username"], form.cleaned_data["role"])
+                    messages.success(request, f"{m.user.username} is {'now' if not was_created else 'added as'} {m.role}.")
+                    return redirect("study-members", study_id=study.pk)
+                status = 400
         except members.MemberError as exc:
             form.add_error(None, str(exc))
             status = 400
     rows = Membership.objects.filter(study=study).select_related("user").order_by("role", "user__username")
-    return render(request, "annotation/members.html",
-                  {"study": study, "membership": membership, "rows": rows, "form": form, "roles": Membership.Role.values},
-                  status=status)
+    response = render(request, "annotation/members.html",
+                      {"study": study, "membership": membership, "rows": rows, "form": form,
+                       "account_form": account_form, "created": created, "roles": Membership.Role.values},
+                      status=status)
+    if created:
+        response["Cache-Control"] = "no-store"  # the one-time password must not stay in a cache
+    return response
+
+
+@member_view
+@require_http_methods(["GET", "POST"])
+def profile(request: HttpRequest) -> HttpResponse:
+    """The signed-in user's own account: their API token (made and revoked here, the key shown once) and
+    their password."""
+    new_key = ""
+    password_form = PasswordChangeForm(request.user)
+    status = 200
+    if request.method == "POST":
+        action = request.POST.get("action", "")
+        if action == "token-create":
+            new_key = services.do_create_api_token(request.user)
+        elif action == "token-revoke":
+            if services.do_revoke_api_token(request.user):
+                messages.success(request, "Your API token is revoked; requests with it are refused from now on.")
+            return redirect("profile")
+        elif action == "password":
+            password_form = PasswordChangeForm(request.user, request.POST)
+            if password_form.is_valid():
+                user = password_form.save()
+                update_session_auth_hash(request, user)  # stay signed in on this browser
+                messages.success(request, "Your password is changed.")
+                return redirect("profile")
+            status = 400
+        else:
+            return errors.render_error(request, 400, f"action: unknown value {action!r}", back=reverse("profile"),
+                                       back_label="Back to your profile")
+    token = services.api_token_of(request.user)
+    memberships = Membership.objects.filter(user=request.user).select_related("study").order_by("study__name")
+    response = render(request, "annotation/profile.html",
+                      {"token": token, "new_key": new_key, "password_form": password_form,
+                       "memberships": memberships}, status=status)
+    if new_key:
+        response["Cache-Control"] = "no-store"
+    return response
 
 
 @member_view
@@ -172,13 +255,20 @@ def study_import(request: HttpRequest, study_id: int) -> HttpResponse:
     study, membership = _study_for(request, study_id)
     access.check_owner(membership, "importing traces")
     form = ImportForm(request.POST, request.FILES)
-    if not form.is_valid():
+    if form.is_valid():
+        data = form.cleaned_data
+        try:
+            job = services.do_queue_import(study, data["file"], fmt=data["format"], skip_invalid=data["skip_invalid"],
+                                           user=request.user, results=data.get("results"),
+                                           model=data.get("model", "").strip())
+        except ValueError as exc:
+            form.add_error(None, str(exc))
+        else:
+            return redirect("job", job_id=job.pk)
+    if request.htmx:
         return render(request, "annotation/import_form.html", {"study": study, "import_form": form}, status=400)
-    job = services.do_queue_import(
-        study, form.cleaned_data["file"], fmt=form.cleaned_data["format"],
-        skip_invalid=form.cleaned_data["skip_invalid"], user=request.user,
-    )
-    return redirect("job", job_id=job.pk)
+    # A plain form post gets the whole study page back, the form showing its errors in place.
+    return render(request, "annotation/study.html", _study_context(request, study, membership, form), status=400)
 
 
 @member_view

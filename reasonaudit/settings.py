@@ -80,7 +80,10 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Innermost, so it sees every 4xx on its way out (CSRF refusals and 405s included): annotation/errors.py.
+    "annotation.errors.ErrorPageMiddleware",
 ]
+CSRF_FAILURE_VIEW = "annotation.errors.csrf_failure"
 
 ROOT_URLCONF = "reasonaudit.urls"
 WSGI_APPLICATION = "reasonaudit.wsgi.application"
