@@ -11,6 +11,7 @@ manage members and queues. A non-member gets 404 everywhere.
 from __future__ import annotations
 
 import json
+from urllib.parse import urlsplit
 
 from django.contrib import messages
 from django.contrib.auth import get_user_model, update_session_auth_hash
@@ -19,7 +20,7 @@ from django.contrib.auth.forms import PasswordChangeForm
 from django.core.paginator import Paginator
 from django.db import IntegrityError
 from django.db.models import Count, Exists, OuterRef, Prefetch, Q
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
@@ -682,28 +683,53 @@ def queue_assign(request: HttpRequest, study_id: int) -> HttpResponse:
 # Adjudication
 
 
+#: The adjudication page's "Show" filter (?status=): the words the page shows; "resolved" is the older name.
+ADJUDICATION_SHOW = {"open": "open", "settled": "resolved", "resolved": "resolved", "all": "all"}
+
+
 @member_view
 @require_GET
 def adjudication(request: HttpRequest, study_id: int) -> HttpResponse:
     study, membership = _study_for(request, study_id)
     access.check_adjudicator(membership, "adjudication")
-    status = request.GET.get("status", "open")
-    if status not in ("open", "resolved", "all"):
-        status = "open"
-    qs = review.disagreement_steps(study, status)
+    return _adjudication_page(request, study, membership)
+
+
+def _adjudication_page(request: HttpRequest, study: Study, membership: Membership, *, failed: dict | None = None,
+                       status: int = 200, next_url: str = "") -> HttpResponse:
+    """The page of disagreements, filtered by the query string (``status``, ``model``, ``page``). ``failed``
+    re-shows one item as it was posted, with its error, when a plain (non-htmx) post was refused."""
+    show = request.GET.get("status", "open")
+    if show not in ADJUDICATION_SHOW:
+        show = "open"
+    qs = review.disagreement_steps(study, ADJUDICATION_SHOW[show])
     if request.GET.get("model"):
         qs = qs.filter(trace__model=request.GET["model"])
     qs = qs.select_related("trace__problem__approved_skeleton").prefetch_related(
         Prefetch("labels", queryset=StepLabel.objects.select_related("annotator", "judge").order_by("kind", "pk"))
     )
     page = Paginator(qs, 20).get_page(request.GET.get("page"))
-    items = [_adjudication_item(step, study) for step in page]
-    context = {"study": study, "membership": membership, "page": page, "items": items, "status": status,
-               "query": _page_query(request), "models": review.study_models(study), "model": request.GET.get("model", "")}
-    return render(request, "annotation/adjudication.html", context)
+    items = []
+    for step in page:
+        if failed and failed["step"] == step.pk:
+            items.append(_adjudication_item(step, study, failed["error"], failed["level"], posted=failed["posted"]))
+            failed = None
+        else:
+            items.append(_adjudication_item(step, study))
+    if failed:  # the refused step is not on this page of the filter: show it first, so the error is seen
+        step = qs.model.objects.select_related("trace__problem").prefetch_related(
+            Prefetch("labels", queryset=StepLabel.objects.select_related("annotator", "judge").order_by("kind", "pk"))
+        ).get(pk=failed["step"])
+        items.insert(0, _adjudication_item(step, study, failed["error"], failed["level"], posted=failed["posted"]))
+    context = {"study": study, "membership": membership, "page": page, "items": items, "status": show,
+               "query": _page_query(request), "models": review.study_models(study), "model": request.GET.get("model", ""),
+               "next_url": next_url or request.get_full_path()}
+    return render(request, "annotation/adjudication.html", context, status=status)
 
 
-def _adjudication_item(step: Step, study: Study, error: str = "", level: str = "") -> dict:
+def _adjudication_item(step: Step, study: Study, error: str = "", level: str = "", *, posted: dict | None = None) -> dict:
+    """One disagreement. ``posted`` (verdict, refs, reason) is what a refused post sent: the form shows it
+    again rather than the stored decision, so nothing typed is lost (issue 23 #11)."""
     labels = list(step.labels.all())
     final = next((lab for lab in labels if lab.kind == StepLabel.Kind.ADJUDICATION), None)
     shown = [
@@ -715,7 +741,11 @@ def _adjudication_item(step: Step, study: Study, error: str = "", level: str = "
     return {"step": step, "trace": step.trace, "labels": shown, "final": final,
             "final_reason_html": render_markdown(final.reason) if final else "",
             "version": final.version if final else 0, "l_gold": step.trace.problem.l_gold,
-            "positions": range(1, step.trace.problem.l_gold + 1), "error": error, "level": level}
+            "positions": range(1, step.trace.problem.l_gold + 1), "error": error, "level": level,
+            "form": posted or {"verdict": final.verdict if final else "",
+                               "refs": (final.skeleton_refs or []) if final else [],
+                               "reason": final.reason if final else ""},
+            "refused": bool(posted)}
 
 
 @member_view
@@ -739,14 +769,22 @@ def adjudicate(request: HttpRequest, step_id: int) -> HttpResponse:
         error, level, status = "; ".join(f"{f}: {m}" for f, m in exc.errors), "error", 400
     except review.Conflict as exc:
         error, level, status = str(exc), "conflict", 409
+    posted = {"verdict": request.POST.get("verdict", ""), "refs": refs, "reason": request.POST.get("reason", "")}
+    back = safe_next(request, reverse("adjudication", args=[study.pk]))
     if not request.htmx:
         if status == 200:
             messages.success(request, error)
-        else:
-            messages.error(request, error)
-        return redirect(safe_next(request, reverse("adjudication", args=[study.pk])))
+            return redirect(back)
+        if status == 400:
+            # The page again, at the filters it was posted from, with this item as it was typed.
+            request.GET = QueryDict(urlsplit(back).query)
+            return _adjudication_page(request, study, membership, status=400, next_url=back,
+                                      failed={"step": step.pk, "error": error, "level": level, "posted": posted})
+        messages.error(request, error)
+        return redirect(back)
     step = Step.objects.select_related("trace__problem").prefetch_related(
         Prefetch("labels", queryset=StepLabel.objects.select_related("annotator", "judge").order_by("kind", "pk"))
     ).get(pk=step.pk)
-    item = _adjudication_item(step, study, error, level)
-    return render(request, "annotation/adjudication.html#item", {"item": item, "study": study}, status=status)
+    item = _adjudication_item(step, study, error, level, posted=posted if status == 400 else None)
+    return render(request, "annotation/adjudication.html#item", {"item": item, "study": study, "next_url": back},
+                  status=status)
