@@ -40,7 +40,7 @@ def test_a_plain_text_400_of_a_download_is_shown_in_the_styled_page(owner, study
     response = signed_in(owner).get(reverse("scoring-export", args=[study.pk]), {"format": "xlsx"})
     assert response.status_code == 400
     html = response.content.decode()
-    assert 'class="topbar"' in html and "Format: choose one of" in html
+    assert 'class="topbar"' in html and "format: choose one of" in html
 
 
 @pytest.mark.parametrize("method, url_name, expected", [

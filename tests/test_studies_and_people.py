@@ -167,7 +167,7 @@ def test_an_unknown_profile_action_is_a_styled_400_naming_the_field(member):
     response = signed_in(member).post(reverse("profile"), {"action": "sudo"})
     assert response.status_code == 400
     html = response.content.decode()
-    assert 'class="topbar"' in html and "Action: unknown value" in html
+    assert 'class="topbar"' in html and "action: unknown value" in html
 
 
 # --------------------------------------------------------------------------
