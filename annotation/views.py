@@ -24,6 +24,7 @@ from django.http import Http404, HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
+from django.utils.text import capfirst
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect, HttpResponseClientRefresh
 
@@ -61,7 +62,7 @@ def permission_denied(request: HttpRequest, exception: Exception | None = None) 
     if isinstance(exception, access.AccessDenied) and exception.outsider:
         return errors.page_not_found(request, Http404(str(exception)))
     reason = str(exception) if isinstance(exception, access.AccessDenied) else "you may not do this"
-    return errors.render_error(request, 403, reason)
+    return errors.render_error(request, 403, capfirst(reason))  # a sentence: "Adjudication is for owners ..."
 
 
 def _study_for(request: HttpRequest, study_id: int) -> tuple[Study, Membership]:
