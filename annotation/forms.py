@@ -106,6 +106,12 @@ class AccountForm(forms.Form):
                  ("link", "Give me a link where they set their own password (works once)")],
     )
 
+    def __init__(self, *args, **kwargs):
+        # The Members page shows this form beside the invitation form, whose fields have the same names:
+        # ids of their own keep each label tied to its own field.
+        kwargs.setdefault("auto_id", "id_account_%s")
+        super().__init__(*args, **kwargs)
+
 
 class AssignForm(forms.Form):
     annotators = forms.MultipleChoiceField(widget=forms.CheckboxSelectMultiple, help_text="whose queues get the traces")

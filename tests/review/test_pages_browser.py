@@ -1,9 +1,11 @@
 """The pages in a real browser (issue 19 part 5, issue 23 #11/#15/#17): the grouped navigation at 1280 px by
 keyboard, Enter leaving the rating box, the focus after a refused adjudication, and long text kept inside
-its box. Screenshots go to docs/screenshots/."""
+its box. Screenshots go to docs/screenshots/ with
+REASONAUDIT_SCREENSHOTS=1."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -16,6 +18,12 @@ from tests.review.conftest import human_label, seed
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
+
+
+def shot(page, name: str, **kwargs) -> None:
+    """Refresh docs/screenshots/<name> only when asked (REASONAUDIT_SCREENSHOTS=1, as test_screenshots.py)."""
+    if os.environ.get("REASONAUDIT_SCREENSHOTS"):
+        page.screenshot(path=str(SCREENSHOTS / name), **kwargs)
 
 
 def test_the_grouped_navigation_fits_1280_px_and_works_by_keyboard(live_server, browser, owner, study,  # noqa: F811
@@ -35,7 +43,7 @@ def test_the_grouped_navigation_fits_1280_px_and_works_by_keyboard(live_server, 
     results.focus()
     page.keyboard.press("Enter")
     expect(page.get_by_role("link", name="Evidence")).to_be_visible()
-    page.screenshot(path=str(SCREENSHOTS / "nav-1280.png"))
+    shot(page, "nav-1280.png")
     page.keyboard.press("Escape")
     expect(page.get_by_role("link", name="Evidence")).to_be_hidden()
     expect(results).to_be_focused()
@@ -47,7 +55,16 @@ def test_the_grouped_navigation_fits_1280_px_and_works_by_keyboard(live_server, 
     expect(page.get_by_role("link", name="Members")).to_be_focused()
     page.keyboard.press("Enter")
     page.wait_for_url(f"{live_server.url}/studies/{study.pk}/members/")
-    page.screenshot(path=str(SCREENSHOTS / "members.png"), full_page=True)
+    shot(page, "members.png", full_page=True)
+    # An account for someone new: the one-time password is shown once, and it signs in.
+    page.get_by_label("New username").fill("bea")
+    page.get_by_role("button", name="Create account and add").click()
+    secret = page.locator(".secret .secret-value")
+    expect(secret).to_be_visible()
+    shot(page, "members-account-created.png", full_page=True)
+    password = secret.inner_text().strip()
+    other = sign_in(browser, live_server.url, "bea", password)
+    expect(other.get_by_role("link", name="Study A")).to_be_visible()
 
 
 def test_study_and_profile_pages(live_server, browser, owner):  # noqa: F811
@@ -55,13 +72,13 @@ def test_study_and_profile_pages(live_server, browser, owner):  # noqa: F811
     page.get_by_role("link", name="New study").click()
     page.get_by_label("Name").fill("Browser study")
     page.get_by_label("Split traces into steps by").select_option("paragraphs")
-    page.screenshot(path=str(SCREENSHOTS / "new-study.png"), full_page=True)
+    shot(page, "new-study.png", full_page=True)
     page.get_by_role("button", name="Create study").click()
     expect(page.locator(".messages")).to_contain_text("you are its owner")
     page.get_by_role("link", name="olivia").click()
     page.get_by_role("button", name="Make a token").click()
     expect(page.locator(".secret")).to_contain_text("shown only now")
-    page.screenshot(path=str(SCREENSHOTS / "profile-token.png"), full_page=True)
+    shot(page, "profile-token.png", full_page=True)
 
 
 def test_enter_leaves_the_rating_box_and_keeps_the_value(live_server, browser, member, study, do_import):  # noqa: F811
