@@ -9,11 +9,11 @@ class AbstractionConfig(AppConfig):
     export_kinds = "abstraction.export_kinds"
 
     def ready(self) -> None:
-        from abstraction.importing import FORMAT, import_outputs
+        from abstraction.importing import FORMAT, LEVELS, import_outputs
         from abstraction.runclient import AbstractionClient
         from annotation.importing.adapters import register_path_format
         from runs.clients import register
 
         register(AbstractionClient())  # benchmark runs are runs of the run engine
         # annotation (lower in the app order) cannot import this app: the format is registered here.
-        register_path_format(FORMAT, import_outputs)
+        register_path_format(FORMAT, import_outputs, root_names=frozenset(LEVELS))

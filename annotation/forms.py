@@ -1,13 +1,50 @@
 from django import forms
 from django.conf import settings
 
-from annotation.importing.adapters import UPLOAD_FORMATS
+from annotation.importing.adapters import PATH_FORMATS, UPLOAD_FORMATS
+from annotation.importing.archives import is_archive
+from annotation.models import Study
+
+#: Human names of the import formats (docs/import-format.md); a format another app registers without one here
+#: is offered under its own name.
+FORMAT_LABELS = {
+    "reasonaudit": "ReasonAudit JSONL (the canonical format)",
+    "gsm8k-solutions": "GSM8K-style solutions (JSONL)",
+    "gsm8k": "GSM8K problems (JSONL)",
+    "prm800k": "PRM800K (JSONL)",
+    "processbench": "ProcessBench (JSON array)",
+    "trl-stepwise": "TRL stepwise supervision (JSONL)",
+    "inspect": "Inspect AI log (.eval or .json)",
+    "lm-eval": "lm-evaluation-harness samples (with its results JSON)",
+    "abstraction-outputs": "Abstraction benchmark outputs (a .zip or .tar.gz of the folder)",
+    "menatqa": "MenatQA (JSON)",
+    "gsm-plus": "GSM-Plus (JSONL)",
+}
+
+
+def upload_formats() -> list[str]:
+    """Every format the CLI imports: the stream formats, lm-eval (two files) and the folder formats (an archive)."""
+    return list(dict.fromkeys([*UPLOAD_FORMATS, "lm-eval", *PATH_FORMATS]))
 
 
 class ImportForm(forms.Form):
-    file = forms.FileField(help_text="JSONL (or a ProcessBench JSON array, or an Inspect AI .eval / .json log)")
-    format = forms.ChoiceField(choices=[(f, f) for f in UPLOAD_FORMATS], initial="reasonaudit")
-    skip_invalid = forms.BooleanField(required=False, help_text="keep the good lines and report the bad ones")
+    file = forms.FileField(label="File", help_text="JSONL, a JSON array, an Inspect AI log, an lm-eval samples_*.jsonl, "
+                           "or for a folder format a .zip / .tar.gz archive of the folder")
+    format = forms.ChoiceField(label="Format", initial="reasonaudit",
+                               help_text="what wrote the file; docs/import-format.md describes each")
+    results = forms.FileField(label="lm-eval results JSON", required=False,
+                              help_text="lm-eval only: the results_<time>.json written beside the samples file "
+                                        "(it names the model and the generation settings)")
+    model = forms.CharField(label="Model name", required=False, max_length=200,
+                            help_text="abstraction outputs only: the model that wrote them (the files do not say)")
+    skip_invalid = forms.BooleanField(label="Skip invalid lines", required=False,
+                                      help_text="keep the good lines and report the bad ones; otherwise one bad line "
+                                                "imports nothing")
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # Read at form time: other apps register their formats from AppConfig.ready.
+        self.fields["format"].choices = [(f, FORMAT_LABELS.get(f, f)) for f in upload_formats()]
 
     def clean_file(self):
         upload = self.cleaned_data["file"]
@@ -17,10 +54,63 @@ class ImportForm(forms.Form):
             )
         return upload
 
+    def clean(self):
+        data = super().clean()
+        fmt, upload = data.get("format"), data.get("file")
+        if fmt == "lm-eval" and not data.get("results"):
+            self.add_error("results", "an lm-eval samples file is imported with the results_<time>.json written "
+                                      "beside it: choose that file too")
+        if fmt in PATH_FORMATS:
+            if upload is not None and not is_archive(upload.name):
+                self.add_error("file", f"this format is a folder: upload a .zip or .tar.gz archive of it, "
+                                       f"not {upload.name}")
+            if not data.get("model", "").strip():
+                self.add_error("model", "name the model that wrote these outputs")
+        return data
+
+
+ROLE_CHOICES = [("annotator", "Annotator"), ("adjudicator", "Adjudicator"), ("owner", "Owner")]
+
+
+class StudyForm(forms.ModelForm):
+    """A new study: the creator becomes its owner (annotation.services.do_create_study)."""
+
+    class Meta:
+        model = Study
+        fields = ["name", "description", "blind", "segmenter"]
+        labels = {"blind": "Blind review", "segmenter": "Split traces into steps by"}
+        help_texts = {
+            "name": "unique across the whole installation; shown in every page title",
+            "description": "optional; what the study is for",
+            "blind": "annotators see no judge verdicts and no other annotator's labels on a trace until they "
+                     "have labelled it completely themselves",
+            "segmenter": "how traces imported without explicit steps are cut into steps",
+        }
+        widgets = {"description": forms.Textarea(attrs={"rows": 3})}
+
 
 class MemberForm(forms.Form):
-    username = forms.CharField(max_length=150)
-    role = forms.ChoiceField(choices=[(r, r) for r in ("annotator", "adjudicator", "owner")], initial="annotator")
+    username = forms.CharField(max_length=150, label="Username", help_text="an existing account on this installation")
+    role = forms.ChoiceField(choices=ROLE_CHOICES, initial="annotator", label="Role")
+
+
+class AccountForm(forms.Form):
+    """An owner creates an account for someone who has none (annotation.members.do_create_account)."""
+
+    username = forms.CharField(max_length=150, label="New username",
+                               help_text="letters, digits and @ . + - _ only")
+    role = forms.ChoiceField(choices=ROLE_CHOICES, initial="annotator", label="Role")
+    handover = forms.ChoiceField(
+        label="Password", widget=forms.RadioSelect, initial="password",
+        choices=[("password", "Generate a one-time password (shown to you once; pass it on)"),
+                 ("link", "Give me a link where they set their own password (works once)")],
+    )
+
+    def __init__(self, *args, **kwargs):
+        # The Members page shows this form beside the invitation form, whose fields have the same names:
+        # ids of their own keep each label tied to its own field.
+        kwargs.setdefault("auto_id", "id_account_%s")
+        super().__init__(*args, **kwargs)
 
 
 class AssignForm(forms.Form):

@@ -7,15 +7,23 @@ after commit.
 
 from __future__ import annotations
 
+import io
 import secrets
+import shutil
+import tempfile
+import zipfile
 from pathlib import Path
 from typing import IO, Any
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.core.files.base import File
+from django.core.files.base import ContentFile, File
 from django.db import transaction
+from rest_framework.authtoken.models import Token
 
 from annotation import jobs, signals
+from annotation.importing import archives
+from annotation.importing.adapters import PATH_FORMAT_ROOTS, PATH_FORMATS
 from annotation.importing.pipeline import ImportReport, import_stream
 from annotation.models import Job, Membership, Problem, Study
 
@@ -106,6 +114,29 @@ def import_status(report: ImportReport) -> str:
     return Job.Status.PARTIAL if report.rejected else Job.Status.SUCCEEDED
 
 
+# --------------------------------------------------------------------------
+# API tokens: one per user (DRF's TokenAuthentication), made and revoked by the user on the profile page
+
+
+@transaction.atomic
+def do_create_api_token(user) -> str:
+    """A new API token for ``user``, replacing the one they had (which stops working at once). The key is
+    returned for the caller to show once; pages afterwards show only its first characters."""
+    Token.objects.filter(user=user).delete()
+    return Token.objects.create(user=user).key
+
+
+@transaction.atomic
+def do_revoke_api_token(user) -> bool:
+    """Delete ``user``'s API token; False when they had none."""
+    deleted, _ = Token.objects.filter(user=user).delete()
+    return bool(deleted)
+
+
+def api_token_of(user) -> Token | None:
+    return Token.objects.filter(user=user).first()
+
+
 def run_import_job(job_id: int, stream: IO[bytes] | None = None, *, progress=None) -> ImportReport | None:
     """The body of every import: CLI (in process) and upload (Celery) alike."""
     if not jobs.claim(job_id):
@@ -117,18 +148,17 @@ def run_import_job(job_id: int, stream: IO[bytes] | None = None, *, progress=Non
         if progress:
             progress(done, total)
 
+    params = job.params
     try:
-        if stream is None:
-            with job.input_file.open("rb") as fh:
-                report = import_stream(
-                    job.study, fh, job.params["format"], skip_invalid=job.params.get("skip_invalid", False),
-                    actor=job.created_by, progress=publish,
-                )
+        if stream is not None:
+            report = import_stream(job.study, stream, params["format"], skip_invalid=params.get("skip_invalid", False),
+                                   actor=job.created_by, progress=publish)
+        elif params.get("archive"):
+            report = _import_folder_upload(job, publish)
         else:
-            report = import_stream(
-                job.study, stream, job.params["format"], skip_invalid=job.params.get("skip_invalid", False),
-                actor=job.created_by, progress=publish,
-            )
+            with job.input_file.open("rb") as fh:
+                report = import_stream(job.study, fh, params["format"], skip_invalid=params.get("skip_invalid", False),
+                                       actor=job.created_by, progress=publish)
     except Exception as exc:
         jobs.finish(job_id, status=Job.Status.FAILED, error=f"{type(exc).__name__}: {exc}")
         raise
@@ -143,9 +173,38 @@ def run_import_job(job_id: int, stream: IO[bytes] | None = None, *, progress=Non
     else:
         error = ""
     jobs.finish(job_id, status=status, result=report.as_dict(), error=error, done=report.read, total=report.read)
-    if report.committed and (report.traces_created or report.labels_created or report.labels_updated):
+    # A path format's importer announces its own change (abstraction.importing.import_outputs).
+    if (report.committed and params["format"] not in PATH_FORMATS
+            and (report.traces_created or report.labels_created or report.labels_updated)):
         _after_import(job.study)
     return report
+
+
+def _import_folder_upload(job: Job, publish) -> ImportReport:
+    """An upload that is a folder (docs/import-format.md, "Uploading folders"): the stored archive is unpacked
+    into a temporary folder that is removed afterwards, then read as the CLI reads a path."""
+    params = job.params
+    with tempfile.TemporaryDirectory(prefix="reasonaudit-import-") as tmp:
+        folder = Path(tmp)
+        local = folder / Path(job.input_file.name).name
+        with job.input_file.open("rb") as src, local.open("wb") as dst:
+            shutil.copyfileobj(src, dst)
+        fmt = params["format"]
+        try:
+            root = archives.extract(local, folder / "content", max_bytes=settings.IMPORT_MAX_BYTES,
+                                    root_names=PATH_FORMAT_ROOTS.get(fmt, frozenset()))
+        except archives.ArchiveError as exc:
+            report = ImportReport()
+            report.reject(0, str(exc))
+            return report
+        if fmt in PATH_FORMATS:
+            return PATH_FORMATS[fmt](job.study, root, model=params.get("model") or None,
+                                     skip_invalid=params.get("skip_invalid", False), actor=job.created_by,
+                                     progress=publish)
+        # lm-eval: the samples file is opened by its path, so the reader finds the results JSON beside it.
+        with (root / params["member"]).open("rb") as fh:
+            return import_stream(job.study, fh, fmt, skip_invalid=params.get("skip_invalid", False),
+                                 actor=job.created_by, progress=publish)
 
 
 def _after_import(study: Study) -> None:
@@ -157,18 +216,38 @@ def _after_import(study: Study) -> None:
 
 @transaction.atomic
 def do_create_import_job(study: Study, *, fmt: str, skip_invalid: bool, user=None, upload: File | None = None,
-                         path: Path | None = None) -> Job:
-    job = Job(study=study, kind=Job.Kind.IMPORT, created_by=user,
-              params={"format": fmt, "skip_invalid": skip_invalid, "filename": upload.name if upload else str(path)})
-    if upload is not None:
+                         path: Path | None = None, results: File | None = None, model: str = "") -> Job:
+    """The job row of one import. Uploads of formats read from a folder are stored as an archive:
+    ``abstraction-outputs`` (a path format) is uploaded as one; an lm-eval samples file and its
+    ``results`` JSON are zipped together here, under their own names, which the reader relies on."""
+    params: dict[str, Any] = {"format": fmt, "skip_invalid": skip_invalid,
+                              "filename": upload.name if upload else str(path)}
+    job = Job(study=study, kind=Job.Kind.IMPORT, created_by=user, params=params)
+    if upload is not None and fmt == "lm-eval":
+        if results is None:
+            raise ValueError("results: an lm-eval upload needs the results_<time>.json written with the samples")
+        samples_name, results_name = Path(upload.name).name, Path(results.name).name
+        buffer = io.BytesIO()
+        with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as zf:
+            zf.writestr(samples_name, upload.read())
+            zf.writestr(results_name, results.read())
+        params.update(archive=True, member=samples_name, results=results_name)
+        job.input_file.save(f"{Path(samples_name).stem}.zip", ContentFile(buffer.getvalue()), save=False)
+    elif upload is not None:
+        if fmt in PATH_FORMATS:
+            if not archives.is_archive(upload.name):
+                raise ValueError(f"file: the {fmt} format is a folder; upload it as a .zip or .tar.gz archive")
+            params.update(archive=True, model=model)
         job.input_file.save(Path(upload.name).name or "upload.jsonl", upload, save=False)
     job.save()
     return job
 
 
-def do_queue_import(study: Study, upload: File, *, fmt: str, skip_invalid: bool, user) -> Job:
+def do_queue_import(study: Study, upload: File, *, fmt: str, skip_invalid: bool, user, results: File | None = None,
+                    model: str = "") -> Job:
     """Store the upload and import it in the background once the job row is committed."""
     with transaction.atomic():
-        job = do_create_import_job(study, fmt=fmt, skip_invalid=skip_invalid, user=user, upload=upload)
+        job = do_create_import_job(study, fmt=fmt, skip_invalid=skip_invalid, user=user, upload=upload,
+                                   results=results, model=model)
         jobs.queue("annotation.tasks.import_job", job.pk)
     return job

@@ -1,12 +1,19 @@
 from django.contrib.auth import views as auth_views
-from django.urls import path
+from django.urls import path, reverse_lazy
+from django.utils.text import format_lazy
 
 from annotation import views
 
 urlpatterns = [
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    # A new account's one-time link (annotation.members.do_create_account): the user sets their own password.
+    path("set-password/<uidb64>/<token>/", auth_views.PasswordResetConfirmView.as_view(
+        template_name="registration/password_set.html", success_url=format_lazy("{}?password-set=1", reverse_lazy("login")),
+        post_reset_login=False), name="password-set"),
+    path("profile/", views.profile, name="profile"),
     path("", views.studies, name="studies"),
+    path("studies/new/", views.study_create, name="study-create"),
     path("studies/<int:study_id>/", views.study, name="study"),
     path("studies/<int:study_id>/members/", views.study_members, name="study-members"),
     path("studies/<int:study_id>/import/", views.study_import, name="study-import"),

@@ -12,22 +12,25 @@ from __future__ import annotations
 
 import json
 import math
+from urllib.parse import urlsplit
 
 from django.contrib import messages
-from django.contrib.auth import get_user_model
+from django.contrib.auth import get_user_model, update_session_auth_hash
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.forms import PasswordChangeForm
 from django.core.paginator import Paginator
+from django.db import IntegrityError
 from django.db.models import Case, Count, Exists, F, OuterRef, Prefetch, Q, TextField, Value, When
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, QueryDict
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
+from django.utils.text import capfirst
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
-from django.views.defaults import page_not_found
 from django_htmx.http import HttpResponseClientRedirect, HttpResponseClientRefresh
 
-from annotation import access, jobs, members, review, services, skeletons
-from annotation.forms import AssignForm, ImportForm, MemberForm, parse_skeleton_rows
+from annotation import access, errors, jobs, members, review, services, skeletons
+from annotation.forms import AccountForm, AssignForm, ImportForm, MemberForm, StudyForm, parse_skeleton_rows
 from annotation.importing.regime import REGIME_KEYS
 from annotation.models import (
     Assignment,
@@ -58,9 +61,9 @@ def permission_denied(request: HttpRequest, exception: Exception | None = None) 
     """``handler403`` of the project: an outsider's refusal is a plain 404 (a
     study's existence is not revealed), a member's a 403 naming the role."""
     if isinstance(exception, access.AccessDenied) and exception.outsider:
-        return page_not_found(request, Http404(str(exception)))
+        return errors.page_not_found(request, Http404(str(exception)))
     reason = str(exception) if isinstance(exception, access.AccessDenied) else "you may not do this"
-    return render(request, "annotation/forbidden.html", {"reason": reason}, status=403)
+    return errors.render_error(request, 403, capfirst(reason))  # a sentence: "Adjudication is for owners ..."
 
 
 def _study_for(request: HttpRequest, study_id: int) -> tuple[Study, Membership]:
@@ -114,6 +117,11 @@ def studies(request: HttpRequest) -> HttpResponse:
 @require_GET
 def study(request: HttpRequest, study_id: int) -> HttpResponse:
     study, membership = _study_for(request, study_id)
+    return render(request, "annotation/study.html", _study_context(request, study, membership))
+
+
+def _study_context(request: HttpRequest, study: Study, membership: Membership,
+                   import_form: ImportForm | None = None) -> dict:
     # Steps are counted through a join; do it separately so traces count once.
     model_rows = []
     step_counts = dict(
@@ -127,24 +135,43 @@ def study(request: HttpRequest, study_id: int) -> HttpResponse:
         row["accuracy"] = row["correct"] / row["traces"] if row["traces"] else None
         model_rows.append(row)
     recent_jobs = Job.objects.filter(study=study).order_by("-created_at")[:10]
-    context = {
+    return {
         "study": study,
         "membership": membership,
         "model_rows": model_rows,
         "n_problems": Problem.objects.filter(study=study).own().count(),
         "progress": review.study_progress([study.pk], request.user)[study.pk],
         "jobs": [(job, jobs.live_progress(job)) for job in recent_jobs],
-        "import_form": ImportForm() if membership.is_owner else None,
+        "import_form": (import_form or ImportForm()) if membership.is_owner else None,
     }
-    return render(request, "annotation/study.html", context)
+
+
+@member_view
+@require_http_methods(["GET", "POST"])
+def study_create(request: HttpRequest) -> HttpResponse:
+    """Any signed-in user may start a study; they become its owner (as with ``POST /api/v1/studies/``)."""
+    form = StudyForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        try:
+            study = services.do_create_study(data["name"], owner=request.user, description=data["description"],
+                                             blind=data["blind"], segmenter=data["segmenter"])
+        except IntegrityError:  # lost a race with another request for the same name
+            form.add_error("name", "A study with this name already exists.")
+        else:
+            messages.success(request, f"Created the study {study.name}; you are its owner.")
+            return redirect("study", study_id=study.pk)
+    return render(request, "annotation/study_form.html", {"form": form},
+                  status=400 if form.is_bound and form.errors else 200)
 
 
 @member_view
 @require_http_methods(["GET", "POST"])
 def study_members(request: HttpRequest, study_id: int) -> HttpResponse:
     study, membership = _study_for(request, study_id)
-    form = MemberForm()
+    form, account_form = MemberForm(), AccountForm()
     status = 200
+    created: dict | None = None  # the new account's secret, shown in this one response only
     if request.method == "POST":
         access.check_owner(membership, "managing members")
         action = request.POST.get("action", "set")
@@ -153,19 +180,77 @@ def study_members(request: HttpRequest, study_id: int) -> HttpResponse:
                 members.do_remove_member(study, request.POST.get("username", ""))
                 messages.success(request, f"Removed {request.POST.get('username')}.")
                 return redirect("study-members", study_id=study.pk)
-            form = MemberForm(request.POST)
-            if form.is_valid():
-                m, created = members.do_set_role(study, form.cleaned_data["username"], form.cleaned_data["role"])
-                messages.success(request, f"{m.user.username} is {'now' if not created else 'added as'} {m.role}.")
-                return redirect("study-members", study_id=study.pk)
-            status = 400
+            if action == "create":
+                account_form = AccountForm(request.POST)
+                if account_form.is_valid():
+                    data = account_form.cleaned_data
+                    try:
+                        m, secret = members.do_create_account(study, data["username"], data["role"],
+                                                              handover=data["handover"])
+                    except members.MemberError as exc:
+                        account_form.add_error("username", str(exc))
+                    else:
+                        created = {"username": m.user.username, "role": m.role, "handover": data["handover"],
+                                   "secret": secret if data["handover"] == members.HANDOVER_PASSWORD
+                                   else request.build_absolute_uri(secret)}
+                        account_form = AccountForm()
+                if not created:
+                    status = 400
+            else:
+                form = MemberForm(request.POST)
+                if form.is_valid():
+                    m, was_created = members.do_set_role(study, form.cleaned_data["username"], form.cleaned_data["role"])
+                    messages.success(request, f"{m.user.username} is {'now' if not was_created else 'added as'} {m.role}.")
+                    return redirect("study-members", study_id=study.pk)
+                status = 400
         except members.MemberError as exc:
             form.add_error(None, str(exc))
             status = 400
     rows = Membership.objects.filter(study=study).select_related("user").order_by("role", "user__username")
-    return render(request, "annotation/members.html",
-                  {"study": study, "membership": membership, "rows": rows, "form": form, "roles": Membership.Role.values},
-                  status=status)
+    response = render(request, "annotation/members.html",
+                      {"study": study, "membership": membership, "rows": rows, "form": form,
+                       "account_form": account_form, "created": created, "roles": Membership.Role.values},
+                      status=status)
+    if created:
+        response["Cache-Control"] = "no-store"  # the one-time password must not stay in a cache
+    return response
+
+
+@member_view
+@require_http_methods(["GET", "POST"])
+def profile(request: HttpRequest) -> HttpResponse:
+    """The signed-in user's own account: their API token (made and revoked here, the key shown once) and
+    their password."""
+    new_key = ""
+    password_form = PasswordChangeForm(request.user)
+    status = 200
+    if request.method == "POST":
+        action = request.POST.get("action", "")
+        if action == "token-create":
+            new_key = services.do_create_api_token(request.user)
+        elif action == "token-revoke":
+            if services.do_revoke_api_token(request.user):
+                messages.success(request, "Your API token is revoked; requests with it are refused from now on.")
+            return redirect("profile")
+        elif action == "password":
+            password_form = PasswordChangeForm(request.user, request.POST)
+            if password_form.is_valid():
+                user = password_form.save()
+                update_session_auth_hash(request, user)  # stay signed in on this browser
+                messages.success(request, "Your password is changed.")
+                return redirect("profile")
+            status = 400
+        else:
+            return errors.render_error(request, 400, f"action: unknown value {action!r}", back=reverse("profile"),
+                                       back_label="Back to your profile")
+    token = services.api_token_of(request.user)
+    memberships = Membership.objects.filter(user=request.user).select_related("study").order_by("study__name")
+    response = render(request, "annotation/profile.html",
+                      {"token": token, "new_key": new_key, "password_form": password_form,
+                       "memberships": memberships}, status=status)
+    if new_key:
+        response["Cache-Control"] = "no-store"
+    return response
 
 
 @member_view
@@ -174,13 +259,20 @@ def study_import(request: HttpRequest, study_id: int) -> HttpResponse:
     study, membership = _study_for(request, study_id)
     access.check_owner(membership, "importing traces")
     form = ImportForm(request.POST, request.FILES)
-    if not form.is_valid():
+    if form.is_valid():
+        data = form.cleaned_data
+        try:
+            job = services.do_queue_import(study, data["file"], fmt=data["format"], skip_invalid=data["skip_invalid"],
+                                           user=request.user, results=data.get("results"),
+                                           model=data.get("model", "").strip())
+        except ValueError as exc:
+            form.add_error(None, str(exc))
+        else:
+            return redirect("job", job_id=job.pk)
+    if request.htmx:
         return render(request, "annotation/import_form.html", {"study": study, "import_form": form}, status=400)
-    job = services.do_queue_import(
-        study, form.cleaned_data["file"], fmt=form.cleaned_data["format"],
-        skip_invalid=form.cleaned_data["skip_invalid"], user=request.user,
-    )
-    return redirect("job", job_id=job.pk)
+    # A plain form post gets the whole study page back, the form showing its errors in place.
+    return render(request, "annotation/study.html", _study_context(request, study, membership, form), status=400)
 
 
 @member_view
@@ -740,28 +832,53 @@ def queue_assign(request: HttpRequest, study_id: int) -> HttpResponse:
 # Adjudication
 
 
+#: The adjudication page's "Show" filter (?status=): the words the page shows; "resolved" is the older name.
+ADJUDICATION_SHOW = {"open": "open", "settled": "resolved", "resolved": "resolved", "all": "all"}
+
+
 @member_view
 @require_GET
 def adjudication(request: HttpRequest, study_id: int) -> HttpResponse:
     study, membership = _study_for(request, study_id)
     access.check_adjudicator(membership, "adjudication")
-    status = request.GET.get("status", "open")
-    if status not in ("open", "resolved", "all"):
-        status = "open"
-    qs = review.disagreement_steps(study, status)
+    return _adjudication_page(request, study, membership)
+
+
+def _adjudication_page(request: HttpRequest, study: Study, membership: Membership, *, failed: dict | None = None,
+                       status: int = 200, next_url: str = "") -> HttpResponse:
+    """The page of disagreements, filtered by the query string (``status``, ``model``, ``page``). ``failed``
+    re-shows one item as it was posted, with its error, when a plain (non-htmx) post was refused."""
+    show = request.GET.get("status", "open")
+    if show not in ADJUDICATION_SHOW:
+        show = "open"
+    qs = review.disagreement_steps(study, ADJUDICATION_SHOW[show])
     if request.GET.get("model"):
         qs = qs.filter(trace__model=request.GET["model"])
     qs = qs.select_related("trace__problem__approved_skeleton").prefetch_related(
         Prefetch("labels", queryset=StepLabel.objects.select_related("annotator", "judge").order_by("kind", "pk"))
     )
     page = Paginator(qs, 20).get_page(request.GET.get("page"))
-    items = [_adjudication_item(step, study) for step in page]
-    context = {"study": study, "membership": membership, "page": page, "items": items, "status": status,
-               "query": _page_query(request), "models": review.study_models(study), "model": request.GET.get("model", "")}
-    return render(request, "annotation/adjudication.html", context)
+    items = []
+    for step in page:
+        if failed and failed["step"] == step.pk:
+            items.append(_adjudication_item(step, study, failed["error"], failed["level"], posted=failed["posted"]))
+            failed = None
+        else:
+            items.append(_adjudication_item(step, study))
+    if failed:  # the refused step is not on this page of the filter: show it first, so the error is seen
+        step = qs.model.objects.select_related("trace__problem").prefetch_related(
+            Prefetch("labels", queryset=StepLabel.objects.select_related("annotator", "judge").order_by("kind", "pk"))
+        ).get(pk=failed["step"])
+        items.insert(0, _adjudication_item(step, study, failed["error"], failed["level"], posted=failed["posted"]))
+    context = {"study": study, "membership": membership, "page": page, "items": items, "status": show,
+               "query": _page_query(request), "models": review.study_models(study), "model": request.GET.get("model", ""),
+               "next_url": next_url or request.get_full_path()}
+    return render(request, "annotation/adjudication.html", context, status=status)
 
 
-def _adjudication_item(step: Step, study: Study, error: str = "", level: str = "") -> dict:
+def _adjudication_item(step: Step, study: Study, error: str = "", level: str = "", *, posted: dict | None = None) -> dict:
+    """One disagreement. ``posted`` (verdict, refs, reason) is what a refused post sent: the form shows it
+    again rather than the stored decision, so nothing typed is lost (issue 23 #11)."""
     labels = list(step.labels.all())
     final = next((lab for lab in labels if lab.kind == StepLabel.Kind.ADJUDICATION), None)
     shown = [
@@ -773,7 +890,11 @@ def _adjudication_item(step: Step, study: Study, error: str = "", level: str = "
     return {"step": step, "trace": step.trace, "labels": shown, "final": final,
             "final_reason_html": render_markdown(final.reason) if final else "",
             "version": final.version if final else 0, "l_gold": step.trace.problem.l_gold,
-            "positions": range(1, step.trace.problem.l_gold + 1), "error": error, "level": level}
+            "positions": range(1, step.trace.problem.l_gold + 1), "error": error, "level": level,
+            "form": posted or {"verdict": final.verdict if final else "",
+                               "refs": (final.skeleton_refs or []) if final else [],
+                               "reason": final.reason if final else ""},
+            "refused": bool(posted)}
 
 
 @member_view
@@ -797,14 +918,22 @@ def adjudicate(request: HttpRequest, step_id: int) -> HttpResponse:
         error, level, status = "; ".join(f"{f}: {m}" for f, m in exc.errors), "error", 400
     except review.Conflict as exc:
         error, level, status = str(exc), "conflict", 409
+    posted = {"verdict": request.POST.get("verdict", ""), "refs": refs, "reason": request.POST.get("reason", "")}
+    back = safe_next(request, reverse("adjudication", args=[study.pk]))
     if not request.htmx:
         if status == 200:
             messages.success(request, error)
-        else:
-            messages.error(request, error)
-        return redirect(safe_next(request, reverse("adjudication", args=[study.pk])))
+            return redirect(back)
+        if status == 400:
+            # The page again, at the filters it was posted from, with this item as it was typed.
+            request.GET = QueryDict(urlsplit(back).query)
+            return _adjudication_page(request, study, membership, status=400, next_url=back,
+                                      failed={"step": step.pk, "error": error, "level": level, "posted": posted})
+        messages.error(request, error)
+        return redirect(back)
     step = Step.objects.select_related("trace__problem").prefetch_related(
         Prefetch("labels", queryset=StepLabel.objects.select_related("annotator", "judge").order_by("kind", "pk"))
     ).get(pk=step.pk)
-    item = _adjudication_item(step, study, error, level)
-    return render(request, "annotation/adjudication.html#item", {"item": item, "study": study}, status=status)
+    item = _adjudication_item(step, study, error, level, posted=posted if status == 400 else None)
+    return render(request, "annotation/adjudication.html#item", {"item": item, "study": study, "next_url": back},
+                  status=status)

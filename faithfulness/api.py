@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
 from rest_framework import generics, serializers, status
 from rest_framework.exceptions import APIException, ValidationError
 from rest_framework.response import Response
@@ -72,10 +72,32 @@ class InterventionSerializer(serializers.ModelSerializer):
                   "strict", "strict_computed", "lenient", "monotone", "invariant", "continuation", "result"]
 
 
+@extend_schema_field({"oneOf": [{"type": "string", "example": "value_flip,paraphrase"},
+                           {"type": "array", "items": {"type": "string"}, "example": ["value_flip", "paraphrase"]}]})
+class KindsField(serializers.Field):
+    """Intervention kinds as the CLI writes them (``"value_flip,paraphrase"``) or as a JSON list
+    (``["value_flip", "paraphrase"]``); both parse to the same tuple (issue 23 #17)."""
+
+    default_error_messages = {"shape": "give the kinds as a comma-separated string or a JSON list of strings"}
+
+    def to_internal_value(self, data) -> tuple[str, ...]:
+        if isinstance(data, list) and not all(isinstance(item, str) for item in data):
+            self.fail("shape")
+        if not isinstance(data, (str, list)):
+            self.fail("shape")
+        try:
+            return edit_core.parse_kinds(data)
+        except ValueError as exc:
+            raise serializers.ValidationError(str(exc)) from None
+
+    def to_representation(self, value) -> list[str]:
+        return list(value)
+
+
 class StartSerializer(serializers.Serializer):
     what = serializers.ChoiceField(choices=[k for k, _ in FaithfulnessRun.Kind.choices])
     model = serializers.CharField()
-    kinds = serializers.CharField(required=False, default=",".join(edit_core.KINDS))
+    kinds = KindsField(required=False, default=tuple(edit_core.KINDS))
     per_trace = serializers.IntegerField(required=False, default=3, min_value=1, max_value=20)
     seed = serializers.IntegerField(required=False, default=0)
     budgets = serializers.CharField(required=False, default=any_core.DEFAULT_TOKEN_GRID)
@@ -95,12 +117,6 @@ class StartSerializer(serializers.Serializer):
     def validate_model(self, value: str) -> SubjectModel:
         try:
             return services.find_subject(self.context["study"], value)
-        except ValueError as exc:
-            raise serializers.ValidationError(str(exc)) from None
-
-    def validate_kinds(self, value: str) -> tuple[str, ...]:
-        try:
-            return edit_core.parse_kinds(value)
         except ValueError as exc:
             raise serializers.ValidationError(str(exc)) from None
 

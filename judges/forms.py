@@ -11,6 +11,26 @@ class JudgeConfigForm(forms.ModelForm):
         model = JudgeConfig
         fields = EDITABLE_FIELDS
         widgets = {"base_url": forms.URLInput(attrs={"placeholder": "http://127.0.0.1:8080/v1"})}
+        labels = {
+            "name": "Name", "model": "Model", "base_url": "Base URL", "api_key_env": "API key variable",
+            "temperature": "Temperature", "max_tokens": "Max tokens", "mode": "Judging mode",
+            "output_mode": "Output format", "concurrency": "Concurrent requests",
+            "rate_limit_per_minute": "Rate limit (requests per minute)", "max_retries": "Retries",
+            "timeout_seconds": "Timeout (seconds)", "price_input_per_mtok": "Price of input (USD per million tokens)",
+            "price_output_per_mtok": "Price of output (USD per million tokens)",
+        }
+        help_texts = {
+            "name": "how the study calls this judge (letters, digits, . _ -)",
+            "model": "the model name the server expects",
+            "base_url": "the OpenAI-compatible endpoint, ending in /v1",
+            "temperature": "0 to 2; 0 is greedy",
+            "mode": "skeleton: the judge also names the skeleton steps each step establishes",
+            "output_mode": "auto finds what the server accepts (JSON schema, JSON mode or plain text)",
+            "concurrency": "1 to 64 requests at once",
+            "rate_limit_per_minute": "empty: no limit",
+            "max_retries": "0 to 20 retries of a failed request",
+            "timeout_seconds": "per request, at least 0.1",
+        }
 
     def __init__(self, *args, study, **kwargs):
         super().__init__(*args, **kwargs)
@@ -30,15 +50,17 @@ class JudgeConfigForm(forms.ModelForm):
 
 class PromptForm(forms.Form):
     template = forms.CharField(widget=forms.Textarea(attrs={"rows": 24, "cols": 100, "spellcheck": "false"}),
-                               strip=False, validators=[validate_template])
-    note = forms.CharField(max_length=200, required=False, help_text="what changed, for the history")
-    trace = forms.CharField(required=False, help_text="trace id (or number) to preview the prompt on")
+                               strip=False, validators=[validate_template], label="Prompt template")
+    note = forms.CharField(max_length=200, required=False, label="Note", help_text="what changed, for the history")
+    trace = forms.CharField(required=False, label="Preview on trace",
+                            help_text="trace id (or number) to preview the prompt on")
 
 
 class RunForm(forms.Form):
-    traces = forms.ChoiceField(choices=JudgeRun.Scope.choices, initial=JudgeRun.Scope.ALL)
-    model = forms.ChoiceField(required=False, help_text="only the traces of this model")
-    force = forms.BooleanField(required=False, help_text="ask again even where a cached answer exists")
+    traces = forms.ChoiceField(choices=JudgeRun.Scope.choices, initial=JudgeRun.Scope.ALL, label="Traces")
+    model = forms.ChoiceField(required=False, label="Model", help_text="only the traces of this model")
+    force = forms.BooleanField(required=False, label="Ask again",
+                               help_text="ask again even where a cached answer exists")
     budget_usd = forms.FloatField(required=False, min_value=0, label="Budget (USD)",
                                   help_text="stop once the estimated cost reaches this")
 

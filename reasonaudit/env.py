@@ -107,3 +107,30 @@ def load_env_file(path: Path) -> None:
         if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
             value = value[1:-1]
         os.environ.setdefault(m.group("name"), value)
+
+
+#: Query parameters of an SQLite URI filename (https://www.sqlite.org/uri.html) that dj-database-url moves
+#: into OPTIONS, where the sqlite3 module would not read them.
+_SQLITE_URI_PARAMS = ("mode", "cache", "vfs", "immutable", "nolock", "psow", "modeof")
+
+
+def sqlite_database_name(name: str, options: dict, data_dir: Path) -> str:
+    """The NAME to give Django for an SQLite ``DATABASE_URL``, so no database file lands in the current folder.
+
+    * ``sqlite:///file:NAME?mode=memory&cache=shared`` (the test database's name, handed to a child process)
+      stays an in-memory database: its query is put back on the URI instead of being dropped, which once
+      made a 4 KB file ``memorydb_default`` appear at the repository root.
+    * A relative path (``sqlite:///ra.db``, ``sqlite:///file:ra.db``) is a file in the data folder, never in
+      whatever folder the process was started from (the test settings' data folder is temporary).
+    """
+    if not name or name == ":memory:":
+        return name
+    query = "&".join(f"{key}={options[key]}" for key in _SQLITE_URI_PARAMS if key in options)
+    if name.startswith("file:"):
+        path = name[len("file:"):]
+        if options.get("mode") != "memory" and not path.startswith("/"):
+            path = str(data_dir / path)
+        return f"file:{path}" + (f"?{query}" if query else "")
+    if not Path(name).is_absolute():
+        return str(data_dir / name)
+    return name

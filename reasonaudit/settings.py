@@ -14,7 +14,17 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from reasonaudit.env import LOCAL_ENV, data_dir, env_bool, env_float, env_int, env_list, env_url, load_env_file
+from reasonaudit.env import (
+    LOCAL_ENV,
+    data_dir,
+    env_bool,
+    env_float,
+    env_int,
+    env_list,
+    env_url,
+    load_env_file,
+    sqlite_database_name,
+)
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 DATA_DIR = data_dir(BASE_DIR)
@@ -82,7 +92,10 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Innermost, so it sees every 4xx on its way out (CSRF refusals and 405s included): annotation/errors.py.
+    "annotation.errors.ErrorPageMiddleware",
 ]
+CSRF_FAILURE_VIEW = "annotation.errors.csrf_failure"
 
 ROOT_URLCONF = "reasonaudit.urls"
 WSGI_APPLICATION = "reasonaudit.wsgi.application"
@@ -109,6 +122,7 @@ try:
 except (ValueError, dj_database_url.UnknownSchemeError) as exc:  # pragma: no cover - env_url filters first
     raise ImproperlyConfigured(f"DATABASE_URL is not usable: {exc}") from None
 if _db["ENGINE"] == "django.db.backends.sqlite3":
+    _db["NAME"] = sqlite_database_name(_db["NAME"], _db.get("OPTIONS") or {}, DATA_DIR)
     # The web server and the Celery worker write the same file: WAL lets
     # readers go on during a write, IMMEDIATE transactions avoid the
     # upgrade deadlock that produces "database is locked".

@@ -116,3 +116,38 @@ def test_a_bad_line_in_the_local_settings_stops_start_up_naming_the_file(tmp_pat
     result = start({}, tmp_path)
     assert result.returncode != 0
     assert "local.env, line 2: expected NAME=value" in result.stderr, result.stderr[-800:]
+
+
+# --------------------------------------------------------------------------
+# SQLite names: no database file in the folder a process starts from (issue 19 part 4: memorydb_default)
+
+
+@pytest.mark.parametrize(("url_name", "options", "expected"), [
+    ("file:memorydb_default", {"mode": "memory", "cache": "shared"}, "file:memorydb_default?mode=memory&cache=shared"),
+    ("file:ra.db", {}, "file:{data}/ra.db"),
+    ("ra.db", {}, "{data}/ra.db"),
+    ("/abs/ra.db", {}, "/abs/ra.db"),
+    (":memory:", {}, ":memory:"),
+])
+def test_an_sqlite_name_stays_in_memory_or_goes_to_the_data_folder(url_name, options, expected, tmp_path):
+    from reasonaudit.env import sqlite_database_name
+
+    assert sqlite_database_name(url_name, options, tmp_path) == expected.format(data=tmp_path)
+
+
+def test_a_child_given_the_in_memory_test_database_writes_no_file_where_it_starts(tmp_path):
+    """A child process handed the test database's name (as a worker is) once left a 4 KB file
+    ``memorydb_default`` in its working folder: the URI's mode=memory was dropped with the OPTIONS."""
+    cwd, data = tmp_path / "cwd", tmp_path / "data"
+    cwd.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "DJANGO_SETTINGS_MODULE"}}
+    env.update({"DJANGO_DEBUG": "true", "REASONAUDIT_DATA_DIR": str(data), "PYTHONPATH": str(ROOT),
+                "DATABASE_URL": "sqlite:///file:memorydb_default?mode=memory&cache=shared"})
+    code = ("import django, os; os.environ['DJANGO_SETTINGS_MODULE']='reasonaudit.settings'; django.setup(); "
+            "from django.db import connection; connection.cursor().execute('create table t (x int)'); "
+            "print(connection.settings_dict['NAME'])")
+    result = subprocess.run([sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr[-800:]
+    assert result.stdout.strip() == "file:memorydb_default?mode=memory&cache=shared"
+    assert list(cwd.iterdir()) == []
+    assert not (ROOT / "memorydb_default").exists()

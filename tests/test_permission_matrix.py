@@ -102,6 +102,9 @@ RULES: dict[str, Rule] = {
     "favicon": Rule(GET=PUBLIC),
     # annotation: web
     "studies": Rule(GET=SIGNED_IN),
+    "study-create": Rule(GET=SIGNED_IN, POST=SIGNED_IN),
+    "profile": Rule(GET=SIGNED_IN, POST=SIGNED_IN),
+    "password-set": Rule(GET=PUBLIC, POST=PUBLIC),  # the one-time link itself is the credential
     "study": study(GET=MEMBERS),
     "study-members": study(GET=MEMBERS, POST=OWNERS),
     "study-import": study(POST=OWNERS),

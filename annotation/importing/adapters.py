@@ -20,18 +20,22 @@ from annotation.importing.records import RecordError
 # Lists, not tuples: apps to the right of annotation add formats with register_format() from their
 # AppConfig.ready, and the command's and the forms' choices read these same objects.
 FORMATS = ["reasonaudit", "gsm8k-solutions", "gsm8k", "prm800k", "processbench", "trl-stepwise", "inspect", "lm-eval"]
-# An lm-eval samples file needs the results JSON lying beside it: only the CLI, which reads it in place, can import it.
+# Formats read from one uploaded stream. An lm-eval samples file needs the results JSON lying beside it: the upload
+# form takes both files and puts them in a folder of their own (annotation.services.do_queue_import).
 UPLOAD_FORMATS = [f for f in FORMATS if f != "lm-eval"]
 
 # Formats a higher app reads from a path itself (a folder tree, not one stream): registered from its
 # AppConfig.ready, since this app cannot import it (abstraction registers "abstraction-outputs"). The
-# importer is called as importer(study_name, path, model=..., skip_invalid=..., progress=...) and returns an
-# ImportReport. Only the CLI (import_traces) offers them.
+# importer is called as importer(study or its name, path, model=..., skip_invalid=..., actor=..., progress=...) and
+# returns an ImportReport. The CLI passes the path; the upload form an archive unpacked into a temporary folder
+# (annotation/importing/archives.py), whose one wrapping folder is dropped unless it is one of PATH_FORMAT_ROOTS.
 PATH_FORMATS: dict[str, Callable[..., Any]] = {}
+PATH_FORMAT_ROOTS: dict[str, frozenset[str]] = {}
 
 
-def register_path_format(name: str, importer: Callable[..., Any]) -> None:
+def register_path_format(name: str, importer: Callable[..., Any], *, root_names: frozenset[str] = frozenset()) -> None:
     PATH_FORMATS[name] = importer
+    PATH_FORMAT_ROOTS[name] = root_names
 
 
 def cli_formats() -> tuple[str, ...]:

@@ -12,6 +12,8 @@ import string
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
 
+from reasonlib import parsing
+
 # A small English stop-word list ([I] the paper names none; NLTK's list would need a download).
 STOPWORDS = frozenset("""
 a about above after again against all am an and any are as at be because been before being below between both but by
@@ -71,11 +73,17 @@ def sentences(text: str) -> list[str]:
 
 def split_steps(text: str) -> list[str]:
     """The reasoning steps of a free text: one per non-empty line, "Step k:" and list
-    markers stripped, the closing "Answer: ..." / "Question: ..." line left out.
+    markers stripped, the closing "Answer: ..." / "Question: ..." line and a last line that only
+    states the answer ("#### 42") left out.
     A one-line text falls back to its sentences."""
     lines = [ln.strip() for ln in (text or "").split("\n") if ln.strip()]
     if len(lines) == 1:
         lines = sentences(lines[0])
+    # The last line that only states the answer ("#### 42", "The answer is 42") is the answer, not a step:
+    # the same rule as the review page's segmentation (reasonlib.parsing.parse_trace), so a trace has as
+    # many steps on the fidelity item page as where it is labelled.
+    if lines and parsing.answer_only(lines[-1]) is not None:
+        lines = lines[:-1]
     steps = []
     for line in lines:
         if _TAIL.match(line):

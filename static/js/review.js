@@ -368,8 +368,9 @@
     document.addEventListener("keydown", function (e) {
       var t = e.target;
       if (typingIn(t)) {
-        // Enter in a note, or Escape anywhere, hands the keys back to the page.
-        if (e.key === "Escape" || (e.key === "Enter" && t.classList.contains("note"))) {
+        // Enter in a note or the rating box, or Escape anywhere, hands the keys back to the page (the rating
+        // keeps its value: it is saved with the labels, not by Enter submitting the form).
+        if (e.key === "Escape" || (e.key === "Enter" && (t.classList.contains("note") || t.id === "rating"))) {
           e.preventDefault();
           t.blur();
         }

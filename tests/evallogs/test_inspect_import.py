@@ -55,7 +55,9 @@ def test_it_imports_one_trace_per_sample_and_epoch(study, import_file):
 
 def test_every_trace_carries_the_regime_it_was_sampled_under(study, import_file):
     import_file(INSPECT_LOG, "inspect")
-    for trace in traces(study).values():
+    imported = traces(study)
+    assert len(imported) == 8  # 4 problems x 2 epochs: the loop below must not pass on an empty import
+    for trace in imported.values():
         r = trace.regime
         pid = trace.problem.problem_id.split("/", 1)[1]
         assert set(regime.REGIME_KEYS) <= set(r)

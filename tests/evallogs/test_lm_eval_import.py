@@ -68,7 +68,9 @@ def test_it_imports_one_trace_per_document(study, import_file):
 def test_every_trace_carries_the_regime_from_the_results_file(study, import_file):
     import_file(LM_EVAL_SAMPLES, "lm-eval")
     results = json.loads(LM_EVAL_RESULTS.read_text())
-    for doc_id, trace in by_doc(study).items():
+    imported = by_doc(study)
+    assert sorted(imported) == [0, 1, 2, 3]  # one trace per document: the loop below must not pass on an empty import
+    for doc_id, trace in imported.items():
         r = trace.regime
         assert set(regime.REGIME_KEYS) <= set(r)
         assert r["model"] == make_logs.MODEL

@@ -12,7 +12,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from faithfulness import services
-from faithfulness.models import Intervention, Status
+from faithfulness.models import FaithfulnessRun, Intervention, Status
 
 pytestmark = pytest.mark.django_db
 
@@ -124,3 +124,18 @@ def test_exports_take_the_newest_run_of_each_mode_and_grid_with_a_manifest(ran, 
     assert (tmp_path / "ifr.csv.manifest.json").is_file()
     rows = list(exports.build(exports.ExportRequest(study=study, what="interventions")).records())
     assert len(rows) == 8 and all(r["mode"] == "completions" and r["code_version"] for r in rows)
+
+
+def test_the_kinds_of_an_intervention_run_may_be_a_json_list(client, owner, generated, study):
+    """Issue 23 #17: the REST ``kinds`` field refused a JSON list; a string and a list mean the same."""
+    url = reverse("api-study-faithfulness-runs", args=[study.pk])
+    client.force_login(owner)
+    ok = client.post(url, {"what": "interventions", "model": "tiny", "kinds": ["value_flip", "paraphrase"]},
+                     content_type="application/json")
+    assert ok.status_code == 202, ok.content
+    frun = FaithfulnessRun.objects.get(job_id=ok.json()["id"])
+    assert sorted(frun.params["kinds"]) == ["paraphrase", "value_flip"]
+    for bad_kinds in ([1, 2], {"kind": "value_flip"}, ["flip"]):
+        bad = client.post(url, {"what": "interventions", "model": "tiny", "kinds": bad_kinds},
+                          content_type="application/json")
+        assert bad.status_code == 400 and bad.json()["errors"][0]["field"] == "kinds", bad_kinds

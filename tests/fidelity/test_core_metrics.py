@@ -141,3 +141,18 @@ def test_consistency_and_overall_reasoning():
     assert logic.consistency(["Tom has apples"], ["apples Tom ate"]) == pytest.approx(2 / 3)
     assert logic.overall_reasoning(0.15, 0.322) == pytest.approx(0.236)
     assert logic.overall_reasoning(None, 0.3) is None
+
+
+@pytest.mark.parametrize("text", [
+    "Janet has 16 eggs.\nShe eats 3: 16 - 3 = 13.\nShe sells them: 13 * 2 = 26.\n#### 26",
+    "Janet has 16 eggs.\nShe eats 3: 16 - 3 = 13.\nThe answer is 13",
+    "Janet has 16 eggs.\nShe eats 3: 16 - 3 = 13.",
+])
+def test_a_closing_answer_line_is_not_a_step_here_either(text):
+    """Issue 23 #17: the fidelity item page counted "#### 42" as a step while the review page treats it as the
+    answer; both read the same steps now."""
+    from fidelity.core.text import split_steps
+    from reasonlib.parsing import parse_trace
+
+    assert split_steps(text) == [s.text for s in parse_trace(text).steps]
+    assert "#### 26" not in split_steps(text)

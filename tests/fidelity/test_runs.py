@@ -100,8 +100,9 @@ def test_the_llm_extractor_stores_forms_the_report_uses(problems, subject, serve
     call_command("fidelity", "--study", study.name, "--model", "tiny", "--axes", "backward", "--problems", "first:2",
                  "--wait")
     judge, _ = judge_services.do_save_judge(study, {"name": "extractor", "model": "m", "base_url": server.url})
-    # the fake's solutions have 3 steps; the extractor names the subject of each "Apples"
-    forms = [{"subject": "Apples", "relation": "add", "object": "total", "values": ["5"]}] * 3
+    # the fake's solutions have 2 steps and the closing "The answer is N." line, which is the answer, not a
+    # step (as on the review page); the extractor names the subject of each "Apples"
+    forms = [{"subject": "Apples", "relation": "add", "object": "total", "values": ["5"]}] * 2
     server.rule(lambda body: "logical form" in str(body.get("messages")), Fault(content=_json.dumps({"forms": forms})))
     call_command("fidelity", "--study", study.name, "--model", "tiny", "--extract-forms", "extractor")
     assert "logical forms of 2 forward trace(s)" in capsys.readouterr().out

@@ -110,3 +110,46 @@ def test_the_adjudication_api(seeded, trace, member, annotator2, adjudicator):
     assert missing.status_code == 400 and missing.json()["errors"][0]["field"] == "reason"
     assert api.get(f"/api/v1/studies/{seeded.pk}/disagreements/").json()["count"] == 0
     assert api.get(f"/api/v1/studies/{seeded.pk}/disagreements/?status=resolved").json()["count"] == 1
+
+
+def test_a_refused_decision_keeps_the_chosen_verdict_and_typed_reason_and_the_focus(
+        client, seeded, trace, member, annotator2, adjudicator):
+    """Issue 23 #11: a validation error used to drop the verdict and the reason and lose the focus."""
+    human_label(trace, 1, member, "valid")
+    human_label(trace, 1, annotator2, "invalid")
+    client.force_login(adjudicator)
+    step = Step.objects.get(trace=trace, index=1)
+    url = reverse("adjudicate", args=[step.pk])
+    no_reason = client.post(url, {"version": 0, "verdict": "invalid", "refs": ["1"], "reason": " "},
+                            HTTP_HX_REQUEST="true")
+    assert no_reason.status_code == 400
+    html = no_reason.content.decode()
+    assert 'value="invalid" checked' in html and 'value="valid" checked' not in html
+    assert 'name="refs" value="1" checked' in html
+    assert "autofocus" in html and f'aria-describedby="adj-error-{step.pk}"' in html
+    no_verdict = client.post(url, {"version": 0, "reason": "bob read the carry right"}, HTTP_HX_REQUEST="true")
+    assert no_verdict.status_code == 400
+    assert 'value="bob read the carry right"' in no_verdict.content.decode()
+    # Without JavaScript: the whole page again (not a redirect that forgets), the item as it was typed.
+    plain = client.post(url, {"version": 0, "verdict": "neutral", "reason": "",
+                              "next": reverse("adjudication", args=[seeded.pk]) + "?status=open"})
+    assert plain.status_code == 400
+    page = plain.content.decode()
+    assert 'class="topbar"' in page and 'value="neutral" checked' in page and "reason" in page
+    assert not StepLabel.objects.filter(step=step, kind="adjudication").exists()
+
+
+def test_the_show_filter_is_in_the_url_and_settled_works(client, seeded, trace, member, annotator2, adjudicator):
+    """Issue 23 #17: ?status=settled did nothing (the option was called "resolved")."""
+    human_label(trace, 1, member, "valid")
+    human_label(trace, 1, annotator2, "invalid")
+    step = Step.objects.get(trace=trace, index=1)
+    review.do_adjudicate(step, adjudicator, version=0, verdict="invalid", skeleton_refs=[], reason="SETTLED-REASON")
+    client.force_login(adjudicator)
+    url = reverse("adjudication", args=[seeded.pk])
+    settled = client.get(url, {"status": "settled"}).content.decode()
+    assert "SETTLED-REASON" in settled and '<option value="settled" selected>' in settled
+    assert "SETTLED-REASON" not in client.get(url, {"status": "open"}).content.decode()
+    assert "SETTLED-REASON" in client.get(url, {"status": "resolved"}).content.decode()  # the older name
+    # A decision posted from the filtered page comes back to it.
+    assert f'name="next" value="{url}?status=settled"' in settled

@@ -78,12 +78,18 @@ def test_the_adjudication_form_never_redirects_to_another_host(client, seeded, a
     step = Step.objects.filter(trace__study=seeded).order_by("pk").first()
     client.force_login(adjudicator)
     url = reverse("adjudicate", args=[step.pk])
+    page = reverse("adjudication", args=[seeded.pk])
     for outside in ("https://evil.example/", "//evil.example/x", "http://testserver.evil.example/"):
-        response = client.post(url, {"verdict": "valid", "version": "0", "next": outside})
+        # saved (the first) or refused as stale (the others): either way back to our own page
+        response = client.post(url, {"verdict": "valid", "version": "0", "reason": "fine", "next": outside})
         assert response.status_code == 302
-        assert response["Location"] == reverse("adjudication", args=[seeded.pk]), outside
-    inside = reverse("adjudication", args=[seeded.pk]) + "?status=all"
-    response = client.post(url, {"verdict": "valid", "version": "1", "next": inside})
+        assert response["Location"] == page, outside
+        # refused for a missing reason: the page again (issue 23 #11), whose form carries our own page onward
+        refused = client.post(url, {"verdict": "valid", "version": "1", "next": outside})
+        assert refused.status_code == 400 and "Location" not in refused
+        assert f'name="next" value="{page}"' in refused.content.decode() and "evil" not in refused.content.decode()
+    inside = page + "?status=all"
+    response = client.post(url, {"verdict": "valid", "version": "1", "reason": "fine", "next": inside})
     assert response["Location"] == inside
 
 

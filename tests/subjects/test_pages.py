@@ -68,3 +68,33 @@ def test_start_a_run_follow_it_and_cancel(study, owner, member, make_problems, s
     r = web(owner).post(f"/subject-models/{tiny.pk}/generate/", {"problems": "all", "samples": "2"})
     newest = GenerationRun.objects.order_by("-pk").first()
     assert r.status_code == 302 and r["Location"] == f"/generation-runs/{newest.pk}/" and newest.samples == 2
+
+
+def test_the_form_has_human_labels_and_takes_stop_sequences_one_per_line(study, owner, server):
+    page = web(owner).get(f"/studies/{study.pk}/subject-models/new/").content.decode()
+    for label in (">API<", ">Base URL<", ">EOS token<", ">Stop sequences<", ">API key variable<"):
+        assert label in page
+    assert ">Api<" not in page and ">Base url<" not in page and ">Eos token<" not in page
+    form = {"name": "lines", "model": "m", "base_url": server.url, "api": "chat", "temperature": "0",
+            "max_tokens": "64", "stop": "Question:\r\n\\n\\nA:\r\n", "n_samples": "1", "concurrency": "1",
+            "timeout_seconds": "30", "max_retries": "0", "price_input_per_mtok": "0", "price_output_per_mtok": "0",
+            "prompt_template": services.find_template(study, "zero-shot").pk}
+    r = web(owner).post(f"/studies/{study.pk}/subject-models/new/", form)
+    assert r.status_code == 302, r.content.decode()[:2000]
+    made = SubjectModel.objects.get(name="lines")
+    assert made.stop == ["Question:", "\n\nA:"]
+    # The edit form shows them back one per line, escaped as typed.
+    edit = web(owner).get(f"/subject-models/{made.pk}/edit/").content.decode()
+    assert "Question:\n\\n\\nA:</textarea>" in edit
+
+
+def test_five_stop_sequences_are_an_inline_error_on_the_field(study, owner, server):
+    form = {"name": "many", "model": "m", "base_url": server.url, "api": "chat", "temperature": "0",
+            "max_tokens": "64", "stop": "a\nb\nc\nd\ne", "n_samples": "1", "concurrency": "1",
+            "timeout_seconds": "30", "max_retries": "0", "price_input_per_mtok": "0", "price_output_per_mtok": "0",
+            "prompt_template": services.find_template(study, "zero-shot").pk}
+    r = web(owner).post(f"/studies/{study.pk}/subject-models/new/", form)
+    assert r.status_code == 400
+    html = r.content.decode()
+    assert 'id="id_stop_error"' in html and "at most 4 stop sequences (you gave 5)" in html
+    assert not SubjectModel.objects.filter(name="many").exists()

@@ -1,0 +1,139 @@
+"""The pages in a real browser (issue 19 part 5, issue 23 #11/#15/#17): the grouped navigation at 1280 px by
+keyboard, Enter leaving the rating box, the focus after a refused adjudication, and long text kept inside
+its box. Screenshots go to docs/screenshots/ with
+REASONAUDIT_SCREENSHOTS=1."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import expect
+
+from annotation.models import Problem, StepLabel, Trace
+from tests.conftest import jsonl
+from tests.review.browser import browser, sign_in  # noqa: F401 - fixture
+from tests.review.conftest import human_label, seed
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
+
+
+def shot(page, name: str, **kwargs) -> None:
+    """Refresh docs/screenshots/<name> only when asked (REASONAUDIT_SCREENSHOTS=1, as test_screenshots.py)."""
+    if os.environ.get("REASONAUDIT_SCREENSHOTS"):
+        page.screenshot(path=str(SCREENSHOTS / name), **kwargs)
+
+
+def test_the_grouped_navigation_fits_1280_px_and_works_by_keyboard(live_server, browser, owner, study,  # noqa: F811
+                                                                    do_import):
+    seed(do_import, n_problems=1, models=("m1",))
+    page = sign_in(browser, live_server.url, "olivia", "pw-olivia", width=1280, height=800)
+    page.goto(f"{live_server.url}/studies/{study.pk}/")
+    width = page.evaluate("() => document.documentElement.clientWidth")
+    for name in ("Review", "Models and runs", "Results", "Study settings"):
+        box = page.locator("summary", has_text=name).bounding_box()
+        assert box and box["x"] + box["width"] <= width, name
+    sign_out = page.get_by_role("button", name="Sign out").bounding_box()
+    assert sign_out and sign_out["x"] + sign_out["width"] <= width
+    assert page.evaluate("() => document.documentElement.scrollWidth") <= width  # nothing pushed off-screen
+    # Keyboard only: Tab to the "Results" group, open it with Enter, follow a link; Escape closes a menu.
+    results = page.locator("summary", has_text="Results")
+    results.focus()
+    page.keyboard.press("Enter")
+    expect(page.get_by_role("link", name="Evidence")).to_be_visible()
+    shot(page, "nav-1280.png")
+    page.keyboard.press("Escape")
+    expect(page.get_by_role("link", name="Evidence")).to_be_hidden()
+    expect(results).to_be_focused()
+    page.locator("summary", has_text="Study settings").focus()
+    page.keyboard.press("Enter")
+    page.keyboard.press("Tab")
+    page.keyboard.press("Tab")
+    page.keyboard.press("Tab")
+    expect(page.get_by_role("link", name="Members")).to_be_focused()
+    page.keyboard.press("Enter")
+    page.wait_for_url(f"{live_server.url}/studies/{study.pk}/members/")
+    shot(page, "members.png", full_page=True)
+    # An account for someone new: the one-time password is shown once, and it signs in.
+    page.get_by_label("New username").fill("bea")
+    page.get_by_role("button", name="Create account and add").click()
+    secret = page.locator(".secret .secret-value")
+    expect(secret).to_be_visible()
+    shot(page, "members-account-created.png", full_page=True)
+    password = secret.inner_text().strip()
+    other = sign_in(browser, live_server.url, "bea", password)
+    expect(other.get_by_role("link", name="Study A")).to_be_visible()
+
+
+def test_study_and_profile_pages(live_server, browser, owner):  # noqa: F811
+    page = sign_in(browser, live_server.url, "olivia", "pw-olivia", width=1280, height=800)
+    page.get_by_role("link", name="New study").click()
+    page.get_by_label("Name").fill("Browser study")
+    page.get_by_label("Split traces into steps by").select_option("paragraphs")
+    shot(page, "new-study.png", full_page=True)
+    page.get_by_role("button", name="Create study").click()
+    expect(page.locator(".messages")).to_contain_text("you are its owner")
+    page.get_by_role("link", name="olivia").click()
+    page.get_by_role("button", name="Make a token").click()
+    expect(page.locator(".secret")).to_contain_text("shown only now")
+    shot(page, "profile-token.png", full_page=True)
+
+
+def test_enter_leaves_the_rating_box_and_keeps_the_value(live_server, browser, member, study, do_import):  # noqa: F811
+    seed(do_import, n_problems=1, models=("m1",))
+    trace = Trace.objects.get()
+    page = sign_in(browser, live_server.url, "alice", "pw-alice")
+    page.goto(f"{live_server.url}/traces/{trace.pk}/")
+    page.keyboard.press("r")
+    rating = page.locator("#rating")
+    expect(rating).to_be_focused()
+    page.keyboard.type("7")
+    page.keyboard.press("Enter")
+    expect(rating).not_to_be_focused()
+    expect(rating).to_have_value("7")
+    assert page.url == f"{live_server.url}/traces/{trace.pk}/"  # not submitted by the Enter
+    page.keyboard.press("v")  # the page's keys work again
+    expect(page.locator("li.step").first).to_have_class(__import__("re").compile("is-valid"))
+
+
+def test_a_refused_adjudication_keeps_its_choice_and_the_focus(live_server, browser, member, annotator2,  # noqa: F811
+                                                                adjudicator, study, do_import):
+    seed(do_import, n_problems=1, models=("m1",))
+    trace = Trace.objects.get()
+    human_label(trace, 1, member, "valid")
+    human_label(trace, 1, annotator2, "invalid")
+    page = sign_in(browser, live_server.url, "adam", "pw-adam")
+    page.goto(f"{live_server.url}/studies/{study.pk}/adjudication/")
+    page.keyboard.press("i")  # choose invalid; the focus moves to the reason, left empty
+    page.keyboard.press("Control+Enter")
+    item = page.locator("article.adj-item").first
+    expect(item.locator(".alert.error")).to_contain_text("reason")
+    expect(item.locator('input[name="verdict"][value="invalid"]')).to_be_checked()
+    expect(item.locator('input[name="reason"]')).to_be_focused()
+    page.keyboard.type("bob is right")
+    page.keyboard.press("Control+Enter")
+    expect(page.locator("article.adj-item").first).to_contain_text("Final verdict saved")
+    assert StepLabel.objects.get(kind="adjudication").verdict == "invalid"
+
+
+def test_long_text_stays_inside_its_box(live_server, browser, owner, study, do_import):  # noqa: F811
+    statement = "x" * 2_000_000  # 2 MB without a single space
+    do_import(jsonl({"kind": "problem", "problem_id": "huge", "statement": statement, "gold_answer": "1"},
+                    {"kind": "trace", "problem_id": "huge", "model": "m", "steps": ["9" * 400 + " = 1"], "answer": "1"}))
+    problem = Problem.objects.get(problem_id="huge")
+    page = sign_in(browser, live_server.url, "olivia", "pw-olivia", width=1280, height=800)
+    for url in (f"/problems/{problem.pk}/", f"/traces/{Trace.objects.get().pk}/", f"/studies/{study.pk}/problems/"):
+        page.goto(f"{live_server.url}{url}")
+        assert page.evaluate("() => document.documentElement.scrollWidth") <= 1280, url
+    # A 400-digit check result in the skeleton editor stays inside the editor.
+    page.goto(f"{live_server.url}/problems/{problem.pk}/")
+    check = page.locator("#sk-rows > li.sk-row").first.locator("input[name^=check-]")
+    check.fill("9" * 400 + "+1=1")
+    result = page.locator("#sk-rows > li.sk-row").first.locator(".check-result")
+    expect(result).to_contain_text("not 1")
+    row = page.locator("#sk-rows > li.sk-row").first.bounding_box()
+    box = result.bounding_box()
+    assert box and row and box["x"] + box["width"] <= row["x"] + row["width"] + 1
+    assert page.evaluate("() => document.documentElement.scrollWidth") <= 1280

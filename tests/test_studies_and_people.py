@@ -1,0 +1,264 @@
+"""Studies and people from the browser (issue 19 part 3): a new study, accounts made by an owner (one-time
+password or a set-password link), roles and revocation, the profile page's API token, and the upload
+form offering every format the CLI imports. Outsiders get 404, a blind annotator 403."""
+
+from __future__ import annotations
+
+import io
+import re
+import zipfile
+from pathlib import Path
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.test import Client
+from django.urls import reverse
+from rest_framework.authtoken.models import Token
+
+from annotation.forms import ImportForm
+from annotation.importing.adapters import cli_formats
+from annotation.models import Job, Membership, Study, Trace
+from tests.evallogs.conftest import LM_EVAL_RESULTS, LM_EVAL_SAMPLES
+
+pytestmark = pytest.mark.django_db
+User = get_user_model()
+ABSTRACTION = Path(__file__).resolve().parent / "data" / "abstraction" / "gpt-4o-mini"
+
+
+def signed_in(user) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+# --------------------------------------------------------------------------
+# A new study
+
+
+def test_a_signed_in_user_creates_a_study_and_owns_it(outsider):
+    client = signed_in(outsider)
+    page = client.get(reverse("study-create"))
+    assert page.status_code == 200 and "Blind review" in page.content.decode()
+    response = client.post(reverse("study-create"), {"name": "Pilot", "description": "", "blind": "",
+                                                     "segmenter": "paragraphs"})
+    study = Study.objects.get(name="Pilot")
+    assert response.status_code == 302 and response["Location"] == reverse("study", args=[study.pk])
+    assert (study.blind, study.segmenter) == (False, "paragraphs")
+    assert Membership.objects.get(study=study).user == outsider
+    assert Membership.objects.get(study=study).role == Membership.Role.OWNER
+
+
+def test_a_taken_study_name_is_an_inline_error_on_the_form(owner, study):
+    response = signed_in(owner).post(reverse("study-create"), {"name": study.name, "segmenter": "lines"})
+    assert response.status_code == 400
+    html = response.content.decode()
+    assert 'class="field has-error"' in html and "already exists" in html
+    assert Study.objects.filter(name=study.name).count() == 1
+
+
+def test_an_anonymous_visitor_is_sent_to_sign_in_before_creating_a_study(client):
+    response = client.post(reverse("study-create"), {"name": "X", "segmenter": "lines"})
+    assert response.status_code == 302 and response["Location"].startswith(reverse("login"))
+    assert not Study.objects.filter(name="X").exists()
+
+
+# --------------------------------------------------------------------------
+# Members: accounts, roles, revocation
+
+
+def test_an_owner_creates_an_account_whose_one_time_password_is_shown_once(owner, study):
+    client = signed_in(owner)
+    response = client.post(reverse("study-members", args=[study.pk]),
+                           {"action": "create", "username": "bob", "role": "adjudicator", "handover": "password"})
+    assert response.status_code == 200
+    assert response["Cache-Control"] == "no-store"
+    html = response.content.decode()
+    password = re.search(r'<code class="secret-value" tabindex="0">([^<]+)</code>', html)[1]
+    assert Membership.objects.get(study=study, user__username="bob").role == "adjudicator"
+    assert Client().login(username="bob", password=password)
+    # Shown once: the members page never shows it again.
+    assert password not in client.get(reverse("study-members", args=[study.pk])).content.decode()
+
+
+def test_an_owner_creates_an_account_with_a_link_where_the_user_sets_the_password(owner, study):
+    response = signed_in(owner).post(reverse("study-members", args=[study.pk]),
+                                     {"action": "create", "username": "carol", "role": "annotator",
+                                      "handover": "link"})
+    assert response.status_code == 200
+    link = re.search(r'<code class="secret-value" tabindex="0">http://testserver([^<]+)</code>', response.content.decode())[1]
+    carol = User.objects.get(username="carol")
+    assert not carol.has_usable_password()
+    browser = Client()
+    form = browser.get(link, follow=True)  # Django swaps the token for a session key, then shows the form
+    assert form.status_code == 200 and "new_password1" in form.content.decode()
+    done = browser.post(form.redirect_chain[-1][0], {"new_password1": "a long new secret",
+                                                     "new_password2": "a long new secret"})
+    assert done.status_code == 302 and "password-set" in done["Location"]
+    assert Client().login(username="carol", password="a long new secret")
+    # The link works once: the password it hashed is gone.
+    again = Client().get(link, follow=True)
+    assert "used up or not valid" in again.content.decode()
+
+
+def test_creating_an_account_refuses_a_taken_username_and_resets_nobody(owner, member, study):
+    response = signed_in(owner).post(reverse("study-members", args=[study.pk]),
+                                     {"action": "create", "username": member.username.upper(), "role": "owner",
+                                      "handover": "password"})
+    assert response.status_code == 400
+    assert "is taken" in response.content.decode()
+    member.refresh_from_db()
+    assert member.check_password("pw-alice")
+    assert Membership.objects.get(study=study, user=member).role == "annotator"
+
+
+def test_an_owner_changes_a_role_and_revokes_a_member(owner, member, study):
+    client = signed_in(owner)
+    url = reverse("study-members", args=[study.pk])
+    assert client.post(url, {"action": "set", "username": member.username, "role": "adjudicator"}).status_code == 302
+    assert Membership.objects.get(study=study, user=member).role == "adjudicator"
+    assert client.post(url, {"action": "remove", "username": member.username}).status_code == 302
+    assert not Membership.objects.filter(study=study, user=member).exists()
+
+
+@pytest.mark.parametrize("action", ["create", "set", "remove"])
+def test_a_blind_annotator_may_not_manage_members_and_an_outsider_is_not_told_the_study_exists(
+        member, outsider, study, action):
+    assert study.blind and Membership.objects.get(study=study, user=member).role == "annotator"
+    data = {"action": action, "username": "dave", "role": "owner", "handover": "password"}
+    url = reverse("study-members", args=[study.pk])
+    refused = signed_in(member).post(url, data)
+    assert refused.status_code == 403 and "owner" in refused.content.decode()
+    assert signed_in(outsider).post(url, data).status_code == 404
+    assert not User.objects.filter(username="dave").exists()
+    # The members page itself shows a blind annotator no forms.
+    page = signed_in(member).get(url).content.decode()
+    assert "Create an account" not in page and "Revoke" not in page
+
+
+# --------------------------------------------------------------------------
+# The profile page: the user's own API token
+
+
+def test_a_user_makes_a_token_seen_once_that_works_on_the_api_and_revokes_it(member, study):
+    client = signed_in(member)
+    made = client.post(reverse("profile"), {"action": "token-create"})
+    assert made.status_code == 200 and made["Cache-Control"] == "no-store"
+    key = Token.objects.get(user=member).key
+    assert key in made.content.decode()
+    later = client.get(reverse("profile")).content.decode()
+    assert key not in later and key[:4] in later
+    api = Client(HTTP_AUTHORIZATION=f"Token {key}")
+    assert api.get("/api/v1/studies/").status_code == 200
+    # Replacing stops the old key at once.
+    client.post(reverse("profile"), {"action": "token-create"})
+    assert api.get("/api/v1/studies/").status_code == 401
+    assert client.post(reverse("profile"), {"action": "token-revoke"}).status_code == 302
+    assert not Token.objects.filter(user=member).exists()
+
+
+def test_the_profile_page_touches_only_the_signed_in_users_own_token(owner, member):
+    Token.objects.create(user=owner)
+    signed_in(member).post(reverse("profile"), {"action": "token-revoke"})
+    assert Token.objects.filter(user=owner).exists()
+
+
+def test_an_unknown_profile_action_is_a_styled_400_naming_the_field(member):
+    response = signed_in(member).post(reverse("profile"), {"action": "sudo"})
+    assert response.status_code == 400
+    html = response.content.decode()
+    assert 'class="topbar"' in html and "action: unknown value" in html
+
+
+# --------------------------------------------------------------------------
+# The upload form: every format of the CLI
+
+
+def test_the_upload_form_offers_every_format_the_cli_imports():
+    offered = [value for value, _label in ImportForm().fields["format"].choices]
+    assert set(offered) == set(cli_formats())
+    assert {"lm-eval", "inspect", "abstraction-outputs"} <= set(offered)
+
+
+def test_an_lm_eval_samples_file_uploads_with_its_results_json(owner, study, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=True):
+        response = signed_in(owner).post(reverse("study-import", args=[study.pk]), {
+            "format": "lm-eval",
+            "file": SimpleUploadedFile(LM_EVAL_SAMPLES.name, LM_EVAL_SAMPLES.read_bytes()),
+            "results": SimpleUploadedFile(LM_EVAL_RESULTS.name, LM_EVAL_RESULTS.read_bytes()),
+        })
+    assert response.status_code == 302, response.content.decode()[:2000]
+    job = Job.objects.get(study=study, kind=Job.Kind.IMPORT)
+    assert job.status == Job.Status.SUCCEEDED, job.error
+    assert job.result["traces_created"] == 4
+    assert Trace.objects.filter(study=study, regime__lm_eval_model="local-chat-completions").count() == 4
+
+
+def test_an_lm_eval_upload_without_its_results_json_is_refused_on_the_page(owner, study):
+    response = signed_in(owner).post(reverse("study-import", args=[study.pk]), {
+        "format": "lm-eval", "file": SimpleUploadedFile(LM_EVAL_SAMPLES.name, LM_EVAL_SAMPLES.read_bytes())})
+    assert response.status_code == 400
+    html = response.content.decode()
+    assert 'class="topbar"' in html  # the whole study page, not a bare fragment
+    assert "results_&lt;time&gt;.json written beside it" in html
+    assert not Job.objects.filter(study=study).exists()
+
+
+def _zip_of(folder: Path, *, wrap: str) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as zf:
+        for path in sorted(folder.rglob("*")):
+            if path.is_file():
+                zf.write(path, f"{wrap}/{path.relative_to(folder)}" if wrap else str(path.relative_to(folder)))
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize("wrap", ["gpt-4o-mini", ""])
+def test_abstraction_outputs_upload_as_an_archive_of_the_folder(owner, study, django_capture_on_commit_callbacks,
+                                                                wrap):
+    with django_capture_on_commit_callbacks(execute=True):
+        response = signed_in(owner).post(reverse("study-import", args=[study.pk]), {
+            "format": "abstraction-outputs", "model": "gpt-4o-mini",
+            "file": SimpleUploadedFile("outputs.zip", _zip_of(ABSTRACTION, wrap=wrap)),
+        })
+    assert response.status_code == 302, response.content.decode()[:2000]
+    job = Job.objects.get(study=study, kind=Job.Kind.IMPORT)
+    assert job.status == Job.Status.SUCCEEDED, (job.error, job.result)
+    assert job.result["traces_created"] > 0
+    assert Trace.objects.filter(study=study, model="gpt-4o-mini").count() == job.result["traces_created"]
+
+
+def test_a_folder_format_needs_an_archive_and_a_model_name(owner, study):
+    response = signed_in(owner).post(reverse("study-import", args=[study.pk]), {
+        "format": "abstraction-outputs", "file": SimpleUploadedFile("output.json", b"[]")})
+    assert response.status_code == 400
+    html = response.content.decode()
+    assert "upload a .zip or .tar.gz archive" in html and "name the model" in html
+
+
+def test_an_archive_member_outside_the_folder_fails_the_job_with_its_name(owner, study,
+                                                                         django_capture_on_commit_callbacks):
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as zf:
+        zf.writestr("../escape/output.json", "[]")
+    with django_capture_on_commit_callbacks(execute=True):
+        signed_in(owner).post(reverse("study-import", args=[study.pk]), {
+            "format": "abstraction-outputs", "model": "m", "file": SimpleUploadedFile("bad.zip", buffer.getvalue())})
+    job = Job.objects.get(study=study, kind=Job.Kind.IMPORT)
+    assert job.status == Job.Status.FAILED
+    assert "../escape/output.json: archive member outside" in job.result["rejected"][0]["reason"]
+
+
+def test_an_empty_upload_returns_the_whole_page_with_the_error_in_place(owner, study):
+    response = signed_in(owner).post(reverse("study-import", args=[study.pk]), {"format": "reasonaudit"})
+    assert response.status_code == 400
+    html = response.content.decode()
+    assert 'class="topbar"' in html and "This field is required." in html
+
+
+@pytest.mark.parametrize("who, status", [("member", 403), ("outsider", 404)])
+def test_a_blind_annotator_and_an_outsider_may_not_upload(request, study, who, status):
+    response = signed_in(request.getfixturevalue(who)).post(reverse("study-import", args=[study.pk]), {
+        "format": "reasonaudit", "file": SimpleUploadedFile("x.jsonl", b"{}\n")})
+    assert response.status_code == status
+    assert not Job.objects.filter(study=study).exists()
