@@ -14,7 +14,18 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from reasonaudit.env import LOCAL_ENV, data_dir, env_bool, env_float, env_int, env_list, env_url, load_env_file
+from reasonaudit.env import (
+    LOCAL_ENV,
+    data_dir,
+    env_bool,
+    env_float,
+    env_int,
+    env_list,
+    env_model_keys,
+    env_networks,
+    env_url,
+    load_env_file,
+)
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 DATA_DIR = data_dir(BASE_DIR)
@@ -247,6 +258,14 @@ IMPORT_MAX_BYTES = env_int("REASONAUDIT_IMPORT_MAX_BYTES", 512 * 1024 * 1024, mi
 DATA_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
 FILE_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
 ANSWER_CHECK_TIMEOUT = 5.0
+
+# Model servers (docs/configuration.md, "Model servers: keys and addresses"; runs/outbound.py).
+# The API keys a judge or subject model may name, each with the hosts it may go to; nothing else is sent.
+MODEL_KEYS = env_model_keys("REASONAUDIT_MODEL_KEYS")
+# Non-public networks model servers may be in (public addresses are always allowed). A development
+# checkout (DJANGO_DEBUG=true, as ./run sets) allows loopback, where the documented local llama
+# server listens; production allows none unless listed.
+MODEL_NETWORKS = env_networks("REASONAUDIT_MODEL_NETWORKS", "127.0.0.0/8,::1/128" if DEBUG else "")
 
 # A burst of label saves becomes one score recompute this many seconds later.
 SCORING_DEBOUNCE_SECONDS = env_int("SCORING_DEBOUNCE_SECONDS", 5, minimum=0)
