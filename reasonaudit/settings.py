@@ -255,6 +255,10 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 
 # --- ReasonAudit ---------------------------------------------------------------
 IMPORT_MAX_BYTES = env_int("REASONAUDIT_IMPORT_MAX_BYTES", 512 * 1024 * 1024, minimum=1)
+# An Inspect .eval log is a zip: checked from its directory before anything is decompressed.
+IMPORT_MAX_UNCOMPRESSED_BYTES = env_int("REASONAUDIT_IMPORT_MAX_UNCOMPRESSED_BYTES", 2 * 1024**3, minimum=1)
+IMPORT_MAX_MEMBER_BYTES = env_int("REASONAUDIT_IMPORT_MAX_MEMBER_BYTES", 256 * 1024**2, minimum=1)
+IMPORT_MAX_ZIP_RATIO = env_int("REASONAUDIT_IMPORT_MAX_ZIP_RATIO", 200, minimum=1)
 DATA_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
 FILE_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
 ANSWER_CHECK_TIMEOUT = 5.0
