@@ -1,7 +1,7 @@
 from django import forms
-from django.conf import settings
 
 from annotation.importing.adapters import UPLOAD_FORMATS
+from annotation.services import upload_too_large
 
 
 class ImportForm(forms.Form):
@@ -11,10 +11,9 @@ class ImportForm(forms.Form):
 
     def clean_file(self):
         upload = self.cleaned_data["file"]
-        if upload.size > settings.IMPORT_MAX_BYTES:
-            raise forms.ValidationError(
-                f"the file is {upload.size:,} bytes, over the import limit of {settings.IMPORT_MAX_BYTES:,} bytes"
-            )
+        problem = upload_too_large(upload.size)
+        if problem is not None:
+            raise forms.ValidationError(problem)
         return upload
 
 

@@ -7,10 +7,12 @@ after commit.
 
 from __future__ import annotations
 
+import hashlib
 import secrets
 from pathlib import Path
 from typing import IO, Any
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.files.base import File
 from django.db import transaction
@@ -123,7 +125,9 @@ def run_import_job(job_id: int, stream: IO[bytes] | None = None, *, progress=Non
             )
     except Exception as exc:
         jobs.finish(job_id, status=Job.Status.FAILED, error=f"{type(exc).__name__}: {exc}")
+        _delete_upload(job)
         raise
+    _delete_upload(job)
     status = Job.Status.SUCCEEDED if report.committed else Job.Status.FAILED
     error = "" if report.committed else f"{len(report.rejected)} line(s) rejected; nothing was imported"
     jobs.finish(job_id, status=status, result=report.as_dict(), error=error, done=report.read, total=report.read)
@@ -139,15 +143,46 @@ def _after_import(study: Study) -> None:
     signals.data_changed.send(sender=Study, study=study, reason="import")
 
 
+def upload_too_large(size: int | None) -> str | None:
+    """Why an upload of ``size`` bytes is refused (over REASONAUDIT_IMPORT_MAX_BYTES), or None."""
+    limit = settings.IMPORT_MAX_BYTES
+    if size is not None and size > limit:
+        return f"the file is {size:,} bytes, over the import limit of {limit:,} bytes"
+    return None
+
+
+def _sha256(upload: File) -> str:
+    digest = hashlib.sha256()
+    for chunk in upload.chunks():
+        digest.update(chunk)
+    upload.seek(0)
+    return digest.hexdigest()
+
+
 @transaction.atomic
 def do_create_import_job(study: Study, *, fmt: str, skip_invalid: bool, user=None, upload: File | None = None,
                          path: Path | None = None) -> Job:
-    job = Job(study=study, kind=Job.Kind.IMPORT, created_by=user,
-              params={"format": fmt, "skip_invalid": skip_invalid, "filename": upload.name if upload else str(path)})
+    """An import job; an upload is stored for the worker (refused before anything is written when it is
+    over the limit) with its size and sha256 in the job's params, which stay after the file is deleted."""
+    params: dict[str, Any] = {"format": fmt, "skip_invalid": skip_invalid,
+                              "filename": upload.name if upload else str(path)}
+    if upload is not None:
+        problem = upload_too_large(upload.size)
+        if problem is not None:
+            raise ValueError(problem)
+        params.update(size=upload.size, sha256=_sha256(upload))
+    job = Job(study=study, kind=Job.Kind.IMPORT, created_by=user, params=params)
     if upload is not None:
         job.input_file.save(Path(upload.name).name or "upload.jsonl", upload, save=False)
     job.save()
     return job
+
+
+def _delete_upload(job: Job) -> None:
+    """An upload is kept only until its import ends (its size and sha256 stay in the job's params)."""
+    if job.input_file:
+        job.input_file.delete(save=False)
+        Job.objects.filter(pk=job.pk).update(input_file="")
 
 
 def do_queue_import(study: Study, upload: File, *, fmt: str, skip_invalid: bool, user) -> Job:

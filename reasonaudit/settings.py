@@ -82,6 +82,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "reasonaudit.limits.RequestBodyLimitMiddleware",  # refuses an oversize body before anything reads it
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -259,6 +260,13 @@ IMPORT_MAX_BYTES = env_int("REASONAUDIT_IMPORT_MAX_BYTES", 512 * 1024 * 1024, mi
 IMPORT_MAX_UNCOMPRESSED_BYTES = env_int("REASONAUDIT_IMPORT_MAX_UNCOMPRESSED_BYTES", 2 * 1024**3, minimum=1)
 IMPORT_MAX_MEMBER_BYTES = env_int("REASONAUDIT_IMPORT_MAX_MEMBER_BYTES", 256 * 1024**2, minimum=1)
 IMPORT_MAX_ZIP_RATIO = env_int("REASONAUDIT_IMPORT_MAX_ZIP_RATIO", 200, minimum=1)
+# Every request body: the largest import plus room for the form's other fields (reasonaudit/limits.py).
+REQUEST_MAX_BYTES = env_int("REASONAUDIT_REQUEST_MAX_BYTES", IMPORT_MAX_BYTES + 1024 * 1024, minimum=1)
+FILE_UPLOAD_HANDLERS = [
+    "reasonaudit.limits.UploadLimitHandler",
+    "django.core.files.uploadhandler.MemoryFileUploadHandler",
+    "django.core.files.uploadhandler.TemporaryFileUploadHandler",
+]
 DATA_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
 FILE_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
 ANSWER_CHECK_TIMEOUT = 5.0
