@@ -358,7 +358,7 @@ def config_snapshot(subject: SubjectModel) -> dict[str, Any]:
     """What a run uses: the configuration and the template as they were when it started."""
     t = subject.prompt_template
     return {
-        "name": subject.name, "version": subject.version, "base_url": subject.base_url, "model": subject.model,
+        "name": subject.name, "version": subject.version, "base_url": redact_url(subject.base_url), "model": subject.model,
         "api": subject.api, "system_prompt": subject.system_prompt, "template_name": t.name,
         "template_version": t.version, "template": t.template, "exemplars": t.exemplars,
         "temperature": subject.temperature, "top_p": subject.top_p, "seed": subject.seed,

@@ -320,3 +320,19 @@ def test_delete_ends_a_running_probe_job(study, owner):
     job.refresh_from_db()
     assert job.status == Job.Status.CANCELLED
     assert subject_services.active_probe(subject) is None
+
+
+def test_pages_and_run_configs_show_urls_without_credentials(client, study, member, fake):
+    # A row saved before the refusal existed (written around the services here).
+    secret_url = fake.url.replace("http://", "http://user:hunter2@") + "?api-key=sekrit"
+    subject, _ = subject_services.do_save_subject(study, {"name": "old", "base_url": fake.url, "model": "m"})
+    SubjectModel.objects.filter(pk=subject.pk).update(base_url=secret_url)
+    subject.refresh_from_db()
+    client.force_login(member)
+    for url in (f"/subject-models/{subject.pk}/", f"/studies/{study.pk}/subject-models/"):
+        page = client.get(url).content.decode()
+        assert "hunter2" not in page and "sekrit" not in page and "api-key=REDACTED" in page
+    assert "hunter2" not in str(subject_services.config_snapshot(subject))
+    # And it never runs: the transport refuses the stored credentials.
+    with pytest.raises(FatalRunError, match="user name or password"):
+        ModelPool(Endpoint(secret_url, "m"), "test")
