@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import pytest
 
+from abstraction.importing import split_question
 from faithfulness.core.anytime import cut_tokens, piece_ends
+from fidelity.core.explanation import plausibility
 from fidelity.core.variants import distractor, rephrase
 from reasonlib.arithmetic import tokenize
 from reasonlib.parsing import extract_answer, parse_trace, segment
@@ -23,6 +25,8 @@ HOSTILE = {
     "dashes": "-" * N + "1",
     "digits": "1" * N + "x",
     "digits and dots": "1." * (N // 2) + "x",
+    "blank lines": "Step 1: a" + "\n" * N + "x",
+    "question then blanks": "Question: " + " " * N + "x",
 }
 
 
@@ -73,3 +77,17 @@ def test_segmentation_and_calculator_tokens_are_linear(name):
 
 def test_step_markers_after_markdown_still_split():
     assert len(segment("## Step 1: a\n-- ** Step 2: b\n", "markers")) == 2
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE))
+def test_explanation_plausibility_and_imported_prompts_are_linear(name):
+    text = HOSTILE[name]
+    assert_linear(lambda t: plausibility("How many?", t), text)
+    assert_linear(split_question, text)
+
+
+def test_imported_prompts_split_as_before():
+    assert split_question("Hint: use 2.\nQuestion: What is 1+1?  Let's think step by step. ") == (
+        "What is 1+1?", "Hint: use 2.\n")
+    assert split_question("Question: Q?\n") == ("Q?", "")
+    assert split_question("no question here") is None
