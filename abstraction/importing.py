@@ -12,7 +12,6 @@ its path and index, and nothing is written unless ``skip_invalid``."""
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,7 +31,21 @@ from annotation.models import Problem, Study, Trace
 FORMAT = "abstraction-outputs"
 PUBLISHED = "published"  # the benchmark (set of items) the published outputs answer
 LEVELS = {level: category for category, level in gen.LEVEL_OF.items()}
-_QUESTION = re.compile(r"^(?P<hint>.*?)Question: (?P<q>.*?)\s*(?:Let's think step by step\.\s*)?$", re.DOTALL)
+_QUESTION_MARK = "Question: "
+_COT_CUE = "Let's think step by step."
+
+
+def split_question(prompt: str) -> tuple[str, str] | None:
+    """(question, hint) of a prompt "<hint>Question: <q>[ Let's think step by step.]", or None. By
+    string search: the regex "^(.*?)Question: (.*?)\\s*(?:Let's think...)?$" was quadratic on a long run
+    of blanks (a user's file)."""
+    at = prompt.find(_QUESTION_MARK)
+    if at < 0:
+        return None
+    question = prompt[at + len(_QUESTION_MARK):].rstrip()
+    if question.endswith(_COT_CUE):
+        question = question[: -len(_COT_CUE)].rstrip()
+    return question, prompt[:at]
 
 
 @dataclass
@@ -110,8 +123,7 @@ def read_tree(root: Path, report: ImportReport) -> list[Parsed]:
                 if record.get("answer") is None:
                     report.reject(index, f'{where}: missing "answer"')
                     continue
-                m = _QUESTION.match(_final_user(record.get("prompt")))
-                question, hint = (m["q"], m["hint"]) if m else ("", "")
+                question, hint = split_question(_final_user(record.get("prompt"))) or ("", "")
                 out.append(Parsed(name, category, task, variant, mode, index, question, hint, str(record["answer"]),
                                   str(record.get("raw_output") or ""), str(record.get("output") or ""),
                                   _verdict(record)))

@@ -25,6 +25,7 @@ from annotation.importing.regime import messages_hash
 from annotation.models import Job, Problem, Study
 from judges.models import JudgeConfig
 from runs import engine
+from runs.outbound import redact_url
 from subjects.models import SubjectModel
 
 BATCH = 2000
@@ -215,7 +216,7 @@ def result_label(subject: SubjectModel, max_examples: int | None) -> str:
 def run_config(subject: SubjectModel, bench: Benchmark, modes: Sequence[str], checker_name: str,
                max_examples: int | None = None) -> dict[str, Any]:
     return {
-        "name": subject.name, "label": result_label(subject, max_examples), "max_examples": max_examples, "version": subject.version, "base_url": subject.base_url, "model": subject.model,
+        "name": subject.name, "label": result_label(subject, max_examples), "max_examples": max_examples, "version": subject.version, "base_url": redact_url(subject.base_url), "model": subject.model,
         "temperature": subject.temperature, "top_p": subject.top_p, "seed": subject.seed,
         "max_tokens": subject.max_tokens, "stop": list(subject.stop or []), "modes": list(modes),
         "prompts": prompt_texts(bench.study), "benchmark": bench.name, "benchmark_seed": bench.seed,

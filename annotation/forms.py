@@ -1,9 +1,9 @@
 from django import forms
-from django.conf import settings
 
 from annotation.importing.adapters import PATH_FORMATS, UPLOAD_FORMATS
 from annotation.importing.archives import is_archive
 from annotation.models import Study
+from annotation.services import upload_too_large
 
 #: Human names of the import formats (docs/import-format.md); a format another app registers without one here
 #: is offered under its own name.
@@ -48,10 +48,9 @@ class ImportForm(forms.Form):
 
     def clean_file(self):
         upload = self.cleaned_data["file"]
-        if upload.size > settings.IMPORT_MAX_BYTES:
-            raise forms.ValidationError(
-                f"the file is {upload.size:,} bytes, over the import limit of {settings.IMPORT_MAX_BYTES:,} bytes"
-            )
+        problem = upload_too_large(upload.size)
+        if problem is not None:
+            raise forms.ValidationError(problem)
         return upload
 
     def clean(self):

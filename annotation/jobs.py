@@ -80,12 +80,27 @@ def claim(job_id: int) -> bool:
     )
 
 
-def finish(job_id: int, *, status: str, result: dict[str, Any] | None = None, error: str = "", **counts: int) -> None:
+def finish(job_id: int, *, status: str, result: dict[str, Any] | None = None, error: str = "",
+           if_running: bool = False, **counts: int) -> None:
+    """End a job. ``if_running``: only a job still running (a cancel that ended it first wins)."""
     updates: dict[str, Any] = {"status": status, "finished_at": timezone.now(), "error": error, **counts}
     if result is not None:
         updates["result"] = result
-    Job.objects.filter(pk=job_id).update(**updates)
+    rows = Job.objects.filter(pk=job_id)
+    if if_running:
+        rows = rows.filter(status=Job.Status.RUNNING)
+    rows.update(**updates)
     cache.delete(_key(job_id))
+
+
+# Kinds of job whose work never looks at cancel_requested (one short call, e.g. the probe of a model
+# server): a cancel ends them at once, and their work finishes them only if they are still running.
+_ENDED_BY_CANCEL: set[str] = set()
+
+
+def end_on_cancel(kind: str) -> None:
+    """Register a kind of job that a cancel ends at once (from the owning app's AppConfig.ready)."""
+    _ENDED_BY_CANCEL.add(kind)
 
 
 def cancel(job: Job) -> Job:
@@ -93,6 +108,10 @@ def cancel(job: Job) -> Job:
     Job.objects.filter(pk=job.pk, status=Job.Status.QUEUED).update(
         status=Job.Status.CANCELLED, cancel_requested=True, finished_at=timezone.now()
     )
-    Job.objects.filter(pk=job.pk, status=Job.Status.RUNNING).update(cancel_requested=True)
+    running = Job.objects.filter(pk=job.pk, status=Job.Status.RUNNING)
+    if job.kind in _ENDED_BY_CANCEL:
+        running.update(status=Job.Status.CANCELLED, cancel_requested=True, finished_at=timezone.now())
+    else:
+        running.update(cancel_requested=True)
     job.refresh_from_db()
     return job

@@ -7,6 +7,7 @@ after commit.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import secrets
 import shutil
@@ -161,7 +162,9 @@ def run_import_job(job_id: int, stream: IO[bytes] | None = None, *, progress=Non
                                        actor=job.created_by, progress=publish)
     except Exception as exc:
         jobs.finish(job_id, status=Job.Status.FAILED, error=f"{type(exc).__name__}: {exc}")
+        _delete_upload(job)
         raise
+    _delete_upload(job)
     # --skip-invalid with rejected lines commits the rest: that is "partial",
     # never a green "succeeded" (issue 23), on the job page, the study's job
     # list, the REST job and the CLI alike.
@@ -214,14 +217,39 @@ def _after_import(study: Study) -> None:
     signals.data_changed.send(sender=Study, study=study, reason="import")
 
 
+def upload_too_large(size: int | None) -> str | None:
+    """Why an upload of ``size`` bytes is refused (over REASONAUDIT_IMPORT_MAX_BYTES), or None."""
+    limit = settings.IMPORT_MAX_BYTES
+    if size is not None and size > limit:
+        return f"the file is {size:,} bytes, over the import limit of {limit:,} bytes"
+    return None
+
+
+def _sha256(upload: File) -> str:
+    digest = hashlib.sha256()
+    for chunk in upload.chunks():
+        digest.update(chunk)
+    upload.seek(0)
+    return digest.hexdigest()
+
+
 @transaction.atomic
 def do_create_import_job(study: Study, *, fmt: str, skip_invalid: bool, user=None, upload: File | None = None,
                          path: Path | None = None, results: File | None = None, model: str = "") -> Job:
-    """The job row of one import. Uploads of formats read from a folder are stored as an archive:
-    ``abstraction-outputs`` (a path format) is uploaded as one; an lm-eval samples file and its
-    ``results`` JSON are zipped together here, under their own names, which the reader relies on."""
+    """The job row of one import, refused before anything is written when an upload is over the limit; the
+    upload's size and sha256 stay in the job's params after the file is deleted. Uploads of formats read from
+    a folder are stored as an archive: ``abstraction-outputs`` (a path format) is uploaded as one; an lm-eval
+    samples file and its ``results`` JSON are zipped together here, under their own names, which the reader
+    relies on."""
     params: dict[str, Any] = {"format": fmt, "skip_invalid": skip_invalid,
                               "filename": upload.name if upload else str(path)}
+    for part in (upload, results):
+        if part is not None:
+            problem = upload_too_large(part.size)
+            if problem is not None:
+                raise ValueError(problem)
+    if upload is not None:
+        params.update(size=upload.size, sha256=_sha256(upload))
     job = Job(study=study, kind=Job.Kind.IMPORT, created_by=user, params=params)
     if upload is not None and fmt == "lm-eval":
         if results is None:
@@ -241,6 +269,13 @@ def do_create_import_job(study: Study, *, fmt: str, skip_invalid: bool, user=Non
         job.input_file.save(Path(upload.name).name or "upload.jsonl", upload, save=False)
     job.save()
     return job
+
+
+def _delete_upload(job: Job) -> None:
+    """An upload is kept only until its import ends (its size and sha256 stay in the job's params)."""
+    if job.input_file:
+        job.input_file.delete(save=False)
+        Job.objects.filter(pk=job.pk).update(input_file="")
 
 
 def do_queue_import(study: Study, upload: File, *, fmt: str, skip_invalid: bool, user, results: File | None = None,

@@ -55,6 +55,7 @@ MAX_TOKENS = 256
 def setup_django(data_dir: str, database_url: str, broker: str) -> None:
     os.environ.update({
         "DJANGO_SETTINGS_MODULE": "reasonaudit.settings", "DJANGO_DEBUG": "false", "SECRET_KEY": "benchmark-only",
+        "REASONAUDIT_MODEL_NETWORKS": "127.0.0.0/8",  # the fake server listens on loopback
         "REASONAUDIT_DATA_DIR": data_dir, "DATABASE_URL": database_url, "CELERY_BROKER_URL": broker,
         "CELERY_TASK_ALWAYS_EAGER": "false", "REASONAUDIT_QUEUE": QUEUE,
     })

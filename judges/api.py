@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.core.exceptions import ValidationError as DjangoValidationError
 from drf_spectacular.utils import extend_schema
 from rest_framework import generics, status
 from rest_framework.exceptions import APIException, ValidationError
@@ -25,6 +26,8 @@ def _save(study, data: dict, *, judge=None, user=None) -> JudgeConfig:
     prompt_version = data.pop("prompt_version", None)
     try:
         judge, _ = services.do_save_judge(study, data, judge=judge, user=user, prompt_version=prompt_version)
+    except DjangoValidationError as exc:
+        raise ValidationError(exc.message_dict) from None
     except ValueError as exc:
         raise ValidationError({"prompt_version" if prompt_version else "non_field_errors": [str(exc)]}) from None
     return judge

@@ -20,6 +20,7 @@ from django.utils import timezone
 from annotation.models import Job, Study, StudyScopedQuerySet, Trace
 from judges.protocol import template_error
 from runs.models import Run
+from runs.outbound import OutboundRefused, check_endpoint
 
 MECHANISTIC = "mechanistic"  # the built-in judge every study has
 
@@ -119,6 +120,15 @@ class JudgeConfig(models.Model):
 
     def get_absolute_url(self) -> str:
         return reverse("judge", args=[self.pk])
+
+    def clean(self) -> None:
+        # The operator's policy (runs.outbound): a key name on REASONAUDIT_MODEL_KEYS for this host, an
+        # address REASONAUDIT_MODEL_NETWORKS allows, no credentials in the URL.
+        super().clean()
+        try:
+            check_endpoint(self.base_url, self.api_key_env)
+        except OutboundRefused as exc:
+            raise ValidationError({exc.field: str(exc)}) from None
 
     @property
     def source(self) -> str:

@@ -8,12 +8,14 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Literal
 
-from django.template import Context, Engine, TemplateSyntaxError
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from runs import transport
+from runs.templating import BoundedTemplate, PromptTemplateError
+from runs.templating import compile_template as _compile_bounded
 
 
 @dataclass(frozen=True)
@@ -70,19 +72,17 @@ Label every step:
 {% endif %}Give a confidence between 0 and 1 and a short reason for every step, and say whether the final answer is correct (answer_correct).
 """
 
-# Prompts are text, not HTML: no autoescaping, and a missing variable renders empty.
-_ENGINE = Engine(autoescape=False, string_if_invalid="", libraries={}, builtins=[])
-
-
-def compile_template(source: str):
-    """The compiled template, or TemplateSyntaxError with Django's message."""
-    return _ENGINE.from_string(source)
+@lru_cache(maxsize=32)
+def compile_template(source: str) -> BoundedTemplate:
+    """The compiled template (runs.templating: text, not HTML; a missing variable renders empty;
+    bounded work, output and filter arguments), or PromptTemplateError with Django's message."""
+    return _compile_bounded(source)
 
 
 def template_error(source: str) -> str | None:
     try:
         compile_template(source)
-    except TemplateSyntaxError as exc:
+    except PromptTemplateError as exc:
         return str(exc)
     return None
 
@@ -200,7 +200,7 @@ def template_context(trace: TraceInput, mode: str) -> dict:
 
 
 def render_prompt(template: str, trace: TraceInput, mode: str, output_mode: str) -> str:
-    body = compile_template(template or DEFAULT_TEMPLATE).render(Context(template_context(trace, mode), autoescape=False))
+    body = compile_template(template or DEFAULT_TEMPLATE).render(template_context(trace, mode))
     return body.rstrip() + output_instructions(mode, output_mode, trace_schema(trace, mode))
 
 

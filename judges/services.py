@@ -96,6 +96,7 @@ def do_save_judge(study: Study, fields: dict[str, Any], *, judge: JudgeConfig | 
             judge.output_mode_resolved = ""  # another server or model may accept other formats
     for key, value in fields.items():
         setattr(judge, key, value)
+    judge.clean()  # the operator's key and address policy (ValidationError naming the field)
     judge.save()
     if created:
         first = template if template is not None else protocol.DEFAULT_TEMPLATE

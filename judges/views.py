@@ -19,6 +19,7 @@ from annotation.models import Membership, StepLabel, Study, Trace
 from judges import protocol, services
 from judges.forms import JudgeConfigForm, PromptForm, RunForm
 from judges.models import JudgeConfig, JudgeRun, JudgeTraceResult
+from runs.templating import PromptTemplateError
 
 FAILED_CALLS_PER_PAGE = 25
 
@@ -103,7 +104,8 @@ def judge_detail(request: HttpRequest, judge_id: int) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 def judge_prompt(request: HttpRequest, judge_id: int) -> HttpResponse:
     """Prompt editor: history, the current (or a past) version, and a preview
-    on a real trace. Members may preview; owners save new versions."""
+    on a real trace. Members read; owners preview and save new versions (a preview renders a
+    template the user wrote, so it is the owners' as saving is)."""
     judge, membership = _judge_for(request, judge_id)
     if not judge.uses_prompt:
         raise Http404("The mechanistic judge has no prompt")
@@ -111,9 +113,9 @@ def judge_prompt(request: HttpRequest, judge_id: int) -> HttpResponse:
     shown = history.filter(version=request.GET["version"]).first() if request.GET.get("version") else None
     preview = None
     if request.method == "POST":
+        _owner_only(membership)
         form = PromptForm(request.POST)
         if request.POST.get("action") == "save":
-            _owner_only(membership)
             if form.is_valid():
                 prompt = services.do_save_prompt(judge, form.cleaned_data["template"], user=request.user,
                                                  note=form.cleaned_data["note"])
@@ -127,7 +129,7 @@ def judge_prompt(request: HttpRequest, judge_id: int) -> HttpResponse:
     else:
         template = shown.template if shown else (judge.prompt_template or protocol.DEFAULT_TEMPLATE)
         form = PromptForm(initial={"template": template, "trace": request.GET.get("trace", "")})
-        if request.GET.get("trace"):
+        if request.GET.get("trace") and membership.is_owner:
             preview = _preview(judge, PromptForm({"template": template, "trace": request.GET["trace"]}))
     context = {"study": judge.study, "judge": judge, "membership": membership, "form": form, "history": history,
                "shown": shown, "preview": preview}
@@ -148,7 +150,10 @@ def _preview(judge: JudgeConfig, form: PromptForm) -> dict:
         trace = traces.order_by("pk").first()
     if trace is None:
         return {"error": f"no trace {wanted!r} in this study" if wanted else "the study has no traces yet"}
-    return {"trace": trace, "messages": services.preview_prompt(judge, form.cleaned_data["template"], trace)}
+    try:
+        return {"trace": trace, "messages": services.preview_prompt(judge, form.cleaned_data["template"], trace)}
+    except PromptTemplateError as exc:  # bounded rendering (runs.templating): the template's own error
+        return {"error": str(exc)}
 
 
 @login_required

@@ -6,6 +6,7 @@ names the variable, never fall back silently to a default.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 from pathlib import Path
@@ -134,3 +135,57 @@ def sqlite_database_name(name: str, options: dict, data_dir: Path) -> str:
     if not Path(name).is_absolute():
         return str(data_dir / name)
     return name
+
+
+# --------------------------------------------------------------------------
+# Model servers: which keys may be sent where, and which networks they may be in (runs/outbound.py)
+
+# Environment variables the application reads for itself: never sent to a model server, even if listed.
+APP_VARIABLES = frozenset({
+    "SECRET_KEY", "DATABASE_URL", "CELERY_BROKER_URL", "CELERY_RESULT_BACKEND", "REDIS_URL", "ALLOWED_HOSTS",
+    "PGPASSWORD", "PGPASSFILE", "PGUSER", "PGHOST", "PGDATABASE", "PGSERVICE", "PGSERVICEFILE",
+})
+APP_PREFIXES = ("DJANGO_", "REASONAUDIT_", "CELERY_", "SECURE_", "DATABASE_")
+ANY_HOST = "*"
+_VARIABLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def is_app_variable(name: str) -> bool:
+    upper = name.upper()
+    return upper in APP_VARIABLES or upper.startswith(APP_PREFIXES)
+
+
+def env_model_keys(name: str) -> dict[str, tuple[str, ...]]:
+    """``NAME=host[,host...]`` entries separated by spaces or semicolons, e.g.
+    ``OPENAI_API_KEY=api.openai.com; QWEN_KEY=gpu-box,gpu-box.lab``; ``*`` as a host lets the key go
+    to any host the address policy allows (a single-user installation only)."""
+    keys: dict[str, tuple[str, ...]] = {}
+    for entry in re.split(r"[;\s]+", os.environ.get(name, "").strip()):
+        if not entry:
+            continue
+        key, sep, hosts = entry.partition("=")
+        if not sep or not _VARIABLE.match(key):
+            raise ImproperlyConfigured(f"{name}: {entry!r} is not NAME=host[,host...]")
+        if is_app_variable(key):
+            raise ImproperlyConfigured(f"{name}: {key} is one of the application's own settings and is never "
+                                       "sent to a model server")
+        allowed = tuple(h.strip().lower() for h in hosts.split(",") if h.strip())
+        if not allowed:
+            raise ImproperlyConfigured(f"{name}: {key} names no host it may be sent to")
+        keys[key] = allowed
+    return keys
+
+
+def env_networks(name: str, default: str) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
+    """Comma-separated networks in CIDR form (``127.0.0.0/8,10.1.0.0/16,::1/128``); a bare address is one host."""
+    raw = os.environ.get(name)
+    networks = []
+    for item in (default if raw is None else raw).split(","):
+        item = item.strip()
+        if not item:
+            continue
+        try:
+            networks.append(ipaddress.ip_network(item, strict=False))
+        except ValueError:
+            raise ImproperlyConfigured(f"{name}: {item!r} is not a network (e.g. 10.0.0.0/8 or ::1/128)") from None
+    return tuple(networks)

@@ -21,6 +21,8 @@ from reasonaudit.env import (
     env_float,
     env_int,
     env_list,
+    env_model_keys,
+    env_networks,
     env_url,
     load_env_file,
     sqlite_database_name,
@@ -83,6 +85,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "reasonaudit.limits.RequestBodyLimitMiddleware",  # refuses an oversize body before anything reads it
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -260,9 +263,28 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 
 # --- ReasonAudit ---------------------------------------------------------------
 IMPORT_MAX_BYTES = env_int("REASONAUDIT_IMPORT_MAX_BYTES", 512 * 1024 * 1024, minimum=1)
+# An Inspect .eval log is a zip: checked from its directory before anything is decompressed.
+IMPORT_MAX_UNCOMPRESSED_BYTES = env_int("REASONAUDIT_IMPORT_MAX_UNCOMPRESSED_BYTES", 2 * 1024**3, minimum=1)
+IMPORT_MAX_MEMBER_BYTES = env_int("REASONAUDIT_IMPORT_MAX_MEMBER_BYTES", 256 * 1024**2, minimum=1)
+IMPORT_MAX_ZIP_RATIO = env_int("REASONAUDIT_IMPORT_MAX_ZIP_RATIO", 200, minimum=1)
+# Every request body: the largest import plus room for the form's other fields (reasonaudit/limits.py).
+REQUEST_MAX_BYTES = env_int("REASONAUDIT_REQUEST_MAX_BYTES", IMPORT_MAX_BYTES + 1024 * 1024, minimum=1)
+FILE_UPLOAD_HANDLERS = [
+    "reasonaudit.limits.UploadLimitHandler",
+    "django.core.files.uploadhandler.MemoryFileUploadHandler",
+    "django.core.files.uploadhandler.TemporaryFileUploadHandler",
+]
 DATA_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
 FILE_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
 ANSWER_CHECK_TIMEOUT = 5.0
+
+# Model servers (docs/configuration.md, "Model servers: keys and addresses"; runs/outbound.py).
+# The API keys a judge or subject model may name, each with the hosts it may go to; nothing else is sent.
+MODEL_KEYS = env_model_keys("REASONAUDIT_MODEL_KEYS")
+# Non-public networks model servers may be in (public addresses are always allowed). A development
+# checkout (DJANGO_DEBUG=true, as ./run sets) allows loopback, where the documented local llama
+# server listens; production allows none unless listed.
+MODEL_NETWORKS = env_networks("REASONAUDIT_MODEL_NETWORKS", "127.0.0.0/8,::1/128" if DEBUG else "")
 
 # A burst of label saves becomes one score recompute this many seconds later.
 SCORING_DEBOUNCE_SECONDS = env_int("SCORING_DEBOUNCE_SECONDS", 5, minimum=0)

@@ -9,6 +9,11 @@ import tempfile
 
 os.environ.setdefault("SECRET_KEY", "test-only-secret-key-not-for-production")
 os.environ.setdefault("CELERY_TASK_ALWAYS_EAGER", "true")
+# The fake model servers of the tests listen on loopback (a development checkout allows it too); the
+# key names the tests give judges and subject models, for the hosts they use (docs/configuration.md).
+os.environ.setdefault("REASONAUDIT_MODEL_NETWORKS", "127.0.0.0/8,::1/128")
+os.environ.setdefault("REASONAUDIT_MODEL_KEYS", "; ".join(
+    f"{name}=127.0.0.1,localhost,gpu-box" for name in ("TINY_KEY", "QWEN_KEY", "KEY", "JUDGE_TEST_KEY")))
 # A data folder per test session, shared with the Celery worker the
 # integration tests start (they pass it on in the environment).
 os.environ.setdefault("REASONAUDIT_DATA_DIR", tempfile.mkdtemp(prefix="reasonaudit-test-"))

@@ -185,7 +185,9 @@ def _make_num(text: str, start: int, end: int, glued: bool, int_part: str | None
 
 
 # Most calculator annotations are bare arithmetic ("16-3-4=9"): a lean lexer.
-_BARE_RE = re.compile(r"(?:\d+(?:\.\d+)?|\.\d+|\*\*|[-+*/^()=])+")
+# Possessive (++): a digit run is one operand, never split again -- "(?:\d+...)+" tried every split of a
+# long run of digits (exponential time on "111...1x" in a model's calculator annotation).
+_BARE_RE = re.compile(r"(?:\d++(?:\.\d++)?|\.\d++|\*\*|[-+*/^()=])++")
 _BARE_TOKEN_RE = re.compile(r"(\d+)(\.\d+)?|(\.\d+)|(\*\*|[-+*/^])|(\()|(\))|(=)")
 _BARE_KINDS = (None, None, None, None, "op", "lp", "rp", "eq")
 

@@ -56,8 +56,10 @@ _LINE_RE = re.compile(r"[^\r\n]+")
 _PARAGRAPH_BREAK_RE = re.compile(_NEWLINE + r"[^\S\r\n]*" + _NEWLINE + r"\s*")
 # Markers only count at the start of a line (after optional markdown such as
 # `**`, `###`, `-`, `>`) so prose like "as shown in Step 1: ..." does not split.
+# Possessive (*+, ++): a run of markdown characters is taken once, never split again ("(?:[#>*_-]+...)*"
+# tried every split of a long run of dashes in model output).
 _MARKER_RE = re.compile(
-    r"^[^\S\r\n]*(?:[#>*_-]+[^\S\r\n]*)*step[^\S\r\n]*\d+[^\S\r\n]*[:.)]",
+    r"^[^\S\r\n]*+(?:[#>*_-]++[^\S\r\n]*+)*+step[^\S\r\n]*+\d++[^\S\r\n]*+[:.)]",
     re.IGNORECASE | re.MULTILINE,
 )
 # Candidate sentence ends: terminal punctuation plus any closing quotes/brackets.

@@ -11,7 +11,10 @@ it would have produced itself. Pure: no ORM, no I/O.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+import math
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
@@ -20,7 +23,7 @@ from typing import Any
 import jinja2
 from jinja2 import nodes
 from jinja2.ext import Extension, loopcontrols
-from jinja2.sandbox import ImmutableSandboxedEnvironment
+from jinja2.sandbox import ImmutableSandboxedEnvironment, safe_range
 
 
 class ChatTemplateError(ValueError):
@@ -53,9 +56,101 @@ def _strftime_now(format: str) -> str:
     return datetime.now().strftime(format)
 
 
+# Bounds of one render (docs/runs.md, "Bounded templates"): a chat template comes from a study owner.
+MAX_STEPS = 2_000_000  # loop iterations, calls and range() items together
+MAX_OUTPUT_CHARS = 2_000_000
+MAX_VALUE_CHARS = 1_000_000  # the longest string or list "*" or "+" may build
+MAX_POWER_BITS = 4_096  # the largest number "**" may build
+MAX_SECONDS = 2.0
+_ITER = "__bounded_iter"
+
+
+class _Budget:
+    __slots__ = ("steps", "deadline")
+
+    def __init__(self) -> None:
+        self.steps = 0
+        self.deadline = time.monotonic() + MAX_SECONDS
+
+    def step(self, n: int = 1) -> None:
+        self.steps += n
+        if self.steps > MAX_STEPS:
+            raise ChatTemplateError(f"the chat template takes more than {MAX_STEPS:,} steps to render")
+        if self.steps & 255 == 0 and time.monotonic() > self.deadline:
+            raise ChatTemplateError(f"the chat template takes longer than {MAX_SECONDS:g} s to render")
+
+
+_BUDGET: ContextVar[_Budget | None] = ContextVar("chat_template_budget", default=None)
+
+
+def _charge(n: int = 1) -> None:
+    budget = _BUDGET.get()
+    if budget is not None:
+        budget.step(n)
+
+
+def _bounded_iter(iterable: Any) -> Iterator[Any]:
+    """What every {% for %} walks (the parse adds the call): each item is a step."""
+    for item in iterable:
+        _charge()
+        yield item
+
+
+def _bounded_range(*args: int) -> range:
+    """range() as the sandbox allows it (at most 100,000 items), its items counted up front."""
+    try:
+        numbers = safe_range(*args)
+    except OverflowError as exc:
+        raise ChatTemplateError(f"the chat template asks for a range too large: {exc}") from None
+    _charge(len(numbers))
+    return numbers
+
+
+def _length(value: Any) -> int | None:
+    return len(value) if isinstance(value, (str, list, tuple)) else None
+
+
+class _BoundedEnvironment(ImmutableSandboxedEnvironment):
+    """The Hugging Face sandbox, bounded: every for loop's items and every call are steps, and "*",
+    "**" and "+" never build a value beyond the limits (checked before the operation)."""
+
+    intercepted_binops = frozenset({"*", "**", "+"})
+
+    def call_binop(self, context, operator: str, left: Any, right: Any) -> Any:
+        if operator == "*":
+            for seq, times in ((left, right), (right, left)):
+                size = _length(seq)
+                if size is not None and isinstance(times, int) and size * times > MAX_VALUE_CHARS:
+                    raise ChatTemplateError(f"the chat template builds a value of more than {MAX_VALUE_CHARS:,} "
+                                            "characters or items")
+        elif operator == "**":
+            if isinstance(left, (int, float)) and isinstance(right, (int, float)) and abs(left) > 1 \
+                    and abs(right) * math.log2(abs(left)) > MAX_POWER_BITS:
+                raise ChatTemplateError(f"the chat template computes a number of more than {MAX_POWER_BITS:,} bits")
+        elif operator == "+":
+            a, b = _length(left), _length(right)
+            if a is not None and b is not None and a + b > MAX_VALUE_CHARS:
+                raise ChatTemplateError(f"the chat template builds a value of more than {MAX_VALUE_CHARS:,} "
+                                        "characters or items")
+        return super().call_binop(context, operator, left, right)
+
+    def call(__self, __context, __obj, *args: Any, **kwargs: Any) -> Any:  # noqa: N805 - as the sandbox names them
+        _charge()
+        return super().call(__context, __obj, *args, **kwargs)
+
+    def _parse(self, source: str, name: str | None, filename: str | None) -> nodes.Template:
+        tree = super()._parse(source, name, filename)
+        for loop in list(tree.find_all(nodes.For)):
+            loop.iter = nodes.Call(nodes.Name(_ITER, "load", lineno=loop.lineno), [loop.iter], [], None, None,
+                                   lineno=loop.lineno)
+        return tree
+
+
 @lru_cache(maxsize=32)
 def compile_template(template: str) -> jinja2.Template:
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[_Generation, loopcontrols])
+    env = _BoundedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[_Generation, loopcontrols])
+    env.globals[_ITER] = _bounded_iter
+    env.globals["range"] = _bounded_range
     env.filters["tojson"] = _tojson
     env.globals["raise_exception"] = _raise_exception
     env.globals["strftime_now"] = _strftime_now
@@ -63,6 +158,8 @@ def compile_template(template: str) -> jinja2.Template:
         return env.from_string(template)
     except jinja2.TemplateError as exc:
         raise ChatTemplateError(f"the chat template does not compile: {exc}") from None
+    except (RecursionError, MemoryError, ValueError, OverflowError) as exc:  # e.g. nesting too deep to compile
+        raise ChatTemplateError(f"the chat template does not compile: {type(exc).__name__}") from None
 
 
 def render_chat(template: str, messages: Sequence[Mapping[str, Any]], *, add_generation_prompt: bool = True,
@@ -72,15 +169,31 @@ def render_chat(template: str, messages: Sequence[Mapping[str, Any]], *, add_gen
     writes ``{{ bos_token }}`` would otherwise give it twice."""
     if not template.strip():
         raise ChatTemplateError("no chat template is configured")
+    compiled = compile_template(template)
+    budget = _Budget()
+    token = _BUDGET.set(budget)
     try:
-        return compile_template(template).render(
+        out: list[str] = []
+        size = 0
+        for chunk in compiled.generate(
             messages=[dict(m) for m in messages], add_generation_prompt=add_generation_prompt,
             bos_token=bos_token, eos_token=eos_token, **variables,
-        )
+        ):
+            size += len(chunk)
+            if size > MAX_OUTPUT_CHARS:
+                raise ChatTemplateError(f"the chat template renders more than {MAX_OUTPUT_CHARS:,} characters")
+            budget.step()
+            out.append(chunk)
+        return "".join(out)
     except ChatTemplateError:
         raise
     except jinja2.TemplateError as exc:
         raise ChatTemplateError(f"the chat template failed: {exc}") from None
+    except (ArithmeticError, ValueError, TypeError, LookupError, AttributeError, RecursionError, MemoryError) as exc:
+        # Whatever the template's own expressions raise is the template's error, with a message.
+        raise ChatTemplateError(f"the chat template failed: {type(exc).__name__}: {str(exc)[:200]}") from None
+    finally:
+        _BUDGET.reset(token)
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from runs.chat_template import ChatTemplateError, render_chat
+from runs.outbound import redact_url
 from runs.transport import (
     CHAT,
     PROMPT,
@@ -378,7 +379,7 @@ def probe_model(server: ModelServer, *, control: Control | None = None) -> Probe
     endpoint = server.endpoint(probing=True)
     messages = ({"role": "user", "content": PROBE_QUESTION},)
     spec = ContinuationSpec(messages, PROBE_PREFIX, max_tokens=PROBE_TOKENS, temperature=0.0, seed=0)
-    result = ProbeResult(server.base_url, server.model, "")
+    result = ProbeResult(redact_url(server.base_url), server.model, "")
     for mode in MODES:
         if mode == COMPLETIONS and not server.chat_template.strip():
             # Still ask, for the evidence: the endpoint may answer, but without the model's template the
@@ -390,7 +391,7 @@ def probe_model(server: ModelServer, *, control: Control | None = None) -> Probe
             request = continuation_request(0, server, spec, mode)
         outcome = _run(endpoint, "probe", [request], control, raise_fatal=False)[0]
         if _unreachable(outcome):
-            raise ServerUnreachable(f"no server answers at {server.base_url}: {outcome.reason}")
+            raise ServerUnreachable(f"no server answers at {redact_url(server.base_url)}: {outcome.reason}")
         if outcome.fatal and any(c.http_status in (401, 403) for c in outcome.calls):
             raise FatalRunError(outcome.fatal)
         evidence = _evidence(server, spec, mode, outcome)

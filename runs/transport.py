@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import random
 import threading
@@ -31,6 +32,10 @@ from email.utils import parsedate_to_datetime
 from typing import Any, Protocol
 
 from django.conf import settings
+
+from runs.outbound import GuardedTransport2, OutboundRefused, api_key_for, check_endpoint, redact_url, server_message
+
+logger = logging.getLogger(__name__)
 
 AUTO, JSON_SCHEMA, JSON_OBJECT, PROMPT = "auto", "json_schema", "json_object", "prompt"
 OUTPUT_MODES = (AUTO, JSON_SCHEMA, JSON_OBJECT, PROMPT)
@@ -343,7 +348,10 @@ def shared_client(base_url: str, api_key: str, timeout: float):
         if client is not None:
             _CLIENTS.move_to_end(key)
             return client
-        client = openai.OpenAI(base_url=base_url, api_key=api_key, max_retries=0, timeout=timeout)
+        # Every request (redirects too) passes the address policy just before it connects (runs.outbound).
+        http_client = openai.DefaultHttpxClient(transport=GuardedTransport2(), timeout=timeout)
+        client = openai.OpenAI(base_url=base_url, api_key=api_key, max_retries=0, timeout=timeout,
+                               http_client=http_client)
         _CLIENTS[key] = client
         while len(_CLIENTS) > MAX_CLIENTS:
             _CLIENTS.popitem(last=False)  # not closed: a pool may still use it; its sockets go with it
@@ -404,12 +412,16 @@ class ModelPool:
         self.scope = scope
         self.store = store or NullStore()
         self.force = force
-        env = endpoint.api_key_env or "OPENAI_API_KEY"
-        key = os.environ.get(env, "")
-        if endpoint.api_key_env and not key:
-            raise FatalRunError(f"the environment variable {env} (the API key) is not set")
         if not endpoint.base_url:
             raise FatalRunError("no base URL is configured")
+        # The operator's policy (runs.outbound): the key only when its name is allowed for this host (no
+        # implicit OPENAI_API_KEY), no credentials in the URL; the address is checked on every request.
+        try:
+            check_endpoint(endpoint.base_url, endpoint.api_key_env)
+            key = api_key_for(endpoint.base_url, endpoint.api_key_env)
+        except OutboundRefused as exc:
+            raise FatalRunError(str(exc)) from None
+        self.shown_url = redact_url(endpoint.base_url)
         self.client = shared_client(endpoint.base_url, key or "not-needed", endpoint.timeout_seconds)
         self.concurrency = max(1, endpoint.concurrency)
         self.limiter = RateLimiter(endpoint.rate_limit_per_minute) if endpoint.rate_limit_per_minute else None
@@ -607,7 +619,14 @@ class ModelPool:
             except openai.APITimeoutError:
                 error, status = f"timed out after {ep.timeout_seconds:g}s", None
             except openai.APIConnectionError as exc:
-                error, status = f"could not connect to {ep.base_url}: {_root_cause(exc)}", None
+                refusal = _policy_refusal(exc)
+                if refusal is not None:  # nothing was sent
+                    calls.append(CallRecord(attempt, mode, "error", None, str(refusal), _ms(started), 0, 0))
+                    return self._fatal(request, calls, str(refusal))
+                # One message for every connection failure (refused, reset, unreachable): which one it was
+                # would map the ports of the hosts the policy allows; the log keeps the detail.
+                logger.warning("model request to %s: %s", self.shown_url, server_message(str(_root_cause(exc))))
+                error, status = f"could not connect to {self.shown_url}", None
                 if _refused(exc):
                     pt = ct = 0  # nothing reached the server
             except openai.APIStatusError as exc:
@@ -629,11 +648,11 @@ class ModelPool:
                     continue  # the fallback is not a retry
                 if status in (401, 403):
                     calls.append(CallRecord(attempt, mode, "error", status, message, _ms(started), pt, ct))
-                    return self._fatal(request, calls, f"the server at {ep.base_url} refused the API key "
+                    return self._fatal(request, calls, f"the server at {self.shown_url} refused the API key "
                                                        f"(HTTP {status}): {message}")
                 if status == 404:
                     calls.append(CallRecord(attempt, mode, "error", status, message, _ms(started), pt, ct))
-                    return self._fatal(request, calls, f"not found at {ep.base_url} (HTTP 404): {message}; "
+                    return self._fatal(request, calls, f"not found at {self.shown_url} (HTTP 404): {message}; "
                                                        "check the base URL and the model name")
                 if status == 429:
                     retry_after = retry_after_seconds(exc.response.headers)
@@ -641,23 +660,10 @@ class ModelPool:
                     calls.append(CallRecord(attempt, mode, "error", status, message, _ms(started), pt, ct))
                     return self._failed(request, calls, error)
             else:
-                usage = response.usage
-                pt = usage.prompt_tokens if usage is not None else None
-                ct = usage.completion_tokens if usage is not None else None
-                choice = choice_of(response, api)
-                record = CallRecord(attempt, mode, "ok", 200, "", _ms(started), pt, ct, ep.price(pt, ct))
-                calls.append(record)
-                try:
-                    value = request.parse_answer(choice)
-                except Malformed as exc:
-                    record.outcome, record.error = "malformed", str(exc)
-                    error, status = f"malformed answer: {exc}", 200
-                else:
-                    answer = Answer(value, choice.text, mode, pt, ct, model=choice.model,
-                                    finish_reason=choice.finish_reason, reasoning=choice.reasoning)
-                    return _Done(RequestOutcome(request, "ok", answer, calls=calls), key,
-                                 CachedAnswer(choice.text, mode, pt, ct, choice.model, choice.finish_reason,
-                                              choice.reasoning))
+                done, error = self._answered(request, response, api, mode, attempt, started, calls, key)
+                if done is not None:
+                    return done
+                status = 200
             if not calls or calls[-1].attempt != attempt:
                 calls.append(CallRecord(attempt, mode, "error", status, error, _ms(started), pt, ct))
             failures += 1
@@ -667,6 +673,32 @@ class ModelPool:
             delay = backoff_seconds(failures, self.retry_base, self.retry_cap, retry_after, self.retry_after_cap)
             if self.stop.wait(delay):
                 return _Done(RequestOutcome(request, "skipped", calls=calls))
+
+    def _answered(self, request: ModelRequest, response: Any, api: str, mode: str, attempt: int, started: float,
+                  calls: list[CallRecord], key: str) -> tuple[_Done | None, str]:
+        """An HTTP 200: the answer, or (None, the error) of a failed attempt whose CallRecord is added."""
+        if not hasattr(response, "choices"):
+            # No completion (an HTML page, plain text): the openai client hands the body back as a
+            # string. A failed attempt like a malformed answer -- retried, then failed -- never a crash.
+            error = "the server answered HTTP 200 with something that is not a completion"
+            calls.append(CallRecord(attempt, mode, "malformed", 200, error, _ms(started), None, None))
+            return None, error
+        usage = getattr(response, "usage", None)
+        pt = getattr(usage, "prompt_tokens", None) if usage is not None else None
+        ct = getattr(usage, "completion_tokens", None) if usage is not None else None
+        choice = choice_of(response, api)
+        record = CallRecord(attempt, mode, "ok", 200, "", _ms(started), pt, ct, self.endpoint.price(pt, ct))
+        calls.append(record)
+        try:
+            value = request.parse_answer(choice)
+        except Malformed as exc:
+            record.outcome, record.error = "malformed", str(exc)
+            return None, f"malformed answer: {exc}"
+        answer = Answer(value, choice.text, mode, pt, ct, model=choice.model,
+                        finish_reason=choice.finish_reason, reasoning=choice.reasoning)
+        return (_Done(RequestOutcome(request, "ok", answer, calls=calls), key,
+                      CachedAnswer(choice.text, mode, pt, ct, choice.model, choice.finish_reason, choice.reasoning)),
+                "")
 
     @staticmethod
     def _failed(request: ModelRequest, calls: list[CallRecord], reason: str) -> _Done:
@@ -705,6 +737,16 @@ def choice_of(response, api: str) -> Choice:
                   model)
 
 
+def _policy_refusal(exc: BaseException) -> OutboundRefused | None:
+    """The address policy's refusal behind a connection error, if that is what it was."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, OutboundRefused):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
 def _root_cause(exc: BaseException) -> BaseException:
     while exc.__cause__ is not None:
         exc = exc.__cause__
@@ -724,13 +766,14 @@ def _refused(exc: Exception) -> bool:
 
 
 def _status_message(exc) -> str:
+    """What the server said, as it may be shown in a job error: sanitized and short (runs.outbound.server_message)."""
     body = exc.body
     if isinstance(body, dict):
         inner = body.get("error", body)
         message = inner.get("message") if isinstance(inner, dict) else inner
         if message:
-            return str(message)[:1000]
-    return str(exc.message)[:1000]
+            return server_message(str(message))
+    return server_message(str(exc.message))
 
 
 def _mentions_format(message: str) -> bool:

@@ -189,8 +189,9 @@ def build(request: ExportRequest) -> Table:
 # ---------------------------------------------------------------------------
 def neutralize(value: Any) -> Any:
     """A CSV cell a spreadsheet will not run: text starting with = + - @, tab
-    or CR gets a leading single quote. Numbers stay numbers (-1.5 is data)."""
-    if isinstance(value, str) and value.startswith(_FORMULA_START):
+    or CR -- also after leading spaces, tabs or line breaks, which spreadsheets skip
+    (" =1+1", "\n@SUM(A1)") -- gets a leading single quote. Numbers stay numbers (-1.5 is data)."""
+    if isinstance(value, str) and (value.startswith(_FORMULA_START) or value.lstrip().startswith(_FORMULA_START)):
         return "'" + value
     return value
 

@@ -6,7 +6,10 @@ class SubjectsConfig(AppConfig):
     verbose_name = "Subject models"
 
     def ready(self) -> None:
+        from annotation.jobs import end_on_cancel
         from runs.clients import register
         from subjects.runclient import GenerationClient
+        from subjects.services import PROBE_JOB_KIND
 
         register(GenerationClient())  # generation runs are runs of the run engine
+        end_on_cancel(PROBE_JOB_KIND)  # a probe is three short requests: a cancel ends its job at once

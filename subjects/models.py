@@ -19,6 +19,7 @@ from django.utils import timezone
 from annotation.models import Job, Problem, Study, StudyScopedQuerySet, Trace
 from runs.continuation import ModelServer
 from runs.models import Run
+from runs.outbound import OutboundRefused, check_endpoint
 
 validate_name = RegexValidator(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", "use letters, digits, '_', '.' and '-' only")
 
@@ -159,6 +160,15 @@ class SubjectModel(models.Model):
 
     def get_absolute_url(self) -> str:
         return reverse("subject-model", args=[self.pk])
+
+    def clean(self) -> None:
+        # The operator's policy (runs.outbound): a key name on REASONAUDIT_MODEL_KEYS for this host, an
+        # address REASONAUDIT_MODEL_NETWORKS allows, no credentials in the URL.
+        super().clean()
+        try:
+            check_endpoint(self.base_url, self.api_key_env)
+        except OutboundRefused as exc:
+            raise ValidationError({exc.field: str(exc)}) from None
 
     def server(self) -> ModelServer:
         """The plain server configuration the continuation service and the probe take."""

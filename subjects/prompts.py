@@ -14,11 +14,9 @@ import re
 from functools import cache, lru_cache
 from pathlib import Path
 
-from django.template import Context, Engine, Template, TemplateSyntaxError
-
 from annotation.importing.regime import messages_hash
-
-_ENGINE = Engine(autoescape=False, string_if_invalid="", libraries={}, builtins=[])
+from runs.templating import BoundedTemplate, PromptTemplateError
+from runs.templating import compile_template as _compile_bounded
 
 ZERO_SHOT = "zero-shot"
 GSM8K_8SHOT = "gsm8k-8shot-cot"
@@ -58,8 +56,8 @@ def template_error(source: str) -> str | None:
     if refused:
         return f"the {{% {refused.group(1)} %}} tag is not allowed in a prompt template"
     try:
-        _ENGINE.from_string(source)
-    except TemplateSyntaxError as exc:
+        _compile_bounded(source)
+    except PromptTemplateError as exc:
         return str(exc)
     return None
 
@@ -70,15 +68,15 @@ def names_the_problem(source: str) -> bool:
 
 
 @lru_cache(maxsize=64)
-def _compiled(source: str) -> Template:
+def _compiled(source: str) -> BoundedTemplate:
     """Compiled once per process: a run renders the same template for every request."""
-    return _ENGINE.from_string(source)
+    return _compile_bounded(source)
 
 
 def render(source: str, *, problem: str, problem_id: str = "", exemplars: list[dict] | None = None) -> str:
-    return _compiled(source).render(
-        Context({"problem": problem, "problem_id": problem_id, "exemplars": exemplars or []}, autoescape=False)
-    ).strip()
+    """The prompt; PromptTemplateError (a ValueError) when the template fails or goes over a limit
+    (runs.templating: bounded work, output and filter arguments; a read-only context)."""
+    return _compiled(source).render({"problem": problem, "problem_id": problem_id, "exemplars": exemplars or []}).strip()
 
 
 def messages(system_prompt: str, user_text: str) -> list[dict[str, str]]:

@@ -3,6 +3,7 @@ API and the management commands call these (docs/generation.md)."""
 
 from __future__ import annotations
 
+import logging
 import re
 from collections import defaultdict
 from dataclasses import dataclass
@@ -22,10 +23,13 @@ from runs import engine
 from runs.chat_template import ChatTemplateError, TemplateSource, compile_template, template_from_text
 from runs.continuation import ProbeResult, ServerUnreachable, probe_model
 from runs.engine import ACTIVE, Progress
+from runs.outbound import OutboundRefused, check_endpoint, guarded_client, redact_url
 from runs.transport import FatalRunError
 from subjects import core, prompts
 from subjects.models import Generation, GenerationRun, PromptTemplate, SubjectModel
 from subjects.runclient import JOB_KIND, KIND, chunk_size
+
+logger = logging.getLogger(__name__)
 
 # Changing one of these can change the completions: a new version (new trace ids, a cold cache).
 VERSIONED_FIELDS = ("base_url", "model", "api", "system_prompt", "prompt_template", "temperature", "top_p", "seed",
@@ -200,11 +204,18 @@ def check_reachable(base_url: str, *, timeout: float = 10.0) -> None:
     """One cheap request, ``GET {base_url}/models``; raises Unreachable naming
     the URL when the server does not answer (any HTTP answer counts: a server
     that wants a key still exists)."""
+    # Through the address policy (runs.outbound), and one message for every failure: which error it was
+    # (refused, timed out, reset) would tell a user which ports are open on the hosts the policy allows.
     url = base_url.rstrip("/") + "/models"
     try:
-        httpx.get(url, timeout=timeout)
-    except httpx.HTTPError as exc:
-        raise Unreachable(f"the server at {base_url} is not reachable (GET {url}: {exc})") from None
+        check_endpoint(base_url, "")
+        with guarded_client(timeout) as client:
+            client.get(url)
+    except OutboundRefused as exc:
+        raise ValueError(f"base_url: {exc}") from None
+    except httpx.HTTPError:
+        raise Unreachable(f"no model server answered at {redact_url(base_url)} (GET /models); save without the "
+                          "check to keep it anyway") from None
 
 
 @transaction.atomic
@@ -332,10 +343,16 @@ def run_probe_job(job_id: int) -> None:
     try:
         result = do_probe_subject_model(subject)
     except (Unreachable, ProbeFailed) as exc:
-        jobs.finish(job_id, status=Job.Status.FAILED, error=f"nothing recorded: {exc}")
+        jobs.finish(job_id, status=Job.Status.FAILED, error=f"nothing recorded: {exc}", if_running=True)
+        return
+    except Exception:
+        # Whatever the server sent, the job ends (never "running" for ever); the detail goes to the log.
+        logger.exception("probe job %s failed", job_id)
+        jobs.finish(job_id, status=Job.Status.FAILED, if_running=True,
+                    error="nothing recorded: the probe failed on an unexpected answer of the server")
         return
     data = result.to_dict()
-    jobs.finish(job_id, status=Job.Status.SUCCEEDED, done=PROBE_REQUESTS,
+    jobs.finish(job_id, status=Job.Status.SUCCEEDED, done=PROBE_REQUESTS, if_running=True,
                 result={"chosen": data.get("chosen"), "supported": data.get("supported"),
                         "continuation": subject.continuation, "config_version": subject.version})
 
@@ -344,7 +361,7 @@ def config_snapshot(subject: SubjectModel) -> dict[str, Any]:
     """What a run uses: the configuration and the template as they were when it started."""
     t = subject.prompt_template
     return {
-        "name": subject.name, "version": subject.version, "base_url": subject.base_url, "model": subject.model,
+        "name": subject.name, "version": subject.version, "base_url": redact_url(subject.base_url), "model": subject.model,
         "api": subject.api, "system_prompt": subject.system_prompt, "template_name": t.name,
         "template_version": t.version, "template": t.template, "exemplars": t.exemplars,
         "temperature": subject.temperature, "top_p": subject.top_p, "seed": subject.seed,

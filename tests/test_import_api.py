@@ -226,14 +226,11 @@ def test_cancelling_a_finished_job_changes_nothing(owner, study, django_capture_
     assert Trace.objects.count() == 2
 
 
-def test_a_file_over_the_size_limit_fails_the_job(owner, study, settings, django_capture_on_commit_callbacks):
+def test_a_file_over_the_size_limit_is_refused_before_a_job_exists(owner, study, settings):
+    # Refused at once, before the upload is stored (issue 20; tests/test_upload_limits.py).
     settings.IMPORT_MAX_BYTES = 100
-    client = client_for(owner)
-    with django_capture_on_commit_callbacks(execute=True):
-        response = post_import(client, study, file=upload())
-    assert response.status_code == 202
-    job = client.get(f"/api/v1/imports/{response.json()['id']}/").json()
-    assert job["status"] == "failed"
-    assert [r["line"] for r in job["result"]["rejected"]] == [0]
-    assert "over the import limit of 100 bytes" in job["result"]["rejected"][0]["reason"]
+    response = post_import(client_for(owner), study, file=upload())
+    body = assert_error_shape(response, 400)
+    assert "over the import limit of 100 bytes" in str(body)
+    assert not Job.objects.exists()
     assert Trace.objects.count() == 0

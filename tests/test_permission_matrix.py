@@ -181,8 +181,8 @@ RULES: dict[str, Rule] = {
     "judge-create": study(GET=OWNERS, POST=OWNERS),
     "judge": Rule(GET=MEMBERS, kwargs={"judge_id": "judge"}),
     "judge-edit": Rule(GET=OWNERS, POST=OWNERS, kwargs={"judge_id": "judge"}),
-    # POST previews for members; saving a version (action=save) is for owners (tests/judges/test_pages.py).
-    "judge-prompt": Rule(GET=MEMBERS, POST=MEMBERS, kwargs={"judge_id": "judge"}),
+    # Previews (POST action=preview) render a template the user wrote: owners only, as saving (issue 20).
+    "judge-prompt": Rule(GET=MEMBERS, POST=OWNERS, kwargs={"judge_id": "judge"}),
     "judge-run-start": Rule(POST=OWNERS, kwargs={"judge_id": "judge"}),
     "judge-disagreements": Rule(GET=SEES_ALL, kwargs={"judge_id": "judge"}),
     "judge-run": Rule(GET=MEMBERS, kwargs={"run_id": "run"}),

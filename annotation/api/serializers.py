@@ -7,6 +7,7 @@ from rest_framework import serializers
 from annotation import jobs
 from annotation.importing.adapters import UPLOAD_FORMATS
 from annotation.models import Job, Membership, Problem, Skeleton, SkeletonStep, Step, Study, Trace
+from annotation.services import upload_too_large
 
 
 class HtmlUrlMixin(serializers.Serializer):
@@ -55,6 +56,13 @@ class ImportRequestSerializer(serializers.Serializer):
     # lm-eval is CLI-only: its samples file is read with the results JSON beside it.
     format = serializers.ChoiceField(choices=UPLOAD_FORMATS, default="reasonaudit")
     skip_invalid = serializers.BooleanField(default=False)
+
+    def validate_file(self, upload):
+        # Refused here, before the job stores anything (annotation.services.do_create_import_job).
+        problem = upload_too_large(upload.size)
+        if problem is not None:
+            raise serializers.ValidationError(problem)
+        return upload
 
 
 class JobSerializer(HtmlUrlMixin, serializers.ModelSerializer):

@@ -14,9 +14,12 @@ import json
 import os
 import shutil
 import tempfile
+import zipfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import IO, TYPE_CHECKING, Any
+
+from django.conf import settings
 
 from annotation.importing import regime
 from annotation.importing.records import RecordError
@@ -27,6 +30,7 @@ if TYPE_CHECKING:
 Item = tuple[int, "dict[str, Any] | RecordError"]
 
 _ZIP_MAGIC = b"PK\x03\x04"
+_RATIO_FREE_BYTES = 1024 * 1024
 
 
 @contextmanager
@@ -49,6 +53,38 @@ def _log_path(stream: IO[bytes]) -> Iterator[tuple[str, str]]:
         yield tmp.name, fmt
 
 
+def zip_problem(path: str) -> str | None:
+    """Why the ``.eval`` zip at ``path`` must not be read, from its directory alone (nothing is
+    decompressed): a member larger than IMPORT_MAX_MEMBER_BYTES, more than
+    IMPORT_MAX_UNCOMPRESSED_BYTES in all, or a member that expands more than IMPORT_MAX_ZIP_RATIO
+    times (a zip bomb); None when it may be read. The reader holds a member in memory whole, and
+    Python's zipfile never returns more than the directory's size of a member (a member that holds
+    more fails its CRC check), so these declared sizes bound what reading can cost."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            members = archive.infolist()
+    except (zipfile.BadZipFile, OSError, ValueError) as exc:
+        return f"not a readable .eval (zip) file ({exc})"
+    member_limit = settings.IMPORT_MAX_MEMBER_BYTES
+    total_limit = settings.IMPORT_MAX_UNCOMPRESSED_BYTES
+    ratio_limit = settings.IMPORT_MAX_ZIP_RATIO
+    total = 0
+    for member in members:
+        if member.file_size > member_limit:
+            return (f"member {member.filename!r} of the .eval file expands to {member.file_size:,} bytes, more than "
+                    f"{member_limit:,} (REASONAUDIT_IMPORT_MAX_MEMBER_BYTES)")
+        # Small members may compress well (a run of blanks); the ratio matters where memory does.
+        if member.file_size > _RATIO_FREE_BYTES and member.file_size > ratio_limit * max(1, member.compress_size):
+            return (f"member {member.filename!r} of the .eval file expands {member.file_size / max(1, member.compress_size):,.0f} "
+                    f"times ({member.compress_size:,} to {member.file_size:,} bytes), more than {ratio_limit} "
+                    f"(REASONAUDIT_IMPORT_MAX_ZIP_RATIO)")
+        total += member.file_size
+        if total > total_limit:
+            return (f"the .eval file expands to more than {total_limit:,} bytes (at member {member.filename!r}; "
+                    f"REASONAUDIT_IMPORT_MAX_UNCOMPRESSED_BYTES)")
+    return None
+
+
 def records(stream: IO[bytes]) -> Iterator[Item]:
     # inspect_ai takes ~2 s to import: load it only when an Inspect log is imported,
     # not in every process that imports the pipeline.
@@ -57,6 +93,10 @@ def records(stream: IO[bytes]) -> Iterator[Item]:
     from inspect_ai.log import read_eval_log, read_eval_log_samples
 
     with _log_path(stream) as (path, fmt):
+        problem = zip_problem(path) if fmt == "eval" else None
+        if problem is not None:
+            yield 0, RecordError(problem)
+            return
         try:
             header = read_eval_log(path, header_only=True, format=fmt)
         except Exception as exc:  # any failure of the library's reader means "not a log it reads"

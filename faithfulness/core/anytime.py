@@ -22,7 +22,10 @@ TOKENS, STEPS = "tokens", "steps"
 THINKING = "thinking"  # tokens of the thought only (faithfulness.core.early: thinking budgets)
 UNITS = (TOKENS, STEPS, THINKING)
 FULL = None  # the budget "full": the whole trace
-PIECE_RE = re.compile(r"\s*(?:\w+|[^\w\s])")
+# A piece: a run of word characters or one other non-space character. No leading \s*: on a long run of
+# whitespace every start would scan the run to its end (quadratic; model output may end that way); the
+# pieces' ends are the same without it, because finditer skips what does not match.
+PIECE_RE = re.compile(r"\w+|[^\w\s]")
 DEFAULT_TOKEN_GRID = "tokens:64,128,256,512,1024,2048,full"
 DEFAULT_STEP_GRID = "steps:1,2,3,5,8,full"
 

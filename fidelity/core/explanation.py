@@ -14,7 +14,9 @@ STRUCT_WORDS = ("first", "second", "third", "then", "next", "finally", "step")
 UNCERTAIN = ("maybe", "might", "possibly", "perhaps", "not sure", "unclear", "i think", "likely", "cannot determine")
 ERRORS = ("error", "unknown", "n/a", "cannot", "unable", "i don't know")
 
-_LIST_MARKER = re.compile(r"^\s*\d+[.)]\s", re.MULTILINE)
+# Horizontal blanks only before the number: "^\s*" crossed line ends, so every line start of a run of
+# blank lines scanned the whole run (quadratic on model output); the markers counted are the same.
+_LIST_MARKER = re.compile(r"^[^\S\n]*+\d+[.)]\s", re.MULTILINE)
 
 
 def _phrase_re(phrases: Sequence[str]) -> re.Pattern[str]:

@@ -29,6 +29,15 @@ from fractions import Fraction
 from typing import Any
 
 MAX_DRAWS = 1000
+# Bounds of the interpreter (docs/fidelity.md): templates are user files, so no expression may take
+# unbounded time or memory. Checked before the work where it can be (range, **, round), else on
+# every result.
+MAX_RANGE = 10_000  # items of one range()
+MAX_BITS = 4_096  # numerator and denominator of any number
+MAX_TEXT = 10_000  # characters of a string, items of a list
+MAX_ROUND_DIGITS = 100
+MAX_DEPTH = 50  # nesting of an expression
+MAX_EXPRESSION_CHARS = 2_000
 COLLECTIONS: dict[str, list[str]] = {
     "names": ["Ava", "Liam", "Mia", "Noah", "Zoe", "Omar", "Ines", "Kenji", "Priya", "Tomas"],
     "names_female": ["Ava", "Mia", "Zoe", "Ines", "Priya", "Sofia", "Hana", "Lucia"],
@@ -58,11 +67,24 @@ def _num(v: Any) -> Any:
     return v
 
 
+def _bounded(value: Any) -> Any:
+    """The value, when it is within the bounds; TemplateError otherwise."""
+    if isinstance(value, Fraction):
+        if value.numerator.bit_length() > MAX_BITS or value.denominator.bit_length() > MAX_BITS:
+            raise TemplateError(f"a number of more than {MAX_BITS:,} bits")
+    elif isinstance(value, (str, list)) and len(value) > MAX_TEXT:
+        raise TemplateError(f"a text or list of more than {MAX_TEXT:,} items")
+    return value
+
+
 class _Eval:
     def __init__(self, env: Mapping[str, Any], rng: random.Random) -> None:
         self.env, self.rng = env, rng
 
     def __call__(self, node: ast.AST) -> Any:
+        return _bounded(self._eval(node))
+
+    def _eval(self, node: ast.AST) -> Any:
         match node:
             case ast.Expression(body=body):
                 return self(body)
@@ -86,6 +108,13 @@ class _Eval:
                 base, exp = self(a), self(b)
                 if not isinstance(exp, Fraction) or exp.denominator != 1 or abs(exp) > 64:
                     raise TemplateError("only small whole exponents are allowed")
+                if not isinstance(base, Fraction):
+                    raise TemplateError("only numbers can be raised to a power")
+                bits = max(base.numerator.bit_length(), base.denominator.bit_length())
+                if bits * abs(int(exp)) > MAX_BITS:  # before computing it: a tower would take for ever
+                    raise TemplateError(f"a number of more than {MAX_BITS:,} bits")
+                if base == 0 and exp < 0:
+                    raise TemplateError("division by zero")
                 return base ** int(exp)
             case ast.BinOp(op=op, left=a, right=b) if type(op) in _BIN:
                 try:
@@ -112,16 +141,24 @@ class _Eval:
 
     def _call(self, fn: str, args: list[Any]) -> Any:
         if fn == "range":
+            if not 1 <= len(args) <= 3 or not all(isinstance(a, Fraction) for a in args):
+                raise TemplateError("range() takes one to three numbers")
             ints = [int(a) for a in args]
-            if len(ints) > 1 and (ints[1] - ints[0]) // (ints[2] if len(ints) > 2 else 1) > 10 ** 6:
-                raise TemplateError("range too large")
-            return [Fraction(i) for i in range(*ints)]
+            if len(ints) == 3 and ints[2] == 0:
+                raise TemplateError("range() step must not be zero")
+            numbers = range(*ints)  # lazy: its length is known before anything is made
+            if len(numbers) > MAX_RANGE:
+                raise TemplateError(f"range() of {len(numbers):,} numbers; at most {MAX_RANGE:,}")
+            return [Fraction(i) for i in numbers]
         if fn == "sample":
             pool = args[0]
             if not isinstance(pool, list) or not pool:
                 raise TemplateError("sample() needs a non-empty list")
             if len(args) > 1:
-                return self.rng.sample(pool, int(args[1]))
+                k = int(args[1])
+                if not 0 <= k <= len(pool):
+                    raise TemplateError(f"sample() of {k} from a list of {len(pool)}")
+                return self.rng.sample(pool, k)
             return self.rng.choice(pool)
         if fn == "is_int":
             return isinstance(args[0], Fraction) and args[0].denominator == 1
@@ -135,15 +172,46 @@ class _Eval:
         if fn == "int":
             return Fraction(int(args[0]))
         if fn == "round":
-            return Fraction(round(args[0], int(args[1]) if len(args) > 1 else None))
+            digits = int(args[1]) if len(args) > 1 else None
+            if digits is not None and abs(digits) > MAX_ROUND_DIGITS:
+                raise TemplateError(f"round() to {digits} digits; at most {MAX_ROUND_DIGITS}")
+            return Fraction(round(args[0], digits))
         raise TemplateError(f"function {fn!r} is not allowed")
 
 
+def _depth(tree: ast.AST) -> int:
+    deepest, stack = 0, [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        deepest = max(deepest, depth)
+        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
+    return deepest
+
+
 def _parse(expr: str) -> ast.Expression:
+    text = expr.strip()
+    if len(text) > MAX_EXPRESSION_CHARS:
+        raise TemplateError(f"an expression of {len(text):,} characters; at most {MAX_EXPRESSION_CHARS:,}: "
+                            f"{text[:40]!r}...")
     try:
-        return ast.parse(expr.strip(), mode="eval")
+        tree = ast.parse(text, mode="eval")
     except SyntaxError as exc:
-        raise TemplateError(f"cannot parse {expr.strip()!r}: {exc.msg}") from None
+        raise TemplateError(f"cannot parse {text!r}: {exc.msg}") from None
+    except (RecursionError, MemoryError, ValueError):
+        raise TemplateError(f"cannot parse {text[:40]!r}: nested too deeply") from None
+    if _depth(tree) > MAX_DEPTH:
+        raise TemplateError(f"{text[:40]!r} is nested more than {MAX_DEPTH} levels deep")
+    return tree
+
+
+def _evaluate(ev: _Eval, node: ast.Expression, what: str) -> Any:
+    """Evaluate one expression; whatever it raises is a TemplateError naming it."""
+    try:
+        return ev(node)
+    except TemplateError as exc:
+        raise TemplateError(f"{what}: {exc}") from None
+    except (TypeError, ValueError, ArithmeticError, RecursionError, IndexError, KeyError) as exc:
+        raise TemplateError(f"{what}: {type(exc).__name__}: {str(exc)[:120]}") from None
 
 
 @dataclass(frozen=True)
@@ -213,14 +281,14 @@ def instantiate(annotated: str, seed: int, *, max_draws: int = MAX_DRAWS) -> Ins
         env: dict[str, Any] = {}
         ev = _Eval(env, rng)
         for name, node in inits:
-            value = ev(node)
+            value = _evaluate(ev, node, f"${name}")
             if isinstance(value, list):  # "$x = range(1, 10)": one value drawn from the list
                 if not value:
                     raise TemplateError(f"${name} draws from an empty list")
                 value = rng.choice(value)
             env[name] = value
-        if all(ev(node) for _c, node in conds):
-            result = ev(answer)
+        if all(_evaluate(ev, node, f"#condition {c!r}") for c, node in conds):
+            result = _evaluate(ev, answer, "#answer")
             if not isinstance(result, Fraction):
                 raise TemplateError(f"#answer is not a number: {result!r}")
             missing = [m.group(1) for m in _PLACEHOLDER.finditer(t.question) if m.group(1) not in env]

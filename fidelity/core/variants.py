@@ -52,9 +52,23 @@ DISTRACTOR_ENTITIES = ("the Riverside Library", "Northgate Bakery", "the Oak Str
                        "the Harbor Theater", "Maple Grove School", "the Crescent Football Club", "Blue Pine Farm")
 _WORDTOK = re.compile(r"\S+")
 _PLAIN_WORD = re.compile(r"^[a-z][a-z]+$")
-_QUESTION_TAIL = re.compile(r"(?s)^(?P<body>.*?[.!])\s+(?P<q>[^.!?]*\?)\s*$")
-_TRAILING_SCOPE = re.compile(r"^(?P<head>.*?)\s+(?P<scope>(?:from|between)\s+\d{4}\s+(?:to|and)\s+\d{4}|"
-                             r"in\s+\d{4})\s*\?\s*$", re.IGNORECASE | re.DOTALL)
+# Linear on any text (problem statements may be long and hostile): possessive quantifiers (++, *+) never
+# give back what they took, so no run of spaces is scanned again from each of its positions.
+_QUESTION_TAIL = re.compile(r"(?s)^(?P<body>.*?[.!])\s++(?P<q>[^.!?]*+\?)\s*+$")
+# A time scope at the end of a question, found by searching the text before its "?" for a scope that ends
+# it; (the old "^(head.*?)\s+(scope)\s*\?\s*$" was quadratic in a run of spaces).
+_SCOPE_AT_END = re.compile(r"\b(?:(?:from|between)\s++\d{4}\s++(?:to|and)\s++\d{4}|in\s++\d{4})$", re.IGNORECASE)
+
+
+def _trailing_scope(text: str) -> tuple[str, str] | None:
+    """(head, scope) of a stripped question that ends in a time scope ("... from 2001 to 2005?"), else None."""
+    if not text.endswith("?"):
+        return None
+    body = text[:-1].rstrip()
+    m = _SCOPE_AT_END.search(body)
+    if m is None or m.start() == 0 or not body[m.start() - 1].isspace():
+        return None
+    return body[: m.start()], m.group(0)
 
 
 @dataclass(frozen=True)
@@ -266,10 +280,9 @@ def distractor(text: str, seed: int, entities: Sequence[str] = ()) -> Variant:
 def rephrase(text: str, seed: int) -> Variant:
     """Template paraphrase: a trailing time scope moves to the front ("From A to B, ...?"); else the
     closing question moves before the facts; else a framing sentence."""
-    m = _TRAILING_SCOPE.match(text.strip())
-    if m:
-        scope = m.group("scope")
-        head = m.group("head").strip()
+    found = _trailing_scope(text.strip())
+    if found:
+        head, scope = found[0].strip(), found[1]
         return Variant("rephrase", "scope-first",
                        f"{scope[0].upper()}{scope[1:]}, {head[0].lower()}{head[1:]}?")
     q = _QUESTION_TAIL.match(text.strip())

@@ -109,13 +109,18 @@ def test_the_prompt_editor_saves_versions_and_keeps_the_history(client, study, j
     assert "Gold answer: {{ gold_answer }}" in old  # the first (default) template, to look at or restore
 
 
-def test_the_preview_renders_the_prompt_for_a_chosen_real_trace(client, study, judge, member, do_import):
+def test_the_preview_renders_the_prompt_for_a_chosen_real_trace(client, study, judge, owner, member, do_import):
     do_import(jsonl({"kind": "problem", "problem_id": "p", "statement": "What is <b>2</b>+3?", "gold_answer": "5"},
                     {"kind": "trace", "problem_id": "p", "model": "m", "trace_id": "tr-1", "steps": ["2+3=5"],
                      "answer": "5"}))
-    client.force_login(member)  # members may preview
     url = reverse("judge-prompt", args=[judge.pk])
     template = "Problem: {{ problem }}\n{% for s in steps %}Step {{ s.number }}: {{ s.text }}\n{% endfor %}"
+    # A preview renders a template the user wrote: owners only (issue 20); members read the page.
+    client.force_login(member)
+    assert client.post(url, {"action": "preview", "template": template, "trace": "tr-1"}).status_code == 403
+    page = client.get(url, {"trace": "tr-1"}).content.decode()
+    assert "Step 1: 2+3=5" not in page and 'value="preview"' not in page
+    client.force_login(owner)
     partial = client.post(url, {"action": "preview", "template": template, "trace": "tr-1"},
                           HTTP_HX_REQUEST="true").content.decode()
     assert "<html" not in partial and 'id="preview"' in partial

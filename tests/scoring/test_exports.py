@@ -37,6 +37,10 @@ def test_it_neutralizes_formula_cells_but_not_numbers():
     for text in ("+1", "-x", "@SUM(A1)", "\tcmd", "\rcmd"):
         assert exports.neutralize(text) == "'" + text
     assert exports.neutralize("model-a") == "model-a"
+    # Leading blanks and line breaks are skipped by spreadsheets: still a formula (issue 20).
+    for text in (" =1+1", "\n=1+1", "\t+1", "  -2+3", " \r\n@SUM(A1)", "\u00a0=1"):
+        assert exports.neutralize(text) == "'" + text
+    assert exports.neutralize("  model a") == "  model a"
     table = exports.Table(["name", "value", "ci", "flag"], [
         {"name": "=cmd|' /C calc'!A0", "value": -1.5, "ci": [-0.5, 2.0], "flag": None},
         {"name": "-2", "value": -3, "ci": None, "flag": True},

@@ -45,7 +45,7 @@ def test_add_model_checks_the_server_then_creates_and_versions(study, server, ca
 
 def test_an_unreachable_base_url_saves_nothing(study):
     url = closed_port_url()
-    with pytest.raises(CommandError, match=f"the server at {url} is not reachable"):
+    with pytest.raises(CommandError, match=f"no model server answered at {url}"):
         call_command("add_model", "--study", study.name, "--name", "tiny", "--base-url", url, "--model", "m",
                      "--template", "gsm8k-8shot-cot")
     assert not SubjectModel.objects.exists() and not PromptTemplate.objects.exists()
