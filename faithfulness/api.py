@@ -15,7 +15,7 @@ import json
 
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import generics, serializers, status
-from rest_framework.exceptions import APIException, ValidationError
+from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -28,11 +28,6 @@ from faithfulness.core import validity as val_core
 from faithfulness.models import FaithfulnessRun, Intervention
 from runs.continuation import MODES
 from subjects.models import SubjectModel
-
-
-class Conflict(APIException):
-    status_code = status.HTTP_409_CONFLICT
-    default_detail = "conflict"
 
 
 class RunSerializer(serializers.ModelSerializer):
@@ -119,8 +114,6 @@ class StudyRuns(generics.ListAPIView):
             else:
                 frun = services.do_start_anytime(d["model"], grid=d["budgets"], mode=d["mode"] or None,
                                                  user=request.user)
-        except services.RunConflict as exc:
-            raise Conflict(str(exc)) from None
         except services.ContinuationUnavailable as exc:
             raise ValidationError({"mode": [str(exc)]}) from None
         except ValueError as exc:

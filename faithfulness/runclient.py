@@ -21,7 +21,7 @@ from faithfulness.models import AnytimePoint, FaithfulnessRun, Intervention, Sta
 from reasonlib.parsing import check_answer, extract_answer
 from reasonlib.verifier.verdicts import find_claims
 from runs import cache as run_cache
-from runs.clients import Accounting, ChunkWork, RunClient
+from runs.clients import Accounting, ChunkWork, RunClient, Sizing
 from runs.continuation import (
     DEFAULT_CUE,
     ContinuationError,
@@ -34,21 +34,14 @@ from runs.continuation import (
 from runs.models import Run
 from runs.transport import CallRecord, Control, FatalRunError, ModelPool
 from subjects import prompts
-from subjects.models import PromptTemplate, SubjectModel
-from subjects.runclient import code_version
+from subjects.models import PromptTemplate
 
-__all__ = ["KIND", "JOB_KIND", "SLACK_TOKENS", "FaithfulnessClient", "chunk_size", "code_version"]
+__all__ = ["KIND", "JOB_KIND", "SLACK_TOKENS", "FaithfulnessClient"]
 
 KIND = "faithfulness"
 JOB_KIND = "faithfulness"
 SLACK_TOKENS = 64  # re-decoding cap: the original trace's completion tokens plus this (spec 4.2 step 3)
 TARGET_REQUESTS_PER_CHUNK = 50
-
-
-def chunk_size(subject: SubjectModel) -> int:
-    """About 50 requests, a whole number of rounds of the concurrency."""
-    n = max(TARGET_REQUESTS_PER_CHUNK, subject.concurrency)
-    return n + (-n) % subject.concurrency
 
 
 def cache_scope(frun: FaithfulnessRun) -> str:
@@ -235,8 +228,8 @@ class FaithfulnessClient(RunClient):
         return FaithfulnessRun.objects.select_related("subject__study", "subject__prompt_template", "job", "run") \
             .get(run=run)
 
-    def chunk_size(self, run: Run) -> int:
-        return chunk_size(self.frun(run).subject)
+    def sizing(self, run: Run) -> Sizing:
+        return Sizing(concurrency=self.frun(run).subject.concurrency, target_requests=TARGET_REQUESTS_PER_CHUNK)
 
     def open(self, run: Run) -> FaithfulnessWork:
         return FaithfulnessWork(self.frun(run))

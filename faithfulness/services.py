@@ -8,11 +8,10 @@ from __future__ import annotations
 import json
 import statistics
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import transaction
 from django.db.models import Count, QuerySet
 from django.db.models.fields.json import KT
 
@@ -28,18 +27,16 @@ from faithfulness.core.numbers import format_value, to_fraction
 from faithfulness.core.selection import select_targets
 from faithfulness.loading import TraceData, load_traces, subject_traces
 from faithfulness.models import AnytimePoint, FaithfulnessRun, Intervention, Status
-from faithfulness.runclient import JOB_KIND, KIND, SLACK_TOKENS, chunk_size, code_version
+from faithfulness.runclient import JOB_KIND, KIND, SLACK_TOKENS
 from judges.models import JudgeConfig
 from runs import engine
 from runs.continuation import DEFAULT_CUE, MODES
 from runs.engine import ACTIVE, Progress
+from runs.params import check as check_param
+from runs.version import code_version
 from subjects.models import Generation, SubjectModel
 
 DEFAULT_SEED = 0
-
-
-class RunConflict(Exception):
-    """The subject model already has a faithfulness run in progress."""
 
 
 class ContinuationUnavailable(Exception):
@@ -119,36 +116,27 @@ def _decoding(subject: SubjectModel) -> dict[str, Any]:
             "cue": DEFAULT_CUE}
 
 
-def _check_no_active(subject: SubjectModel) -> None:
-    active = FaithfulnessRun.objects.filter(subject=subject, job__status__in=ACTIVE).first()
-    if active is not None:
-        raise RunConflict(f"subject model {subject.name} already has {active.kind} run {active.pk} in progress "
-                          f"(job {active.job_id}); wait for it or cancel it")
+def _start(subject: SubjectModel, kind: str, mode: str, params: dict[str, Any], *, grid: str = "", traces: int,
+           skipped: dict[str, str], user, force: bool, budget_usd: float | None, queue: bool,
+           build: Callable[[FaithfulnessRun], list[int]]) -> FaithfulnessRun:
+    """Start an interventions or anytime run (runs.engine.start): its items are the rows ``build`` plans
+    for the new FaithfulnessRun."""
 
+    def busy() -> str | None:
+        active = FaithfulnessRun.objects.filter(subject=subject, job__status__in=ACTIVE).first()
+        return active and (f"subject model {subject.name} already has {active.kind} run {active.pk} in progress "
+                           f"(job {active.job_id}); wait for it or cancel it")
 
-def _create(subject: SubjectModel, kind: str, mode: str, params: dict[str, Any], items: list[int], *, grid: str = "",
-            traces: int, skipped: dict[str, str], user, force: bool, budget_usd: float | None,
-            build: Any) -> FaithfulnessRun:
-    job = Job.objects.create(study_id=subject.study_id, kind=JOB_KIND, created_by=user, total=0,
-                             params={"subject_model": subject.name, "subject_model_id": subject.pk, "what": kind,
-                                     "mode": mode, **params})
-    run = engine.create_run(job, KIND, [], 1, force=force, budget_usd=budget_usd,
-                            config={"subject_model": subject.name, "version": subject.version, "mode": mode,
-                                    "kind": kind, **params})
-    frun = FaithfulnessRun.objects.create(job=job, run=run, subject=subject, kind=kind, config_version=subject.version,
-                                          mode=mode, grid=grid, params=params, traces=traces, skipped=skipped)
-    ids = build(frun)
-    engine.add_chunks(run, ids, chunk_size(subject))
-    job.total = len(ids)
-    job.params["run"] = frun.pk
-    job.save(update_fields=["total", "params"])
-    return frun
+    def record(job: Job, run) -> FaithfulnessRun:
+        return FaithfulnessRun.objects.create(job=job, run=run, subject=subject, kind=kind,
+                                              config_version=subject.version, mode=mode, grid=grid, params=params,
+                                              traces=traces, skipped=skipped)
 
-
-def _finish_create(frun: FaithfulnessRun, queue: bool) -> FaithfulnessRun:
-    engine.launch(frun.run, queue=queue)
-    frun.job.refresh_from_db()
-    return frun
+    return engine.start(
+        KIND, study_id=subject.study_id, job_kind=JOB_KIND, user=user, busy=busy, record=record, items=build,
+        force=force, budget_usd=budget_usd, queue=queue,
+        params={"subject_model": subject.name, "subject_model_id": subject.pk, "what": kind, "mode": mode, **params},
+        config={"subject_model": subject.name, "version": subject.version, "mode": mode, "kind": kind, **params})
 
 
 @dataclass
@@ -199,8 +187,9 @@ def do_start_interventions(subject: SubjectModel, *, kinds: Iterable[str] | str 
                            queue: bool = True, force: bool = False, budget_usd: float | None = None,
                            limit: int | None = None) -> FaithfulnessRun:
     kinds = edit_core.parse_kinds(kinds)
-    if not 1 <= per_trace <= 20:
-        raise ValueError(f"per_trace: must lie in 1..20, got {per_trace}")
+    per_trace = check_param("per_trace", per_trace)
+    seed = check_param("seed", seed)
+    limit = check_param("limit", limit)
     mode = continuation_mode(subject, mode)
     traces = load_traces(_limited(subject, limit))
     if not traces:
@@ -214,11 +203,8 @@ def do_start_interventions(subject: SubjectModel, *, kinds: Iterable[str] | str 
         Intervention.objects.bulk_create([Intervention(frun=frun, **row) for row in plan.rows], batch_size=1000)
         return list(frun.interventions.filter(status=Status.PENDING).order_by("pk").values_list("pk", flat=True))
 
-    with transaction.atomic():
-        _check_no_active(subject)
-        frun = _create(subject, FaithfulnessRun.Kind.INTERVENTIONS, mode, params, [], traces=plan.traces,
-                       skipped=plan.skipped, user=user, force=force, budget_usd=budget_usd, build=build)
-        return _finish_create(frun, queue)
+    return _start(subject, FaithfulnessRun.Kind.INTERVENTIONS, mode, params, traces=plan.traces,
+                  skipped=plan.skipped, user=user, force=force, budget_usd=budget_usd, queue=queue, build=build)
 
 
 def plan_anytime(traces: list[TraceData], grid: any_core.Grid) -> list[AnytimePoint]:
@@ -244,6 +230,7 @@ def do_start_anytime(subject: SubjectModel, *, grid: str = any_core.DEFAULT_TOKE
                      user=None, queue: bool = True, force: bool = False, budget_usd: float | None = None,
                      limit: int | None = None) -> FaithfulnessRun:
     parsed = any_core.parse_grid(grid)
+    limit = check_param("limit", limit)
     mode = continuation_mode(subject, mode)
     traces = load_traces(_limited(subject, limit))
     if not traces:
@@ -259,11 +246,8 @@ def do_start_anytime(subject: SubjectModel, *, grid: str = any_core.DEFAULT_TOKE
         AnytimePoint.objects.bulk_create(points, batch_size=2000)
         return list(frun.points.filter(status=Status.PENDING).order_by("pk").values_list("pk", flat=True))
 
-    with transaction.atomic():
-        _check_no_active(subject)
-        frun = _create(subject, FaithfulnessRun.Kind.ANYTIME, mode, params, [], grid=parsed.spec,
-                       traces=len(traces), skipped={}, user=user, force=force, budget_usd=budget_usd, build=build)
-        return _finish_create(frun, queue)
+    return _start(subject, FaithfulnessRun.Kind.ANYTIME, mode, params, grid=parsed.spec, traces=len(traces),
+                  skipped={}, user=user, force=force, budget_usd=budget_usd, queue=queue, build=build)
 
 
 def _limited(subject: SubjectModel, limit: int | None) -> QuerySet[Trace] | list[int]:

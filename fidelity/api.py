@@ -5,20 +5,15 @@ from __future__ import annotations
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework import status
-from rest_framework.exceptions import APIException, ValidationError
+from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from annotation import access
 from fidelity import services
-from fidelity.core.selection import FilterError
 from fidelity.models import FidelityRun
+from reasonlib.selection import FilterError
 from subjects.models import SubjectModel
-
-
-class Conflict(APIException):
-    status_code = status.HTTP_409_CONFLICT
-    default_detail = "conflict"
 
 
 def _run_row(r: FidelityRun) -> dict:
@@ -60,8 +55,6 @@ class StudyFidelityRuns(APIView):
             fid_run = services.do_start_run(made.suite, subject, axes=axes, problems=problems, user=request.user)
         except FilterError as exc:
             raise ValidationError({"problems": [str(exc)]}) from None
-        except services.RunConflict as exc:
-            raise Conflict(str(exc)) from None
         except ValueError as exc:
             raise ValidationError({"per_problem": [str(exc)]}) from None
         return Response({**_run_row(fid_run), "variants_created": made.created, "golds_derived": made.derived,

@@ -21,7 +21,7 @@ from annotation.models import Problem, Trace
 from fidelity.models import FidelityRun, Output
 from reasonlib.parsing import extract_answer
 from runs import cache as run_cache
-from runs.clients import Accounting, ChunkWork, RunClient
+from runs.clients import Accounting, ChunkWork, RunClient, Sizing
 from runs.models import Run
 from runs.transport import CallRecord, Control, FatalRunError, ModelPool, ModelRequest
 from subjects import prompts
@@ -203,13 +203,6 @@ def write_outputs(fid_run: FidelityRun, outcomes: Sequence[ItemOutcome], ids: di
         FidelityRun.objects.filter(pk=fid_run.pk).update(failures=current)
 
 
-def chunk_size(subject: SubjectModel, axes: Sequence[str]) -> int:
-    """Problems per chunk: about 40 requests (an original with the backward axis asks twice)."""
-    per_item = 2 if "backward" in axes else 1
-    requests = max(TARGET_REQUESTS_PER_CHUNK, subject.concurrency)
-    return max(1, requests // per_item)
-
-
 class FidelityClient(RunClient):
     kind = KIND
     noun = "problem"
@@ -218,9 +211,11 @@ class FidelityClient(RunClient):
     def fid_run(run: Run) -> FidelityRun:
         return FidelityRun.objects.select_related("subject__study", "suite", "job__created_by", "run").get(run=run)
 
-    def chunk_size(self, run: Run) -> int:
+    def sizing(self, run: Run) -> Sizing:
+        # An original with the backward axis asks twice.
         fid_run = self.fid_run(run)
-        return chunk_size(fid_run.subject, fid_run.axes)
+        return Sizing(concurrency=fid_run.subject.concurrency, target_requests=TARGET_REQUESTS_PER_CHUNK,
+                      requests_per_item=2 if "backward" in fid_run.axes else 1)
 
     def open(self, run: Run) -> FidelityWork:
         return FidelityWork(self.fid_run(run))

@@ -81,15 +81,37 @@ class ChunkWork(ABC):
         """Release connections and threads."""
 
 
+@dataclass(frozen=True)
+class Sizing:
+    """What a chunk's size follows from: the requests in flight at once (0: the kind calls no model),
+    the requests of one item, about how many requests a chunk should hold, and the fewest rounds of
+    the concurrency it should hold (a chunk's start -- claim, load, cache lookup -- has no request in
+    flight, so a chunk of one or two rounds at a high concurrency spends much of its time there)."""
+
+    concurrency: int = 0
+    requests_per_item: int = 1
+    target_requests: int = 50
+    min_rounds: int = 1
+
+
 class RunClient(ABC):
     """A kind of run."""
 
     kind: str = ""
     noun: str = "item"  # what an item is, in messages ("trace")
 
-    @abstractmethod
+    def sizing(self, run: Run) -> Sizing:
+        """What this run's chunk size follows from (the kind's row exists when this is asked)."""
+        return Sizing()
+
     def chunk_size(self, run: Run) -> int:
-        """Items per chunk (one task)."""
+        """Items per chunk (one task): about ``target_requests`` requests and at least ``min_rounds``
+        rounds of a lane's share of the concurrency, a whole number of rounds."""
+        s = self.sizing(run)
+        concurrency = max(1, s.concurrency // max(1, run.lanes))
+        requests = max(s.target_requests, s.min_rounds * concurrency)
+        requests += (-requests) % concurrency
+        return max(1, -(-requests // max(1, s.requests_per_item)))
 
     @abstractmethod
     def open(self, run: Run) -> ChunkWork:

@@ -29,10 +29,12 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from annotation import jobs
+from annotation.jobs import BROKER_DOWN, RunConflict
 from annotation.models import Job
 from runs import identity
 from runs.clients import ItemOutcome, client_for
 from runs.models import ModelCall, Run, RunChunk
+from runs.params import check as check_param
 from runs.transport import FatalRunError
 
 log = logging.getLogger(__name__)
@@ -71,6 +73,51 @@ def create_run(job: Job, kind: str, items: Sequence[int], chunk_size: int, *, fo
     run = Run.objects.create(job=job, kind=kind, force=force, budget_usd=budget_usd, config=config or {}, lanes=lanes)
     add_chunks(run, items, size)
     return run
+
+
+def start(kind: str, *, study_id: int, job_kind: str, params: dict[str, Any],
+          items: Sequence[int] | Callable[[Any], Sequence[int]], record: Callable[[Job, Run], Any],
+          busy: Callable[[], str | None] | None = None, user=None, force: bool = False,
+          budget_usd: float | None = None, config: dict[str, Any] | None = None, lanes: int = 1,
+          queue: bool = True) -> Any:
+    """Start a run of ``kind``, the same way for every kind, and return the kind's row.
+
+    In one transaction: ``busy()`` says why another run may not start now (a RunConflict: HTTP 409 on
+    the web and the API), the Job, the engine's Run and the kind's row (``record(job, run)``); the
+    items (a list, or ``items(row)`` for kinds that plan their items with the row, such as
+    faithfulness), cut into chunks of the client's ``chunk_size``; then the first chunks are queued
+    once it commits (``queue=False``: the caller works it with run_inline). A run with no items ends
+    at once. With the task queue down the job ends failed with BROKER_DOWN and the broker's error
+    is raised (503 on the web and the API), whatever the kind."""
+    from kombu.exceptions import OperationalError as BrokerError
+
+    budget_usd = check_param("budget_usd", budget_usd)
+    job = None
+    try:
+        with transaction.atomic():
+            reason = busy() if busy is not None else None
+            if reason:
+                raise RunConflict(reason)
+            job = Job.objects.create(study_id=study_id, kind=job_kind, created_by=user, total=0, params=params)
+            run = Run.objects.create(job=job, kind=kind, force=force, budget_usd=budget_usd, config=config or {},
+                                     lanes=max(1, lanes))
+            row = record(job, run)
+            ids = list(items(row) if callable(items) else items)
+            size = client_for(kind).chunk_size(run)
+            # Never more lanes than chunks.
+            run.lanes = max(1, min(run.lanes, -(-len(ids) // size)))
+            run.save(update_fields=["lanes"])
+            add_chunks(run, ids, size)
+            job.total = len(ids)
+            job.params["run"] = row.pk
+            job.save(update_fields=["total", "params"])
+            launch(run, queue=queue)
+    except BrokerError:
+        if job is not None:
+            jobs.finish(job.pk, status=Job.Status.FAILED, error=BROKER_DOWN)
+        raise
+    row.job.refresh_from_db()
+    return row
 
 
 def add_chunks(run: Run, items: Sequence[int], chunk_size: int) -> None:

@@ -15,11 +15,8 @@ key (``key_extra``), never to the server.
 
 from __future__ import annotations
 
-import tomllib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from functools import cache
-from pathlib import Path
 from typing import Any
 
 from django.db import transaction
@@ -31,7 +28,7 @@ from annotation.importing.records import TraceIn
 from annotation.importing.regime import host_of, regime
 from annotation.models import Problem, Study, Trace
 from runs import cache as run_cache
-from runs.clients import Accounting, ChunkWork, RunClient
+from runs.clients import Accounting, ChunkWork, RunClient, Sizing
 from runs.models import Run
 from runs.transport import (
     PROMPT,
@@ -44,6 +41,7 @@ from runs.transport import (
     ModelPool,
     ModelRequest,
 )
+from runs.version import code_version
 from subjects import core, prompts
 from subjects.models import Generation, GenerationRun, SubjectModel
 
@@ -52,16 +50,6 @@ JOB_KIND = "generation"  # Job.kind (annotation.Job.Kind lists the kinds annotat
 TARGET_REQUESTS_PER_CHUNK = 50
 MIN_ROUNDS_PER_CHUNK = 8
 MAX_FAILURES_KEPT = 50
-
-
-@cache
-def code_version() -> str:
-    path = Path(__file__).resolve().parent.parent / "pyproject.toml"
-    try:
-        version = tomllib.loads(path.read_text(encoding="utf-8"))["project"]["version"]
-    except (OSError, KeyError, tomllib.TOMLDecodeError):
-        version = "unknown"
-    return f"reasonaudit {version}"
 
 
 # --------------------------------------------------------------------------
@@ -330,17 +318,6 @@ def write_generations(gen_run: GenerationRun, subject: SubjectModel, outcomes: S
         GenerationRun.objects.filter(pk=gen_run.pk).update(failures=current)
 
 
-def chunk_size(subject: SubjectModel, samples: int, lanes: int = 1) -> int:
-    """Problems per chunk: about 50 requests and at least MIN_ROUNDS_PER_CHUNK
-    rounds of the concurrency, a whole number of rounds. A chunk's start (claim,
-    load, cache lookup) happens with no request in flight, so a chunk of one or
-    two rounds at a high concurrency would spend a good part of its time there."""
-    concurrency = max(1, subject.concurrency // max(1, lanes))  # a lane's share
-    requests = max(TARGET_REQUESTS_PER_CHUNK, MIN_ROUNDS_PER_CHUNK * concurrency)
-    requests += (-requests) % concurrency
-    return max(1, -(-requests // max(1, samples)))
-
-
 class GenerationClient(RunClient):
     kind = KIND
     noun = "problem"
@@ -349,9 +326,10 @@ class GenerationClient(RunClient):
     def gen_run(run: Run) -> GenerationRun:
         return GenerationRun.objects.select_related("subject__study", "job__created_by", "run").get(run=run)
 
-    def chunk_size(self, run: Run) -> int:
+    def sizing(self, run: Run) -> Sizing:
         gen_run = self.gen_run(run)
-        return chunk_size(gen_run.subject, gen_run.samples, run.lanes)
+        return Sizing(concurrency=gen_run.subject.concurrency, requests_per_item=gen_run.samples,
+                      target_requests=TARGET_REQUESTS_PER_CHUNK, min_rounds=MIN_ROUNDS_PER_CHUNK)
 
     def open(self, run: Run) -> GenerationWork:
         return GenerationWork(self.gen_run(run))

@@ -17,15 +17,17 @@ from django.utils import timezone
 
 from annotation import access, jobs
 from annotation.models import Job, Membership, Problem, Study, Trace
+from reasonlib import selection
 from reasonlib.parsing import normalize_answer
 from runs import engine
 from runs.chat_template import ChatTemplateError, TemplateSource, compile_template, template_from_text
 from runs.continuation import ProbeResult, ServerUnreachable, probe_model
-from runs.engine import ACTIVE, Progress
+from runs.engine import ACTIVE, Progress, RunConflict
+from runs.params import check as check_param
 from runs.transport import FatalRunError
 from subjects import core, prompts
 from subjects.models import Generation, GenerationRun, PromptTemplate, SubjectModel
-from subjects.runclient import JOB_KIND, KIND, chunk_size
+from subjects.runclient import JOB_KIND, KIND
 
 # Changing one of these can change the completions: a new version (new trace ids, a cold cache).
 VERSIONED_FIELDS = ("base_url", "model", "api", "system_prompt", "prompt_template", "temperature", "top_p", "seed",
@@ -37,10 +39,6 @@ FIELDS = ("name", "base_url", "model", "api_key_env", "api", "system_prompt", "p
           "chat_template", "eos_token")
 # What a probe's answer depends on: a change makes the recorded continuation mode stale, so it is cleared.
 PROBED_FIELDS = ("base_url", "model", "api_key_env", "chat_template", "eos_token")
-
-
-class RunConflict(Exception):
-    """The subject model already has a generation run in progress."""
 
 
 class Unreachable(Exception):
@@ -310,8 +308,20 @@ def do_start_probe(subject: SubjectModel, *, user=None) -> Job:
     job = Job.objects.create(study_id=subject.study_id, kind=PROBE_JOB_KIND, created_by=user, total=PROBE_REQUESTS,
                              params={"subject_model": subject.name, "subject_model_id": subject.pk,
                                      "config_version": subject.version})
-    jobs.queue(PROBE_TASK, job.pk)
+    transaction.on_commit(lambda: _queue_probe(job.pk))
     return job
+
+
+def _queue_probe(job_id: int) -> None:
+    """Queue the probe; with the task queue down it ends failed at once (as every run does), then the
+    broker's error goes on to the caller (503)."""
+    from kombu.exceptions import OperationalError as BrokerError
+
+    try:
+        jobs.queue_task(PROBE_TASK, job_id)
+    except BrokerError:
+        jobs.finish(job_id, status=Job.Status.FAILED, error=jobs.BROKER_DOWN)
+        raise
 
 
 def run_probe_job(job_id: int) -> None:
@@ -356,57 +366,56 @@ def config_snapshot(subject: SubjectModel) -> dict[str, Any]:
 # Generation runs
 
 
-def problems_in_scope(subject: SubjectModel, scope: str, samples: int) -> list[int]:
+PROBLEM_FILTERS = f"{selection.SYNTAX} (within all problems), or missing"
+
+
+def split_problems(value: str | None) -> tuple[str, str]:
+    """(scope, filter) of a generation run's ``problems``: all, missing, or a filter within all problems."""
+    return selection.scope_and_filter(value, tuple(GenerationRun.Scope.values))
+
+
+def problems_in_scope(subject: SubjectModel, scope: str, samples: int, problem_filter: str = "") -> list[int]:
+    """The problem pks of a run: the ``scope`` (all, or those missing some of their K samples), then the
+    filter over the study's problems in problem-id order."""
     problems = Problem.objects.filter(study_id=subject.study_id)
     if scope == GenerationRun.Scope.MISSING:
         complete = (Generation.objects.filter(subject=subject, config_version=subject.version, sample__lt=samples)
                     .values("problem_id").annotate(n=Count("pk")).filter(n__gte=samples).values("problem_id"))
         problems = problems.exclude(pk__in=complete)
     elif scope != GenerationRun.Scope.ALL:
-        raise ValueError(f"unknown problem selection {scope!r}; choose all or missing")
+        raise ValueError(f"problems: unknown selection {scope!r}; choose all, missing or a filter ({selection.SYNTAX})")
+    if problem_filter:
+        ordered = list(Problem.objects.filter(study_id=subject.study_id).order_by("problem_id")
+                       .values_list("problem_id", flat=True))
+        problems = problems.filter(problem_id__in=selection.select(problem_filter, ordered))
     return list(problems.order_by("pk").values_list("pk", flat=True))
 
 
 def do_start_generation(subject: SubjectModel, *, scope: str = "all", samples: int | None = None, force: bool = False,
                         budget_usd: float | None = None, user=None, queue: bool = True) -> GenerationRun:
-    """Create the job, the run and its chunks; queue the first chunk after
-    commit (``queue=False`` leaves it to run_inline)."""
-    from kombu.exceptions import OperationalError as BrokerError
+    """Start a generation run over the problems ``scope`` names (all, missing or a problem filter;
+    runs.engine.start)."""
+    scope, problem_filter = split_problems(scope)
+    samples = check_param("samples", samples or subject.n_samples)
 
-    samples = samples or subject.n_samples
-    if not 1 <= samples <= 100:
-        raise ValueError("samples must lie in 1..100")
-    if budget_usd is not None and budget_usd < 0:
-        raise ValueError("the budget must not be negative")
-    gen_run = None
-    try:
-        with transaction.atomic():
-            active = GenerationRun.objects.filter(subject=subject, job__status__in=ACTIVE).first()
-            if active is not None:
-                raise RunConflict(f"subject model {subject.name} already has run {active.pk} in progress "
-                                  f"(job {active.job_id}); wait for it or cancel it")
-            ids = problems_in_scope(subject, scope, samples)
-            job = Job.objects.create(
-                study_id=subject.study_id, kind=JOB_KIND, created_by=user, total=len(ids),
-                params={"subject_model": subject.name, "subject_model_id": subject.pk, "problems": scope,
-                        "samples": samples, "force": force, "budget_usd": budget_usd},
-            )
-            # Lanes: chunks worked on at once by several worker processes (RUN_PARALLEL_CHUNKS), each with
-            # its share of the concurrency, so the run's CPU work (parsing, storing traces) is shared too.
-            lanes = min(int(getattr(settings, "RUN_PARALLEL_CHUNKS", 1)), subject.concurrency)
-            run = engine.create_run(job, KIND, ids, chunk_size(subject, samples, lanes), force=force,
-                                    budget_usd=budget_usd, config=config_snapshot(subject), lanes=lanes)
-            gen_run = GenerationRun.objects.create(job=job, run=run, subject=subject, scope=scope, samples=samples,
-                                                   config_version=subject.version)
-            job.params["run"] = gen_run.pk
-            job.save(update_fields=["params"])
-            engine.launch(run, queue=queue)
-    except BrokerError:
-        if gen_run is not None:
-            jobs.finish(gen_run.job_id, status=Job.Status.FAILED, error="the task queue is not reachable")
-        raise
-    gen_run.job.refresh_from_db()
-    return gen_run
+    def busy() -> str | None:
+        active = GenerationRun.objects.filter(subject=subject, job__status__in=ACTIVE).first()
+        return active and (f"subject model {subject.name} already has run {active.pk} in progress "
+                           f"(job {active.job_id}); wait for it or cancel it")
+
+    def record(job: Job, run) -> GenerationRun:
+        return GenerationRun.objects.create(job=job, run=run, subject=subject, scope=scope, samples=samples,
+                                            problem_filter=problem_filter, config_version=subject.version)
+
+    # Lanes: chunks worked on at once by several worker processes (RUN_PARALLEL_CHUNKS), each with
+    # its share of the concurrency, so the run's CPU work (parsing, storing traces) is shared too.
+    lanes = min(int(getattr(settings, "RUN_PARALLEL_CHUNKS", 1)), subject.concurrency)
+    return engine.start(
+        KIND, study_id=subject.study_id, job_kind=JOB_KIND, user=user, busy=busy, record=record,
+        items=lambda _row: problems_in_scope(subject, scope, samples, problem_filter), force=force, budget_usd=budget_usd,
+        config=config_snapshot(subject), lanes=lanes, queue=queue,
+        params={"subject_model": subject.name, "subject_model_id": subject.pk, "problems": scope,
+                "problem_filter": problem_filter, "samples": samples, "force": force, "budget_usd": budget_usd})
 
 
 def run_inline(gen_run: GenerationRun, *, progress: Progress | None = None) -> Job:
