@@ -256,6 +256,12 @@ def _record_failures(arun: AbstractionRun, outcomes: Sequence[ItemOutcome], item
 class AbstractionClient(RunClient):
     kind = KIND
     noun = "item"
+    label = "Abstraction"
+
+    def page(self, run: Run) -> str | None:
+        from django.urls import reverse
+
+        return reverse("abstraction-table", args=[run.job.study_id])
 
     @staticmethod
     def arun(run: Run) -> AbstractionRun:

@@ -22,12 +22,9 @@ from rest_framework.views import APIView
 from annotation import access
 from annotation.api.serializers import JobSerializer
 from faithfulness import services
-from faithfulness.core import anytime as any_core
-from faithfulness.core import edits as edit_core
 from faithfulness.core import validity as val_core
 from faithfulness.models import FaithfulnessRun, Intervention
-from runs.continuation import MODES
-from subjects.models import SubjectModel
+from runs import kinds
 
 
 class RunSerializer(serializers.ModelSerializer):
@@ -63,31 +60,10 @@ class InterventionSerializer(serializers.ModelSerializer):
 
 
 class StartSerializer(serializers.Serializer):
+    """The API's one request body for both kinds: ``what`` picks the kind, whose own serializer
+    (faithfulness.runkinds, shared with the runs page) validates the rest."""
+
     what = serializers.ChoiceField(choices=[k for k, _ in FaithfulnessRun.Kind.choices])
-    model = serializers.CharField()
-    kinds = serializers.CharField(required=False, default=",".join(edit_core.KINDS))
-    per_trace = serializers.IntegerField(required=False, default=3, min_value=1, max_value=20)
-    seed = serializers.IntegerField(required=False, default=0)
-    budgets = serializers.CharField(required=False, default=any_core.DEFAULT_TOKEN_GRID)
-    mode = serializers.ChoiceField(choices=list(MODES), required=False, allow_blank=True, default="")
-
-    def validate_model(self, value: str) -> SubjectModel:
-        try:
-            return services.find_subject(self.context["study"], value)
-        except ValueError as exc:
-            raise serializers.ValidationError(str(exc)) from None
-
-    def validate_kinds(self, value: str) -> tuple[str, ...]:
-        try:
-            return edit_core.parse_kinds(value)
-        except ValueError as exc:
-            raise serializers.ValidationError(str(exc)) from None
-
-    def validate_budgets(self, value: str) -> str:
-        try:
-            return any_core.parse_grid(value).spec
-        except any_core.GridError as exc:
-            raise serializers.ValidationError(str(exc)) from None
 
 
 class StudyRuns(generics.ListAPIView):
@@ -106,18 +82,7 @@ class StudyRuns(generics.ListAPIView):
         services.check_owner(membership)
         ser = StartSerializer(data=request.data, context={"study": study})
         ser.is_valid(raise_exception=True)
-        d = ser.validated_data
-        try:
-            if d["what"] == FaithfulnessRun.Kind.INTERVENTIONS:
-                frun = services.do_start_interventions(d["model"], kinds=d["kinds"], per_trace=d["per_trace"],
-                                                       seed=d["seed"], mode=d["mode"] or None, user=request.user)
-            else:
-                frun = services.do_start_anytime(d["model"], grid=d["budgets"], mode=d["mode"] or None,
-                                                 user=request.user)
-        except services.ContinuationUnavailable as exc:
-            raise ValidationError({"mode": [str(exc)]}) from None
-        except ValueError as exc:
-            raise ValidationError({"non_field_errors": [str(exc)]}) from None
+        frun = kinds.start(ser.validated_data["what"], study, request.data, request.user)
         return Response(JobSerializer(frun.job, context={"request": request}).data, status=status.HTTP_202_ACCEPTED)
 
 

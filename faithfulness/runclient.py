@@ -221,6 +221,8 @@ class FaithfulnessWork(ChunkWork):
 
 class FaithfulnessClient(RunClient):
     kind = KIND
+    label = "Faithfulness"
+    url_name = "faithfulness-run"
     noun = "continuation"
 
     @staticmethod

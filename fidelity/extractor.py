@@ -114,6 +114,12 @@ class FormsWork(ChunkWork):
 class FormsClient(RunClient):
     kind = KIND
     noun = "trace"
+    label = "Fidelity logical forms"
+
+    def page(self, run: Run) -> str | None:
+        from django.urls import reverse
+
+        return reverse("fidelity-report", args=[run.config["fidelity_run"]]) if run.config.get("fidelity_run") else None
 
     def sizing(self, run: Run) -> Sizing:
         return Sizing(target_requests=40)

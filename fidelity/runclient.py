@@ -206,6 +206,8 @@ def write_outputs(fid_run: FidelityRun, outcomes: Sequence[ItemOutcome], ids: di
 class FidelityClient(RunClient):
     kind = KIND
     noun = "problem"
+    label = "Fidelity"
+    url_name = "fidelity-report"
 
     @staticmethod
     def fid_run(run: Run) -> FidelityRun:

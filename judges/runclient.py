@@ -184,6 +184,8 @@ class JudgeWork(ChunkWork):
 class JudgeClient(RunClient):
     kind = KIND
     noun = "trace"
+    label = "Judge"
+    url_name = "judge-run"
 
     @staticmethod
     def judge_run(run: Run) -> JudgeRun:

@@ -25,6 +25,7 @@ urlpatterns = [
     path("", include("abstraction.urls")),
     path("", include("faithfulness.urls")),
     path("", include("fidelity.urls")),
+    path("", include("runs.urls")),
 ]
 
 # Every refusal (annotation.access.AccessDenied) is rendered here on the web:

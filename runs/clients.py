@@ -117,6 +117,22 @@ class RunClient(ABC):
     def open(self, run: Run) -> ChunkWork:
         """The work of one chunk of ``run`` (may raise FatalRunError: bad configuration)."""
 
+    #: The URL name of the kind's page of one run, given the kind's row pk (``job.params["run"]``).
+    url_name: str = ""
+    label: str = ""  # the kind in lists ("Judge"); default: the kind
+
+    def page(self, run: Run) -> str | None:
+        """The kind's page of ``run`` (the job page and the runs page link to it), or None."""
+        from django.urls import reverse
+
+        row = run.job.params.get("run")
+        return reverse(self.url_name, args=[row]) if self.url_name and row else None
+
+    def retry(self, run: Run, user) -> Any | None:
+        """Start a run of the same configuration over the items of ``run`` that failed (or, for kinds that
+        resume, over what is still missing); returns the new row, or None when the kind cannot."""
+        return None
+
     def failure_reasons(self, run: Run, limit: int) -> list[str]:
         """The first reasons items of ``run`` failed, for the run's status line."""
         return []

@@ -88,34 +88,26 @@ def start(kind: str, *, study_id: int, job_kind: str, params: dict[str, Any],
     faithfulness), cut into chunks of the client's ``chunk_size``; then the first chunks are queued
     once it commits (``queue=False``: the caller works it with run_inline). A run with no items ends
     at once. With the task queue down the job ends failed with BROKER_DOWN and the broker's error
-    is raised (503 on the web and the API), whatever the kind."""
-    from kombu.exceptions import OperationalError as BrokerError
-
+    is raised (503 on the web and the API), whatever the kind (queue_first)."""
     budget_usd = check_param("budget_usd", budget_usd)
-    job = None
-    try:
-        with transaction.atomic():
-            reason = busy() if busy is not None else None
-            if reason:
-                raise RunConflict(reason)
-            job = Job.objects.create(study_id=study_id, kind=job_kind, created_by=user, total=0, params=params)
-            run = Run.objects.create(job=job, kind=kind, force=force, budget_usd=budget_usd, config=config or {},
-                                     lanes=max(1, lanes))
-            row = record(job, run)
-            ids = list(items(row) if callable(items) else items)
-            size = client_for(kind).chunk_size(run)
-            # Never more lanes than chunks.
-            run.lanes = max(1, min(run.lanes, -(-len(ids) // size)))
-            run.save(update_fields=["lanes"])
-            add_chunks(run, ids, size)
-            job.total = len(ids)
-            job.params["run"] = row.pk
-            job.save(update_fields=["total", "params"])
-            launch(run, queue=queue)
-    except BrokerError:
-        if job is not None:
-            jobs.finish(job.pk, status=Job.Status.FAILED, error=BROKER_DOWN)
-        raise
+    with transaction.atomic():
+        reason = busy() if busy is not None else None
+        if reason:
+            raise RunConflict(reason)
+        job = Job.objects.create(study_id=study_id, kind=job_kind, created_by=user, total=0, params=params)
+        run = Run.objects.create(job=job, kind=kind, force=force, budget_usd=budget_usd, config=config or {},
+                                 lanes=max(1, lanes))
+        row = record(job, run)
+        ids = list(items(row) if callable(items) else items)
+        size = client_for(kind).chunk_size(run)
+        # Never more lanes than chunks.
+        run.lanes = max(1, min(run.lanes, -(-len(ids) // size)))
+        run.save(update_fields=["lanes"])
+        add_chunks(run, ids, size)
+        job.total = len(ids)
+        job.params["run"] = row.pk
+        job.save(update_fields=["total", "params"])
+        launch(run, queue=queue)  # the broker down: queue_first ends the job failed
     row.job.refresh_from_db()
     return row
 
@@ -146,11 +138,25 @@ def launch(run: Run, *, queue: bool) -> None:
 
 
 def queue_first(run: Run) -> None:
-    """Queue the first chunk of each lane once the caller's transaction commits."""
+    """Queue the first chunk of each lane once the caller's transaction commits. With the task queue
+    down the run's job ends failed at once with BROKER_DOWN (a job nobody will ever work must not stay
+    queued), then the broker's error goes on to the caller (503 on the web and the API)."""
     for lane in range(run.lanes):
         first = next_chunk(run, lane)
         if first is not None:
-            transaction.on_commit(lambda first=first: queue_chunk(first))
+            transaction.on_commit(lambda first=first: _queue_first_chunk(run, first))
+
+
+def _queue_first_chunk(run: Run, chunk_id: int) -> None:
+    from kombu.exceptions import OperationalError as BrokerError
+
+    try:
+        queue_chunk(chunk_id)
+    except BrokerError:
+        run.chunks.filter(status=RunChunk.Status.PENDING).update(status=RunChunk.Status.SKIPPED)
+        Run.objects.filter(pk=run.pk).update(stop_reason=BROKER_DOWN[:500])
+        jobs.finish(run.job_id, status=Job.Status.FAILED, error=BROKER_DOWN)
+        raise
 
 
 def queue_chunk(chunk_id: int) -> None:

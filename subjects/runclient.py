@@ -321,6 +321,8 @@ def write_generations(gen_run: GenerationRun, subject: SubjectModel, outcomes: S
 class GenerationClient(RunClient):
     kind = KIND
     noun = "problem"
+    label = "Generation"
+    url_name = "generation-run"
 
     @staticmethod
     def gen_run(run: Run) -> GenerationRun:

@@ -5,14 +5,13 @@ from django.core.management.base import CommandError
 from abstraction import services
 from abstraction.core import generators as gen
 from abstraction.models import Benchmark
+from abstraction.runkinds import MODES
 from annotation.management.commands._progress import Bar
 from annotation.models import Study
 from judges.models import JudgeConfig
 from runs import params
 from runs.cli import RunCommand
 from subjects.models import SubjectModel
-
-MODES = {"dp": ("dp",), "cot": ("cot",), "both": ("dp", "cot")}
 
 
 class Command(RunCommand):
