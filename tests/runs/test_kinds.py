@@ -14,8 +14,8 @@ from kombu.exceptions import OperationalError as BrokerError
 from annotation import jobs
 from annotation.models import Job
 from runs import engine
-from runs.clients import ChunkWork, ItemOutcome, RunClient, Sizing, register
 from runs.cli import RunCommand
+from runs.clients import ChunkWork, ItemOutcome, RunClient, Sizing, register
 from runs.models import Run
 from runs.transport import Control
 
