@@ -64,13 +64,18 @@ def _context(request: HttpRequest, study: Study, membership: Membership, *, kind
     starters = kinds.starters()
     chosen = next((s for s in starters if s.name == kind), starters[0] if starters else None)
     fields = kinds.form_fields(chosen, study, values) if chosen else []
+    errors = errors or {}
     for f in fields:
-        f["errors"] = (errors or {}).get(f["name"], [])
+        f["errors"] = errors.get(f["name"], [])
+    # An error of no field on the form (the kind itself, a refusal of the service) is shown above it.
+    shown = {f["name"] for f in fields if f["type"] != "list"}
+    general = [m for k, msgs in errors.items() if k not in shown for m in
+               (msgs if k == "non_field_errors" else [f"{k}: {m}" for m in msgs])]
     return {
         "study": study, "page": page, "rows": rows, "active": any(not r["job"].finished for r in rows),
         "starters": starters, "chosen": chosen, "is_owner": membership.role == Membership.Role.OWNER,
         "fields": fields,
-        "errors": errors or {}, "non_field_errors": (errors or {}).get("non_field_errors", []),
+        "errors": errors, "non_field_errors": general,
     }
 
 
