@@ -139,9 +139,10 @@ class GenerationWork(ChunkWork):
         problems = {pk: (pid, statement) for pk, pid, statement in
                     Problem.objects.filter(pk__in=items, study_id=self.subject.study_id)
                     .values_list("pk", "problem_id", "statement")}
-        wanted = range(self.gen_run.samples)
+        k = self.gen_run.samples
+        forced = self.gen_run.run.force
         have: dict[int, set[int]] = {}
-        if self.gen_run.scope == GenerationRun.Scope.MISSING:
+        if self.gen_run.scope == GenerationRun.Scope.MISSING or forced:
             for problem, sample in Generation.objects.filter(
                 subject=self.subject, config_version=self.gen_run.config_version, problem_id__in=list(problems)
             ).values_list("problem_id", "sample"):
@@ -152,7 +153,16 @@ class GenerationWork(ChunkWork):
                 continue  # deleted since the run started
             pid, statement = problems[pk]
             self.problem_ids[pk] = pid
-            inputs.append(ProblemInput(pk, pid, statement, tuple(s for s in wanted if s not in have.get(pk, set()))))
+            if forced:
+                # Force means new samples: K more after the highest index this configuration has, so each
+                # gets a new seed (seed + index) and a new trace id -- under the same ids every answer would
+                # be dropped for the trace already kept ("sent 8, kept none"). A chunk commits whole, so a
+                # re-delivered one finds none of its own samples and asks for the same indices again.
+                start = max(have.get(pk, set()), default=-1) + 1
+                wanted = tuple(range(start, start + k))
+            else:
+                wanted = tuple(s for s in range(k) if s not in have.get(pk, set()))
+            inputs.append(ProblemInput(pk, pid, statement, wanted))
         return inputs
 
     # -- requests --------------------------------------------------------------

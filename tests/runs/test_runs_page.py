@@ -190,3 +190,16 @@ def test_one_code_version_for_regimes_and_manifests(world):
     assert trace.regime["code_version"] == code_version() and code_version().startswith("reasonaudit ")
     assert Problem.objects.count() == 4
     assert Run.objects.get(pk=gen_run.run_id).kind == "generation"
+
+
+def test_force_on_an_unchanged_subject_model_means_new_samples(world, study):
+    tiny, _ = world
+    first, _ = generate(tiny, samples=2)
+    assert first.traces_created == 8
+    again, job = generate(tiny, samples=2, force=True)
+    # Every request sent is kept: two new samples per problem, with new seeds and new trace ids.
+    assert job.status == Job.Status.SUCCEEDED and again.run.requests == 8
+    assert (again.traces_created, again.traces_unchanged) == (8, 0)
+    samples = sorted(set(tiny.generations.filter(run=again).values_list("sample", flat=True)))
+    assert samples == [2, 3]
+    assert tiny.study.traces.filter(trace_id__endswith="/s3").count() == 4
