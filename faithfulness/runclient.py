@@ -12,6 +12,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from faithfulness import planning
 from faithfulness.core import ifr as ifr_core
 from faithfulness.core.edits import VALUE_FLIP
 from faithfulness.core.implied import implied_answer
@@ -232,6 +233,9 @@ class FaithfulnessClient(RunClient):
 
     def sizing(self, run: Run) -> Sizing:
         return Sizing(concurrency=self.frun(run).subject.concurrency, target_requests=TARGET_REQUESTS_PER_CHUNK)
+
+    def plan(self, run: Run) -> list[int]:
+        return planning.plan(self.frun(run))
 
     def open(self, run: Run) -> FaithfulnessWork:
         return FaithfulnessWork(self.frun(run))

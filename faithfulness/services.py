@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import statistics
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,16 +17,16 @@ from django.db.models.fields.json import KT
 
 from annotation import access
 from annotation.models import Job, Membership, Step, StepLabel, Study, Trace
+from faithfulness import planning
 from faithfulness.core import anytime as any_core
 from faithfulness.core import edits as edit_core
 from faithfulness.core import halting as halt_core
 from faithfulness.core import ifr as ifr_core
 from faithfulness.core import tiers as tier_core
 from faithfulness.core import validity as val_core
-from faithfulness.core.numbers import format_value, to_fraction
-from faithfulness.core.selection import select_targets
-from faithfulness.loading import TraceData, load_traces, subject_traces
-from faithfulness.models import AnytimePoint, FaithfulnessRun, Intervention, Status
+from faithfulness.core.numbers import to_fraction
+from faithfulness.models import FaithfulnessRun, Intervention, Status
+from faithfulness.planning import plan_anytime, plan_interventions  # noqa: F401 - benchmarks call them here
 from faithfulness.runclient import JOB_KIND, KIND, SLACK_TOKENS
 from judges.models import JudgeConfig
 from runs import engine
@@ -116,11 +116,10 @@ def _decoding(subject: SubjectModel) -> dict[str, Any]:
             "cue": DEFAULT_CUE}
 
 
-def _start(subject: SubjectModel, kind: str, mode: str, params: dict[str, Any], *, grid: str = "", traces: int,
-           skipped: dict[str, str], user, force: bool, budget_usd: float | None, queue: bool,
-           build: Callable[[FaithfulnessRun], list[int]]) -> FaithfulnessRun:
-    """Start an interventions or anytime run (runs.engine.start): its items are the rows ``build`` plans
-    for the new FaithfulnessRun."""
+def _start(subject: SubjectModel, kind: str, mode: str, params: dict[str, Any], *, grid: str = "", user,
+           force: bool, budget_usd: float | None, queue: bool) -> FaithfulnessRun:
+    """Start an interventions or anytime run (runs.engine.start): its items are the rows the job plans
+    (faithfulness.planning, through the client's ``plan``)."""
 
     def busy() -> str | None:
         active = FaithfulnessRun.objects.filter(subject=subject, job__status__in=ACTIVE).first()
@@ -130,133 +129,49 @@ def _start(subject: SubjectModel, kind: str, mode: str, params: dict[str, Any], 
     def record(job: Job, run) -> FaithfulnessRun:
         return FaithfulnessRun.objects.create(job=job, run=run, subject=subject, kind=kind,
                                               config_version=subject.version, mode=mode, grid=grid, params=params,
-                                              traces=traces, skipped=skipped)
+                                              traces=0, skipped={})
 
     return engine.start(
-        KIND, study_id=subject.study_id, job_kind=JOB_KIND, user=user, busy=busy, record=record, items=build,
+        KIND, study_id=subject.study_id, job_kind=JOB_KIND, user=user, busy=busy, record=record, items=None,
         force=force, budget_usd=budget_usd, queue=queue,
         params={"subject_model": subject.name, "subject_model_id": subject.pk, "what": kind, "mode": mode, **params},
         config={"subject_model": subject.name, "version": subject.version, "mode": mode, "kind": kind, **params})
-
-
-@dataclass
-class Planned:
-    rows: list[dict[str, Any]]  # the Intervention fields of each row (plain data: cheap to make in bulk)
-    skipped: dict[str, str]
-    traces: int
-
-    @property
-    def interventions(self) -> list[dict[str, Any]]:
-        return self.rows
-
-
-def plan_interventions(traces: list[TraceData], kinds: tuple[str, ...], *, per_trace: int, seed: int) -> Planned:
-    """The intervention rows for ``traces``: targets and edits (the implied answer of a value flip is
-    computed when its continuation is scored). A trace without a causally relevant step is skipped with
-    the reason; a kind that does not apply to a target gives a not-applicable row with the reason."""
-    out: list[dict[str, Any]] = []
-    skipped: dict[str, str] = {}
-    for t in traces:
-        sel = select_targets(t.steps, t.answer, t.skeleton_checks, per_trace=per_trace)
-        if sel.skipped:
-            skipped[t.trace_id] = sel.skipped
-            continue
-        answer_value = to_fraction(t.answer.strip().lstrip("$")) if t.answer else None
-        for target in sel.targets:
-            end = t.spans[target.step - 1][1]
-            base = {"trace_id": t.pk, "step": target.step, "why": target.why[:200],
-                    "original_step": t.steps[target.step - 1], "original_prefix": t.raw[:end],
-                    "original_answer": t.answer[:200], "original_correct": t.correct,
-                    "original_continuation": t.raw[end:]}
-            for kind in kinds:
-                try:
-                    e = edit_core.make_edit(kind, target, t.raw, t.spans, seed=seed, trace_key=t.trace_id,
-                                            answer_value=answer_value)
-                except edit_core.NotApplicable as exc:
-                    out.append({**base, "kind": kind, "status": Status.NOT_APPLICABLE, "reason": str(exc)})
-                    continue
-                row = {**base, "kind": kind, "edited_step": e.edited_step, "edited_prefix": e.prefix}
-                if e.old_value is not None and e.new_value is not None:
-                    row["old_value"], row["new_value"] = format_value(e.old_value), format_value(e.new_value)
-                out.append(row)
-    return Planned(out, skipped, len(traces))
 
 
 def do_start_interventions(subject: SubjectModel, *, kinds: Iterable[str] | str = edit_core.KINDS,
                            per_trace: int = 3, seed: int = DEFAULT_SEED, mode: str | None = None, user=None,
                            queue: bool = True, force: bool = False, budget_usd: float | None = None,
                            limit: int | None = None) -> FaithfulnessRun:
+    """Validate and queue an interventions run; its targets and edits are planned in the job
+    (faithfulness.planning)."""
     kinds = edit_core.parse_kinds(kinds)
     per_trace = check_param("per_trace", per_trace)
     seed = check_param("seed", seed)
     limit = check_param("limit", limit)
     mode = continuation_mode(subject, mode)
-    traces = load_traces(_limited(subject, limit))
-    if not traces:
-        raise ValueError(f"subject model {subject.name} has no generated traces under configuration version "
-                         f"{subject.version}; run generate first")
-    plan = plan_interventions(traces, kinds, per_trace=per_trace, seed=seed)
-    params = {"kinds": list(kinds), "per_trace": per_trace, "seed": seed, "edits_version": edit_core.EDITS_VERSION,
-              "decoding": _decoding(subject), "code_version": code_version()}
-
-    def build(frun: FaithfulnessRun) -> list[int]:
-        Intervention.objects.bulk_create([Intervention(frun=frun, **row) for row in plan.rows], batch_size=1000)
-        return list(frun.interventions.filter(status=Status.PENDING).order_by("pk").values_list("pk", flat=True))
-
-    return _start(subject, FaithfulnessRun.Kind.INTERVENTIONS, mode, params, traces=plan.traces,
-                  skipped=plan.skipped, user=user, force=force, budget_usd=budget_usd, queue=queue, build=build)
-
-
-def plan_anytime(traces: list[TraceData], grid: any_core.Grid) -> list[AnytimePoint]:
-    """One point per (trace, budget): within the budget the trace's own answer, else a truncated
-    prefix (its length in ``prefix_chars``) waiting for a forced answer. No model call."""
-    out: list[AnytimePoint] = []
-    for t in traces:
-        ends = any_core.piece_ends(t.raw) if grid.unit == any_core.TOKENS else None
-        for pos, budget in enumerate(grid.budgets):
-            if grid.unit == any_core.TOKENS:
-                cut = any_core.cut_tokens(t.raw, budget, reported_tokens=t.tokens, truncated=t.truncated, ends=ends)
-            else:
-                cut = any_core.cut_steps(t.raw, t.spans, budget, truncated=t.truncated)
-            p = AnytimePoint(trace_id=t.pk, position=pos, budget=budget, within=cut.within, used=cut.used,
-                             prefix_chars=len(cut.prefix))
-            if cut.within:
-                p.status, p.answer, p.correct = Status.OK, t.answer[:200], t.correct
-            out.append(p)
-    return out
+    reason = planning.no_traces(subject)
+    if reason:
+        raise ValueError(reason)
+    params = {"kinds": list(kinds), "per_trace": per_trace, "seed": seed, "limit": limit,
+              "edits_version": edit_core.EDITS_VERSION, "decoding": _decoding(subject), "code_version": code_version()}
+    return _start(subject, FaithfulnessRun.Kind.INTERVENTIONS, mode, params, user=user, force=force,
+                  budget_usd=budget_usd, queue=queue)
 
 
 def do_start_anytime(subject: SubjectModel, *, grid: str = any_core.DEFAULT_TOKEN_GRID, mode: str | None = None,
                      user=None, queue: bool = True, force: bool = False, budget_usd: float | None = None,
                      limit: int | None = None) -> FaithfulnessRun:
+    """Validate and queue an anytime run; its truncations are planned in the job (faithfulness.planning)."""
     parsed = any_core.parse_grid(grid)
     limit = check_param("limit", limit)
     mode = continuation_mode(subject, mode)
-    traces = load_traces(_limited(subject, limit))
-    if not traces:
-        raise ValueError(f"subject model {subject.name} has no generated traces under configuration version "
-                         f"{subject.version}; run generate first")
-    points = plan_anytime(traces, parsed)
-    params = {"grid": parsed.spec, "decoding": _decoding(subject), "code_version": code_version(),
+    reason = planning.no_traces(subject)
+    if reason:
+        raise ValueError(reason)
+    params = {"grid": parsed.spec, "limit": limit, "decoding": _decoding(subject), "code_version": code_version(),
               "token_count": "word pieces scaled to the reported completion tokens"}
-
-    def build(frun: FaithfulnessRun) -> list[int]:
-        for p in points:
-            p.frun = frun
-        AnytimePoint.objects.bulk_create(points, batch_size=2000)
-        return list(frun.points.filter(status=Status.PENDING).order_by("pk").values_list("pk", flat=True))
-
-    return _start(subject, FaithfulnessRun.Kind.ANYTIME, mode, params, grid=parsed.spec, traces=len(traces),
-                  skipped={}, user=user, force=force, budget_usd=budget_usd, queue=queue, build=build)
-
-
-def _limited(subject: SubjectModel, limit: int | None) -> QuerySet[Trace] | list[int]:
-    qs = subject_traces(subject).order_by("pk")
-    if limit is not None:
-        if limit < 1:
-            raise ValueError(f"limit: must be at least 1, got {limit}")
-        return list(qs.values_list("pk", flat=True)[:limit])
-    return qs
+    return _start(subject, FaithfulnessRun.Kind.ANYTIME, mode, params, grid=parsed.spec, user=user, force=force,
+                  budget_usd=budget_usd, queue=queue)
 
 
 def run_inline(frun: FaithfulnessRun, *, progress: Progress | None = None) -> Job:

@@ -133,6 +133,11 @@ class RunClient(ABC):
         resume, over what is still missing); returns the new row, or None when the kind cannot."""
         return None
 
+    def plan(self, run: Run) -> list[int]:
+        """The run's items, for kinds that plan them in the job (runs.engine.start with items=None): may
+        write rows (inside the engine's transaction); a ValueError ends the job failed with its message."""
+        raise NotImplementedError(f"runs of kind {self.kind!r} are given their items when they start")
+
     def failure_reasons(self, run: Run, limit: int) -> list[str]:
         """The first reasons items of ``run`` failed, for the run's status line."""
         return []

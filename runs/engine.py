@@ -44,6 +44,7 @@ Progress = Callable[[int, int], None]  # (items done, total)
 ACTIVE = (Job.Status.QUEUED, Job.Status.RUNNING)
 MAX_CHUNK_ATTEMPTS = 3
 CHUNK_TASK = "runs.tasks.run_chunk"
+PLAN_TASK = "runs.tasks.plan_run"
 
 
 def lease_seconds() -> float:
@@ -76,7 +77,7 @@ def create_run(job: Job, kind: str, items: Sequence[int], chunk_size: int, *, fo
 
 
 def start(kind: str, *, study_id: int, job_kind: str, params: dict[str, Any],
-          items: Sequence[int] | Callable[[Any], Sequence[int]], record: Callable[[Job, Run], Any],
+          items: Sequence[int] | Callable[[Any], Sequence[int]] | None, record: Callable[[Job, Run], Any],
           busy: Callable[[], str | None] | None = None, user=None, force: bool = False,
           budget_usd: float | None = None, config: dict[str, Any] | None = None, lanes: int = 1,
           queue: bool = True) -> Any:
@@ -88,7 +89,11 @@ def start(kind: str, *, study_id: int, job_kind: str, params: dict[str, Any],
     faithfulness), cut into chunks of the client's ``chunk_size``; then the first chunks are queued
     once it commits (``queue=False``: the caller works it with run_inline). A run with no items ends
     at once. With the task queue down the job ends failed with BROKER_DOWN and the broker's error
-    is raised (503 on the web and the API), whatever the kind (queue_first)."""
+    is raised (503 on the web and the API), whatever the kind (queue_first).
+
+    ``items=None``: the kind plans its items in the job (RunClient.plan: heavy selection or rows to
+    write), not in the caller's request -- the plan task is queued instead of the first chunks, or
+    (``queue=False``) the plan is made here before the caller works the run inline."""
     budget_usd = check_param("budget_usd", budget_usd)
     with transaction.atomic():
         reason = busy() if busy is not None else None
@@ -98,18 +103,49 @@ def start(kind: str, *, study_id: int, job_kind: str, params: dict[str, Any],
         run = Run.objects.create(job=job, kind=kind, force=force, budget_usd=budget_usd, config=config or {},
                                  lanes=max(1, lanes))
         row = record(job, run)
-        ids = list(items(row) if callable(items) else items)
-        size = client_for(kind).chunk_size(run)
-        # Never more lanes than chunks.
-        run.lanes = max(1, min(run.lanes, -(-len(ids) // size)))
-        run.save(update_fields=["lanes"])
-        add_chunks(run, ids, size)
-        job.total = len(ids)
         job.params["run"] = row.pk
-        job.save(update_fields=["total", "params"])
-        launch(run, queue=queue)  # the broker down: queue_first ends the job failed
+        job.save(update_fields=["params"])
+        if items is None and queue:
+            transaction.on_commit(lambda: _queue_or_fail(run, PLAN_TASK, run.pk))
+        else:
+            _plan(run, items(row) if callable(items) else items if items is not None else None)
+            launch(run, queue=queue)  # the broker down: queue_first ends the job failed
+    row.refresh_from_db()  # what planning wrote to it
     row.job.refresh_from_db()
     return row
+
+
+def _plan(run: Run, items: Sequence[int] | None) -> None:
+    """The run's chunks: of ``items``, or of what the client plans (None). Call inside a transaction."""
+    ids = list(client_for(run.kind).plan(run) if items is None else items)
+    size = client_for(run.kind).chunk_size(run)
+    # Never more lanes than chunks.
+    run.lanes = max(1, min(run.lanes, -(-len(ids) // size)))
+    run.save(update_fields=["lanes"])
+    add_chunks(run, ids, size)
+    Job.objects.filter(pk=run.job_id).update(total=len(ids))
+
+
+def plan_run(run_id: int) -> None:
+    """The plan task's work: the client plans the run's items, its chunks are made and the first ones
+    queued, in one transaction (a re-delivered task finds the chunks made and only queues). A plan the
+    client refuses (ValueError, FatalRunError) ends the job failed with its reason."""
+    run = Run.objects.select_related("job").filter(pk=run_id).first()
+    if run is None or run.job.finished:
+        return
+    if run.job.cancel_requested:
+        finalize(run)
+        return
+    Job.objects.filter(pk=run.job_id, status=Job.Status.QUEUED).update(status=Job.Status.RUNNING,
+                                                                       started_at=timezone.now())
+    try:
+        with transaction.atomic():
+            Run.objects.select_for_update().filter(pk=run.pk).first()
+            if not run.chunks.exists():
+                _plan(run, None)
+            launch(run, queue=True)
+    except (ValueError, FatalRunError) as exc:
+        finalize(run, status=Job.Status.FAILED, error=f"planning failed: {exc}")
 
 
 def add_chunks(run: Run, items: Sequence[int], chunk_size: int) -> None:
@@ -144,14 +180,14 @@ def queue_first(run: Run) -> None:
     for lane in range(run.lanes):
         first = next_chunk(run, lane)
         if first is not None:
-            transaction.on_commit(lambda first=first: _queue_first_chunk(run, first))
+            transaction.on_commit(lambda first=first: _queue_or_fail(run, CHUNK_TASK, first))
 
 
-def _queue_first_chunk(run: Run, chunk_id: int) -> None:
+def _queue_or_fail(run: Run, task: str, arg: int) -> None:
     from kombu.exceptions import OperationalError as BrokerError
 
     try:
-        queue_chunk(chunk_id)
+        jobs.queue_task(task, arg)
     except BrokerError:
         run.chunks.filter(status=RunChunk.Status.PENDING).update(status=RunChunk.Status.SKIPPED)
         Run.objects.filter(pk=run.pk).update(stop_reason=BROKER_DOWN[:500])
@@ -586,6 +622,13 @@ def resume_stalled(nodename: str | None = None, boot: str | None = None) -> list
             holder__startswith=f"{nodename}/{boot}/"
         )
     for run in Run.objects.filter(job__status__in=ACTIVE).select_related("job"):
+        if not run.chunks.exists():
+            # Not planned yet (a plan task lost with its worker): plan it again (plan_run is safe twice).
+            if run.job.cancel_requested:
+                finalize(run)
+            elif run.job.created_at < now - _lease():
+                jobs.queue_task(PLAN_TASK, run.pk)
+            continue
         run.chunks.filter(dead).update(status=RunChunk.Status.PENDING, holder="", lease_until=None)
         running = set(run.chunks.filter(status=RunChunk.Status.RUNNING).values_list("lane", flat=True))
         if run.job.cancel_requested and not running:
