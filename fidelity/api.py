@@ -21,7 +21,7 @@ def _run_row(r: FidelityRun) -> dict:
 
 
 class StudyFidelityRuns(APIView):
-    """GET: the study's fidelity runs (members). POST: build or extend a suite and start a run (owners):
+    """GET: the study's fidelity runs (members). POST: queue a run (owners) -> 202; its job builds or extends the suite:
     ``{"model", "suite"?, "axes"?, "per_problem"?, "problems"?, "seed"?}``."""
 
     @extend_schema(responses=OpenApiTypes.OBJECT)
@@ -35,9 +35,11 @@ class StudyFidelityRuns(APIView):
         study, membership = access.check_study(request.user, pk)
         access.check_owner(membership, "starting fidelity runs")
         fid_run = kinds.start("fidelity", study, request.data, request.user)
-        made = fid_run.made
-        return Response({**_run_row(fid_run), "variants_created": made.created, "golds_derived": made.derived,
-                         "golds_unknown": made.unknown, "skipped": made.skipped}, status=status.HTTP_201_CREATED)
+        # The job makes the variants and picks the items; GET jobs/{job}/ follows it, its params hold the
+        # suite's report ("suite_report") once it is planned.
+        fid_run.job.refresh_from_db()
+        return Response({**_run_row(fid_run), "job": fid_run.job_id, "suite_report": fid_run.job.params.get(
+            "suite_report")}, status=status.HTTP_202_ACCEPTED)
 
 
 class FidelityRunDetail(APIView):

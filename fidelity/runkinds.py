@@ -46,16 +46,10 @@ class FidelityStartSerializer(serializers.Serializer):
 
 
 def start(study: Study, data: dict[str, Any], user) -> FidelityRun:
-    """The suite first (its variants are problems of the study), then the run."""
-    try:
-        made = services.do_create_suite(study, data["suite"], axes=data["axes"], per_problem=data["per_problem"],
-                                        problems=data["problems"], seed=data["seed"], user=user)
-        fid_run = services.do_start_run(made.suite, data["model"], axes=data["axes"], problems=data["problems"],
-                                        force=data["force"], budget_usd=data.get("budget_usd"), user=user)
-    except selection.FilterError as exc:
-        raise serializers.ValidationError({"problems": [str(exc)]}) from None
-    fid_run.made = made  # what the API answers besides the run
-    return fid_run
+    """Queue the run; its job makes the suite's variants and picks the items (services.plan_run_items)."""
+    return services.do_queue_run(study, data["suite"], data["model"], axes=data["axes"],
+                                 per_problem=data["per_problem"], problems=data["problems"], seed=data["seed"],
+                                 force=data["force"], budget_usd=data.get("budget_usd"), user=user)
 
 
 def declare() -> None:

@@ -300,6 +300,59 @@ def do_start_run(suite: Suite, subject: SubjectModel, *, axes: list[str], proble
         params={"suite": suite.name, "subject_model": subject.name, "axes": axes, "problems": problems})
 
 
+def do_queue_run(study: Study, suite_name: str, subject: SubjectModel, *, axes: list[str], per_problem: int = 1,
+                 problems: str = "all", seed: int = 0, force: bool = False, budget_usd: float | None = None,
+                 user=None, queue: bool = True) -> FidelityRun:
+    """A fidelity run as the browser and the API start it: the request validates and queues; the job
+    makes the suite's variants and picks the run's items (``plan_run_items``: both read and write a
+    whole study, which no request should wait for)."""
+    per_problem = check_param("per_problem", per_problem)
+    seed = check_param("seed", seed)
+    problems = selection.validate(problems)
+    if subject.study_id != study.pk:
+        raise ValueError("the subject model belongs to another study")
+    strategies = [s for a in axes for s in AXIS_STRATEGIES[a]]
+    suite, _ = Suite.objects.get_or_create(
+        study=study, name=suite_name,
+        defaults={"seed": seed, "strategies": strategies, "per_problem": per_problem, "problems_filter": problems,
+                  "generator_version": V.VERSION, "created_by": user})
+
+    def busy() -> str | None:
+        active = active_runs(subject).first()
+        return active and (f"subject model {subject.name} already has fidelity run {active.pk} in progress "
+                           f"(job {active.job_id}); wait for it or cancel it")
+
+    def record(job: Job, run) -> FidelityRun:
+        return FidelityRun.objects.create(suite=suite, subject=subject, job=job, run=run, axes=axes,
+                                          config_version=subject.version)
+
+    config = {**config_snapshot(subject), "originals": [], "axes": axes, "backward_prompt_version": 1,
+              "code_version": code_version(), "plan": {"per_problem": per_problem, "problems": problems, "seed": seed}}
+    return engine.start(
+        KIND, study_id=study.pk, job_kind=JOB_KIND, user=user, busy=busy, record=record, items=None,
+        force=force, budget_usd=budget_usd, config=config, queue=queue,
+        params={"suite": suite.name, "subject_model": subject.name, "axes": axes, "problems": problems,
+                "per_problem": per_problem, "seed": seed})
+
+
+def plan_run_items(fid_run: FidelityRun) -> list[int]:
+    """The planning of a queued fidelity run, in its job: the suite's variants (do_create_suite), then
+    the originals and variants the run asks about. The suite's report goes into the job's params."""
+    run = fid_run.run
+    plan = run.config["plan"]
+    made = do_create_suite(fid_run.suite.study, fid_run.suite.name, axes=fid_run.axes, per_problem=plan["per_problem"],
+                           problems=plan["problems"], seed=plan["seed"], user=fid_run.job.created_by)
+    originals, variants = run_items(made.suite, fid_run.axes, plan["problems"])
+    run.config = {**run.config, "originals": originals}
+    run.save(update_fields=["config"])
+    job = Job.objects.get(pk=fid_run.job_id)
+    job.params["suite_report"] = {"variants_created": made.created, "variants_kept": made.existing,
+                                  "golds_derived": made.derived, "golds_unknown": made.unknown,
+                                  "skipped": made.skipped}
+    job.save(update_fields=["params"])
+    return originals + variants
+
+
 def run_inline(fid_run: FidelityRun, *, progress: Progress | None = None) -> Job:
     return engine.run_inline(fid_run.run, progress=progress)
 
