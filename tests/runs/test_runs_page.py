@@ -203,3 +203,23 @@ def test_force_on_an_unchanged_subject_model_means_new_samples(world, study):
     samples = sorted(set(tiny.generations.filter(run=again).values_list("sample", flat=True)))
     assert samples == [2, 3]
     assert tiny.study.traces.filter(trace_id__endswith="/s3").count() == 4
+
+
+def test_the_page_costs_the_same_queries_whatever_the_runs(world, study, owner):
+    tiny, judge = world
+    client = web(owner)
+
+    def queries() -> int:
+        from django.db import connection
+        from django.test.utils import CaptureQueriesContext
+
+        with CaptureQueriesContext(connection) as ctx:
+            assert client.get(f"/studies/{study.pk}/runs/").status_code == 200
+        return len(ctx.captured_queries)
+
+    generate(tiny)
+    few = queries()
+    for _ in range(4):
+        generate(tiny)
+        judge_services.run_inline(judge_services.do_start_run(judge, queue=False, user=owner))
+    assert queries() == few
