@@ -105,7 +105,10 @@ def form_fields(st: Starter, study: Study, values: dict[str, Any] | None = None)
         row: dict[str, Any] = {"name": name, "label": (f.label or name.replace("_", " ")).capitalize(),
                                "help": f.help_text or "", "required": f.required, "type": "text",
                                "value": values.get(name, "" if f.default is serializers.empty else f.default)}
-        if isinstance(f, serializers.BooleanField):
+        if isinstance(f, serializers.BooleanField) and f.allow_null:
+            # Three states (any / yes / no): an unticked box would post False, not "any".
+            row["type"], row["choices"] = "select", ["", "true", "false"]
+        elif isinstance(f, serializers.BooleanField):
             row["type"] = "checkbox"
         elif isinstance(f, serializers.ChoiceField):
             row["type"], row["choices"] = "select", [str(c) for c in f.choices]

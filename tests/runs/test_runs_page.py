@@ -223,3 +223,14 @@ def test_the_page_costs_the_same_queries_whatever_the_runs(world, study, owner):
         generate(tiny)
         judge_services.run_inline(judge_services.do_start_run(judge, queue=False, user=owner))
     assert queries() == few
+
+
+def test_a_judge_run_from_the_page_leaves_unset_filters_unset(world, study, owner):
+    tiny, judge = world
+    page = web(owner).get(f"/studies/{study.pk}/runs/?kind=judge").content.decode()
+    assert '<select id="run-answer_correct" name="answer_correct">' in page  # any / yes / no, not a checkbox
+    r = web(owner).post(f"/studies/{study.pk}/runs/", {"kind": "judge", "judge": MECHANISTIC, "traces": "all",
+                                                       "answer_correct": ""})
+    assert r.status_code == 302
+    job = Job.objects.get(kind="judge")
+    assert job.total == 1 and "answer_correct" not in job.params["filters"]
