@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import status
 from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from abstraction import services
-from abstraction.models import Benchmark, Result
+from abstraction import runkinds, services
+from abstraction.models import AbstractionRun, Benchmark, Result
 from annotation import access
+from annotation.api.serializers import JobSerializer
+from runs import kinds
 
 MAX_PAGE = 1000
 
@@ -79,3 +82,27 @@ class AbstractionItems(APIView):
             "gold": r.item.answer, "model": r.model, "mode": r.mode, "output": r.output, "extracted": r.extracted,
             "correct": r.correct, "checker": r.checker, "det_correct": r.det_correct, "llm_correct": r.llm_correct,
             "imported_correct": r.imported_correct, "trace": r.trace_id} for r in page]})
+
+
+class StudyAbstractionRuns(APIView):
+    """GET: the study's abstraction runs, newest first (members). POST: start one (owners) -> 202 with its
+    job: ``{"model", "benchmark", "mode"?, "categories"?, "per_sub_dataset"?, "max_examples"?,
+    "checker_judge"?, "force"?, "budget_usd"?}`` (abstraction.runkinds, the runs page's validation too)."""
+
+    @extend_schema(responses={200: dict})
+    def get(self, request, pk: int):
+        study, _ = access.check_study(request.user, pk)
+        runs = (AbstractionRun.objects.filter(benchmark__study=study).select_related("subject", "benchmark", "job", "run")
+                .order_by("-created_at", "-pk"))
+        return Response([{"id": r.pk, "subject_model": r.subject.name, "benchmark": r.benchmark.name,
+                          "modes": r.modes, "checker": r.checker, "status": r.job.status, "done": r.job.done,
+                          "total": r.job.total, "failed": r.job.failed, "results": r.results_created,
+                          "requests": r.run.requests, "cost_usd": r.run.cost_usd, "job": r.job_id,
+                          "created_at": r.created_at.isoformat()} for r in runs])
+
+    @extend_schema(request=runkinds.AbstractionStartSerializer, responses={202: JobSerializer})
+    def post(self, request, pk: int):
+        study, membership = access.check_study(request.user, pk)
+        access.check_owner(membership, "starting abstraction runs")
+        arun = kinds.start("abstraction", study, request.data, request.user)
+        return Response(JobSerializer(arun.job, context={"request": request}).data, status=status.HTTP_202_ACCEPTED)

@@ -9,11 +9,13 @@ class AbstractionConfig(AppConfig):
     export_kinds = "abstraction.export_kinds"
 
     def ready(self) -> None:
+        from abstraction import runkinds
         from abstraction.importing import FORMAT, LEVELS, import_outputs
         from abstraction.runclient import AbstractionClient
         from annotation.importing.adapters import register_path_format
         from runs.clients import register
 
         register(AbstractionClient())  # benchmark runs are runs of the run engine
+        runkinds.declare()  # the runs page and the API start them
         # annotation (lower in the app order) cannot import this app: the format is registered here.
         register_path_format(FORMAT, import_outputs, root_names=frozenset(LEVELS))

@@ -11,7 +11,8 @@ from collections.abc import Iterator
 from abstraction import services
 from abstraction.core import aggregate as agg
 from abstraction.models import Benchmark, Result
-from scoring.exports import ExportError, ExportRequest, Table, code_version, register
+from runs.version import code_version
+from scoring.exports import ExportError, ExportRequest, Table, register
 
 STAT_COLUMNS = list(agg.STATS)
 TABLE_COLUMNS = ["model", "checker", "n_items", *STAT_COLUMNS, *[f"{s}_low" for s in STAT_COLUMNS],

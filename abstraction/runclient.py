@@ -27,11 +27,12 @@ from annotation.models import Problem, Study, Trace
 from judges.models import JudgeConfig
 from judges.providers.openai_compat import endpoint as judge_endpoint
 from runs import cache as run_cache
-from runs.clients import Accounting, ChunkWork, RunClient
+from runs.clients import Accounting, ChunkWork, RunClient, Sizing
 from runs.models import Run
 from runs.transport import CallRecord, Control, Endpoint, FatalRunError, ModelPool, ModelRequest
+from runs.version import code_version
 from subjects.models import SubjectModel
-from subjects.runclient import Completion, cache_scope, code_version, endpoint_of, parse_completion
+from subjects.runclient import Completion, cache_scope, endpoint_of, parse_completion
 
 KIND = "abstraction"
 JOB_KIND = "abstraction"
@@ -255,16 +256,21 @@ def _record_failures(arun: AbstractionRun, outcomes: Sequence[ItemOutcome], item
 class AbstractionClient(RunClient):
     kind = KIND
     noun = "item"
+    label = "Abstraction"
+
+    def page(self, run: Run) -> str | None:
+        from django.urls import reverse
+
+        return reverse("abstraction-table", args=[run.job.study_id])
 
     @staticmethod
     def arun(run: Run) -> AbstractionRun:
         return (AbstractionRun.objects.select_related("subject", "benchmark__study", "judge", "job__created_by", "run")
                 .get(run=run))
 
-    def chunk_size(self, run: Run) -> int:
-        arun = self.arun(run)
-        c = max(1, arun.subject.concurrency)
-        return max(c, ITEMS_PER_CHUNK + (-ITEMS_PER_CHUNK) % c)
+    def sizing(self, run: Run) -> Sizing:
+        # Both modes of an item are its requests, yet a chunk holds ITEMS_PER_CHUNK items whatever the modes.
+        return Sizing(concurrency=self.arun(run).subject.concurrency, target_requests=ITEMS_PER_CHUNK)
 
     def open(self, run: Run) -> AbstractionWork:
         return AbstractionWork(self.arun(run))

@@ -25,7 +25,9 @@ from annotation.importing.regime import messages_hash
 from annotation.models import Job, Problem, Study
 from judges.models import JudgeConfig
 from runs import engine
+from runs.engine import ACTIVE
 from runs.outbound import redact_url
+from runs.params import check as check_param
 from subjects.models import SubjectModel
 
 BATCH = 2000
@@ -201,13 +203,6 @@ def dumps(obj: Any) -> str:
 
 # --------------------------------------------------------------------------- runs
 
-ACTIVE = (Job.Status.QUEUED, Job.Status.RUNNING)
-
-
-class RunConflict(Exception):
-    """The subject model already has an abstraction run in progress."""
-
-
 def result_label(subject: SubjectModel, max_examples: int | None) -> str:
     """The model name results are kept under: a run with fewer worked examples is another row."""
     return subject.name if max_examples is None else f"{subject.name}@{max_examples}ex"
@@ -238,16 +233,18 @@ def do_start_run(subject: SubjectModel, bench: Benchmark, *, modes: Sequence[str
         raise ValueError("the LLM checker must be a judge configuration of the same study")
     if bench.study_id != subject.study_id:
         raise ValueError("the benchmark and the subject model belong to different studies")
-    if max_examples is not None and max_examples < 0:
-        raise ValueError("max_examples must not be negative")
+    max_examples = check_param("max_examples", max_examples)
+    per_sub_dataset = check_param("per_sub_dataset", per_sub_dataset)
     if subject.api != SubjectModel.Api.CHAT:
         raise ValueError("the abstraction benchmark sends chat messages: use a subject model with api=chat")
     checker_name = Result.Checker.LLM if judge is not None else Result.Checker.DETERMINISTIC
-    with transaction.atomic():
+
+    def busy() -> str | None:
         active = AbstractionRun.objects.filter(subject=subject, job__status__in=ACTIVE).first()
-        if active is not None:
-            raise RunConflict(f"subject model {subject.name} already has abstraction run {active.pk} in progress "
-                              f"(job {active.job_id}); wait for it or cancel it")
+        return active and (f"subject model {subject.name} already has abstraction run {active.pk} in progress "
+                           f"(job {active.job_id}); wait for it or cancel it")
+
+    def selected(_arun: AbstractionRun) -> list[int]:
         items = select_items(bench, categories, per_sub_dataset)
         if not force:
             # Resumable: what this configuration answered in every requested mode is not asked again.
@@ -256,24 +253,19 @@ def do_start_run(subject: SubjectModel, bench: Benchmark, *, modes: Sequence[str
                                           regime__subject_model_version=subject.version)
                     .values("item_id").annotate(n=Count("pk")).filter(n__gte=len(modes)).values("item_id"))
             items = items.exclude(pk__in=done)
-        ids = list(items.order_by("pk").values_list("pk", flat=True))
-        job = Job.objects.create(study_id=subject.study_id, kind=JOB_KIND, created_by=user, total=len(ids),
-                                 params={"subject_model": subject.name, "benchmark": bench.name, "modes": list(modes),
-                                         "categories": list(categories or []), "per_sub_dataset": per_sub_dataset,
-                                         "checker": checker_name, "force": force, "max_examples": max_examples, "started": timezone.now().isoformat()})
-        run = engine.create_run(job, KIND, ids, _chunk(subject), force=force, budget_usd=budget_usd,
-                                config=run_config(subject, bench, modes, checker_name, max_examples))
-        arun = AbstractionRun.objects.create(job=job, run=run, benchmark=bench, subject=subject, modes=list(modes),
+        return list(items.order_by("pk").values_list("pk", flat=True))
+
+    def record(job: Job, run) -> AbstractionRun:
+        return AbstractionRun.objects.create(job=job, run=run, benchmark=bench, subject=subject, modes=list(modes),
                                              checker=checker_name, judge=judge)
-        engine.launch(run, queue=queue)
-    arun.job.refresh_from_db()
-    return arun
 
-
-def _chunk(subject: SubjectModel) -> int:
-    c = max(1, subject.concurrency)
-    n = 24
-    return max(c, n + (-n) % c)
+    return engine.start(
+        KIND, study_id=subject.study_id, job_kind=JOB_KIND, user=user, busy=busy, record=record, items=selected,
+        force=force, budget_usd=budget_usd, config=run_config(subject, bench, modes, checker_name, max_examples),
+        queue=queue,
+        params={"subject_model": subject.name, "benchmark": bench.name, "modes": list(modes),
+                "categories": list(categories or []), "per_sub_dataset": per_sub_dataset, "checker": checker_name,
+                "force": force, "max_examples": max_examples, "started": timezone.now().isoformat()})
 
 
 def run_inline(arun: AbstractionRun, *, progress: Progress | None = None) -> Job:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from django.core.cache import cache
@@ -12,6 +13,14 @@ from django.utils import timezone
 from annotation.models import Job
 
 _PROGRESS_TTL = 24 * 3600
+#: The error of a job that was created but could not be queued: it ends failed with it at once.
+BROKER_DOWN = "the task queue is not reachable; the job was not started (try again once it is up)"
+
+
+class RunConflict(Exception):
+    """Work of this kind is already in progress on the same thing (one run per judge or subject model,
+    one probe per subject model). One exception for every kind of run: the API answers 409 with the message
+    (annotation.api.errors), the web pages show it where the form was (annotation.middleware)."""
 
 
 def _key(job_id: int) -> str:
@@ -54,6 +63,23 @@ def queue(task_name: str, *args: Any, countdown: float | None = None) -> None:
     if task_name not in current_app.tasks:
         raise LookupError(f"no Celery task named {task_name!r}")
     transaction.on_commit(lambda: queue_task(task_name, *args, countdown=countdown))
+
+
+_LINKERS: list[Callable[[Job], str | None]] = []
+
+
+def register_link(linker: Callable[[Job], str | None]) -> None:
+    """A higher app tells the job page where a job's details are (runs: the page of the run's kind),
+    so this app needs to know no kind of work."""
+    _LINKERS.append(linker)
+
+
+def details_link(job: Job) -> str | None:
+    for linker in _LINKERS:
+        url = linker(job)
+        if url:
+            return url
+    return None
 
 
 def report_progress(job_id: int, done: int, total: int, failed: int = 0) -> None:

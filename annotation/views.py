@@ -283,7 +283,8 @@ def job(request: HttpRequest, job_id: int) -> HttpResponse:
         access.check_cancel_job(request.user, job, membership)
         job = jobs.cancel(job)
     context = {"job": job, "progress": jobs.live_progress(job), "study": job.study,
-               "can_cancel": access.can_cancel_job(request.user, job, membership)}
+               "can_cancel": access.can_cancel_job(request.user, job, membership),
+               "details": jobs.details_link(job)}
     template = "annotation/job.html#progress" if request.htmx else "annotation/job.html"
     return render(request, template, context)
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import json
 
-from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import generics, serializers, status
-from rest_framework.exceptions import APIException, ValidationError
+from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -23,17 +23,9 @@ from annotation import access
 from annotation.api.serializers import JobSerializer
 from faithfulness import services
 from faithfulness.core import anytime as any_core
-from faithfulness.core import early as early_core
-from faithfulness.core import edits as edit_core
 from faithfulness.core import validity as val_core
 from faithfulness.models import FaithfulnessRun, Intervention
-from runs.continuation import MODES
-from subjects.models import SubjectModel
-
-
-class Conflict(APIException):
-    status_code = status.HTTP_409_CONFLICT
-    default_detail = "conflict"
+from runs import kinds
 
 
 class RunSerializer(serializers.ModelSerializer):
@@ -72,59 +64,11 @@ class InterventionSerializer(serializers.ModelSerializer):
                   "strict", "strict_computed", "lenient", "monotone", "invariant", "continuation", "result"]
 
 
-@extend_schema_field({"oneOf": [{"type": "string", "example": "value_flip,paraphrase"},
-                           {"type": "array", "items": {"type": "string"}, "example": ["value_flip", "paraphrase"]}]})
-class KindsField(serializers.Field):
-    """Intervention kinds as the CLI writes them (``"value_flip,paraphrase"``) or as a JSON list
-    (``["value_flip", "paraphrase"]``); both parse to the same tuple (issue 23 #17)."""
-
-    default_error_messages = {"shape": "give the kinds as a comma-separated string or a JSON list of strings"}
-
-    def to_internal_value(self, data) -> tuple[str, ...]:
-        if isinstance(data, list) and not all(isinstance(item, str) for item in data):
-            self.fail("shape")
-        if not isinstance(data, (str, list)):
-            self.fail("shape")
-        try:
-            return edit_core.parse_kinds(data)
-        except ValueError as exc:
-            raise serializers.ValidationError(str(exc)) from None
-
-    def to_representation(self, value) -> list[str]:
-        return list(value)
-
-
 class StartSerializer(serializers.Serializer):
+    """The API's one request body for both kinds: ``what`` picks the kind, whose own serializer
+    (faithfulness.runkinds, shared with the runs page) validates the rest."""
+
     what = serializers.ChoiceField(choices=[k for k, _ in FaithfulnessRun.Kind.choices])
-    model = serializers.CharField()
-    kinds = KindsField(required=False, default=tuple(edit_core.KINDS))
-    per_trace = serializers.IntegerField(required=False, default=3, min_value=1, max_value=20)
-    seed = serializers.IntegerField(required=False, default=0)
-    budgets = serializers.CharField(required=False, default=any_core.DEFAULT_TOKEN_GRID)
-    mode = serializers.ChoiceField(choices=list(MODES), required=False, allow_blank=True, default="")
-    channel = serializers.ChoiceField(choices=["thought", "answer"], required=False, allow_blank=True, default="",
-                                      help_text="interventions: the channel whose steps are edited (default: the "
-                                                "thought when the traces have one)")
-    grid = serializers.CharField(required=False, default=early_core.DEFAULT_EARLY_GRID,
-                                 help_text="early_answering: 'all' or fractions of the thought, e.g. 0,0.5,1")
-
-    def validate_grid(self, value: str) -> str:
-        try:
-            return early_core.parse_early_grid(value).spec
-        except any_core.GridError as exc:
-            raise serializers.ValidationError(str(exc)) from None
-
-    def validate_model(self, value: str) -> SubjectModel:
-        try:
-            return services.find_subject(self.context["study"], value)
-        except ValueError as exc:
-            raise serializers.ValidationError(str(exc)) from None
-
-    def validate_budgets(self, value: str) -> str:
-        try:
-            return any_core.parse_grid(value).spec
-        except any_core.GridError as exc:
-            raise serializers.ValidationError(str(exc)) from None
 
 
 class StudyRuns(generics.ListAPIView):
@@ -143,23 +87,7 @@ class StudyRuns(generics.ListAPIView):
         services.check_owner(membership)
         ser = StartSerializer(data=request.data, context={"study": study})
         ser.is_valid(raise_exception=True)
-        d = ser.validated_data
-        try:
-            if d["what"] == FaithfulnessRun.Kind.INTERVENTIONS:
-                frun = services.do_start_interventions(d["model"], kinds=d["kinds"], per_trace=d["per_trace"],
-                                                       seed=d["seed"], mode=d["mode"] or None, user=request.user,
-                                                       channel=d["channel"] or None)
-            elif d["what"] == FaithfulnessRun.Kind.EARLY:
-                frun = services.do_start_early(d["model"], grid=d["grid"], mode=d["mode"] or None, user=request.user)
-            else:
-                frun = services.do_start_anytime(d["model"], grid=d["budgets"], mode=d["mode"] or None,
-                                                 user=request.user)
-        except services.RunConflict as exc:
-            raise Conflict(str(exc)) from None
-        except services.ContinuationUnavailable as exc:
-            raise ValidationError({"mode": [str(exc)]}) from None
-        except ValueError as exc:
-            raise ValidationError({"non_field_errors": [str(exc)]}) from None
+        frun = kinds.start(ser.validated_data["what"], study, request.data, request.user)
         return Response(JobSerializer(frun.job, context={"request": request}).data, status=status.HTTP_202_ACCEPTED)
 
 

@@ -12,6 +12,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from faithfulness import planning
 from faithfulness.core import early as early_core
 from faithfulness.core import ifr as ifr_core
 from faithfulness.core.edits import VALUE_FLIP
@@ -23,7 +24,7 @@ from reasonlib.parsing import check_answer, extract_answer
 from reasonlib.verifier.verdicts import find_claims
 from runs import cache as run_cache
 from runs.chat_template import ChatTemplateError, render_chat
-from runs.clients import Accounting, ChunkWork, RunClient
+from runs.clients import Accounting, ChunkWork, RunClient, Sizing
 from runs.continuation import (
     COMPLETIONS,
     DEFAULT_CUE,
@@ -37,21 +38,14 @@ from runs.continuation import (
 from runs.models import Run
 from runs.transport import CallRecord, Control, FatalRunError, ModelPool
 from subjects import prompts
-from subjects.models import PromptTemplate, SubjectModel
-from subjects.runclient import code_version
+from subjects.models import PromptTemplate
 
-__all__ = ["KIND", "JOB_KIND", "SLACK_TOKENS", "FaithfulnessClient", "chunk_size", "code_version"]
+__all__ = ["KIND", "JOB_KIND", "SLACK_TOKENS", "FaithfulnessClient"]
 
 KIND = "faithfulness"
 JOB_KIND = "faithfulness"
 SLACK_TOKENS = 64  # re-decoding cap: the original trace's completion tokens plus this (spec 4.2 step 3)
 TARGET_REQUESTS_PER_CHUNK = 50
-
-
-def chunk_size(subject: SubjectModel) -> int:
-    """About 50 requests, a whole number of rounds of the concurrency."""
-    n = max(TARGET_REQUESTS_PER_CHUNK, subject.concurrency)
-    return n + (-n) % subject.concurrency
 
 
 def cache_scope(frun: FaithfulnessRun) -> str:
@@ -268,6 +262,8 @@ class FaithfulnessWork(ChunkWork):
 
 class FaithfulnessClient(RunClient):
     kind = KIND
+    label = "Faithfulness"
+    url_name = "faithfulness-run"
     noun = "continuation"
 
     @staticmethod
@@ -275,8 +271,11 @@ class FaithfulnessClient(RunClient):
         return FaithfulnessRun.objects.select_related("subject__study", "subject__prompt_template", "job", "run") \
             .get(run=run)
 
-    def chunk_size(self, run: Run) -> int:
-        return chunk_size(self.frun(run).subject)
+    def sizing(self, run: Run) -> Sizing:
+        return Sizing(concurrency=self.frun(run).subject.concurrency, target_requests=TARGET_REQUESTS_PER_CHUNK)
+
+    def plan(self, run: Run) -> list[int]:
+        return planning.plan(self.frun(run))
 
     def open(self, run: Run) -> FaithfulnessWork:
         return FaithfulnessWork(self.frun(run))

@@ -12,12 +12,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import transaction
 from django.db.models import Count, QuerySet
 from django.db.models.fields.json import KT
 
 from annotation import access
 from annotation.models import Job, Membership, Step, StepLabel, Study, Trace
+from faithfulness import planning
 from faithfulness.core import anytime as any_core
 from faithfulness.core import early as early_core
 from faithfulness.core import edits as edit_core
@@ -25,23 +25,21 @@ from faithfulness.core import halting as halt_core
 from faithfulness.core import ifr as ifr_core
 from faithfulness.core import tiers as tier_core
 from faithfulness.core import validity as val_core
-from faithfulness.core.numbers import format_value, to_fraction
-from faithfulness.core.selection import select_targets
-from faithfulness.loading import ANSWER, THOUGHT, TraceData, load_traces, subject_traces
-from faithfulness.models import AnytimePoint, FaithfulnessRun, Intervention, Status
-from faithfulness.runclient import JOB_KIND, KIND, SLACK_TOKENS, chunk_size, code_version
+from faithfulness.core.numbers import to_fraction
+from faithfulness.loading import ANSWER, THOUGHT, load_traces, subject_traces
+from faithfulness.models import FaithfulnessRun, Intervention, Status
+from faithfulness.planning import plan_anytime, plan_early, plan_interventions  # noqa: F401 - benchmarks call them here
+from faithfulness.runclient import JOB_KIND, KIND, SLACK_TOKENS
 from judges.models import JudgeConfig
 from reasonlib.parsing import check_answer
 from runs import engine
 from runs.continuation import DEFAULT_CUE, MODES
 from runs.engine import ACTIVE, Progress
+from runs.params import check as check_param
+from runs.version import code_version
 from subjects.models import Generation, SubjectModel
 
 DEFAULT_SEED = 0
-
-
-class RunConflict(Exception):
-    """The subject model already has a faithfulness run in progress."""
 
 
 class ContinuationUnavailable(Exception):
@@ -121,156 +119,68 @@ def _decoding(subject: SubjectModel) -> dict[str, Any]:
             "cue": DEFAULT_CUE}
 
 
-def _check_no_active(subject: SubjectModel) -> None:
-    active = FaithfulnessRun.objects.filter(subject=subject, job__status__in=ACTIVE).first()
-    if active is not None:
-        raise RunConflict(f"subject model {subject.name} already has {active.kind} run {active.pk} in progress "
-                          f"(job {active.job_id}); wait for it or cancel it")
+def _start(subject: SubjectModel, kind: str, mode: str, params: dict[str, Any], *, grid: str = "", user,
+           force: bool, budget_usd: float | None, queue: bool) -> FaithfulnessRun:
+    """Start an interventions or anytime run (runs.engine.start): its items are the rows the job plans
+    (faithfulness.planning, through the client's ``plan``)."""
 
+    def busy() -> str | None:
+        active = FaithfulnessRun.objects.filter(subject=subject, job__status__in=ACTIVE).first()
+        return active and (f"subject model {subject.name} already has {active.kind} run {active.pk} in progress "
+                           f"(job {active.job_id}); wait for it or cancel it")
 
-def _create(subject: SubjectModel, kind: str, mode: str, params: dict[str, Any], items: list[int], *, grid: str = "",
-            traces: int, skipped: dict[str, str], user, force: bool, budget_usd: float | None,
-            build: Any) -> FaithfulnessRun:
-    job = Job.objects.create(study_id=subject.study_id, kind=JOB_KIND, created_by=user, total=0,
-                             params={"subject_model": subject.name, "subject_model_id": subject.pk, "what": kind,
-                                     "mode": mode, **params})
-    run = engine.create_run(job, KIND, [], 1, force=force, budget_usd=budget_usd,
-                            config={"subject_model": subject.name, "version": subject.version, "mode": mode,
-                                    "kind": kind, **params})
-    frun = FaithfulnessRun.objects.create(job=job, run=run, subject=subject, kind=kind, config_version=subject.version,
-                                          mode=mode, grid=grid, params=params, traces=traces, skipped=skipped)
-    ids = build(frun)
-    engine.add_chunks(run, ids, chunk_size(subject))
-    job.total = len(ids)
-    job.params["run"] = frun.pk
-    job.save(update_fields=["total", "params"])
-    return frun
+    def record(job: Job, run) -> FaithfulnessRun:
+        return FaithfulnessRun.objects.create(job=job, run=run, subject=subject, kind=kind,
+                                              config_version=subject.version, mode=mode, grid=grid, params=params,
+                                              traces=0, skipped={})
 
-
-def _finish_create(frun: FaithfulnessRun, queue: bool) -> FaithfulnessRun:
-    engine.launch(frun.run, queue=queue)
-    frun.job.refresh_from_db()
-    return frun
-
-
-@dataclass
-class Planned:
-    rows: list[dict[str, Any]]  # the Intervention fields of each row (plain data: cheap to make in bulk)
-    skipped: dict[str, str]
-    traces: int
-
-    @property
-    def interventions(self) -> list[dict[str, Any]]:
-        return self.rows
-
-
-def plan_interventions(traces: list[TraceData], kinds: tuple[str, ...], *, per_trace: int, seed: int) -> Planned:
-    """The intervention rows for ``traces``: targets and edits (the implied answer of a value flip is
-    computed when its continuation is scored). A trace without a causally relevant step is skipped with
-    the reason; a kind that does not apply to a target gives a not-applicable row with the reason."""
-    out: list[dict[str, Any]] = []
-    skipped: dict[str, str] = {}
-    for t in traces:
-        sel = select_targets(t.steps, t.answer, t.skeleton_checks, per_trace=per_trace)
-        if sel.skipped:
-            skipped[t.trace_id] = sel.skipped
-            continue
-        answer_value = to_fraction(t.answer.strip().lstrip("$")) if t.answer else None
-        for target in sel.targets:
-            end = t.spans[target.step - 1][1]
-            base = {"trace_id": t.pk, "step": target.step, "why": target.why[:200],
-                    "original_step": t.steps[target.step - 1], "original_prefix": t.raw[:end],
-                    "original_answer": t.answer[:200], "original_correct": t.correct,
-                    "original_continuation": t.raw[end:]}
-            for kind in kinds:
-                try:
-                    e = edit_core.make_edit(kind, target, t.raw, t.spans, seed=seed, trace_key=t.trace_id,
-                                            answer_value=answer_value)
-                except edit_core.NotApplicable as exc:
-                    out.append({**base, "kind": kind, "status": Status.NOT_APPLICABLE, "reason": str(exc)})
-                    continue
-                row = {**base, "kind": kind, "edited_step": e.edited_step, "edited_prefix": e.prefix}
-                if e.old_value is not None and e.new_value is not None:
-                    row["old_value"], row["new_value"] = format_value(e.old_value), format_value(e.new_value)
-                out.append(row)
-    return Planned(out, skipped, len(traces))
+    return engine.start(
+        KIND, study_id=subject.study_id, job_kind=JOB_KIND, user=user, busy=busy, record=record, items=None,
+        force=force, budget_usd=budget_usd, queue=queue,
+        params={"subject_model": subject.name, "subject_model_id": subject.pk, "what": kind, "mode": mode, **params},
+        config={"subject_model": subject.name, "version": subject.version, "mode": mode, "kind": kind, **params})
 
 
 def do_start_interventions(subject: SubjectModel, *, kinds: Iterable[str] | str = edit_core.KINDS,
                            per_trace: int = 3, seed: int = DEFAULT_SEED, mode: str | None = None, user=None,
                            queue: bool = True, force: bool = False, budget_usd: float | None = None,
                            limit: int | None = None, channel: str | None = None) -> FaithfulnessRun:
+    """Validate and queue an interventions run; its targets and edits are planned in the job
+    (faithfulness.planning), on the steps of ``channel`` (default: the channel that holds the reasoning)."""
     kinds = edit_core.parse_kinds(kinds)
-    if not 1 <= per_trace <= 20:
-        raise ValueError(f"per_trace: must lie in 1..20, got {per_trace}")
+    per_trace = check_param("per_trace", per_trace)
+    seed = check_param("seed", seed)
+    limit = check_param("limit", limit)
     channel = check_channel(subject, channel)
     mode = continuation_mode(subject, mode)
-    traces = load_traces(_limited(subject, limit), channel=channel)
-    if not traces:
-        raise ValueError(f"subject model {subject.name} has no generated traces under configuration version "
-                         f"{subject.version}; run generate first")
-    plan = plan_interventions(traces, kinds, per_trace=per_trace, seed=seed)
-    params = {"kinds": list(kinds), "per_trace": per_trace, "seed": seed, "edits_version": edit_core.EDITS_VERSION,
-              "decoding": _decoding(subject), "code_version": code_version(), "channel": channel}
-
-    def build(frun: FaithfulnessRun) -> list[int]:
-        Intervention.objects.bulk_create([Intervention(frun=frun, **row) for row in plan.rows], batch_size=1000)
-        return list(frun.interventions.filter(status=Status.PENDING).order_by("pk").values_list("pk", flat=True))
-
-    with transaction.atomic():
-        _check_no_active(subject)
-        frun = _create(subject, FaithfulnessRun.Kind.INTERVENTIONS, mode, params, [], traces=plan.traces,
-                       skipped=plan.skipped, user=user, force=force, budget_usd=budget_usd, build=build)
-        return _finish_create(frun, queue)
-
-
-def plan_anytime(traces: list[TraceData], grid: any_core.Grid) -> list[AnytimePoint]:
-    """One point per (trace, budget): within the budget the trace's own answer, else a truncated
-    prefix (its length in ``prefix_chars``) waiting for a forced answer. No model call."""
-    out: list[AnytimePoint] = []
-    for t in traces:
-        ends = any_core.piece_ends(t.raw) if grid.unit in (any_core.TOKENS, any_core.THINKING) else None
-        for pos, budget in enumerate(grid.budgets):
-            if grid.unit in (any_core.TOKENS, any_core.THINKING):  # thinking: t.raw is the thought
-                cut = any_core.cut_tokens(t.raw, budget, reported_tokens=t.tokens, truncated=t.truncated, ends=ends)
-            else:
-                cut = any_core.cut_steps(t.raw, t.spans, budget, truncated=t.truncated)
-            p = AnytimePoint(trace_id=t.pk, position=pos, budget=budget, within=cut.within, used=cut.used,
-                             prefix_chars=len(cut.prefix))
-            if cut.within:
-                p.status, p.answer, p.correct = Status.OK, t.answer[:200], t.correct
-            out.append(p)
-    return out
+    reason = planning.no_traces(subject)
+    if reason:
+        raise ValueError(reason)
+    params = {"kinds": list(kinds), "per_trace": per_trace, "seed": seed, "limit": limit,
+              "edits_version": edit_core.EDITS_VERSION, "decoding": _decoding(subject), "code_version": code_version(),
+              "channel": channel}
+    return _start(subject, FaithfulnessRun.Kind.INTERVENTIONS, mode, params, user=user, force=force,
+                  budget_usd=budget_usd, queue=queue)
 
 
 def do_start_anytime(subject: SubjectModel, *, grid: str = any_core.DEFAULT_TOKEN_GRID, mode: str | None = None,
                      user=None, queue: bool = True, force: bool = False, budget_usd: float | None = None,
                      limit: int | None = None) -> FaithfulnessRun:
+    """Validate and queue an anytime run; its truncations are planned in the job (faithfulness.planning)."""
     parsed = any_core.parse_grid(grid)
+    limit = check_param("limit", limit)
     mode = continuation_mode(subject, mode)
+    reason = planning.no_traces(subject)
+    if reason:
+        raise ValueError(reason)
     channel = THOUGHT if parsed.unit == any_core.THINKING else ANSWER
-    traces = load_traces(_limited(subject, limit), channel=channel)
-    if not traces:
-        raise ValueError(f"subject model {subject.name} has no generated traces under configuration version "
-                         f"{subject.version}; run generate first")
-    if channel == THOUGHT and not any(t.raw for t in traces):
+    if channel == THOUGHT and not subject_traces(subject).exclude(thought="").exists():
         raise ValueError(f"budgets {parsed.spec!r}: subject model {subject.name}'s traces have no thought; "
                          f"thinking budgets need a reasoning model (see its thinking settings)")
-    points = plan_anytime(traces, parsed)
-    params = {"grid": parsed.spec, "decoding": _decoding(subject), "code_version": code_version(),
+    params = {"grid": parsed.spec, "limit": limit, "decoding": _decoding(subject), "code_version": code_version(),
               "token_count": "word pieces scaled to the reported completion tokens", "channel": channel}
-
-    def build(frun: FaithfulnessRun) -> list[int]:
-        for p in points:
-            p.frun = frun
-        AnytimePoint.objects.bulk_create(points, batch_size=2000)
-        return list(frun.points.filter(status=Status.PENDING).order_by("pk").values_list("pk", flat=True))
-
-    with transaction.atomic():
-        _check_no_active(subject)
-        frun = _create(subject, FaithfulnessRun.Kind.ANYTIME, mode, params, [], grid=parsed.spec,
-                       traces=len(traces), skipped={}, user=user, force=force, budget_usd=budget_usd, build=build)
-        return _finish_create(frun, queue)
+    return _start(subject, FaithfulnessRun.Kind.ANYTIME, mode, params, grid=parsed.spec, user=user, force=force,
+                  budget_usd=budget_usd, queue=queue)
 
 
 def reasoning_channel(subject: SubjectModel) -> str:
@@ -286,51 +196,24 @@ def check_channel(subject: SubjectModel, channel: str | None) -> str:
     return channel
 
 
-def plan_early(traces: list[TraceData], grid: early_core.EarlyGrid) -> tuple[list[AnytimePoint], dict[str, str]]:
-    """One point per (trace, cut point k): the thought's first k steps (``prefix_chars`` of it), waiting
-    for a forced answer. Traces without a thought are skipped with the reason."""
-    out: list[AnytimePoint] = []
-    skipped: dict[str, str] = {}
-    for t in traces:
-        if not t.spans:
-            skipped[t.trace_id] = "the trace has no thought steps"
-            continue
-        for pos, k in enumerate(grid.cut_points(len(t.spans))):
-            chars = t.spans[k - 1][1] if k else 0
-            out.append(AnytimePoint(trace_id=t.pk, position=pos, budget=k, used=k, prefix_chars=chars))
-    return out, skipped
-
-
 def do_start_early(subject: SubjectModel, *, grid: str = early_core.DEFAULT_EARLY_GRID, mode: str | None = None,
                    user=None, queue: bool = True, force: bool = False, budget_usd: float | None = None,
                    limit: int | None = None) -> FaithfulnessRun:
     """Early answering: each trace's thought cut after every step k (or at a grid of fractions), closed,
-    and the answer forced (docs/faithfulness.md 2b)."""
+    and the answer forced (docs/faithfulness.md 2b). Validated here, planned in the job."""
     parsed = early_core.parse_early_grid(grid)
+    limit = check_param("limit", limit)
     mode = continuation_mode(subject, mode)
-    traces = load_traces(_limited(subject, limit), channel=THOUGHT)
-    if not traces:
-        raise ValueError(f"subject model {subject.name} has no generated traces under configuration version "
-                         f"{subject.version}; run generate first")
-    points, skipped = plan_early(traces, parsed)
-    if not points:
+    reason = planning.no_traces(subject)
+    if reason:
+        raise ValueError(reason)
+    if not subject_traces(subject).filter(n_thought_steps__gt=0).exists():
         raise ValueError(f"subject model {subject.name}'s traces have no thought steps: early answering needs a "
                          f"reasoning model (see its thinking settings)")
-    params = {"grid": parsed.spec, "decoding": _decoding(subject), "code_version": code_version(),
+    params = {"grid": parsed.spec, "limit": limit, "decoding": _decoding(subject), "code_version": code_version(),
               "channel": THOUGHT, "cue": early_core.close_thought("")}
-
-    def build(frun: FaithfulnessRun) -> list[int]:
-        for p in points:
-            p.frun = frun
-        AnytimePoint.objects.bulk_create(points, batch_size=2000)
-        return list(frun.points.filter(status=Status.PENDING).order_by("pk").values_list("pk", flat=True))
-
-    with transaction.atomic():
-        _check_no_active(subject)
-        frun = _create(subject, FaithfulnessRun.Kind.EARLY, mode, params, [], grid=parsed.spec,
-                       traces=len(traces), skipped=skipped, user=user, force=force, budget_usd=budget_usd,
-                       build=build)
-        return _finish_create(frun, queue)
+    return _start(subject, FaithfulnessRun.Kind.EARLY, mode, params, grid=parsed.spec, user=user, force=force,
+                  budget_usd=budget_usd, queue=queue)
 
 
 def early_curves(frun: FaithfulnessRun) -> list[tuple[str, early_core.Curve, list[int]]]:
@@ -381,15 +264,6 @@ def thinking_budget_summary(frun: FaithfulnessRun) -> dict[str, Any]:
         used[pos].append(u)
     mean_used = [float(sum(used[i]) / len(used[i])) if used[i] else 0.0 for i in range(len(base["labels"]))]
     return {**base, "thinking_tokens": mean_used, "auc_think": early_core.auc_think(mean_used, base["acc"])}
-
-
-def _limited(subject: SubjectModel, limit: int | None) -> QuerySet[Trace] | list[int]:
-    qs = subject_traces(subject).order_by("pk")
-    if limit is not None:
-        if limit < 1:
-            raise ValueError(f"limit: must be at least 1, got {limit}")
-        return list(qs.values_list("pk", flat=True)[:limit])
-    return qs
 
 
 def run_inline(frun: FaithfulnessRun, *, progress: Progress | None = None) -> Job:

@@ -5,20 +5,13 @@ from __future__ import annotations
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework import status
-from rest_framework.exceptions import APIException, ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from annotation import access
-from fidelity import services
-from fidelity.core.selection import FilterError
+from fidelity import runkinds, services
 from fidelity.models import FidelityRun
-from subjects.models import SubjectModel
-
-
-class Conflict(APIException):
-    status_code = status.HTTP_409_CONFLICT
-    default_detail = "conflict"
+from runs import kinds
 
 
 def _run_row(r: FidelityRun) -> dict:
@@ -28,7 +21,7 @@ def _run_row(r: FidelityRun) -> dict:
 
 
 class StudyFidelityRuns(APIView):
-    """GET: the study's fidelity runs (members). POST: build or extend a suite and start a run (owners):
+    """GET: the study's fidelity runs (members). POST: queue a run (owners) -> 202; its job builds or extends the suite:
     ``{"model", "suite"?, "axes"?, "per_problem"?, "problems"?, "seed"?}``."""
 
     @extend_schema(responses=OpenApiTypes.OBJECT)
@@ -37,35 +30,16 @@ class StudyFidelityRuns(APIView):
         runs = FidelityRun.objects.filter(suite__study=study).select_related("suite", "subject", "job").order_by("-pk")
         return Response([_run_row(r) for r in runs])
 
-    @extend_schema(request=OpenApiTypes.OBJECT, responses=OpenApiTypes.OBJECT)
+    @extend_schema(request=runkinds.FidelityStartSerializer, responses=OpenApiTypes.OBJECT)
     def post(self, request, pk: int):
         study, membership = access.check_study(request.user, pk)
         access.check_owner(membership, "starting fidelity runs")
-        data = request.data if isinstance(request.data, dict) else {}
-        subject = SubjectModel.objects.filter(study=study, name=data.get("model") or "").first()
-        if subject is None:
-            raise ValidationError({"model": ["no subject model of that name in this study"]})
-        try:
-            axes = services.parse_axes(data.get("axes"))
-        except ValueError as exc:
-            raise ValidationError({"axes": [str(exc)]}) from None
-        try:
-            per_problem, seed = int(data.get("per_problem", 1)), int(data.get("seed", 0))
-        except (TypeError, ValueError):
-            raise ValidationError({"per_problem": ["per_problem and seed must be integers"]}) from None
-        problems = str(data.get("problems") or "all")
-        try:
-            made = services.do_create_suite(study, str(data.get("suite") or "fidelity"), axes=axes,
-                                            per_problem=per_problem, problems=problems, seed=seed, user=request.user)
-            fid_run = services.do_start_run(made.suite, subject, axes=axes, problems=problems, user=request.user)
-        except FilterError as exc:
-            raise ValidationError({"problems": [str(exc)]}) from None
-        except services.RunConflict as exc:
-            raise Conflict(str(exc)) from None
-        except ValueError as exc:
-            raise ValidationError({"per_problem": [str(exc)]}) from None
-        return Response({**_run_row(fid_run), "variants_created": made.created, "golds_derived": made.derived,
-                         "golds_unknown": made.unknown, "skipped": made.skipped}, status=status.HTTP_201_CREATED)
+        fid_run = kinds.start("fidelity", study, request.data, request.user)
+        # The job makes the variants and picks the items; GET jobs/{job}/ follows it, its params hold the
+        # suite's report ("suite_report") once it is planned.
+        fid_run.job.refresh_from_db()
+        return Response({**_run_row(fid_run), "job": fid_run.job_id, "suite_report": fid_run.job.params.get(
+            "suite_report")}, status=status.HTTP_202_ACCEPTED)
 
 
 class FidelityRunDetail(APIView):

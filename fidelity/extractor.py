@@ -11,9 +11,6 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db import transaction
-
-from annotation.models import Job
 from fidelity.core.logic import LogicalForm
 from fidelity.core.text import split_steps
 from fidelity.models import FidelityRun, Output
@@ -22,7 +19,7 @@ from judges.protocol import MalformedOutput, extract_json
 from judges.providers.openai_compat import endpoint
 from runs import cache as run_cache
 from runs import engine
-from runs.clients import Accounting, ChunkWork, RunClient
+from runs.clients import Accounting, ChunkWork, RunClient, Sizing
 from runs.models import Run
 from runs.transport import CallRecord, Control, Malformed, ModelPool, ModelRequest
 
@@ -117,9 +114,15 @@ class FormsWork(ChunkWork):
 class FormsClient(RunClient):
     kind = KIND
     noun = "trace"
+    label = "Fidelity logical forms"
 
-    def chunk_size(self, run: Run) -> int:
-        return 40
+    def page(self, run: Run) -> str | None:
+        from django.urls import reverse
+
+        return reverse("fidelity-report", args=[run.config["fidelity_run"]]) if run.config.get("fidelity_run") else None
+
+    def sizing(self, run: Run) -> Sizing:
+        return Sizing(target_requests=40)
 
     def open(self, run: Run) -> FormsWork:
         return FormsWork(run)
@@ -136,14 +139,20 @@ def do_start_extraction(fid_run: FidelityRun, judge: JudgeConfig, *, user=None, 
     items = [pk for pk, text in Output.objects.filter(fid_run=fid_run, role=Output.Role.FORWARD,
                                                       problem_id__in=originals).values_list("pk", "text")
              if split_steps(text)]
-    with transaction.atomic():
-        job = Job.objects.create(study_id=fid_run.suite.study_id, kind=KIND, created_by=user, total=len(items),
-                                 params={"fidelity_run": fid_run.pk, "judge": judge.name})
-        run = engine.create_run(job, KIND, items, 40, force=force,
-                                config={"judge": judge.pk, "judge_version": judge.version, "model": judge.model,
-                                        "fidelity_run": fid_run.pk, "prompt_version": PROMPT_VERSION})
-        engine.launch(run, queue=queue)
-    return run
+
+    def busy() -> str | None:
+        active = Run.objects.filter(kind=KIND, job__status__in=engine.ACTIVE,
+                                    job__params__fidelity_run=fid_run.pk).first()
+        return active and (f"fidelity run {fid_run.pk} already has a forms extraction in progress "
+                           f"(job {active.job_id}); wait for it or cancel it")
+
+    # The engine's Run is this kind's record: the extraction keeps nothing of its own.
+    return engine.start(
+        KIND, study_id=fid_run.suite.study_id, job_kind=KIND, user=user, busy=busy, record=lambda job, run: run,
+        items=items, force=force, queue=queue,
+        params={"fidelity_run": fid_run.pk, "judge": judge.name},
+        config={"judge": judge.pk, "judge_version": judge.version, "model": judge.model,
+                "fidelity_run": fid_run.pk, "prompt_version": PROMPT_VERSION})
 
 
 def forms_of(output: Output | None, n_steps: int) -> tuple[list[LogicalForm] | None, str]:

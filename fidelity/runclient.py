@@ -11,7 +11,7 @@ Forward completions become Traces through the import pipeline (trace id
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,7 +21,7 @@ from annotation.models import Problem, Trace
 from fidelity.models import FidelityRun, Output
 from reasonlib.parsing import extract_answer
 from runs import cache as run_cache
-from runs.clients import Accounting, ChunkWork, RunClient
+from runs.clients import Accounting, ChunkWork, RunClient, Sizing
 from runs.models import Run
 from runs.transport import CallRecord, Control, FatalRunError, ModelPool, ModelRequest
 from subjects import prompts
@@ -194,24 +194,31 @@ def write_outputs(fid_run: FidelityRun, outcomes: Sequence[ItemOutcome], ids: di
         FidelityRun.objects.filter(pk=fid_run.pk).update(failures=current)
 
 
-def chunk_size(subject: SubjectModel, axes: Sequence[str]) -> int:
-    """Problems per chunk: about 40 requests (an original with the backward axis asks twice)."""
-    per_item = 2 if "backward" in axes else 1
-    requests = max(TARGET_REQUESTS_PER_CHUNK, subject.concurrency)
-    return max(1, requests // per_item)
-
-
 class FidelityClient(RunClient):
     kind = KIND
     noun = "problem"
+    label = "Fidelity"
+    url_name = "fidelity-report"
+
+    def __init__(self, planner: Callable[[FidelityRun], list[int]] | None = None) -> None:
+        # The planning of a queued run (fidelity.services.plan_run_items), given by the app's ready():
+        # it makes variants through the services, which import this module.
+        self.planner = planner
+
+    def plan(self, run: Run) -> list[int]:
+        if self.planner is None:
+            return super().plan(run)
+        return self.planner(self.fid_run(run))
 
     @staticmethod
     def fid_run(run: Run) -> FidelityRun:
         return FidelityRun.objects.select_related("subject__study", "suite", "job__created_by", "run").get(run=run)
 
-    def chunk_size(self, run: Run) -> int:
+    def sizing(self, run: Run) -> Sizing:
+        # An original with the backward axis asks twice.
         fid_run = self.fid_run(run)
-        return chunk_size(fid_run.subject, fid_run.axes)
+        return Sizing(concurrency=fid_run.subject.concurrency, target_requests=TARGET_REQUESTS_PER_CHUNK,
+                      requests_per_item=2 if "backward" in fid_run.axes else 1)
 
     def open(self, run: Run) -> FidelityWork:
         return FidelityWork(self.fid_run(run))

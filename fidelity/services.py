@@ -15,18 +15,20 @@ from annotation import access, jobs
 from annotation.models import Job, Membership, Problem, SkeletonStep, Study, Trace
 from fidelity import extractor
 from fidelity.core import answer as A
-from fidelity.core import complexity, explanation, logic, pairs, selection
+from fidelity.core import complexity, explanation, logic, pairs
 from fidelity.core import gold as G
 from fidelity.core import variants as V
 from fidelity.core.text import split_steps, tail_field
 from fidelity.importing import IMPORT_KEY
 from fidelity.models import FidelityRun, Output, Suite, Variant
-from fidelity.runclient import JOB_KIND, KIND, chunk_size
+from fidelity.runclient import JOB_KIND, KIND
+from reasonlib import selection
 from runs import engine
 from runs.engine import ACTIVE, Progress
+from runs.params import check as check_param
+from runs.version import code_version
 from scoring.core.bootstrap import bootstrap_ci
 from subjects.models import SubjectModel
-from subjects.runclient import code_version
 from subjects.services import config_snapshot
 
 AXES = ("perturbation", "counterfactual", "backward", "imported")
@@ -37,10 +39,6 @@ AXIS_OF_VARIANTS = {"perturbation": "perturbation", "counterfactual": "counterfa
 DEFAULT_AXES = "perturbation,counterfactual,backward"
 VARIANT_TAG = "fidelity-variant"
 BOOTSTRAP = {"n_resamples": 1000, "seed": 0, "level": 0.95}
-
-
-class RunConflict(Exception):
-    """The subject model already has a fidelity run in progress."""
 
 
 # --------------------------------------------------------------------------
@@ -184,8 +182,8 @@ def do_create_suite(study: Study, name: str, *, axes: list[str], per_problem: in
     axes, ``per_problem`` seeded variants, each a Problem linked by a Variant. Counterfactual
     golds are derived through the calculator chain where possible. A problem with nothing to
     modify is skipped with the reason (counted). Existing variants are kept as they are."""
-    if not 1 <= per_problem <= 10:
-        raise ValueError("per-problem must lie in 1..10")
+    per_problem = check_param("per_problem", per_problem)
+    seed = check_param("seed", seed)
     strategies = [s for a in axes for s in AXIS_STRATEGIES[a]]
     suite, _ = Suite.objects.get_or_create(
         study=study, name=name,
@@ -284,25 +282,75 @@ def do_start_run(suite: Suite, subject: SubjectModel, *, axes: list[str], proble
     if subject.study_id != suite.study_id:
         raise ValueError("the subject model belongs to another study")
     originals, variants = run_items(suite, axes, problems)
-    with transaction.atomic():
+
+    def busy() -> str | None:
         active = active_runs(subject).first()
-        if active is not None:
-            raise RunConflict(f"subject model {subject.name} already has fidelity run {active.pk} in progress "
-                              f"(job {active.job_id})")
-        items = originals + variants
-        job = Job.objects.create(study_id=suite.study_id, kind=JOB_KIND, created_by=user, total=len(items),
-                                 params={"suite": suite.name, "subject_model": subject.name, "axes": axes,
-                                         "problems": problems})
-        config = {**config_snapshot(subject), "originals": originals, "axes": axes,
-                  "backward_prompt_version": 1, "code_version": code_version()}
-        run = engine.create_run(job, KIND, items, chunk_size(subject, axes), force=force, budget_usd=budget_usd,
-                                config=config)
-        fid_run = FidelityRun.objects.create(suite=suite, subject=subject, job=job, run=run, axes=axes,
-                                             config_version=subject.version)
-        job.params["run"] = fid_run.pk
-        job.save(update_fields=["params"])
-        engine.launch(run, queue=queue)
-    return fid_run
+        return active and (f"subject model {subject.name} already has fidelity run {active.pk} in progress "
+                           f"(job {active.job_id}); wait for it or cancel it")
+
+    def record(job: Job, run) -> FidelityRun:
+        return FidelityRun.objects.create(suite=suite, subject=subject, job=job, run=run, axes=axes,
+                                          config_version=subject.version)
+
+    config = {**config_snapshot(subject), "originals": originals, "axes": axes,
+              "backward_prompt_version": 1, "code_version": code_version()}
+    return engine.start(
+        KIND, study_id=suite.study_id, job_kind=JOB_KIND, user=user, busy=busy, record=record,
+        items=originals + variants, force=force, budget_usd=budget_usd, config=config, queue=queue,
+        params={"suite": suite.name, "subject_model": subject.name, "axes": axes, "problems": problems})
+
+
+def do_queue_run(study: Study, suite_name: str, subject: SubjectModel, *, axes: list[str], per_problem: int = 1,
+                 problems: str = "all", seed: int = 0, force: bool = False, budget_usd: float | None = None,
+                 user=None, queue: bool = True) -> FidelityRun:
+    """A fidelity run as the browser and the API start it: the request validates and queues; the job
+    makes the suite's variants and picks the run's items (``plan_run_items``: both read and write a
+    whole study, which no request should wait for)."""
+    per_problem = check_param("per_problem", per_problem)
+    seed = check_param("seed", seed)
+    problems = selection.validate(problems)
+    if subject.study_id != study.pk:
+        raise ValueError("the subject model belongs to another study")
+    strategies = [s for a in axes for s in AXIS_STRATEGIES[a]]
+    suite, _ = Suite.objects.get_or_create(
+        study=study, name=suite_name,
+        defaults={"seed": seed, "strategies": strategies, "per_problem": per_problem, "problems_filter": problems,
+                  "generator_version": V.VERSION, "created_by": user})
+
+    def busy() -> str | None:
+        active = active_runs(subject).first()
+        return active and (f"subject model {subject.name} already has fidelity run {active.pk} in progress "
+                           f"(job {active.job_id}); wait for it or cancel it")
+
+    def record(job: Job, run) -> FidelityRun:
+        return FidelityRun.objects.create(suite=suite, subject=subject, job=job, run=run, axes=axes,
+                                          config_version=subject.version)
+
+    config = {**config_snapshot(subject), "originals": [], "axes": axes, "backward_prompt_version": 1,
+              "code_version": code_version(), "plan": {"per_problem": per_problem, "problems": problems, "seed": seed}}
+    return engine.start(
+        KIND, study_id=study.pk, job_kind=JOB_KIND, user=user, busy=busy, record=record, items=None,
+        force=force, budget_usd=budget_usd, config=config, queue=queue,
+        params={"suite": suite.name, "subject_model": subject.name, "axes": axes, "problems": problems,
+                "per_problem": per_problem, "seed": seed})
+
+
+def plan_run_items(fid_run: FidelityRun) -> list[int]:
+    """The planning of a queued fidelity run, in its job: the suite's variants (do_create_suite), then
+    the originals and variants the run asks about. The suite's report goes into the job's params."""
+    run = fid_run.run
+    plan = run.config["plan"]
+    made = do_create_suite(fid_run.suite.study, fid_run.suite.name, axes=fid_run.axes, per_problem=plan["per_problem"],
+                           problems=plan["problems"], seed=plan["seed"], user=fid_run.job.created_by)
+    originals, variants = run_items(made.suite, fid_run.axes, plan["problems"])
+    run.config = {**run.config, "originals": originals}
+    run.save(update_fields=["config"])
+    job = Job.objects.get(pk=fid_run.job_id)
+    job.params["suite_report"] = {"variants_created": made.created, "variants_kept": made.existing,
+                                  "golds_derived": made.derived, "golds_unknown": made.unknown,
+                                  "skipped": made.skipped}
+    job.save(update_fields=["params"])
+    return originals + variants
 
 
 def run_inline(fid_run: FidelityRun, *, progress: Progress | None = None) -> Job:

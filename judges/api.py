@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.core.exceptions import ValidationError as DjangoValidationError
 from drf_spectacular.utils import extend_schema
 from rest_framework import generics, status
-from rest_framework.exceptions import APIException, ValidationError
+from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -14,11 +14,6 @@ from annotation.api.serializers import JobSerializer
 from judges import serializers as s
 from judges import services
 from judges.models import JudgeConfig, JudgeRun
-
-
-class Conflict(APIException):
-    status_code = status.HTTP_409_CONFLICT
-    default_detail = "conflict"
 
 
 def _save(study, data: dict, *, judge=None, user=None) -> JudgeConfig:
@@ -102,8 +97,6 @@ class StudyJudgeRuns(generics.ListAPIView):
         try:
             run = services.do_start_run(data["judge"], scope=data["traces"], filters=filters, force=data["force"],
                                         budget_usd=data.get("budget_usd"), user=request.user)
-        except services.RunConflict as exc:
-            raise Conflict(str(exc)) from None
         except ValueError as exc:
             raise ValidationError({"non_field_errors": [str(exc)]}) from None
         run.job.refresh_from_db()

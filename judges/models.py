@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from annotation.models import Job, Study, StudyScopedQuerySet, Trace
 from judges.protocol import template_error
+from runs import params
 from runs.models import Run
 from runs.outbound import OutboundRefused, check_endpoint
 
@@ -78,7 +79,7 @@ class JudgeConfig(models.Model):
     # None: derived per trace from its number of steps (judges.protocol.derived_max_tokens), so a
     # grammar-constrained server is never asked for far more than an answer can take.
     max_tokens = models.PositiveIntegerField(
-        null=True, blank=True, default=None, validators=[MinValueValidator(1)],
+        null=True, blank=True, default=None, validators=params.validators("max_tokens"),
         help_text="leave empty to derive it from each trace's number of steps (256 + 128 per step, at most 4,096)",
     )
     # None: every trace in one request. Else the judge's context window in tokens: a trace whose
@@ -94,10 +95,11 @@ class JudgeConfig(models.Model):
     # The current prompt; every version is kept as a PromptVersion row.
     prompt_template = models.TextField(blank=True, validators=[validate_template])
     prompt_version = models.CharField(max_length=50, default="1")
-    concurrency = models.PositiveSmallIntegerField(default=4, validators=[MinValueValidator(1), MaxValueValidator(64)])
-    rate_limit_per_minute = models.PositiveIntegerField(null=True, blank=True, validators=[MinValueValidator(1)])
-    max_retries = models.PositiveSmallIntegerField(default=4, validators=[MaxValueValidator(20)])
-    timeout_seconds = models.FloatField(default=120.0, validators=[MinValueValidator(0.1)])
+    concurrency = models.PositiveSmallIntegerField(default=4, validators=params.validators("concurrency"))
+    rate_limit_per_minute = models.PositiveIntegerField(null=True, blank=True,
+                                                        validators=params.validators("rate_limit_per_minute"))
+    max_retries = models.PositiveSmallIntegerField(default=4, validators=params.validators("max_retries"))
+    timeout_seconds = models.FloatField(default=120.0, validators=params.validators("timeout_seconds"))
     # Estimated cost in USD per million tokens; 0 for local servers.
     price_input_per_mtok = models.FloatField(default=0.0, validators=[MinValueValidator(0.0)])
     price_output_per_mtok = models.FloatField(default=0.0, validators=[MinValueValidator(0.0)])

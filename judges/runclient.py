@@ -17,7 +17,7 @@ from annotation.models import LabelHistory, SkeletonStep, Step, StepLabel, Study
 from judges.models import JudgeConfig, JudgeRun, JudgeTraceResult
 from judges.providers import JudgeProvider, TraceInput, TraceOutcome, get_provider, provider_class
 from runs import cache
-from runs.clients import ChunkWork, RunClient
+from runs.clients import ChunkWork, RunClient, Sizing
 from runs.models import Run
 from runs.transport import Control
 
@@ -184,13 +184,16 @@ class JudgeWork(ChunkWork):
 class JudgeClient(RunClient):
     kind = KIND
     noun = "trace"
+    label = "Judge"
+    url_name = "judge-run"
 
     @staticmethod
     def judge_run(run: Run) -> JudgeRun:
         return JudgeRun.objects.select_related("judge__study", "job__created_by", "run").get(run=run)
 
-    def chunk_size(self, run: Run) -> int:
-        return chunk_size(self.judge_run(run).judge)
+    def sizing(self, run: Run) -> Sizing:
+        judge = self.judge_run(run).judge
+        return provider_class(judge).sizing(judge)
 
     def open(self, run: Run) -> JudgeWork:
         return JudgeWork(self.judge_run(run))
@@ -209,6 +212,3 @@ class JudgeClient(RunClient):
             study = judge_run.judge.study
             transaction.on_commit(lambda: signals.data_changed.send(sender=Study, study=study, reason="judge"))
 
-
-def chunk_size(judge: JudgeConfig) -> int:
-    return provider_class(judge).chunk_traces(judge)

@@ -4,6 +4,7 @@ from rest_framework import serializers
 
 from annotation.api.serializers import HtmlUrlMixin, JobSerializer
 from judges.models import JudgeConfig, JudgeRun, validate_template
+from runs import params
 
 # What a user sets on an LLM judge (the web form shows the same fields).
 EDITABLE_FIELDS = [
@@ -65,7 +66,7 @@ class JudgeRunRequestSerializer(serializers.Serializer):
     answer_correct = serializers.BooleanField(required=False, allow_null=True, default=None)
     trace_ids = serializers.ListField(child=serializers.CharField(), required=False, max_length=100_000)
     force = serializers.BooleanField(default=False, help_text="ignore cached answers")
-    budget_usd = serializers.FloatField(required=False, allow_null=True, min_value=0)
+    budget_usd = params.serializer_field("budget_usd", required=False, allow_null=True)
 
     def validate_judge(self, value: str) -> JudgeConfig:
         judge = JudgeConfig.objects.filter(study=self.context["study"], name=value).first()

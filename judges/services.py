@@ -20,12 +20,12 @@ from typing import Any
 from django.db import transaction
 from django.db.models import Count, Exists, Max, Min, OuterRef, QuerySet, Subquery
 
-from annotation import access, jobs
+from annotation import access
 from annotation.models import Job, Membership, Step, StepLabel, Study, Trace
 from judges import protocol
 from judges.models import MECHANISTIC, JudgeConfig, JudgeRun, JudgeTraceResult, PromptVersion
 from judges.providers.openai_compat import plan_trace_windows
-from judges.runclient import KIND, chunk_size, load_inputs
+from judges.runclient import KIND, load_inputs
 from runs import engine
 from runs.engine import ACTIVE, Progress
 from runs.models import ModelCall
@@ -36,10 +36,6 @@ log = logging.getLogger(__name__)
 VERSIONED_FIELDS = ("provider", "model", "base_url", "temperature", "max_tokens", "context_tokens", "mode",
                     "output_mode")
 FILTER_KEYS = ("model", "domain", "answer_correct", "trace_ids")
-
-
-class RunConflict(Exception):
-    """The judge already has a run in progress."""
 
 
 # --------------------------------------------------------------------------
@@ -244,42 +240,26 @@ def effective_max_tokens_range(judge: JudgeConfig, traces: QuerySet[Trace]) -> l
 
 def do_start_run(judge: JudgeConfig, *, scope: str = "all", filters: dict | None = None, force: bool = False,
                  budget_usd: float | None = None, user=None, queue: bool = True) -> JudgeRun:
-    """Create the job, the run and its chunks; queue the first chunk after commit
-    (``queue=False`` leaves it to run_inline)."""
-    from kombu.exceptions import OperationalError as BrokerError
-
-    if budget_usd is not None and budget_usd < 0:
-        raise ValueError("the budget must not be negative")
+    """Start a judge run over the traces in ``scope`` (runs.engine.start)."""
     filters = {k: v for k, v in (filters or {}).items() if v not in (None, "", [])}
-    judge_run = None
-    try:
-        with transaction.atomic():
-            active = JudgeRun.objects.filter(judge=judge, job__status__in=ACTIVE).first()
-            if active is not None:
-                raise RunConflict(f"judge {judge.name} already has run {active.pk} in progress (job {active.job_id}); "
-                                  "wait for it or cancel it")
-            selected = traces_in_scope(judge, scope, filters)
-            ids = list(selected.values_list("pk", flat=True))
-            job = Job.objects.create(
-                study_id=judge.study_id, kind=Job.Kind.JUDGE, created_by=user, total=len(ids),
-                params={"judge": judge.name, "judge_id": judge.pk, "traces": scope, "filters": filters, "force": force,
-                        "budget_usd": budget_usd},
-            )
-            run = engine.create_run(job, KIND, ids, chunk_size(judge), force=force, budget_usd=budget_usd,
-                                    config=_config_snapshot(judge, selected))
-            judge_run = JudgeRun.objects.create(
-                job=job, run=run, judge=judge, scope=scope, filters=filters, judge_version=judge.version,
-                prompt_version=judge.prompt_version if judge.uses_prompt else "",
-            )
-            job.params["run"] = judge_run.pk
-            job.save(update_fields=["params"])
-            engine.launch(run, queue=queue)
-    except BrokerError:
-        if judge_run is not None:
-            jobs.finish(judge_run.job_id, status=Job.Status.FAILED, error="the task queue is not reachable")
-        raise
-    judge_run.job.refresh_from_db()
-    return judge_run
+    selected = traces_in_scope(judge, scope, filters)
+
+    def busy() -> str | None:
+        active = JudgeRun.objects.filter(judge=judge, job__status__in=ACTIVE).first()
+        return active and (f"judge {judge.name} already has run {active.pk} in progress (job {active.job_id}); "
+                           "wait for it or cancel it")
+
+    def record(job: Job, run) -> JudgeRun:
+        return JudgeRun.objects.create(job=job, run=run, judge=judge, scope=scope, filters=filters,
+                                       judge_version=judge.version,
+                                       prompt_version=judge.prompt_version if judge.uses_prompt else "")
+
+    return engine.start(
+        KIND, study_id=judge.study_id, job_kind=Job.Kind.JUDGE, user=user, busy=busy, record=record,
+        items=lambda _row: list(selected.values_list("pk", flat=True)), force=force, budget_usd=budget_usd,
+        config=_config_snapshot(judge, selected), queue=queue,
+        params={"judge": judge.name, "judge_id": judge.pk, "traces": scope, "filters": filters, "force": force,
+                "budget_usd": budget_usd})
 
 
 def run_inline(judge_run: JudgeRun, *, progress: Progress | None = None) -> Job:

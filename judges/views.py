@@ -12,7 +12,6 @@ from django.db.models import Prefetch, Q
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
-from kombu.exceptions import OperationalError as BrokerError
 
 from annotation import access, jobs
 from annotation.models import Membership, StepLabel, Study, Trace
@@ -166,15 +165,8 @@ def judge_run_start(request: HttpRequest, judge_id: int) -> HttpResponse:
         messages.error(request, "; ".join(e for errors in form.errors.values() for e in errors))
         return redirect("judge", judge_id=judge.pk)
     data = form.cleaned_data
-    try:
-        run = services.do_start_run(judge, scope=data["traces"], filters={"model": data["model"]},
-                                    force=data["force"], budget_usd=data["budget_usd"], user=request.user)
-    except services.RunConflict as exc:
-        messages.error(request, str(exc))
-        return redirect("judge", judge_id=judge.pk)
-    except BrokerError:
-        messages.error(request, "The task queue is not reachable; try again later.")
-        return redirect("judge", judge_id=judge.pk)
+    run = services.do_start_run(judge, scope=data["traces"], filters={"model": data["model"]},
+                                force=data["force"], budget_usd=data["budget_usd"], user=request.user)
     return redirect("judge-run", run_id=run.pk)
 
 

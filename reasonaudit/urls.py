@@ -28,6 +28,7 @@ urlpatterns = [
     path("", include("faithfulness.urls")),
     path("", include("fidelity.urls")),
     path("", include("search.urls")),
+    path("", include("runs.urls")),
 ]
 
 # Every refusal (annotation.access.AccessDenied) is rendered here on the web:

@@ -6,4 +6,8 @@ class RunsConfig(AppConfig):
     verbose_name = "Runs of model calls"
 
     def ready(self) -> None:
+        from annotation import jobs
         from runs import tasks  # noqa: F401  (registers the chunk task in every process that queues it)
+        from runs.views import run_page_of_job
+
+        jobs.register_link(run_page_of_job)  # the job page links to the page of the run's kind

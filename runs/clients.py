@@ -81,19 +81,62 @@ class ChunkWork(ABC):
         """Release connections and threads."""
 
 
+@dataclass(frozen=True)
+class Sizing:
+    """What a chunk's size follows from: the requests in flight at once (0: the kind calls no model),
+    the requests of one item, about how many requests a chunk should hold, and the fewest rounds of
+    the concurrency it should hold (a chunk's start -- claim, load, cache lookup -- has no request in
+    flight, so a chunk of one or two rounds at a high concurrency spends much of its time there)."""
+
+    concurrency: int = 0
+    requests_per_item: int = 1
+    target_requests: int = 50
+    min_rounds: int = 1
+
+
 class RunClient(ABC):
     """A kind of run."""
 
     kind: str = ""
     noun: str = "item"  # what an item is, in messages ("trace")
 
-    @abstractmethod
+    def sizing(self, run: Run) -> Sizing:
+        """What this run's chunk size follows from (the kind's row exists when this is asked)."""
+        return Sizing()
+
     def chunk_size(self, run: Run) -> int:
-        """Items per chunk (one task)."""
+        """Items per chunk (one task): about ``target_requests`` requests and at least ``min_rounds``
+        rounds of a lane's share of the concurrency, a whole number of rounds."""
+        s = self.sizing(run)
+        concurrency = max(1, s.concurrency // max(1, run.lanes))
+        requests = max(s.target_requests, s.min_rounds * concurrency)
+        requests += (-requests) % concurrency
+        return max(1, -(-requests // max(1, s.requests_per_item)))
 
     @abstractmethod
     def open(self, run: Run) -> ChunkWork:
         """The work of one chunk of ``run`` (may raise FatalRunError: bad configuration)."""
+
+    #: The URL name of the kind's page of one run, given the kind's row pk (``job.params["run"]``).
+    url_name: str = ""
+    label: str = ""  # the kind in lists ("Judge"); default: the kind
+
+    def page(self, run: Run) -> str | None:
+        """The kind's page of ``run`` (the job page and the runs page link to it), or None."""
+        from django.urls import reverse
+
+        row = run.job.params.get("run")
+        return reverse(self.url_name, args=[row]) if self.url_name and row else None
+
+    def retry(self, run: Run, user) -> Any | None:
+        """Start a run of the same configuration over the items of ``run`` that failed (or, for kinds that
+        resume, over what is still missing); returns the new row, or None when the kind cannot."""
+        return None
+
+    def plan(self, run: Run) -> list[int]:
+        """The run's items, for kinds that plan them in the job (runs.engine.start with items=None): may
+        write rows (inside the engine's transaction); a ValueError ends the job failed with its message."""
+        raise NotImplementedError(f"runs of kind {self.kind!r} are given their items when they start")
 
     def failure_reasons(self, run: Run, limit: int) -> list[str]:
         """The first reasons items of ``run`` failed, for the run's status line."""

@@ -29,10 +29,12 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from annotation import jobs
+from annotation.jobs import BROKER_DOWN, RunConflict
 from annotation.models import Job
 from runs import identity
 from runs.clients import ItemOutcome, client_for
 from runs.models import ModelCall, Run, RunChunk
+from runs.params import check as check_param
 from runs.transport import FatalRunError
 
 log = logging.getLogger(__name__)
@@ -42,6 +44,7 @@ Progress = Callable[[int, int], None]  # (items done, total)
 ACTIVE = (Job.Status.QUEUED, Job.Status.RUNNING)
 MAX_CHUNK_ATTEMPTS = 3
 CHUNK_TASK = "runs.tasks.run_chunk"
+PLAN_TASK = "runs.tasks.plan_run"
 
 
 def lease_seconds() -> float:
@@ -73,6 +76,78 @@ def create_run(job: Job, kind: str, items: Sequence[int], chunk_size: int, *, fo
     return run
 
 
+def start(kind: str, *, study_id: int, job_kind: str, params: dict[str, Any],
+          items: Sequence[int] | Callable[[Any], Sequence[int]] | None, record: Callable[[Job, Run], Any],
+          busy: Callable[[], str | None] | None = None, user=None, force: bool = False,
+          budget_usd: float | None = None, config: dict[str, Any] | None = None, lanes: int = 1,
+          queue: bool = True) -> Any:
+    """Start a run of ``kind``, the same way for every kind, and return the kind's row.
+
+    In one transaction: ``busy()`` says why another run may not start now (a RunConflict: HTTP 409 on
+    the web and the API), the Job, the engine's Run and the kind's row (``record(job, run)``); the
+    items (a list, or ``items(row)`` for kinds that plan their items with the row, such as
+    faithfulness), cut into chunks of the client's ``chunk_size``; then the first chunks are queued
+    once it commits (``queue=False``: the caller works it with run_inline). A run with no items ends
+    at once. With the task queue down the job ends failed with BROKER_DOWN and the broker's error
+    is raised (503 on the web and the API), whatever the kind (queue_first).
+
+    ``items=None``: the kind plans its items in the job (RunClient.plan: heavy selection or rows to
+    write), not in the caller's request -- the plan task is queued instead of the first chunks, or
+    (``queue=False``) the plan is made here before the caller works the run inline."""
+    budget_usd = check_param("budget_usd", budget_usd)
+    with transaction.atomic():
+        reason = busy() if busy is not None else None
+        if reason:
+            raise RunConflict(reason)
+        job = Job.objects.create(study_id=study_id, kind=job_kind, created_by=user, total=0, params=params)
+        run = Run.objects.create(job=job, kind=kind, force=force, budget_usd=budget_usd, config=config or {},
+                                 lanes=max(1, lanes))
+        row = record(job, run)
+        job.params["run"] = row.pk
+        job.save(update_fields=["params"])
+        if items is None and queue:
+            transaction.on_commit(lambda: _queue_or_fail(run, PLAN_TASK, run.pk))
+        else:
+            _plan(run, items(row) if callable(items) else items if items is not None else None)
+            launch(run, queue=queue)  # the broker down: queue_first ends the job failed
+    row.refresh_from_db()  # what planning wrote to it
+    row.job.refresh_from_db()
+    return row
+
+
+def _plan(run: Run, items: Sequence[int] | None) -> None:
+    """The run's chunks: of ``items``, or of what the client plans (None). Call inside a transaction."""
+    ids = list(client_for(run.kind).plan(run) if items is None else items)
+    size = client_for(run.kind).chunk_size(run)
+    # Never more lanes than chunks.
+    run.lanes = max(1, min(run.lanes, -(-len(ids) // size)))
+    run.save(update_fields=["lanes"])
+    add_chunks(run, ids, size)
+    Job.objects.filter(pk=run.job_id).update(total=len(ids))
+
+
+def plan_run(run_id: int) -> None:
+    """The plan task's work: the client plans the run's items, its chunks are made and the first ones
+    queued, in one transaction (a re-delivered task finds the chunks made and only queues). A plan the
+    client refuses (ValueError, FatalRunError) ends the job failed with its reason."""
+    run = Run.objects.select_related("job").filter(pk=run_id).first()
+    if run is None or run.job.finished:
+        return
+    if run.job.cancel_requested:
+        finalize(run)
+        return
+    Job.objects.filter(pk=run.job_id, status=Job.Status.QUEUED).update(status=Job.Status.RUNNING,
+                                                                       started_at=timezone.now())
+    try:
+        with transaction.atomic():
+            Run.objects.select_for_update().filter(pk=run.pk).first()
+            if not run.chunks.exists():
+                _plan(run, None)
+            launch(run, queue=True)
+    except (ValueError, FatalRunError) as exc:
+        finalize(run, status=Job.Status.FAILED, error=f"planning failed: {exc}")
+
+
 def add_chunks(run: Run, items: Sequence[int], chunk_size: int) -> None:
     """The chunks of ``items``, for a run created before its items were known (faithfulness plans its
     interventions with the run's id); chunk i belongs to lane i mod the run's lanes."""
@@ -99,11 +174,25 @@ def launch(run: Run, *, queue: bool) -> None:
 
 
 def queue_first(run: Run) -> None:
-    """Queue the first chunk of each lane once the caller's transaction commits."""
+    """Queue the first chunk of each lane once the caller's transaction commits. With the task queue
+    down the run's job ends failed at once with BROKER_DOWN (a job nobody will ever work must not stay
+    queued), then the broker's error goes on to the caller (503 on the web and the API)."""
     for lane in range(run.lanes):
         first = next_chunk(run, lane)
         if first is not None:
-            transaction.on_commit(lambda first=first: queue_chunk(first))
+            transaction.on_commit(lambda first=first: _queue_or_fail(run, CHUNK_TASK, first))
+
+
+def _queue_or_fail(run: Run, task: str, arg: int) -> None:
+    from kombu.exceptions import OperationalError as BrokerError
+
+    try:
+        jobs.queue_task(task, arg)
+    except BrokerError:
+        run.chunks.filter(status=RunChunk.Status.PENDING).update(status=RunChunk.Status.SKIPPED)
+        Run.objects.filter(pk=run.pk).update(stop_reason=BROKER_DOWN[:500])
+        jobs.finish(run.job_id, status=Job.Status.FAILED, error=BROKER_DOWN)
+        raise
 
 
 def queue_chunk(chunk_id: int) -> None:
@@ -533,6 +622,13 @@ def resume_stalled(nodename: str | None = None, boot: str | None = None) -> list
             holder__startswith=f"{nodename}/{boot}/"
         )
     for run in Run.objects.filter(job__status__in=ACTIVE).select_related("job"):
+        if not run.chunks.exists():
+            # Not planned yet (a plan task lost with its worker): plan it again (plan_run is safe twice).
+            if run.job.cancel_requested:
+                finalize(run)
+            elif run.job.created_at < now - _lease():
+                jobs.queue_task(PLAN_TASK, run.pk)
+            continue
         run.chunks.filter(dead).update(status=RunChunk.Status.PENDING, holder="", lease_until=None)
         running = set(run.chunks.filter(status=RunChunk.Status.RUNNING).values_list("lane", flat=True))
         if run.job.cancel_requested and not running:

@@ -52,6 +52,12 @@ def run_chunk(self, chunk_id: int) -> None:
         _queue(nxt)
 
 
+@shared_task(acks_late=True, reject_on_worker_lost=True, name=engine.PLAN_TASK)
+def plan_run(run_id: int) -> None:
+    """Plan a run's items in a worker (runs.engine.plan_run), then queue its first chunks."""
+    engine.plan_run(run_id)
+
+
 @shared_task(name="runs.tasks.resume_stalled_runs")
 def resume_stalled_runs() -> None:
     """For celery beat (optional): re-queue chunks whose worker's lease ran out."""

@@ -394,6 +394,9 @@ def _borrowed_executor(threads: int) -> Iterator[ThreadPoolExecutor]:
     except BaseException:
         executor.shutdown(wait=True)
         raise
+    if getattr(executor, "abandoned", False):  # threads still busy with aborted requests: not lent again
+        executor.shutdown(wait=False)
+        return
     with _CLIENTS_LOCK:
         _EXECUTORS[key].append(executor)
 
@@ -513,11 +516,18 @@ class ModelPool:
         try:
             with _borrowed_executor(concurrency) as pool:
 
+                halt = False
+
                 def beat() -> None:
                     # The heartbeat: independent of slots freeing up, so a lease is
                     # renewed and a cancel seen while every slot waits on a slow server.
-                    if control.heartbeat() or control.stop_reason():
+                    nonlocal halt
+                    why = control.heartbeat() or control.stop_reason()
+                    if why:
                         self.stop.set()
+                        # A cancel (or a lost chunk) does not wait for the requests in flight (a
+                        # spent budget does: their answers are paid for).
+                        halt = halt or why in ("cancelled", "lost")
 
                 # Requests go to the thread pool ahead of the free slots: up to one round
                 # (``concurrency``) waits in its queue, so a thread takes the next request as
@@ -534,7 +544,9 @@ class ModelPool:
                     while queue and len(in_flight) < 2 * concurrency and not self.stop.is_set():
                         n = queue.popleft()
                         in_flight[pool.submit(self._task, requests[n], bodies[n], control, reason)] = n
+                        submitted[n] = time.monotonic()
 
+                submitted: dict[int, float] = {}
                 fill()
                 idle = getattr(control, "idle", None)
                 if idle is not None:
@@ -561,6 +573,10 @@ class ModelPool:
                         flush()
                     for result in results:
                         yield result.outcome
+                    if halt and in_flight:
+                        yield from self._abort(requests, in_flight, submitted)
+                        pool.abandoned = True
+                        in_flight.clear()
                 # Requests never started (the run stopped before they were handed out) are skipped.
                 while queue:
                     yield RequestOutcome(requests[queue.popleft()], "skipped")
@@ -570,6 +586,28 @@ class ModelPool:
             flush()  # also when the consumer stops early
         if fatal:
             raise FatalRunError(fatal)
+
+    def _abort(self, requests: Sequence[ModelRequest], in_flight: dict[Future, int],
+               submitted: dict[int, float]) -> Iterator[RequestOutcome]:
+        """End the requests in flight now: the client's connections are closed (the server sees the
+        disconnect and stops generating; the pool's threads get a connection error and take nothing
+        more), the client is forgotten so the next pool makes a new one, and each request is skipped
+        with one call of unknown tokens (what the server did with it is not known)."""
+        with _CLIENTS_LOCK:
+            for key, client in list(_CLIENTS.items()):
+                if client is self.client:
+                    del _CLIENTS[key]
+        try:
+            self.client.close()
+        except Exception:  # closing must never keep the run from stopping
+            pass
+        for future, n in in_flight.items():
+            if future.cancel():  # still waiting for a thread: it never reached the server
+                yield RequestOutcome(requests[n], "skipped")
+                continue
+            call = CallRecord(1, self.output_mode, "error", None, "cancelled while in flight",
+                              int((time.monotonic() - submitted.get(n, time.monotonic())) * 1000), None, None)
+            yield RequestOutcome(requests[n], "skipped", calls=[call])
 
     def _task(self, request: ModelRequest, rendered: tuple[str, dict, str], control: Control,
               reason: Callable[[], str | None] | None) -> _Done:

@@ -28,12 +28,10 @@ memory); Parquet then goes out in row groups through ``ParquetWriter``.
 from __future__ import annotations
 
 import csv
-import functools
 import importlib
 import io
 import json
 import math
-import subprocess
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,6 +42,7 @@ import pandas as pd
 
 from annotation import access
 from annotation.access import AccessDenied
+from runs.version import code_version
 
 FORMATS = ("jsonl", "csv", "parquet")
 CONTENT_TYPES = {"jsonl": "application/x-ndjson", "csv": "text/csv; charset=utf-8",
@@ -331,33 +330,6 @@ def render(table: Table, fmt: str) -> bytes:
 # ---------------------------------------------------------------------------
 # Manifests: what a paper cites
 # ---------------------------------------------------------------------------
-BASE_DIR = Path(__file__).resolve().parent.parent
-
-
-@functools.cache
-def code_version() -> str:
-    """``git describe --always --dirty --tags`` of the checkout, else the
-    package version (``reasonaudit <version>``)."""
-    try:
-        done = subprocess.run(["git", "describe", "--always", "--dirty", "--tags"], cwd=BASE_DIR,
-                              capture_output=True, text=True, timeout=5)
-        if done.returncode == 0 and done.stdout.strip():
-            return done.stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        pass
-    from importlib import metadata
-
-    try:
-        return f"reasonaudit {metadata.version('reasonaudit')}"
-    except metadata.PackageNotFoundError:
-        pass
-    try:
-        import tomllib
-
-        with (BASE_DIR / "pyproject.toml").open("rb") as fh:
-            return f"reasonaudit {tomllib.load(fh)['project']['version']}"
-    except (OSError, KeyError, ValueError):
-        return "unknown"
 
 
 _UNSET = object()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from django.core.exceptions import ValidationError as DjangoValidationError
 from drf_spectacular.utils import extend_schema
-from kombu.exceptions import OperationalError as BrokerError
 from rest_framework import generics, status
 from rest_framework.exceptions import APIException, ValidationError
 from rest_framework.response import Response
@@ -15,16 +14,6 @@ from annotation.api.serializers import JobSerializer
 from subjects import serializers as s
 from subjects import services
 from subjects.models import GenerationRun, PromptTemplate, SubjectModel
-
-
-class Conflict(APIException):
-    status_code = status.HTTP_409_CONFLICT
-    default_detail = "conflict"
-
-
-class ServiceUnavailable(APIException):
-    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
-    default_detail = "the task queue is not reachable"
 
 
 class BadGateway(APIException):
@@ -94,12 +83,7 @@ class SubjectModelProbe(APIView):
     def post(self, request, pk: int):
         subject, membership = services.check_subject(request.user, pk)
         services.check_owner(membership)
-        try:
-            job = services.do_start_probe(subject, user=request.user)
-        except services.RunConflict as exc:
-            raise Conflict(str(exc)) from None
-        except BrokerError:
-            raise ServiceUnavailable("the task queue is not reachable; the probe was not started") from None
+        job = services.do_start_probe(subject, user=request.user)
         return Response(JobSerializer(job, context={"request": request}).data, status=status.HTTP_202_ACCEPTED)
 
 
@@ -124,8 +108,6 @@ class StudyGenerationRuns(generics.ListAPIView):
             gen_run = services.do_start_generation(data["model"], scope=data["problems"], samples=data.get("samples"),
                                                    force=data["force"], budget_usd=data.get("budget_usd"),
                                                    user=request.user)
-        except services.RunConflict as exc:
-            raise Conflict(str(exc)) from None
         except ValueError as exc:
             raise ValidationError({"non_field_errors": [str(exc)]}) from None
         gen_run.job.refresh_from_db()

@@ -8,8 +8,10 @@ class SubjectsConfig(AppConfig):
     def ready(self) -> None:
         from annotation.jobs import end_on_cancel
         from runs.clients import register
+        from subjects import runkinds
         from subjects.runclient import GenerationClient
         from subjects.services import PROBE_JOB_KIND
 
         register(GenerationClient())  # generation runs are runs of the run engine
         end_on_cancel(PROBE_JOB_KIND)  # a probe is three short requests: a cancel ends its job at once
+        runkinds.declare()  # generation and probe on the runs page

@@ -4,6 +4,8 @@ import json
 
 from django import forms
 
+from reasonlib import selection
+from runs import params
 from subjects.models import GenerationRun, PromptTemplate, SubjectModel
 from subjects.serializers import EDITABLE_FIELDS
 
@@ -119,10 +121,19 @@ class SubjectModelForm(forms.ModelForm):
 
 
 class GenerationForm(forms.Form):
-    problems = forms.ChoiceField(choices=GenerationRun.Scope.choices, initial=GenerationRun.Scope.ALL)
-    samples = forms.IntegerField(required=False, min_value=1, max_value=100, help_text="K (default: the model's)")
+    problems = forms.CharField(initial=GenerationRun.Scope.ALL, max_length=2000,
+                               help_text="all, missing (lacking some of their K samples) or a filter: "
+                                         "first:N, ids:A,B-C, pid:X,Y, sample:N@SEED")
+    samples = params.form_field("samples", required=False, help_text="K (default: the model's; 1..100)")
     force = forms.BooleanField(required=False, help_text="ask again even where a cached answer exists")
-    budget_usd = forms.FloatField(required=False, min_value=0, label="Budget (USD)")
+    budget_usd = params.form_field("budget_usd", required=False, label="Budget (USD)")
+
+    def clean_problems(self) -> str:
+        try:
+            scope, problem_filter = selection.scope_and_filter(self.cleaned_data["problems"])
+        except selection.FilterError as exc:
+            raise forms.ValidationError(str(exc)) from None
+        return problem_filter or scope
 
 
 class PromptTemplateForm(forms.Form):

@@ -17,6 +17,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from annotation.models import Job, Problem, Study, StudyScopedQuerySet, Trace
+from runs import params
 from runs.continuation import ModelServer
 from runs.models import Run
 from runs.outbound import OutboundRefused, check_endpoint
@@ -119,7 +120,7 @@ class SubjectModel(models.Model):
     temperature = models.FloatField(default=0.0, validators=[MinValueValidator(0.0), MaxValueValidator(2.0)])
     top_p = models.FloatField(null=True, blank=True, validators=[MinValueValidator(0.0), MaxValueValidator(1.0)])
     seed = models.BigIntegerField(null=True, blank=True)
-    max_tokens = models.PositiveIntegerField(default=512, validators=[MinValueValidator(1)])
+    max_tokens = models.PositiveIntegerField(default=512, validators=params.validators("max_tokens"))
     stop = models.JSONField(default=list, blank=True, validators=[validate_stop])  # list of stop strings
     # Reasoning models (subjects/thinking.py says what each setting sends).
     thinking = models.CharField("Thinking", max_length=8, choices=Thinking.choices, blank=True, default="")
@@ -129,11 +130,12 @@ class SubjectModel(models.Model):
                                         blank=True, default="")
     thinking_budget = models.PositiveIntegerField("Thinking budget (tokens)", null=True, blank=True,
                                                   help_text="sent as thinking_budget where the server supports one")
-    n_samples = models.PositiveSmallIntegerField(default=1, validators=[MinValueValidator(1), MaxValueValidator(100)])
-    concurrency = models.PositiveSmallIntegerField(default=4, validators=[MinValueValidator(1), MaxValueValidator(64)])
-    rate_limit_per_minute = models.PositiveIntegerField(null=True, blank=True, validators=[MinValueValidator(1)])
-    timeout_seconds = models.FloatField(default=120.0, validators=[MinValueValidator(0.1)])
-    max_retries = models.PositiveSmallIntegerField(default=4, validators=[MaxValueValidator(20)])
+    n_samples = models.PositiveSmallIntegerField(default=1, validators=params.validators("samples"))
+    concurrency = models.PositiveSmallIntegerField(default=4, validators=params.validators("concurrency"))
+    rate_limit_per_minute = models.PositiveIntegerField(null=True, blank=True,
+                                                        validators=params.validators("rate_limit_per_minute"))
+    timeout_seconds = models.FloatField(default=120.0, validators=params.validators("timeout_seconds"))
+    max_retries = models.PositiveSmallIntegerField(default=4, validators=params.validators("max_retries"))
     price_input_per_mtok = models.FloatField(default=0.0, validators=[MinValueValidator(0.0)])
     price_output_per_mtok = models.FloatField(default=0.0, validators=[MinValueValidator(0.0)])
     continuation = models.CharField(max_length=20, choices=Continuation.choices, blank=True)
@@ -199,6 +201,8 @@ class GenerationRun(models.Model):
     run = models.OneToOneField(Run, on_delete=models.CASCADE, related_name="generation_run")
     subject = models.ForeignKey(SubjectModel, on_delete=models.CASCADE, related_name="runs")
     scope = models.CharField(max_length=20, choices=Scope.choices, default=Scope.ALL)
+    # A problem filter (reasonlib.selection: first:N, ids:, pid:, sample:N@SEED) applied within the scope.
+    problem_filter = models.CharField(max_length=2000, blank=True, default="")
     samples = models.PositiveSmallIntegerField(default=1)
     config_version = models.PositiveIntegerField()
     traces_created = models.PositiveIntegerField(default=0)

@@ -15,11 +15,8 @@ key (``key_extra``), never to the server.
 
 from __future__ import annotations
 
-import tomllib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from functools import cache
-from pathlib import Path
 from typing import Any
 
 from django.db import transaction
@@ -33,7 +30,7 @@ from annotation.models import Problem, Study, Trace
 from reasonlib.thinking import split_thinking
 from runs import cache as run_cache
 from runs.chat_template import ChatTemplateError, render_chat
-from runs.clients import Accounting, ChunkWork, RunClient
+from runs.clients import Accounting, ChunkWork, RunClient, Sizing
 from runs.models import Run
 from runs.transport import (
     PROMPT,
@@ -46,6 +43,7 @@ from runs.transport import (
     ModelPool,
     ModelRequest,
 )
+from runs.version import code_version
 from subjects import core, prompts, thinking
 from subjects.models import Generation, GenerationRun, SubjectModel
 
@@ -54,16 +52,6 @@ JOB_KIND = "generation"  # Job.kind (annotation.Job.Kind lists the kinds annotat
 TARGET_REQUESTS_PER_CHUNK = 50
 MIN_ROUNDS_PER_CHUNK = 8
 MAX_FAILURES_KEPT = 50
-
-
-@cache
-def code_version() -> str:
-    path = Path(__file__).resolve().parent.parent / "pyproject.toml"
-    try:
-        version = tomllib.loads(path.read_text(encoding="utf-8"))["project"]["version"]
-    except (OSError, KeyError, tomllib.TOMLDecodeError):
-        version = "unknown"
-    return f"reasonaudit {version}"
 
 
 # --------------------------------------------------------------------------
@@ -153,9 +141,10 @@ class GenerationWork(ChunkWork):
         problems = {pk: (pid, statement) for pk, pid, statement in
                     Problem.objects.filter(pk__in=items, study_id=self.subject.study_id)
                     .values_list("pk", "problem_id", "statement")}
-        wanted = range(self.gen_run.samples)
+        k = self.gen_run.samples
+        forced = self.gen_run.run.force
         have: dict[int, set[int]] = {}
-        if self.gen_run.scope == GenerationRun.Scope.MISSING:
+        if self.gen_run.scope == GenerationRun.Scope.MISSING or forced:
             for problem, sample in Generation.objects.filter(
                 subject=self.subject, config_version=self.gen_run.config_version, problem_id__in=list(problems)
             ).values_list("problem_id", "sample"):
@@ -166,7 +155,16 @@ class GenerationWork(ChunkWork):
                 continue  # deleted since the run started
             pid, statement = problems[pk]
             self.problem_ids[pk] = pid
-            inputs.append(ProblemInput(pk, pid, statement, tuple(s for s in wanted if s not in have.get(pk, set()))))
+            if forced:
+                # Force means new samples: K more after the highest index this configuration has, so each
+                # gets a new seed (seed + index) and a new trace id -- under the same ids every answer would
+                # be dropped for the trace already kept ("sent 8, kept none"). A chunk commits whole, so a
+                # re-delivered one finds none of its own samples and asks for the same indices again.
+                start = max(have.get(pk, set()), default=-1) + 1
+                wanted = tuple(range(start, start + k))
+            else:
+                wanted = tuple(s for s in range(k) if s not in have.get(pk, set()))
+            inputs.append(ProblemInput(pk, pid, statement, wanted))
         return inputs
 
     # -- requests --------------------------------------------------------------
@@ -392,28 +390,20 @@ def write_generations(gen_run: GenerationRun, subject: SubjectModel, outcomes: S
         GenerationRun.objects.filter(pk=gen_run.pk).update(failures=current)
 
 
-def chunk_size(subject: SubjectModel, samples: int, lanes: int = 1) -> int:
-    """Problems per chunk: about 50 requests and at least MIN_ROUNDS_PER_CHUNK
-    rounds of the concurrency, a whole number of rounds. A chunk's start (claim,
-    load, cache lookup) happens with no request in flight, so a chunk of one or
-    two rounds at a high concurrency would spend a good part of its time there."""
-    concurrency = max(1, subject.concurrency // max(1, lanes))  # a lane's share
-    requests = max(TARGET_REQUESTS_PER_CHUNK, MIN_ROUNDS_PER_CHUNK * concurrency)
-    requests += (-requests) % concurrency
-    return max(1, -(-requests // max(1, samples)))
-
-
 class GenerationClient(RunClient):
     kind = KIND
     noun = "problem"
+    label = "Generation"
+    url_name = "generation-run"
 
     @staticmethod
     def gen_run(run: Run) -> GenerationRun:
         return GenerationRun.objects.select_related("subject__study", "job__created_by", "run").get(run=run)
 
-    def chunk_size(self, run: Run) -> int:
+    def sizing(self, run: Run) -> Sizing:
         gen_run = self.gen_run(run)
-        return chunk_size(gen_run.subject, gen_run.samples, run.lanes)
+        return Sizing(concurrency=gen_run.subject.concurrency, requests_per_item=gen_run.samples,
+                      target_requests=TARGET_REQUESTS_PER_CHUNK, min_rounds=MIN_ROUNDS_PER_CHUNK)
 
     def open(self, run: Run) -> GenerationWork:
         return GenerationWork(self.gen_run(run))

@@ -3,6 +3,8 @@ from __future__ import annotations
 from rest_framework import serializers
 
 from annotation.api.serializers import HtmlUrlMixin, JobSerializer
+from reasonlib import selection
+from runs import params
 from subjects.models import GenerationRun, PromptTemplate, SubjectModel
 
 # What a user sets on a subject model (the web form shows the same fields).
@@ -44,10 +46,18 @@ class SubjectModelSerializer(HtmlUrlMixin, serializers.ModelSerializer):
 
 class GenerationRunRequestSerializer(serializers.Serializer):
     model = serializers.CharField(help_text="name of one of the study's subject models")
-    problems = serializers.ChoiceField(choices=GenerationRun.Scope.choices, default=GenerationRun.Scope.ALL)
-    samples = serializers.IntegerField(required=False, min_value=1, max_value=100)
+    problems = serializers.CharField(default=GenerationRun.Scope.ALL, max_length=2000,
+                                     help_text="all, missing, or a filter: first:N, ids:A,B-C, pid:X,Y, sample:N@SEED")
+    samples = params.serializer_field("samples", required=False)
     force = serializers.BooleanField(default=False, help_text="ignore cached answers")
-    budget_usd = serializers.FloatField(required=False, allow_null=True, min_value=0)
+    budget_usd = params.serializer_field("budget_usd", required=False, allow_null=True)
+
+    def validate_problems(self, value: str) -> str:
+        try:
+            scope, problem_filter = selection.scope_and_filter(value)
+        except selection.FilterError as exc:
+            raise serializers.ValidationError(str(exc)) from None
+        return problem_filter or scope
 
     def validate_model(self, value: str) -> SubjectModel:
         subject = SubjectModel.objects.filter(study=self.context["study"], name=value).select_related(

@@ -15,7 +15,6 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils.dateparse import parse_datetime
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
-from kombu.exceptions import OperationalError as BrokerError
 
 from annotation import access, jobs
 from subjects import services
@@ -99,12 +98,7 @@ def subject_model_probe(request: HttpRequest, subject_id: int) -> HttpResponse:
     request); the page follows it and shows the result when it ends."""
     subject, membership = services.check_subject(request.user, subject_id)
     services.check_owner(membership)
-    try:
-        services.do_start_probe(subject, user=request.user)
-    except services.RunConflict as exc:
-        messages.error(request, str(exc))
-    except BrokerError:
-        messages.error(request, "the task queue is not reachable; the probe was not started")
+    services.do_start_probe(subject, user=request.user)  # a conflict or a queue that is down: RunErrorsMiddleware
     return redirect("subject-model", subject_id=subject.pk)
 
 
@@ -121,11 +115,8 @@ def generation_start(request: HttpRequest, subject_id: int) -> HttpResponse:
     try:
         gen_run = services.do_start_generation(subject, scope=data["problems"], samples=data["samples"],
                                                force=data["force"], budget_usd=data["budget_usd"], user=request.user)
-    except (services.RunConflict, ValueError) as exc:
+    except ValueError as exc:
         messages.error(request, str(exc))
-        return redirect("subject-model-list", study_id=subject.study_id)
-    except BrokerError:
-        messages.error(request, "the task queue is not reachable; the run was not started")
         return redirect("subject-model-list", study_id=subject.study_id)
     return redirect("generation-run", run_id=gen_run.pk)
 

@@ -255,6 +255,11 @@ RULES: dict[str, Rule] = {
     "api-scanner-runs": api("scanner", POST=OWNERS),
     "api-scanner-sample": api("scanner", POST=ADJUDICATORS),
     "api-scanner-labels": api("scanner", POST=MEMBERS),
+    "api-study-abstraction-runs": api("study", GET=MEMBERS, POST=OWNERS),
+    # runs of every kind (runs.views)
+    "study-runs": study(GET=MEMBERS, POST=OWNERS),
+    "study-run-cancel": Rule(POST=JOB_CANCEL, kwargs={"study_id": "study", "run_id": "engine_run"}),
+    "study-run-retry": Rule(POST=OWNERS, kwargs={"study_id": "study", "run_id": "engine_run"}),
 }
 #: Django's admin site: its own staff check, one rule for all its patterns.
 ADMIN_RULE = Rule(GET=STAFF, POST=STAFF)
@@ -360,6 +365,7 @@ class World:
             self.study, {"name": "gpt", "model": "gpt-x", "base_url": "http://127.0.0.1:9/v1"})
         mechanistic = JudgeConfig.objects.get(study=self.study, name=MECHANISTIC)
         self.run = judge_services.do_start_run(mechanistic, queue=False)
+        self.engine_run = self.run.run
         self.calibration = CalibrationStudy.objects.create(study=self.study, name="pilot", sample_size=2,
                                                            candidates=["judge:gpt"], created_by=owner)
         self.profile_name = "default"

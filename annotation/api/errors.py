@@ -11,6 +11,7 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_handler
 
 from annotation.access import AccessDenied
+from annotation.jobs import RunConflict
 
 
 def _flatten(detail: Any, prefix: str = "") -> list[dict[str, str]]:
@@ -37,6 +38,8 @@ def exception_handler(exc, context):
         # outsider gets DRF's plain 404, a member the reason and the role.
         detail = "Not found." if exc.outsider else str(exc)
         return Response({"detail": detail, "errors": []}, status=exc.status_code)
+    if isinstance(exc, RunConflict):
+        return Response({"detail": str(exc), "errors": []}, status=status.HTTP_409_CONFLICT)
     if isinstance(exc, BrokerError):
         return Response(
             {"detail": "the task queue is not reachable; try again later", "errors": []},

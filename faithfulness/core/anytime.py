@@ -47,9 +47,16 @@ class Grid:
         return ["full" if b is None else str(b) for b in self.budgets]
 
 
+#: The largest grid (docs/runs.md, "Parameter limits"): every budget is one forced answer per trace, so a
+#: grid of 300,000 budgets would plan 600,000 rows for two traces; no trace is longer than these budgets.
+MAX_GRID_POINTS = 64
+MAX_BUDGET = {"tokens": 131_072, "steps": 1_000}
+
+
 def parse_grid(text: str) -> Grid:
     """"tokens:64,128,256,full", "steps:1,2,3,5,8,full" or "thinking:256,512,full" (tokens of the
-    thought): strictly increasing positive integers, "full" only last."""
+    thought): strictly increasing positive integers, "full" only last; at most MAX_GRID_POINTS budgets,
+    each at most MAX_BUDGET of its unit."""
     unit, sep, rest = (text or "").strip().partition(":")
     unit = unit.strip()
     if not sep or unit not in UNITS:
@@ -58,6 +65,8 @@ def parse_grid(text: str) -> Grid:
     items = [x.strip() for x in rest.split(",")]
     if not items or any(not x for x in items):
         raise GridError(f"budget grid {text!r}: an empty budget")
+    if len(items) > MAX_GRID_POINTS:
+        raise GridError(f"budget grid: {len(items)} budgets; at most {MAX_GRID_POINTS}")
     budgets: list[int | None] = []
     for i, item in enumerate(items, start=1):
         if item == "full":
@@ -71,6 +80,9 @@ def parse_grid(text: str) -> Grid:
             raise GridError(f"budget grid {text!r}: budget {i} ({item!r}) is not a whole number") from None
         if value < 1:
             raise GridError(f"budget grid {text!r}: budget {i} ({value}) must be at least 1")
+        if value > MAX_BUDGET[unit]:
+            raise GridError(f"budget grid {text!r}: budget {i} ({value}) exceeds the largest {unit} budget, "
+                            f"{MAX_BUDGET[unit]}")
         if budgets and value <= budgets[-1]:  # type: ignore[operator]
             raise GridError(f"budget grid {text!r} is not increasing: budget {i} ({value}) does not exceed "
                             f"budget {i - 1} ({budgets[-1]})")

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from judges.protocol import LabelOut, TraceInput
-from runs.clients import Accounting
+from runs.clients import Accounting, Sizing
 from runs.transport import CachedAnswer, CallRecord, Control, NoStop, NullStore, ResponseStore
 from runs.transport import FatalRunError as FatalJudgeError
 
@@ -63,9 +63,9 @@ class JudgeProvider(ABC):
         self.force = force
 
     @classmethod
-    def chunk_traces(cls, config: JudgeConfig) -> int:
-        """Traces per chunk for this configuration."""
-        return cls.chunk_size
+    def sizing(cls, config: JudgeConfig) -> Sizing:
+        """What a chunk's size follows from (runs.clients.RunClient.chunk_size): no model calls here."""
+        return Sizing(target_requests=cls.chunk_size)
 
     @abstractmethod
     def judge(self, traces: Sequence[TraceInput], control: Control) -> Iterator[TraceOutcome]:

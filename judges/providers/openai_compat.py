@@ -8,11 +8,11 @@ prompt and reads its answer (judges.protocol).
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Iterator, Sequence
 
 from judges import protocol, windowing
 from judges.providers.base import Control, JudgeProvider, TraceInput, TraceOutcome
+from runs.clients import Sizing
 from runs.transport import AUTO, Endpoint, ModelPool, ModelRequest, RequestOutcome
 
 
@@ -37,10 +37,9 @@ class OpenAICompatibleProvider(JudgeProvider):
         self.pool = ModelPool(endpoint(config), cache_scope(config), self.store, force=force)
 
     @classmethod
-    def chunk_traces(cls, config) -> int:
+    def sizing(cls, config) -> Sizing:
         # A whole number of rounds of `concurrency` requests: no idle slots at the end of a chunk.
-        concurrency = max(1, config.concurrency)
-        return concurrency * math.ceil(cls.chunk_size / concurrency)
+        return Sizing(concurrency=max(1, config.concurrency), target_requests=cls.chunk_size)
 
     def close(self) -> None:
         self.pool.close()

@@ -14,7 +14,7 @@ def test_interventions_wait_prints_ifr_per_kind_and_mode(generated, study, capsy
                  "--wait")
     out = capsys.readouterr().out
     assert "interventions run" in out and "mode completions, 4 traces, 8 continuations" in out
-    assert "succeeded: 8 of 8 done, 0 failed" in out
+    assert "succeeded: 8 of 8 continuations done, 0 failed" in out
     assert "value_flip         completions  n=4    strict 0.000" in out
     assert "paraphrase         completions  n=4    invariance 0.000" in out
 

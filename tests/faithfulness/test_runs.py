@@ -11,6 +11,7 @@ from annotation.models import Trace
 from faithfulness import services
 from faithfulness.models import AnytimePoint, FaithfulnessRun, Intervention, Status
 from runs.continuation import DEFAULT_CUE
+from runs.engine import RunConflict
 
 pytestmark = pytest.mark.django_db
 
@@ -120,7 +121,7 @@ def test_it_rejects_a_non_increasing_grid_clearly(generated):
 
 def test_a_second_run_while_one_is_active_is_refused(generated):
     services.do_start_anytime(generated, grid="steps:1,full", queue=False)
-    with pytest.raises(services.RunConflict, match="already has anytime run"):
+    with pytest.raises(RunConflict, match="already has anytime run"):
         services.do_start_interventions(generated, queue=False)
 
 

@@ -5,8 +5,9 @@ from fractions import Fraction
 
 import pytest
 
-from fidelity.core import gold, selection, symbolic
+from fidelity.core import gold, symbolic
 from fidelity.core import variants as V
+from reasonlib import selection
 
 JANET = ("Janet’s ducks lay 16 eggs per day. She eats three for breakfast every morning and bakes muffins for her "
          "friends every day with four. She sells the remainder at the farmers' market daily for $2 per fresh duck "

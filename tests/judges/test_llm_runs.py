@@ -216,9 +216,10 @@ def test_cancel_stops_the_run_between_traces(make_traces, llm_judge, server, set
 
     run, job = run_judge(judge, progress=cancel_once_started)
     assert job.status == Job.Status.CANCELLED
-    # only the requests already in flight when the cancel came were answered
+    # only the requests already in flight when the cancel came reached the server; those were aborted
+    # (runs.transport: a cancel closes the connections), so what is done is what was answered before
     assert server.count <= sent_before_cancel[0] + 2 and server.count < 10
-    assert job.done == JudgeTraceResult.objects.filter(judge=judge).count() == server.count
+    assert job.done == JudgeTraceResult.objects.filter(judge=judge).count() <= server.count
     chunks = list(run.chunks.values_list("status", flat=True))
     assert chunks[0] == RunChunk.Status.DONE and set(chunks[1:]) == {RunChunk.Status.SKIPPED}
 

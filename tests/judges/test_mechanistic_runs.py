@@ -20,6 +20,7 @@ from annotation.signals import data_changed
 from judges import services
 from judges.models import MECHANISTIC, JudgeConfig, JudgeRun, JudgeTraceResult
 from runs import engine
+from runs.engine import RunConflict
 from runs.models import RunChunk
 from tests.conftest import jsonl
 from tests.judges.conftest import run_judge
@@ -192,7 +193,7 @@ def test_a_chunk_failing_again_and_again_fails_the_run(study, make_traces):
 def test_one_run_at_a_time_per_judge(study, make_traces):
     make_traces(2)
     _started_run(study)
-    with pytest.raises(services.RunConflict, match="in progress"):
+    with pytest.raises(RunConflict, match="in progress"):
         _started_run(study)
 
 

@@ -1,51 +1,42 @@
 import sys
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from abstraction import services
 from abstraction.core import generators as gen
 from abstraction.models import Benchmark
+from abstraction.runkinds import MODES
 from annotation.management.commands._progress import Bar
-from annotation.models import Job, Study
+from annotation.models import Study
 from judges.models import JudgeConfig
-from reasonaudit.celery import app as celery_app
-from runs import cli
+from runs import params
+from runs.cli import RunCommand
 from subjects.models import SubjectModel
 
-MODES = {"dp": ("dp",), "cot": ("cot",), "both": ("dp", "cot")}
 
-
-class Command(BaseCommand):
-    requires_system_checks: list[str] = []
+class Command(RunCommand):
+    noun = "item"
     help = ("The abstraction benchmark (paper 004): generate a seeded benchmark version and run a subject model "
             "on it (--wait follows the run to the end; exit 1 unless every item succeeded); --table prints Γ and Δ.")
 
-    def add_arguments(self, parser):
-        parser.add_argument("--study", required=True)
+    def add_kind_arguments(self, parser):
         parser.add_argument("--model", help="subject model name (without it: generate the benchmark only)")
         parser.add_argument("--benchmark", help="benchmark version name (default seed<S>-<remap>-<sma>)")
-        parser.add_argument("--seed", type=int, default=gen.DEFAULT_SEED)
+        parser.add_argument("--seed", type=params.cli_type("seed"), default=gen.DEFAULT_SEED)
         parser.add_argument("--remap-mode", choices=("repo", "clean"), default="repo")
         parser.add_argument("--sma-mode", choices=gen.SMA_MODES, default="paper")
         parser.add_argument("--categories", nargs="+", choices=gen.CATEGORIES, help="default: all six")
         parser.add_argument("--mode", choices=tuple(MODES), default="dp", help="prompting: dp, cot or both")
-        parser.add_argument("--per-sub-dataset", type=int, help="the first N instances of every sub-dataset")
-        parser.add_argument("--max-examples", type=int, help="send only the first N of the 50 worked examples "
+        parser.add_argument("--per-sub-dataset", type=params.cli_type("per_sub_dataset"),
+                            help=f"the first N instances of every sub-dataset ({params.range_text('per_sub_dataset')})")
+        parser.add_argument("--max-examples", type=params.cli_type("max_examples"), help="send only the first N of the 50 worked examples "
                             "(a cheap probe on a slow server; results are kept as MODEL@Nex)")
         parser.add_argument("--checker-judge", help="an LLM judge configuration of the study: check every answer "
                             "with the published checker prompt too, and use its verdict")
-        parser.add_argument("--force", action="store_true", help="ask again even where an answer exists")
-        parser.add_argument("--budget", type=float, help="stop once the estimated cost reaches this many USD")
-        parser.add_argument("--wait", action="store_true", help="show progress and wait for the end")
-        parser.add_argument("--cancel", action="store_true", help="cancel the subject model's run in progress")
         parser.add_argument("--table", action="store_true", help="print the study's table (truncated to 2 decimals)")
 
     def handle(self, *args, **opts):
-        study = Study.objects.filter(name=opts["study"]).first()
-        if study is None:
-            raise CommandError(f"no study named {opts['study']!r}")
-        if opts["per_sub_dataset"] is not None and opts["per_sub_dataset"] < 1:
-            raise CommandError("--per-sub-dataset must be at least 1")
+        study = self.find_study(opts)
         subject = None
         if opts["model"]:
             subject = SubjectModel.objects.filter(study=study, name=opts["model"]).first()
@@ -54,10 +45,7 @@ class Command(BaseCommand):
                 raise CommandError(f"no subject model named {opts['model']!r} in {study.name!r} "
                                    f"(subject models: {names})")
             if opts["cancel"]:
-                for arun in services.active_runs(subject):
-                    job = services.cancel(arun)
-                    self.stdout.write(f"run {arun.pk} (job {job.pk}): {'cancelled' if job.finished else 'cancel requested'}")
-                return
+                return self.cancel_runs(services.active_runs(subject), f"subject model {subject.name}")
         bench = self._benchmark(study, opts)
         if subject is not None:
             self._run(study, subject, bench, opts)
@@ -90,33 +78,22 @@ class Command(BaseCommand):
             judge = JudgeConfig.objects.filter(study=study, name=opts["checker_judge"]).first()
             if judge is None:
                 raise CommandError(f"no judge configuration named {opts['checker_judge']!r} in {study.name!r}")
-        eager = celery_app.conf.task_always_eager
-        try:
-            arun = services.do_start_run(subject, bench, modes=MODES[opts["mode"]], categories=opts["categories"],
-                                         per_sub_dataset=opts["per_sub_dataset"], judge=judge, force=opts["force"],
-                                         max_examples=opts["max_examples"],
-                                         budget_usd=opts["budget"], queue=not eager)
-        except (services.RunConflict, ValueError) as exc:
-            raise CommandError(str(exc)) from None
-        job = arun.job
-        self.stdout.write(f"abstraction run {arun.pk} (job {job.pk}): {subject.name} v{subject.version} on "
-                          f"{bench.name}, {'+'.join(arun.modes)}, {job.total} items to ask, checker {arun.checker}")
-        if not (opts["wait"] or eager):
-            self.stdout.write(f"queued; follow it on the web page of job {job.pk}")
-            return
-        job = cli.to_the_end(job, label=f"abstraction {subject.name}", unit="item",
-                             show=sys.stderr.isatty() or opts["wait"],
-                             run_here=(lambda bar: services.run_inline(arun, progress=bar)) if eager else None)
-        arun.refresh_from_db()
-        run = arun.run
-        run.refresh_from_db()
-        self.stdout.write(f"{job.status}: {job.done} of {job.total} items done, {job.failed} failed; "
-                          f"{arun.results_created} answers checked; {cli.usage(run)}")
-        if job.error:
-            self.stderr.write(job.error)
-        self._table(study, bench)
-        if job.status not in (Job.Status.SUCCEEDED,):
-            sys.exit(1)
+        arun, job = self.start_and_follow(
+            lambda queue: services.do_start_run(
+                subject, bench, modes=MODES[opts["mode"]], categories=opts["categories"],
+                per_sub_dataset=opts["per_sub_dataset"], judge=judge, force=opts["force"],
+                max_examples=opts["max_examples"], budget_usd=opts["budget"], queue=queue),
+            opts, label=f"abstraction {subject.name}")
+        if job is not None:
+            self._table(study, bench)
+        self.exit_status(job)
+
+    def describe(self, arun) -> str:
+        return (f"abstraction run {arun.pk} (job {arun.job.pk}): {arun.subject.name} v{arun.subject.version} on "
+                f"{arun.benchmark.name}, {'+'.join(arun.modes)}, {arun.job.total} items to ask, checker {arun.checker}")
+
+    def report(self, arun) -> str:
+        return f"{arun.results_created} answers checked"
 
     def _table(self, study: Study, bench: Benchmark | None) -> None:
         rows = services.table(study, benchmark=bench, n_resamples=1000)

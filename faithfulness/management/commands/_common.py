@@ -1,75 +1,52 @@
-"""What the interventions and anytime commands share: finding the study and the
-subject model, starting (or cancelling) a run, following it with a bar."""
+"""What the interventions and anytime commands share beyond runs.cli.RunCommand: the subject
+model, the continuation mode, the trace limit, and the kind's summary once the run ended."""
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
-from annotation import jobs
-from annotation.models import Job, Study
 from faithfulness import services
 from faithfulness.models import FaithfulnessRun
-from reasonaudit.celery import app as celery_app
-from runs import cli
+from runs import params
+from runs.cli import RunCommand
 from subjects.models import SubjectModel
 
 
-def find(opts: dict) -> SubjectModel:
-    study = Study.objects.filter(name=opts["study"]).first()
-    if study is None:
-        raise CommandError(f"no study named {opts['study']!r}")
-    try:
-        return services.find_subject(study, opts["model"])
-    except ValueError as exc:
-        raise CommandError(str(exc)) from None
+class FaithfulnessCommand(RunCommand):
+    noun = "continuation"
 
+    def add_kind_arguments(self, parser) -> None:
+        parser.add_argument("--model", required=True, help="subject model name")
+        parser.add_argument("--mode", choices=["completions", "prefill", "instructed"],
+                            help="continuation mode (default: the one the probe recorded)")
+        parser.add_argument("--limit", type=params.cli_type("limit"),
+                            help=f"only the first N traces (by id; {params.range_text('limit')})")
 
-def add_run_arguments(parser) -> None:
-    parser.add_argument("--study", required=True)
-    parser.add_argument("--model", required=True, help="subject model name")
-    parser.add_argument("--mode", choices=["completions", "prefill", "instructed"],
-                        help="continuation mode (default: the one the probe recorded)")
-    parser.add_argument("--limit", type=int, help="only the first N traces (by id)")
-    parser.add_argument("--force", action="store_true", help="ask again even where a cached answer exists")
-    parser.add_argument("--budget", type=float, help="stop once the estimated cost reaches this many USD")
-    parser.add_argument("--wait", action="store_true", help="show progress and wait for the end")
-    parser.add_argument("--cancel", action="store_true", help="cancel the subject model's run in progress")
+    def find_subject(self, opts: dict) -> SubjectModel:
+        study = self.find_study(opts)
+        try:
+            return services.find_subject(study, opts["model"])
+        except ValueError as exc:
+            raise CommandError(str(exc)) from None
 
+    def describe(self, frun: FaithfulnessRun) -> str:
+        n = frun.job.total
+        return (f"{frun.kind} run {frun.pk} (job {frun.job.pk}): {frun.subject.name} v{frun.config_version}, mode "
+                f"{frun.mode}, {frun.traces} traces, {n} continuation{'s' if n != 1 else ''}")
 
-def start_and_follow(cmd: BaseCommand, subject: SubjectModel, opts: dict,
-                     start: Callable[..., FaithfulnessRun]) -> FaithfulnessRun | None:
-    if opts["cancel"]:
-        active = list(services.active_runs(subject))
-        if not active:
-            cmd.stdout.write(f"subject model {subject.name} has no run in progress")
-        for frun in active:
-            job = jobs.cancel(frun.job)
-            cmd.stdout.write(f"run {frun.pk} (job {job.pk}): {'cancelled' if job.finished else 'cancel requested'}")
-        return None
-    eager = celery_app.conf.task_always_eager
-    queue = not (eager or opts["wait"])
-    try:
-        frun = start(queue=queue)
-    except (services.RunConflict, services.ContinuationUnavailable, ValueError) as exc:
-        raise CommandError(str(exc)) from None
-    job = frun.job
-    cmd.stdout.write(f"{frun.kind} run {frun.pk} (job {job.pk}): {subject.name} v{frun.config_version}, mode "
-                     f"{frun.mode}, {frun.traces} traces, {job.total} continuation{'s' if job.total != 1 else ''}")
-    if queue:
-        cmd.stdout.write(f"queued; follow it on the web page of job {job.pk}")
-        return frun
-    job = cli.to_the_end(job, label=f"{frun.kind} {subject.name}", unit="continuation",
-                         show=sys.stderr.isatty() or opts["wait"],
-                         run_here=lambda bar: services.run_inline(frun, progress=bar))
-    frun.refresh_from_db()
-    frun.run.refresh_from_db()
-    cmd.stdout.write(f"{job.status}: {job.done} of {job.total} done, {job.failed} failed; {cli.usage(frun.run)}")
-    if job.error:
-        cmd.stderr.write(job.error)
-    if job.status != Job.Status.SUCCEEDED:
-        cmd.print_summary(frun)
-        sys.exit(1)
-    return frun
+    def run_kind(self, opts: dict, start: Callable[[SubjectModel, bool], FaithfulnessRun]) -> None:
+        """Cancel, or start and follow (--wait follows a worker, as for every kind), then print the summary."""
+        subject = self.find_subject(opts)
+        if opts["cancel"]:
+            return self.cancel_runs(services.active_runs(subject), f"subject model {subject.name}")
+        frun, job = self.start_and_follow(lambda queue: start(subject, queue), opts,
+                                          label=f"{self.noun} {subject.name}",
+                                          errors=(services.ContinuationUnavailable,))
+        if job is not None:
+            self.print_summary(frun)
+        self.exit_status(job)
+
+    def print_summary(self, frun: FaithfulnessRun) -> None:
+        raise NotImplementedError

@@ -1,18 +1,17 @@
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from faithfulness import services
 from faithfulness.core import anytime
-from faithfulness.management.commands._common import add_run_arguments, find, start_and_follow
+from faithfulness.management.commands._common import FaithfulnessCommand
 
 
-class Command(BaseCommand):
-    requires_system_checks: list[str] = []
+class Command(FaithfulnessCommand):
     help = ("Anytime profile of a subject model: truncate each generated trace at every budget of a grid and force "
             "an answer (a trace that ended within the budget keeps its own), then print Acc(b) and AUC_any. "
-            "--wait runs it here with a progress bar (exit 1 unless it succeeded).")
+            "--wait follows it to the end (exit 1 unless it succeeded).")
 
-    def add_arguments(self, parser):
-        add_run_arguments(parser)
+    def add_kind_arguments(self, parser):
+        super().add_kind_arguments(parser)
         parser.add_argument("--budgets", default=anytime.DEFAULT_TOKEN_GRID,
                             help=f"tokens:B1,B2,...,full, steps:B1,...,full, or thinking:B1,...,full (the thought "
                                  f"cut at B thinking tokens, closed, the answer forced; default "
@@ -23,12 +22,9 @@ class Command(BaseCommand):
             anytime.parse_grid(opts["budgets"])
         except anytime.GridError as exc:
             raise CommandError(str(exc)) from None
-        subject = find(opts)
-        frun = start_and_follow(self, subject, opts, lambda queue: services.do_start_anytime(
+        self.run_kind(opts, lambda subject, queue: services.do_start_anytime(
             subject, grid=opts["budgets"], mode=opts["mode"], queue=queue, force=opts["force"],
             budget_usd=opts["budget"], limit=opts["limit"]))
-        if frun is not None and frun.job.status != "queued":
-            self.print_summary(frun)
 
     def print_summary(self, frun) -> None:
         s = services.anytime_summary(frun)

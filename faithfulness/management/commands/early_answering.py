@@ -1,20 +1,19 @@
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from faithfulness import services
 from faithfulness.core import early
 from faithfulness.core.anytime import GridError
-from faithfulness.management.commands._common import add_run_arguments, find, start_and_follow
+from faithfulness.management.commands._common import FaithfulnessCommand
 
 
-class Command(BaseCommand):
-    requires_system_checks: list[str] = []
+class Command(FaithfulnessCommand):
     help = ("Early answering of a reasoning model (Lanham et al. 2023): cut each generated trace's thought after "
             "step k (every k, or a grid of fractions), close it and force the answer; print the same-answer curve, "
-            "AOC, the decision point and the share of thought after it. --wait runs it here with a progress bar "
+            "AOC, the decision point and the share of thought after it. --wait follows it to the end "
             "(exit 1 unless it succeeded).")
 
-    def add_arguments(self, parser):
-        add_run_arguments(parser)
+    def add_kind_arguments(self, parser):
+        super().add_kind_arguments(parser)
         parser.add_argument("--grid", default=early.DEFAULT_EARLY_GRID,
                             help="'all' (after every thought step, the default) or fractions of the thought's steps, "
                                  "e.g. 0,0.25,0.5,0.75,1")
@@ -24,12 +23,9 @@ class Command(BaseCommand):
             early.parse_early_grid(opts["grid"])
         except GridError as exc:
             raise CommandError(str(exc)) from None
-        subject = find(opts)
-        frun = start_and_follow(self, subject, opts, lambda queue: services.do_start_early(
+        self.run_kind(opts, lambda subject, queue: services.do_start_early(
             subject, grid=opts["grid"], mode=opts["mode"], queue=queue, force=opts["force"],
             budget_usd=opts["budget"], limit=opts["limit"]))
-        if frun is not None and frun.job.status != "queued":
-            self.print_summary(frun)
 
     def print_summary(self, frun) -> None:
         s = services.early_summary(frun)

@@ -1,32 +1,29 @@
-from django.core.management.base import BaseCommand
-
 from faithfulness import services
 from faithfulness.core import edits
-from faithfulness.management.commands._common import add_run_arguments, find, start_and_follow
+from faithfulness.management.commands._common import FaithfulnessCommand
+from runs import params
 
 
-class Command(BaseCommand):
-    requires_system_checks: list[str] = []
+class Command(FaithfulnessCommand):
     help = ("Intervene on causally relevant steps of a subject model's generated traces (value_flip, step_ablation, "
             "paraphrase control, tool_result), re-decode from the edited prefix and print IFR per kind and mode. "
-            "--wait runs it here with a progress bar (exit 1 unless it succeeded).")
+            "--wait follows it to the end (exit 1 unless it succeeded).")
 
-    def add_arguments(self, parser):
-        add_run_arguments(parser)
+    def add_kind_arguments(self, parser):
+        super().add_kind_arguments(parser)
         parser.add_argument("--kinds", default=",".join(edits.KINDS), help=f"comma-separated: {', '.join(edits.KINDS)}")
-        parser.add_argument("--per-trace", type=int, default=3, help="at most K target steps per trace (default 3)")
-        parser.add_argument("--seed", type=int, default=services.DEFAULT_SEED, help="seed of the flipped values")
+        parser.add_argument("--per-trace", type=params.cli_type("per_trace"), default=3,
+                            help=f"at most K target steps per trace (default 3; {params.range_text('per_trace')})")
+        parser.add_argument("--seed", type=params.cli_type("seed"), default=services.DEFAULT_SEED,
+                            help="seed of the flipped values")
         parser.add_argument("--channel", choices=["thought", "answer"],
                             help="edit the thought's steps (the continuation re-opens the thought) or the answer's "
                                  "(default: the channel that holds the reasoning: the thought when the traces have one)")
 
     def handle(self, *args, **opts):
-        subject = find(opts)
-        frun = start_and_follow(self, subject, opts, lambda queue: services.do_start_interventions(
+        self.run_kind(opts, lambda subject, queue: services.do_start_interventions(
             subject, kinds=opts["kinds"], per_trace=opts["per_trace"], seed=opts["seed"], mode=opts["mode"],
             queue=queue, force=opts["force"], budget_usd=opts["budget"], limit=opts["limit"], channel=opts["channel"]))
-        if frun is not None and not frun.job.status == "queued":
-            self.print_summary(frun)
 
     def print_summary(self, frun) -> None:
         s = services.ifr_summary(frun)

@@ -1,37 +1,31 @@
-import sys
+from django.core.management.base import CommandError
 
-from django.core.management.base import BaseCommand, CommandError
-
-from annotation.management.commands._progress import Bar
-from annotation.models import Job, Study
 from fidelity import extractor, services
-from fidelity.core.selection import SYNTAX, FilterError
 from fidelity.models import FidelityRun, Output, Suite
 from judges.models import JudgeConfig
-from reasonaudit.celery import app as celery_app
-from runs import cli, engine
+from reasonlib.selection import SYNTAX, FilterError
+from runs import params
+from runs.cli import RunCommand
 from subjects.models import SubjectModel
 
 
-class Command(BaseCommand):
-    requires_system_checks: list[str] = []
+class Command(RunCommand):
+    noun = "problem"
     help = ("Reasoning-fidelity diagnostics (paper 001): build or extend a suite of seeded variants of the study's "
             "problems (perturbations, counterfactuals) and run a subject model over it (forward traces of originals "
             "and variants, backward reconstructions); --wait follows it and prints the four-axis summary.")
 
-    def add_arguments(self, parser):
-        parser.add_argument("--study", required=True)
+    def add_kind_arguments(self, parser):
         parser.add_argument("--model", required=True, help="subject model name")
         parser.add_argument("--suite", default="fidelity", help="suite name (default: fidelity)")
         parser.add_argument("--axes", default=services.DEFAULT_AXES,
                             help="comma-separated: perturbation, counterfactual, backward, imported (the variants an "
                                  "import linked: --suite gsm-plus or menatqa)")
-        parser.add_argument("--per-problem", type=int, default=1, help="variants per strategy and problem (K)")
+        parser.add_argument("--per-problem", type=params.cli_type("per_problem"), default=1,
+                            help=f"variants per strategy and problem (K; {params.range_text('per_problem')})")
         parser.add_argument("--problems", default="all", help=f"which originals: {SYNTAX}")
-        parser.add_argument("--seed", type=int, default=0, help="the suite's seed (a new suite only)")
-        parser.add_argument("--force", action="store_true", help="ask again even where a cached answer exists")
-        parser.add_argument("--budget", type=float, help="stop once the estimated cost reaches this many USD")
-        parser.add_argument("--wait", action="store_true", help="show progress, wait, print the summary")
+        parser.add_argument("--seed", type=params.cli_type("seed"), default=0,
+                            help="the suite's seed (a new suite only)")
         parser.add_argument("--extract-forms", metavar="JUDGE",
                             help="only extract the logical forms of --model's newest run with this LLM judge "
                                  "configuration's model (the optional extractor of spec §7)")
@@ -40,9 +34,7 @@ class Command(BaseCommand):
                                  "imported (GSM-Plus, MenatQA) or generated variants, with the confusion table")
 
     def handle(self, *args, **opts):
-        study = Study.objects.filter(name=opts["study"]).first()
-        if study is None:
-            raise CommandError(f"no study named {opts['study']!r}")
+        study = self.find_study(opts)
         linked = services.link_imports(study)
         if linked.linked or linked.unmatched:
             self.stdout.write(f"imported variants: {linked.linked} linked to their originals, "
@@ -53,8 +45,10 @@ class Command(BaseCommand):
         if subject is None:
             names = ", ".join(study.subject_models.values_list("name", flat=True)) or "none"
             raise CommandError(f"no subject model named {opts['model']!r} in {study.name!r} (subject models: {names})")
+        if opts["cancel"]:
+            return self.cancel_runs(services.active_runs(subject), f"subject model {subject.name}")
         if opts["extract_forms"]:
-            return self._extract(study, subject, opts["extract_forms"], opts["force"])
+            return self._extract(study, subject, opts["extract_forms"], opts)
         try:
             axes = services.parse_axes(opts["axes"])
             made = services.do_create_suite(study, opts["suite"], axes=axes, per_problem=opts["per_problem"],
@@ -68,49 +62,36 @@ class Command(BaseCommand):
                           f"{skipped} skipped")
         for reason, n in sorted(made.skipped.items()):
             self.stdout.write(f"  skipped {n}: {reason}")
-        eager = celery_app.conf.task_always_eager
-        try:
-            fid_run = services.do_start_run(made.suite, subject, axes=axes, problems=opts["problems"],
-                                            force=opts["force"], budget_usd=opts["budget"], queue=not eager)
-        except (services.RunConflict, ValueError, FilterError) as exc:
-            raise CommandError(str(exc)) from None
-        job = fid_run.job
-        self.stdout.write(f"fidelity run {fid_run.pk} (job {job.pk}): {subject.name} v{fid_run.config_version} on "
-                          f"{job.total} problem(s), axes {', '.join(axes)}")
-        if not (opts["wait"] or eager):
-            self.stdout.write(f"queued; the report: /fidelity/runs/{fid_run.pk}/")
-            return
-        job = cli.to_the_end(job, label=f"fidelity {subject.name}", unit="problem",
-                             show=sys.stderr.isatty() or opts["wait"],
-                             run_here=(lambda bar: services.run_inline(fid_run, progress=bar)) if eager else None)
-        fid_run.run.refresh_from_db()
-        self.stdout.write(f"{job.status}: {job.done} of {job.total} problems done, {job.failed} failed; "
-                          f"{cli.usage(fid_run.run)}")
-        if job.error:
-            self.stderr.write(job.error)
-        self._summary(services.report(fid_run))
-        if job.status != Job.Status.SUCCEEDED:
-            sys.exit(1)
+        fid_run, job = self.start_and_follow(
+            lambda queue: services.do_start_run(made.suite, subject, axes=axes, problems=opts["problems"],
+                                                force=opts["force"], budget_usd=opts["budget"], queue=queue),
+            opts, label=f"fidelity {subject.name}", errors=(FilterError,))
+        if job is not None:
+            self._summary(services.report(fid_run))
+        self.exit_status(job)
 
-    def _extract(self, study, subject, judge_name: str, force: bool) -> None:
+    def describe(self, fid_run) -> str:
+        if not isinstance(fid_run, FidelityRun):  # the forms extraction's Run
+            return super().describe(fid_run)
+        return (f"fidelity run {fid_run.pk} (job {fid_run.job.pk}): {fid_run.subject.name} v{fid_run.config_version} "
+                f"on {fid_run.job.total} problem(s), axes {', '.join(fid_run.axes)}")
+
+    def _extract(self, study, subject, judge_name: str, opts: dict) -> None:
         judge = JudgeConfig.objects.filter(study=study, name=judge_name).first()
         if judge is None:
             raise CommandError(f"no judge configuration named {judge_name!r}")
         fid_run = FidelityRun.objects.filter(subject=subject).select_related("suite", "run").order_by("-pk").first()
         if fid_run is None:
             raise CommandError(f"subject model {subject.name} has no fidelity run")
-        try:
-            run = extractor.do_start_extraction(fid_run, judge, force=force, queue=not celery_app.conf.task_always_eager)
-        except ValueError as exc:
-            raise CommandError(str(exc)) from None
-        bar = Bar(f"forms {judge.name}", unit="trace", unit_scale=False, enabled=sys.stderr.isatty())
-        job = engine.run_inline(run, progress=bar) if celery_app.conf.task_always_eager else cli.follow(run.job, bar)
-        bar.close()
-        n = Output.objects.filter(fid_run=fid_run, forms_source=extractor.source_name(judge)).count()
-        self.stdout.write(f"{job.status}: logical forms of {n} forward trace(s) of fidelity run {fid_run.pk} by "
-                          f"{extractor.source_name(judge)}; {job.failed} failed")
-        if job.status != Job.Status.SUCCEEDED:
-            sys.exit(1)
+        self.noun = "trace"
+        run, job = self.start_and_follow(
+            lambda queue: extractor.do_start_extraction(fid_run, judge, force=opts["force"], queue=queue),
+            opts, label=f"forms {judge.name}")
+        if job is not None:
+            n = Output.objects.filter(fid_run=fid_run, forms_source=extractor.source_name(judge)).count()
+            self.stdout.write(f"{job.status}: logical forms of {n} forward trace(s) of fidelity run {fid_run.pk} by "
+                              f"{extractor.source_name(judge)}; {job.failed} failed")
+        self.exit_status(job)
 
     def _pdr(self, study, model: str, suite_name: str | None) -> None:
         suite = None

@@ -1,4 +1,4 @@
-"""The ``--problems FILTER`` syntax (pure, reusable by any command or form).
+"""The ``--problems FILTER`` syntax of every run that takes problems (generation, fidelity; pure).
 
     all              every problem (the default)
     first:N          the first N problems in problem-id order
@@ -73,3 +73,34 @@ def select(spec: str | None, ordered_ids: Sequence[str]) -> list[str]:
         chosen = set(random.Random(seed).sample(range(len(ordered_ids)), min(n, len(ordered_ids))))
         return [pid for i, pid in enumerate(ordered_ids) if i in chosen]
     raise FilterError(f"unknown problem filter {kind!r}; use {SYNTAX}")
+
+
+def validate(spec: str | None) -> str:
+    """``spec`` stripped when its syntax is right (whatever the problems are), else a FilterError:
+    forms and serializers check a filter before any problem is read."""
+    spec = (spec or "all").strip()
+    if spec == "all":
+        return spec
+    kind, sep, arg = spec.partition(":")
+    if not sep or kind not in ("first", "ids", "pid", "sample"):
+        raise FilterError(f"unknown problem filter {spec!r}; use {SYNTAX}")
+    if kind == "first" and not (arg.isdigit() and int(arg) >= 1):
+        raise FilterError(f"first:N needs a positive N, got {arg!r}")
+    if kind == "ids":
+        _positions(arg)
+    if kind == "pid" and not any(p.strip() for p in arg.split(",")):
+        raise FilterError("pid: name at least one problem id")
+    if kind == "sample":
+        m = re.fullmatch(r"(\d+)@(-?\d+)", arg)
+        if not m or int(m.group(1)) < 1:
+            raise FilterError(f"sample:N@SEED needs a positive N and a seed, got {arg!r}")
+    return spec
+
+
+def scope_and_filter(value: str | None, scopes: tuple[str, ...] = ("all", "missing")) -> tuple[str, str]:
+    """(scope, filter) of a run's ``problems`` field: one of ``scopes`` (the first is the default), or a
+    problem filter applied within the first scope. A FilterError names a filter whose syntax is wrong."""
+    value = (value or scopes[0]).strip()
+    if value in scopes:
+        return value, ""
+    return scopes[0], validate(value)

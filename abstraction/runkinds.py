@@ -1,0 +1,93 @@
+"""The abstraction run as the runs page, the REST API and the CLI start it (runs.kinds)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import serializers
+
+from abstraction import services
+from abstraction.core import generators as gen
+from abstraction.models import AbstractionRun, Benchmark
+from annotation.models import Study
+from judges.models import JudgeConfig
+from runs import kinds, params
+from subjects.models import SubjectModel
+
+MODES = {"dp": ("dp",), "cot": ("cot",), "both": ("dp", "cot")}
+
+
+class AbstractionStartSerializer(serializers.Serializer):
+    model = serializers.CharField(help_text="name of one of the study's subject models (api=chat)")
+    benchmark = serializers.CharField(help_text="a benchmark version of the study (generate one with the "
+                                                "abstraction command or import one)")
+    mode = serializers.ChoiceField(choices=list(MODES), default="dp", help_text="prompting: dp, cot or both")
+    categories = serializers.CharField(required=False, allow_blank=True, default="",
+                                       help_text=f"comma-separated, empty for all: {', '.join(gen.CATEGORIES)}")
+    per_sub_dataset = params.serializer_field("per_sub_dataset", required=False, allow_null=True,
+                                              help_text="the first N instances of every sub-dataset")
+    max_examples = params.serializer_field("max_examples", required=False, allow_null=True,
+                                           help_text="send only the first N of the 50 worked examples")
+    checker_judge = serializers.CharField(required=False, allow_blank=True, default="",
+                                          help_text="an LLM judge configuration that checks every answer too")
+    force = serializers.BooleanField(default=False, help_text="ask again even where an answer exists")
+    budget_usd = params.serializer_field("budget_usd", required=False, allow_null=True)
+
+    def validate_model(self, value: str) -> SubjectModel:
+        subject = SubjectModel.objects.filter(study=self.context["study"], name=value).first()
+        if subject is None:
+            raise serializers.ValidationError(f"no subject model named {value!r} in this study")
+        return subject
+
+    def validate_benchmark(self, value: str) -> Benchmark:
+        bench = Benchmark.objects.filter(study=self.context["study"], name=value).first()
+        if bench is None:
+            raise serializers.ValidationError(f"no abstraction benchmark named {value!r} in this study")
+        return bench
+
+    def validate_categories(self, value: str) -> list[str] | None:
+        items = [c.strip() for c in (value or "").split(",") if c.strip()]
+        unknown = [c for c in items if c not in gen.CATEGORIES]
+        if unknown:
+            raise serializers.ValidationError(f"unknown category {unknown[0]!r}; choose from {', '.join(gen.CATEGORIES)}")
+        return items or None
+
+    def validate_checker_judge(self, value: str) -> JudgeConfig | None:
+        if not value:
+            return None
+        judge = JudgeConfig.objects.filter(study=self.context["study"], name=value).first()
+        if judge is None:
+            raise serializers.ValidationError(f"no judge configuration named {value!r} in this study")
+        return judge
+
+
+def start(study: Study, d: dict[str, Any], user) -> AbstractionRun:
+    return services.do_start_run(d["model"], d["benchmark"], modes=MODES[d["mode"]], categories=d["categories"],
+                                 per_sub_dataset=d.get("per_sub_dataset"), judge=d["checker_judge"],
+                                 max_examples=d.get("max_examples"), force=d["force"],
+                                 budget_usd=d.get("budget_usd"), user=user)
+
+
+def retry(run, user) -> AbstractionRun:
+    """The same configuration again without force: a run resumes, asking only the items this
+    configuration has not answered in every mode (those that failed among them)."""
+    arun = AbstractionRun.objects.select_related("subject", "benchmark", "judge", "job").get(run=run)
+    p = arun.job.params
+    return services.do_start_run(arun.subject, arun.benchmark, modes=arun.modes, categories=p.get("categories") or None,
+                                 per_sub_dataset=p.get("per_sub_dataset"), judge=arun.judge,
+                                 max_examples=p.get("max_examples"), budget_usd=run.budget_usd, user=user)
+
+
+def options(study: Study) -> dict[str, list[str]]:
+    return {
+        "model": list(SubjectModel.objects.filter(study=study).order_by("name").values_list("name", flat=True)),
+        "benchmark": list(Benchmark.objects.filter(study=study).order_by("name").values_list("name", flat=True)),
+    }
+
+
+def declare() -> None:
+    kinds.declare(kinds.Starter(
+        "abstraction", "Abstraction", AbstractionStartSerializer, start, options=options,
+        help="The abstraction benchmark of paper 004: the subject model answers every item of a benchmark version "
+             "(Γ and Δ on the abstraction table)."))
+    kinds.declare_retry("abstraction", retry)

@@ -1,0 +1,61 @@
+"""The fidelity run as the runs page and the API start it (runs.kinds): build or extend the suite of
+variants, then run the subject model over originals and variants."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import serializers
+
+from annotation.models import Study
+from fidelity import services
+from fidelity.models import FidelityRun
+from reasonlib import selection
+from runs import kinds, params
+from subjects.models import SubjectModel
+
+
+class FidelityStartSerializer(serializers.Serializer):
+    model = serializers.CharField(help_text="name of one of the study's subject models")
+    suite = serializers.CharField(default="fidelity", max_length=100, help_text="the suite of variants (made if new)")
+    axes = serializers.CharField(default=services.DEFAULT_AXES,
+                                 help_text="comma-separated: perturbation, counterfactual, backward, imported")
+    per_problem = params.serializer_field("per_problem", default=1, help_text="variants per strategy and problem (K)")
+    problems = serializers.CharField(default="all", max_length=2000, help_text=f"which originals: {selection.SYNTAX}")
+    seed = params.serializer_field("seed", default=0, help_text="the suite's seed (a new suite only)")
+    force = serializers.BooleanField(default=False, help_text="ask again even where a cached answer exists")
+    budget_usd = params.serializer_field("budget_usd", required=False, allow_null=True)
+
+    def validate_model(self, value: str) -> SubjectModel:
+        subject = SubjectModel.objects.filter(study=self.context["study"], name=value).first()
+        if subject is None:
+            raise serializers.ValidationError(f"no subject model named {value!r} in this study")
+        return subject
+
+    def validate_axes(self, value: str) -> list[str]:
+        try:
+            return services.parse_axes(value)
+        except ValueError as exc:
+            raise serializers.ValidationError(str(exc)) from None
+
+    def validate_problems(self, value: str) -> str:
+        try:
+            return selection.validate(value)
+        except selection.FilterError as exc:
+            raise serializers.ValidationError(str(exc)) from None
+
+
+def start(study: Study, data: dict[str, Any], user) -> FidelityRun:
+    """Queue the run; its job makes the suite's variants and picks the items (services.plan_run_items)."""
+    return services.do_queue_run(study, data["suite"], data["model"], axes=data["axes"],
+                                 per_problem=data["per_problem"], problems=data["problems"], seed=data["seed"],
+                                 force=data["force"], budget_usd=data.get("budget_usd"), user=user)
+
+
+def declare() -> None:
+    kinds.declare(kinds.Starter(
+        "fidelity", "Fidelity", FidelityStartSerializer, start,
+        options=lambda study: {"model": list(SubjectModel.objects.filter(study=study).order_by("name")
+                                             .values_list("name", flat=True))},
+        help="Seeded variants of the study's problems (perturbations, counterfactuals) and backward "
+             "reconstructions, answered by a subject model (paper 001)."))

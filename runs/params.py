@@ -1,0 +1,117 @@
+"""The one declaration of every numeric run parameter's range (docs/runs.md, "Parameter limits").
+
+Web forms, REST serializers, management commands and the services all take their bounds from
+``LIMITS``: the services check every value with ``check`` (so a value that reaches a service by any
+road is refused the same way, naming the field), and forms, serializers, model validators and
+argparse types are made from the same entries, so the three front doors refuse the same values
+before a service is asked. The maxima keep one run from pinning a worker (a timeout), filling
+the database (an anytime grid of 300,000 budgets) or overflowing a PostgreSQL ``integer``
+(max_tokens). The anytime grid is bounded by its parser (faithfulness.core.anytime: MAX_GRID_POINTS,
+MAX_BUDGET), pure code that every road calls too."""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from django.core.validators import MaxValueValidator, MinValueValidator
+
+
+@dataclass(frozen=True)
+class Limit:
+    kind: type  # int or float
+    low: float
+    high: float
+    why: str  # why the maximum is what it is (docs/runs.md)
+
+
+LIMITS: dict[str, Limit] = {
+    "budget_usd": Limit(float, 0, 100_000, "a typo of a few zeros should not be spendable"),
+    "samples": Limit(int, 1, 100, "K completions per problem; pass@k needs no more"),
+    "max_tokens": Limit(int, 1, 262_144, "the longest context of current open models; fits a PostgreSQL integer"),
+    "timeout_seconds": Limit(float, 0.1, 600, "one request may hold a worker slot at most ten minutes"),
+    "concurrency": Limit(int, 1, 64, "requests in flight per run"),
+    "rate_limit_per_minute": Limit(int, 1, 100_000, "requests per minute per run"),
+    "max_retries": Limit(int, 0, 20, "attempts after the first"),
+    "per_trace": Limit(int, 1, 20, "intervention targets per trace"),
+    "per_problem": Limit(int, 1, 10, "fidelity variants per strategy and problem"),
+    "per_sub_dataset": Limit(int, 1, 10_000, "abstraction instances per sub-dataset"),
+    "max_examples": Limit(int, 0, 50, "the abstraction prompt has 50 worked examples"),
+    "limit": Limit(int, 1, 100_000, "traces of a faithfulness run"),
+    "seed": Limit(int, 0, 2**31 - 1, "fits a PostgreSQL integer"),
+}
+
+
+class ParamError(ValueError):
+    """A run parameter out of its range; the message starts with the field's name."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+
+
+def range_text(name: str) -> str:
+    lim = LIMITS[name]
+    return f"{lim.low:g}..{lim.high:g}"
+
+
+def check(name: str, value, *, field: str | None = None):
+    """``value`` when it lies in the declared range of ``name`` (None passes: not given); else a
+    ParamError naming ``field`` (default: ``name``)."""
+    if value is None:
+        return None
+    lim = LIMITS[name]
+    field = field or name
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ParamError(field, f"must be a number, got {value!r}")
+    if lim.kind is int and value != int(value):
+        raise ParamError(field, f"must be a whole number, got {value!r}")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ParamError(field, f"must be a finite number, got {value!r}")
+    if not lim.low <= value <= lim.high:
+        raise ParamError(field, f"must lie in {range_text(name)}, got {value:g}")
+    return lim.kind(value)
+
+
+def validators(name: str) -> list:
+    """Model-field validators of the range (a ModelForm and a ModelSerializer inherit them)."""
+    lim = LIMITS[name]
+    return [MinValueValidator(lim.kind(lim.low)), MaxValueValidator(lim.kind(lim.high))]
+
+
+def form_field(name: str, **kwargs):
+    from django import forms
+
+    lim = LIMITS[name]
+    cls = forms.IntegerField if lim.kind is int else forms.FloatField
+    kwargs.setdefault("help_text", range_text(name))
+    return cls(min_value=lim.kind(lim.low), max_value=lim.kind(lim.high), **kwargs)
+
+
+def serializer_field(name: str, **kwargs):
+    from rest_framework import serializers
+
+    lim = LIMITS[name]
+    cls = serializers.IntegerField if lim.kind is int else serializers.FloatField
+    kwargs.setdefault("help_text", range_text(name))
+    return cls(min_value=lim.kind(lim.low), max_value=lim.kind(lim.high), **kwargs)
+
+
+def cli_type(name: str) -> Callable[[str], int | float]:
+    """An argparse ``type`` that refuses a value out of range with the same message."""
+    lim = LIMITS[name]
+
+    def parse(text: str) -> int | float:
+        try:
+            value = lim.kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a {'whole ' if lim.kind is int else ''}number: {text!r}") from None
+        try:
+            return check(name, value)
+        except ParamError as exc:
+            raise argparse.ArgumentTypeError(str(exc).split(": ", 1)[1]) from None
+
+    parse.__name__ = name
+    return parse

@@ -1,0 +1,135 @@
+"""The runs page of a study: every run of every kind (status, live progress, items, requests, cost,
+who started it; cancel, retry what failed) and a form that starts any declared kind (runs.kinds),
+validated by the kind's own serializer -- the one its REST endpoint uses."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_http_methods, require_POST
+from rest_framework.exceptions import ValidationError
+
+from annotation import access, jobs
+from annotation.models import Job, Membership, Study
+from runs import kinds
+from runs.clients import client_for
+from runs.engine import ACTIVE
+from runs.models import Run
+
+PAGE_SIZE = 50
+
+
+def run_page_of_job(job: Job) -> str | None:
+    """The page of the run's kind for the job page (annotation.jobs.register_link)."""
+    run = Run.objects.filter(job=job).select_related("job").first()
+    if run is None:
+        return None
+    try:
+        return client_for(run.kind).page(run)
+    except LookupError:
+        return None
+
+
+def _rows(study: Study, user, membership: Membership, page_number: Any) -> tuple[Any, list[dict[str, Any]]]:
+    """One page of the study's runs, newest first, with what the table shows of each (three queries
+    whatever the page holds, plus one cache read per run still active)."""
+    qs = Run.objects.filter(job__study=study).select_related("job__created_by").order_by("-created_at", "-pk")
+    page = Paginator(qs, PAGE_SIZE).get_page(page_number)
+    rows = []
+    for run in page:
+        job = run.job
+        try:
+            client = client_for(run.kind)
+        except LookupError:
+            client = None
+        rows.append({
+            "run": run, "job": job, "kind": (client.label if client and client.label else run.kind),
+            "noun": client.noun if client else "item", "progress": jobs.live_progress(job),
+            "page": client.page(run) if client else None,
+            "can_cancel": not job.finished and access.can_cancel_job(user, job, membership),
+            "can_retry": job.finished and job.failed > 0 and membership.role == Membership.Role.OWNER
+                         and kinds.retry_for(run.kind) is not None,
+        })
+    return page, rows
+
+
+def _context(request: HttpRequest, study: Study, membership: Membership, *, kind: str,
+             values: dict[str, Any] | None = None, errors: dict[str, list[str]] | None = None) -> dict[str, Any]:
+    page, rows = _rows(study, request.user, membership, request.GET.get("page"))
+    starters = kinds.starters()
+    chosen = next((s for s in starters if s.name == kind), starters[0] if starters else None)
+    fields = kinds.form_fields(chosen, study, values) if chosen else []
+    errors = errors or {}
+    for f in fields:
+        f["errors"] = errors.get(f["name"], [])
+    # An error of no field on the form (the kind itself, a refusal of the service) is shown above it.
+    shown = {f["name"] for f in fields if f["type"] != "list"}
+    general = [m for k, msgs in errors.items() if k not in shown for m in
+               (msgs if k == "non_field_errors" else [f"{k}: {m}" for m in msgs])]
+    return {
+        "study": study, "page": page, "rows": rows, "active": any(not r["job"].finished for r in rows),
+        "starters": starters, "chosen": chosen, "is_owner": membership.role == Membership.Role.OWNER,
+        "fields": fields,
+        "errors": errors, "non_field_errors": general,
+    }
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def study_runs(request: HttpRequest, study_id: int) -> HttpResponse:
+    study, membership = access.check_study(request.user, study_id)
+    if request.method == "POST":
+        access.check_owner(membership, "starting runs")
+        kind = request.POST.get("kind", "")
+        try:
+            row = kinds.start(kind, study, request.POST, request.user)
+        except ValidationError as exc:
+            detail = exc.detail if isinstance(exc.detail, dict) else {"non_field_errors": exc.detail}
+            errors = {k: [str(m) for m in (v if isinstance(v, list) else [v])] for k, v in detail.items()}
+            context = _context(request, study, membership, kind=kind, values=request.POST.dict(), errors=errors)
+            template = "runs/study_runs.html#start" if request.htmx else "runs/study_runs.html"
+            return render(request, template, context, status=400)
+        return redirect(reverse("job", args=[kinds.job_of(row).pk]))
+    context = _context(request, study, membership, kind=request.GET.get("kind", ""))
+    if request.htmx and request.GET.get("part") == "table":
+        return render(request, "runs/study_runs.html#table", context)
+    if request.htmx and request.GET.get("part") == "start":
+        return render(request, "runs/study_runs.html#start", context)
+    return render(request, "runs/study_runs.html", context)
+
+
+def _run_for(request: HttpRequest, study_id: int, run_id: int) -> tuple[Run, Membership]:
+    study, membership = access.check_study(request.user, study_id)
+    run = Run.objects.filter(pk=run_id, job__study=study).select_related("job").first()
+    if run is None:
+        raise access.not_found("run")
+    return run, membership
+
+
+@login_required
+@require_POST
+def run_cancel(request: HttpRequest, study_id: int, run_id: int) -> HttpResponse:
+    run, membership = _run_for(request, study_id, run_id)
+    access.check_cancel_job(request.user, run.job, membership)
+    jobs.cancel(run.job)
+    return redirect(reverse("study-runs", args=[study_id]))
+
+
+@login_required
+@require_POST
+def run_retry(request: HttpRequest, study_id: int, run_id: int) -> HttpResponse:
+    """Start the same configuration again over what failed (a RunConflict while one runs: 409)."""
+    run, membership = _run_for(request, study_id, run_id)
+    access.check_owner(membership, "starting runs")
+    retry = kinds.retry_for(run.kind)
+    if retry is None or run.job.status in ACTIVE:
+        return render(request, "annotation/run_error.html",
+                      {"reason": f"run {run.pk} has nothing to retry: it is still active or its kind cannot retry"},
+                      status=400)
+    row = retry(run, request.user)
+    return redirect(reverse("job", args=[kinds.job_of(row).pk]))

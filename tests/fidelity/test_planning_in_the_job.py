@@ -1,0 +1,45 @@
+"""A fidelity run started from the browser or the API only validates and queues: the suite's variants
+are made and the items picked by the run's job (runs.engine.plan_run -> fidelity.services.plan_run_items)."""
+
+from __future__ import annotations
+
+import pytest
+
+from annotation.models import Job
+from fidelity import services
+from fidelity.models import FidelityRun, Variant
+from runs import engine
+
+pytestmark = pytest.mark.django_db
+
+
+def test_the_api_queues_and_the_job_makes_the_variants(client, owner, problems, subject):
+    study = problems(3)
+    client.force_login(owner)
+    r = client.post(f"/api/v1/studies/{study.pk}/fidelity-runs/",
+                    {"model": "tiny", "axes": "perturbation", "problems": "first:2"}, content_type="application/json")
+    assert r.status_code == 202, r.json()
+    fid_run = FidelityRun.objects.get()
+    # Not transactional: the plan task has not run yet -- the request made no variant.
+    assert not Variant.objects.exists() and r.json()["total"] == 0
+    engine.plan_run(fid_run.run_id)
+    job = Job.objects.get(pk=fid_run.job_id)
+    report = job.params["suite_report"]
+    assert report["variants_created"] == Variant.objects.filter(suite=fid_run.suite).count() > 0
+    assert job.total == 2 + report["variants_created"]
+    fid_run.run.refresh_from_db()
+    assert len(fid_run.run.config["originals"]) == 2
+    done = services.run_inline(fid_run)
+    assert done.status == Job.Status.SUCCEEDED
+
+
+def test_a_filter_naming_no_problem_fails_the_job_with_the_reason(client, owner, problems, subject):
+    study = problems(2)
+    client.force_login(owner)
+    r = client.post(f"/api/v1/studies/{study.pk}/fidelity-runs/", {"model": "tiny", "problems": "pid:nope"},
+                    content_type="application/json")
+    assert r.status_code == 202
+    fid_run = FidelityRun.objects.get()
+    engine.plan_run(fid_run.run_id)
+    job = Job.objects.get(pk=fid_run.job_id)
+    assert job.status == Job.Status.FAILED and "pid: no problem 'nope'" in job.error
