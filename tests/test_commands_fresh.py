@@ -34,6 +34,8 @@ EXPORTS = [
     ("labels", ["--source", "human"]),
     ("hazard", []),
     ("hazard", ["--source", "human"]),
+    ("relative-hazard", []),
+    ("recovery", []),
     ("leaderboard", []),
     ("lucky-guesses", []),
     ("agreement", ["--reference", "human", "--candidate", "annotator:ann2"]),
@@ -47,6 +49,7 @@ EXPORTS = [
     ("ifr", []),
     ("anytime", []),
     ("anytime-curve", []),
+    ("early-answering", []),
     ("evidence", []),
     ("fidelity", []),  # no fidelity run in this study: the metrics of the imported traces alone
     ("fidelity-table1", []),
@@ -54,7 +57,7 @@ EXPORTS = [
     ("abstraction-long", []),
 ]
 #: Kinds with no rows in this study (it has no intervention or anytime run): they must still run and write a manifest.
-EMPTY_HERE = {"interventions", "ifr", "anytime", "anytime-curve", "fidelity-table1", "fidelity-table2",
+EMPTY_HERE = {"interventions", "ifr", "anytime", "anytime-curve", "early-answering", "fidelity-table1", "fidelity-table2",
               "abstraction-long"}
 #: Parallel processes: enough to overlap start-up, few enough for a small machine.
 WORKERS = 3

@@ -50,7 +50,7 @@ class Grid:
 #: The largest grid (docs/runs.md, "Parameter limits"): every budget is one forced answer per trace, so a
 #: grid of 300,000 budgets would plan 600,000 rows for two traces; no trace is longer than these budgets.
 MAX_GRID_POINTS = 64
-MAX_BUDGET = {"tokens": 131_072, "steps": 1_000}
+MAX_BUDGET = {TOKENS: 131_072, STEPS: 1_000, THINKING: 131_072}
 
 
 def parse_grid(text: str) -> Grid:

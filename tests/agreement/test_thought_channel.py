@@ -32,6 +32,7 @@ def test_label_exports_carry_the_channel(study):
 
 def test_agreement_steps_carry_the_channel(study):
     seed_thinking(study)
-    rows = run(study, what="agreement-steps")
+    # The rows are the steps both sources labelled (issue 23 #8): the judge against the final labels.
+    rows = run(study, what="agreement-steps", reference="judge:mech", candidate="final")
     got = {(r["trace_id"], r["step"]): r["channel"] for r in rows}
     assert got[("r2", 3)] == "thought" and got[("r2", 4)] == "answer" and len(got) == 7 + 4 + 2

@@ -168,7 +168,8 @@ def test_a_file_that_is_not_an_inspect_log_is_refused(study, do_import, data):
     report = do_import(data, "inspect")
     assert not report.committed
     assert [r["line"] for r in report.rejected] == [0]
-    assert report.rejected[0]["reason"].startswith(f"not an Inspect log that inspect_ai {inspect_version} can read (")
+    assert report.rejected[0]["reason"].startswith((f"not an Inspect log that inspect_ai {inspect_version} can read (",
+                                                    "not a readable .eval (zip) file ("))
     assert not Trace.objects.exists()
 
 

@@ -61,7 +61,8 @@ def test_the_review_page_shows_the_regime_and_the_reasoning_channel(client, stud
     order = ["model", "base_url_host", "messages_hash", "seed", "code_version", "epoch", "provider_model", "source"]
     positions = [html.index(f"<dt>{key}</dt>") for key in order]
     assert positions == sorted(positions)
-    assert '<details class="raw card" id="thought">' in html and "carefully before answering." in html
+    # The reasoning channel is a trace of its own now: segmented into thought steps (issue 21).
+    assert 'id="thought-bar"' in html and "carefully before answering." in html
 
 
 def test_the_review_page_of_a_trace_without_a_regime_has_no_block(client, study, member, do_import):
