@@ -34,6 +34,8 @@ EXPORTS = [
     ("labels", ["--source", "human"]),
     ("hazard", []),
     ("hazard", ["--source", "human"]),
+    ("relative-hazard", []),
+    ("recovery", []),
     ("leaderboard", []),
     ("lucky-guesses", []),
     ("agreement", ["--reference", "human", "--candidate", "annotator:ann2"]),
