@@ -47,11 +47,12 @@ EXPORTS = [
     ("ifr", []),
     ("anytime", []),
     ("anytime-curve", []),
+    ("early-answering", []),
     ("evidence", []),
     ("fidelity", []),  # no fidelity run in this study: the metrics of the imported traces alone
 ]
 #: Kinds with no rows in this study (it has no intervention or anytime run): they must still run and write a manifest.
-EMPTY_HERE = {"interventions", "ifr", "anytime", "anytime-curve"}
+EMPTY_HERE = {"interventions", "ifr", "anytime", "anytime-curve", "early-answering"}
 #: Parallel processes: enough to overlap start-up, few enough for a small machine.
 WORKERS = 3
 
