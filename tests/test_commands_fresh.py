@@ -57,8 +57,8 @@ EXPORTS = [
     ("abstraction-long", []),
 ]
 #: Kinds with no rows in this study (it has no intervention or anytime run): they must still run and write a manifest.
-EMPTY_HERE = {"interventions", "ifr", "anytime", "anytime-curve", "early-answering", "fidelity-table1", "fidelity-table2",
-              "abstraction-long"}
+EMPTY_HERE = {"interventions", "ifr", "anytime", "anytime-curve", "early-answering", "fidelity-table1",
+              "fidelity-table2", "abstraction-long"}
 #: Parallel processes: enough to overlap start-up, few enough for a small machine.
 WORKERS = 3
 
