@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import os
 import random
 import threading
@@ -34,8 +33,6 @@ from typing import Any, Protocol
 from django.conf import settings
 
 from runs.outbound import GuardedTransport2, OutboundRefused, api_key_for, check_endpoint, redact_url, server_message
-
-logger = logging.getLogger(__name__)
 
 AUTO, JSON_SCHEMA, JSON_OBJECT, PROMPT = "auto", "json_schema", "json_object", "prompt"
 OUTPUT_MODES = (AUTO, JSON_SCHEMA, JSON_OBJECT, PROMPT)
@@ -661,10 +658,10 @@ class ModelPool:
                 if refusal is not None:  # nothing was sent
                     calls.append(CallRecord(attempt, mode, "error", None, str(refusal), _ms(started), 0, 0))
                     return self._fatal(request, calls, str(refusal))
-                # One message for every connection failure (refused, reset, unreachable): which one it was
-                # would map the ports of the hosts the policy allows; the log keeps the detail.
-                logger.warning("model request to %s: %s", self.shown_url, server_message(str(_root_cause(exc))))
-                error, status = f"could not connect to {self.shown_url}", None
+                # The cause stays (a run's owner needs it to mend the server), sanitized; only addresses
+                # the policy allows are ever tried, and the web process's check says less (subjects.services).
+                error = f"could not connect to {self.shown_url}: {server_message(str(_root_cause(exc)))}"
+                status = None
                 if _refused(exc):
                     pt = ct = 0  # nothing reached the server
             except openai.APIStatusError as exc:

@@ -63,8 +63,8 @@ def zip_problem(path: str) -> str | None:
     try:
         with zipfile.ZipFile(path) as archive:
             members = archive.infolist()
-    except (zipfile.BadZipFile, OSError, ValueError) as exc:
-        return f"not a readable .eval (zip) file ({exc})"
+    except (zipfile.BadZipFile, OSError, ValueError):
+        return None  # not a zip at all: the library's reader says so in its own words
     member_limit = settings.IMPORT_MAX_MEMBER_BYTES
     total_limit = settings.IMPORT_MAX_UNCOMPRESSED_BYTES
     ratio_limit = settings.IMPORT_MAX_ZIP_RATIO
