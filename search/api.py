@@ -16,6 +16,7 @@ from rest_framework.views import APIView
 from annotation import access
 from annotation.api.serializers import TraceListSerializer
 from annotation.api.views import StudyTraces
+from annotation.jobs import RunConflict
 from annotation.models import Trace
 from annotation.review import AssignError
 from search import scanners, services
@@ -168,8 +169,6 @@ class CohortJudgeRuns(APIView):
 
     @extend_schema(request=JudgeIn, responses={202: OpenApiTypes.OBJECT})
     def post(self, request, pk: int):
-        from judges.services import RunConflict
-
         cohort, membership = services.check_cohort(request.user, pk)
         access.check_owner(membership)
         data = JudgeIn(data=request.data)

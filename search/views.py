@@ -11,6 +11,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from annotation import access, review
+from annotation.jobs import RunConflict
 from annotation.models import Membership, Trace, Verdict
 from annotation.review import AssignError
 from annotation.views import member_view
@@ -124,7 +125,6 @@ def cohort_assign(request: HttpRequest, pk: int) -> HttpResponse:
 @member_view
 @require_POST
 def cohort_judge(request: HttpRequest, pk: int) -> HttpResponse:
-    from judges.services import RunConflict
 
     cohort, membership = _cohort_for(request, pk)
     access.check_owner(membership)
