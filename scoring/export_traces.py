@@ -91,6 +91,21 @@ def _thought_fields(trace: Trace) -> dict[str, Any]:
     return out
 
 
+def _trace_records(trace: Trace, steps: list[Step], labels: list[StepLabel],
+                   ratings: dict[str, float]) -> list[dict[str, Any]]:
+    """The trace's line; and, since a line carries one annotator's ``rating``, one more line per other
+    annotator who rated it: the same trace (the import finds it unchanged) with just that annotator's
+    labels and rating, which the import applies to their review."""
+    rec = _trace_record(trace, steps, labels, ratings)
+    out = [rec]
+    names = list(dict.fromkeys(lab["annotator"] for lab in rec.get("labels", ())))
+    for name in names[1:]:
+        if name in ratings:
+            out.append({**rec, "labels": [lab for lab in rec["labels"] if lab["annotator"] == name],
+                        "rating": ratings[name]})
+    return out
+
+
 def _trace_record(trace: Trace, steps: list[Step], labels: list[StepLabel], ratings: dict[str, float]) -> dict[str, Any]:
     meta = {k: v for k, v in (trace.meta or {}).items() if k != "thought"}
     rec: dict[str, Any] = {"kind": "trace", "trace_id": trace.trace_id, "problem_id": trace.problem.problem_id,
@@ -139,9 +154,9 @@ def trace_records(study, table: Table) -> Iterator[dict[str, Any]]:
                                   .values_list("trace_id", "annotator__username", "rating")):
             ratings.setdefault(tid, {})[name] = rating
         for pk in chunk:
-            rec = _trace_record(traces[pk], steps.get(pk, []), labels.get(pk, []), ratings.get(pk, {}))
-            n_labels += len(rec.get("labels", ()))
-            yield rec
+            recs = _trace_records(traces[pk], steps.get(pk, []), labels.get(pk, []), ratings.get(pk, {}))
+            n_labels += len(recs[0].get("labels", ()))
+            yield from recs
     table.meta["counts"] = {**table.meta.get("counts", {}), "traces": len(pks), "labels": n_labels}
 
 
