@@ -729,7 +729,8 @@ def run_export_job(job_id: int, *, final_attempt: bool = True) -> dict[str, Any]
         total = int(table.meta.get("expected_rows") or 0)
         jobs.report_progress(job_id, 0, total)
         if not isinstance(table.rows, pd.DataFrame):
-            table = Table(table.columns, _counted(table, job_id, total), schema=table.schema, meta=table.meta)
+            table = Table(table.columns, _counted(table, job_id, total), schema=table.schema, meta=table.meta,
+                          lines=table.lines)
         safe = "".join(ch if ch.isalnum() or ch in "-_" else "-" for ch in study.name)[:60]
         name = f"{safe}-{request.what}-{job.pk}.{fmt}"
         with tempfile.TemporaryDirectory(prefix="reasonaudit-export-") as tmp:

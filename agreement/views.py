@@ -104,7 +104,7 @@ def agreement(request: HttpRequest, study_id: int) -> HttpResponse:
         "reliability_chart": agreement_charts.reliability({sel.candidate: m["reliability"]}),
         "disagreements": page_disagreements(report["disagreements"], request.GET.get("page"), params),
         **export_forms(study, membership, params, ["agreement", "agreement-steps", "agreement-traces", "labels",
-                                                   "prm-training"]),
+                                                   "prm-training", "traces"]),
     }
     return _render(request, "agreement/agreement.html", context)
 

@@ -1,8 +1,9 @@
-"""The score-based export kinds: scores, hazard, relative-hazard, recovery, leaderboard, lucky-guesses."""
+"""The score-based export kinds: scores, hazard, relative-hazard, recovery, leaderboard, lucky-guesses;
+and ``traces`` (scoring.export_traces), the study in the canonical import format."""
 
 from __future__ import annotations
 
-from scoring import analytics
+from scoring import analytics, export_traces  # noqa: F401  (export_traces registers "traces")
 from scoring.exports import ExportError, ExportRequest, Table, register
 
 

@@ -93,8 +93,13 @@ class Table:
     rows: pd.DataFrame | list[dict[str, Any]] | Iterator[dict[str, Any]]
     schema: dict[str, str] | None = None
     meta: dict[str, Any] = field(default_factory=dict)
+    # Each row is a whole JSON object (an import record, ``--what traces``): JSONL writes it as it is,
+    # with only its own keys; CSV and Parquet one row per object (``line_cells``).
+    lines: bool = False
 
     def records(self) -> Iterable[dict[str, Any]]:
+        if self.lines:
+            return iter(self.rows)  # type: ignore[arg-type]
         if isinstance(self.rows, pd.DataFrame):
             from scoring.core.aggregate import to_records
 
@@ -221,6 +226,17 @@ def _clean(value: Any) -> Any:
     return value
 
 
+def line_cells(row: dict[str, Any]) -> dict[str, Any]:
+    """A whole-object row as table cells: its kind, problem and trace ids, and the object as JSON."""
+    return {"kind": row.get("kind"), "problem_id": row.get("problem_id"), "trace_id": row.get("trace_id"),
+            "record": json.dumps(row, ensure_ascii=False, default=_json_default, allow_nan=False)}
+
+
+def _cells(table: Table) -> Iterable[dict[str, Any]]:
+    rows = table.records()
+    return (line_cells(r) for r in rows) if table.lines else rows
+
+
 def write_jsonl(table: Table, out: IO[str]) -> int:
     n = 0
     for row in table.records():
@@ -234,7 +250,7 @@ def write_csv(table: Table, out: IO[str]) -> int:
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow([neutralize(c) for c in table.columns])
     n = 0
-    for row in table.records():
+    for row in _cells(table):
         writer.writerow([_csv_cell(row.get(c)) for c in table.columns])
         n += 1
     return n
@@ -280,7 +296,7 @@ def _write_parquet_batches(table: Table, out: IO[bytes]) -> int:
             writer.write_table(pa.Table.from_pylist(batch, schema=schema), row_group_size=ROW_GROUP_ROWS)
             batch.clear()
 
-        for row in table.records():
+        for row in _cells(table):
             batch.append({k: _clean(v) for k, v in row.items()})
             n += 1
             if len(batch) >= ROW_GROUP_ROWS:

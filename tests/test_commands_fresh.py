@@ -42,6 +42,7 @@ EXPORTS = [
     ("agreement-steps", ["--candidate", "annotator:ann2"]),
     ("agreement-traces", []),
     ("prm-training", []),
+    ("traces", []),
     ("abstraction", []),
     ("abstraction-items", []),
     # faithfulness (no run in this study: empty tables; the evidence rows come from the traces)

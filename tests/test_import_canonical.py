@@ -437,6 +437,20 @@ def test_reimporting_with_a_new_annotator_gives_them_a_review(do_import):
     assert TraceReview.objects.get(annotator__username="alice").complete is True
 
 
+def test_a_trace_repeated_in_one_file_adds_its_labels_and_rating(do_import):
+    # export --what traces gives a second annotator's rating as a repeated trace line.
+    labels = [{"step": 1, "verdict": "valid", "annotator": "alice"}, {"step": 1, "verdict": "invalid", "annotator": "dave"}]
+    report = do_import(jsonl(problem(), trace(trace_id="t1", steps=["a"], labels=labels, rating=9),
+                             trace(trace_id="t1", steps=["a"], labels=labels[1:], rating=2),
+                             trace(trace_id="t1", steps=["a"], labels=[{"step": 1, "verdict": "neutral",
+                                                                        "annotator": "erin"}])))
+    assert report.committed and report.traces_created == 1 and report.unchanged == 2
+    assert report.labels_created == 3
+    assert dict(TraceReview.objects.values_list("annotator__username", "rating")) == {"alice": 9, "dave": 2,
+                                                                                      "erin": None}
+    assert StepLabel.objects.get(annotator__username="dave").version == 1  # unchanged, not rewritten
+
+
 def test_reimporting_a_changed_verdict_updates_it_with_history(do_import):
     do_import(jsonl(problem(), trace(trace_id="t1", steps=["a"], labels=[{"step": 1, "verdict": "valid", "annotator": "alice"}])))
     label = StepLabel.objects.get()

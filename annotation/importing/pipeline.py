@@ -500,6 +500,9 @@ class _Writer:
         new: list[_PendingTrace] = []
         in_batch: dict[str, str] = {}
         relabel: list[tuple[int, _PendingTrace]] = []
+        # A trace repeated in the same batch (an export gives a second annotator's rating that way):
+        # its labels go on the trace once the batch has written it.
+        repeated: list[_PendingTrace] = []
         for p in batch:
             prior = existing.get(p.trace_id) or ((None, in_batch[p.trace_id]) if p.trace_id in in_batch else None)
             if prior is not None:
@@ -507,8 +510,11 @@ class _Writer:
                     self.reject(p.line, f'trace_id "{p.trace_id}" was imported before with different steps')
                     continue
                 self.report.unchanged += 1
-                if p.record.labels and prior[0] is not None:
-                    relabel.append((prior[0], p))
+                if p.record.labels:
+                    if prior[0] is not None:
+                        relabel.append((prior[0], p))
+                    else:
+                        repeated.append(p)
                 continue
             in_batch[p.trace_id] = p.hash
             new.append(p)
@@ -533,6 +539,7 @@ class _Writer:
                 (t, i): pk for t, i, pk in rows_by_key(Step, "trace", [t for t, _ in labelled], ["index", "pk"])
             }
             self._write_new_labels(labelled, step_pks)
+        relabel += [(trace_pks[p.trace_id], p) for p in repeated]
         for trace_pk, p in relabel:
             self._upsert_labels(trace_pk, p)
 

@@ -128,7 +128,7 @@ def test_agreement_exports_in_every_format(worked, tmp_path):
     t_b = next(r for r in traces if r["trace_id"] == "tB")
     assert (t_b["human.first_error"], t_b["judge:gpt.first_error"]) == (1, 1)
     assert t_b["human.complete"] is True and isinstance(t_b["judge:gpt.process"], float)
-    for what in ("agreement", "agreement-steps", "agreement-traces", "labels", "prm-training"):
+    for what in ("agreement", "agreement-steps", "agreement-traces", "labels", "prm-training", "traces"):
         for fmt in exports.FORMATS:
             out = tmp_path / f"{what}.{fmt}"
             call_command("export", study="Study A", what=what, format=fmt, out=str(out), candidate="judge:gpt",
@@ -229,7 +229,7 @@ def test_export_permissions(worked, owner, member, outsider, adjudicator, django
     assert api().post(f"/api/v1/studies/{worked.pk}/exports/", {"what": "labels"}).status_code == 401
     assert queue(api(outsider), worked, cap, what="labels").status_code == 404
     # label and agreement exports: owners and adjudicators only, blind or not
-    for what in ("labels", "agreement", "agreement-steps", "agreement-traces", "prm-training"):
+    for what in ("labels", "agreement", "agreement-steps", "agreement-traces", "prm-training", "traces"):
         r = queue(api(member), worked, cap, what=what)
         assert r.status_code == 403 and "owners and adjudicators" in r.json()["detail"]
     Study.objects.filter(pk=worked.pk).update(blind=False)
