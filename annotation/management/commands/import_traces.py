@@ -20,6 +20,9 @@ class Command(BaseCommand):
         parser.add_argument("--format", default="reasonaudit", choices=cli_formats())
         parser.add_argument("--model", help="the model's name, for formats whose files do not name it "
                             "(abstraction-outputs)")
+        parser.add_argument("--instances", type=int, help="instances drawn per template (gsm-symbolic; default 10, "
+                            "1 to 200)")
+        parser.add_argument("--seed", type=int, help="seed of the instances (gsm-symbolic; default 0)")
         parser.add_argument("--skip-invalid", action="store_true", help="keep the good lines, report the bad ones")
         parser.add_argument("--json", action="store_true", help="print the report as one JSON object")
 
@@ -65,8 +68,15 @@ class Command(BaseCommand):
         if not path.exists():
             raise CommandError(f"{path}: no such file or directory")
         bar = Bar(f"import {path.name}", enabled=not opts["json"] and sys.stderr.isatty())
-        report = PATH_FORMATS[opts["format"]](opts["study"], path, model=opts["model"],
-                                              skip_invalid=opts["skip_invalid"], progress=bar)
+        # --instances/--seed only reach the formats that draw instances (gsm-symbolic), and only when given
+        extra = {k: opts[k] for k in ("instances", "seed") if opts.get(k) is not None}
+        try:
+            report = PATH_FORMATS[opts["format"]](opts["study"], path, model=opts["model"],
+                                                  skip_invalid=opts["skip_invalid"], progress=bar, **extra)
+        except TypeError as exc:
+            if not extra or "unexpected keyword" not in str(exc):
+                raise
+            raise CommandError(f"--{'/--'.join(extra)} does not apply to --format {opts['format']}") from None
         bar.close()
         data = report.as_dict()
         if opts["json"]:
