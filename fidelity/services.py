@@ -651,15 +651,26 @@ def imported_rows(study: Study, model: str = "", limit: int | None = None) -> li
 # GSM-Symbolic: accuracy as a distribution over instance sets
 
 
+def _symbolic_problems(study: Study) -> dict[int, dict[str, Any]]:
+    """pk -> ``meta.fidelity_import`` of the study's imported GSM-Symbolic problems."""
+    from fidelity.symbolic_import import FORMAT
+
+    return {pk: meta[IMPORT_KEY] for pk, meta in Problem.objects.filter(
+        study=study, meta__has_key=IMPORT_KEY).values_list("pk", "meta")
+        if (meta or {}).get(IMPORT_KEY, {}).get("source") == FORMAT}
+
+
+def symbolic_models(study: Study) -> list[str]:
+    """The models with a trace of an imported GSM-Symbolic problem."""
+    return sorted(set(Trace.objects.filter(study=study, problem_id__in=list(_symbolic_problems(study)))
+                      .values_list("model", flat=True)))
+
+
 def symbolic_accuracy(study: Study, model: str) -> dict[str, instance_sets.Distribution]:
     """Per GSM-Symbolic variant (symbolic, p1, p2): the distribution of ``model``'s accuracy over the
     instance sets (fidelity.core.instance_sets), from the first trace of each imported instance (by
     trace id; a trace without a checked answer counts as wrong, as in ``pdr``)."""
-    from fidelity.symbolic_import import FORMAT
-
-    problems = {pk: meta[IMPORT_KEY] for pk, meta in Problem.objects.filter(
-        study=study, meta__has_key=IMPORT_KEY).values_list("pk", "meta")
-        if (meta or {}).get(IMPORT_KEY, {}).get("source") == FORMAT}
+    problems = _symbolic_problems(study)
     first: dict[int, bool] = {}
     for problem, ok in (Trace.objects.filter(study=study, model=model, problem_id__in=list(problems))
                         .order_by("problem_id", "trace_id").values_list("problem_id", "answer_correct")):

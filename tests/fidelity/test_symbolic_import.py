@@ -85,7 +85,7 @@ def test_the_command_takes_instances_and_seed(study, capsys):
                      "--seed", "5", str(SYM))
 
 
-def test_accuracy_over_instance_sets_on_the_fake_generation_server(study, subject, capsys):
+def test_accuracy_over_instance_sets_on_the_fake_generation_server(study, subject, tmp_path, capsys):
     """The fake server answers the sum of the question's numbers: right on every "x + y" instance,
     right on "x boxes of 2 pens" only when x is 2, wrong on the p1 "x + y - z" instances."""
     _gsm8k(study)
@@ -106,3 +106,13 @@ def test_accuracy_over_instance_sets_on_the_fake_generation_server(study, subjec
     assert math.isclose(sym.mean, mean) and math.isclose(sym.sd, math.sqrt(sum((a - mean) ** 2 for a in accs) / 6))
     assert sym.per_template == {"symbolic/0000": (6, 6), "symbolic/0001": (sum(twos), 6)}
     assert dists["p1"].mean == 0.0 and dists["p1"].per_template == {"p1/0000": (0, 6)}
+    # the tidy export: the same numbers, one row per set, per template, and the mean and sd
+    out = tmp_path / "sym.jsonl"
+    call_command("export", "--study", study.name, "--what", "gsm-symbolic", "--out", str(out))
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    sets = [r for r in rows if r["variant"] == "symbolic" and r["level"] == "set"]
+    assert [r["correct"] for r in sets] == [s.correct for s in sym.sets] and {r["model"] for r in rows} == {"tiny"}
+    summary = {r["level"]: r["accuracy"] for r in rows if r["variant"] == "symbolic" and r["level"] in ("mean", "sd")}
+    assert summary == pytest.approx({"mean": sym.mean, "sd": sym.sd})
+    assert {(r["key"], r["correct"]) for r in rows if r["level"] == "template"} == {
+        ("symbolic/0000", 6), ("symbolic/0001", sum(twos)), ("p1/0000", 0)}
