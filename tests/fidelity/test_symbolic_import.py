@@ -116,3 +116,21 @@ def test_accuracy_over_instance_sets_on_the_fake_generation_server(study, subjec
     assert summary == pytest.approx({"mean": sym.mean, "sd": sym.sd})
     assert {(r["key"], r["correct"]) for r in rows if r["level"] == "template"} == {
         ("symbolic/0000", 6), ("symbolic/0001", sum(twos)), ("p1/0000", 0)}
+
+
+def test_the_fidelity_page_shows_the_distribution_to_members_only(client, study, member, outsider):
+    _gsm8k(study)
+    import_symbolic(study, SYM / "generated_data")
+    from tests.conftest import jsonl
+
+    recs = [{"kind": "trace", "problem_id": "gsmsym-symbolic-0000-0", "model": "<b>m</b>", "steps": ["x"], "answer": "10"},
+            {"kind": "trace", "problem_id": "gsmsym-symbolic-0000-1", "model": "<b>m</b>", "steps": ["x"], "answer": "1"}]
+    assert import_stream(study, io.BytesIO(jsonl(*recs)), "reasonaudit").committed
+    study.blind = True  # a blind annotator still sees model accuracies (no one's verdicts are in them)
+    study.save(update_fields=["blind"])
+    client.force_login(member)
+    page = client.get(f"/studies/{study.pk}/fidelity/").content.decode()
+    assert "&lt;b&gt;m&lt;/b&gt;" in page and "<b>m</b>" not in page
+    assert "1.00, 0.00" in page and "symbolic/0000 1/2" in page and "what=gsm-symbolic" in page
+    client.force_login(outsider)
+    assert client.get(f"/studies/{study.pk}/fidelity/").status_code == 404
