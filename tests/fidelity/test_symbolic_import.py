@@ -134,3 +134,43 @@ def test_the_fidelity_page_shows_the_distribution_to_members_only(client, study,
     assert "1.00, 0.00" in page and "symbolic/0000 1/2" in page and "what=gsm-symbolic" in page
     client.force_login(outsider)
     assert client.get(f"/studies/{study.pk}/fidelity/").status_code == 404
+
+
+@pytest.mark.parametrize("wrap", ["GSM-Symbolic", ""])
+def test_an_uploaded_archive_imports_with_the_forms_instances_and_seed(client, owner, study, wrap,
+                                                                      django_capture_on_commit_callbacks):
+    import zipfile
+
+    from django.core.files.uploadedfile import SimpleUploadedFile
+    from django.urls import reverse
+
+    from annotation.models import Job
+
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as zf:
+        for p in sorted(SYM.rglob("*")):
+            if p.is_file():
+                zf.write(p, f"{wrap}/{p.relative_to(SYM)}" if wrap else str(p.relative_to(SYM)))
+    _gsm8k(study)
+    client.force_login(owner)
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client.post(reverse("study-import", args=[study.pk]), {
+            "format": "gsm-symbolic", "instances": "2", "seed": "4",  # no model name: this format needs none
+            "file": SimpleUploadedFile("gsm-symbolic.zip", buffer.getvalue())})
+    assert response.status_code == 302, response.content.decode()[:2000]
+    job = Job.objects.get(study=study, kind=Job.Kind.IMPORT, params__format="gsm-symbolic")
+    assert job.status == Job.Status.SUCCEEDED, (job.error, job.result)
+    assert job.params["options"] == {"instances": 2, "seed": 4}
+    assert Problem.objects.filter(problem_id__contains="-s4-").count() == 6  # 3 templates x 2
+    assert Variant.objects.filter(suite__name="gsm-symbolic").count() == 8  # and the 2 published instances
+
+
+def test_the_form_refuses_out_of_range_instances_with_the_field(client, owner, study):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+    from django.urls import reverse
+
+    client.force_login(owner)
+    response = client.post(reverse("study-import", args=[study.pk]), {
+        "format": "gsm-symbolic", "instances": "500", "file": SimpleUploadedFile("g.zip", b"PK")})
+    assert response.status_code == 400
+    assert "less than or equal to 200" in response.content.decode()
