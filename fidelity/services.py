@@ -19,7 +19,7 @@ from fidelity.core import complexity, explanation, instance_sets, logic, pairs
 from fidelity.core import gold as G
 from fidelity.core import variants as V
 from fidelity.core.text import split_steps, tail_field
-from fidelity.importing import IMPORT_KEY
+from fidelity.importing import IMPORT_KEY, SYMBOLIC_SOURCE
 from fidelity.models import FidelityRun, Output, Suite, Variant
 from fidelity.runclient import JOB_KIND, KIND
 from reasonlib import selection
@@ -653,11 +653,9 @@ def imported_rows(study: Study, model: str = "", limit: int | None = None) -> li
 
 def _symbolic_problems(study: Study) -> dict[int, dict[str, Any]]:
     """pk -> ``meta.fidelity_import`` of the study's imported GSM-Symbolic problems."""
-    from fidelity.symbolic_import import FORMAT
-
     return {pk: meta[IMPORT_KEY] for pk, meta in Problem.objects.filter(
         study=study, meta__has_key=IMPORT_KEY).values_list("pk", "meta")
-        if (meta or {}).get(IMPORT_KEY, {}).get("source") == FORMAT}
+        if (meta or {}).get(IMPORT_KEY, {}).get("source") == SYMBOLIC_SOURCE}
 
 
 def symbolic_models(study: Study) -> list[str]:

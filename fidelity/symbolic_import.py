@@ -33,10 +33,11 @@ from annotation import signals
 from annotation.importing.pipeline import ImportReport, write_records
 from annotation.importing.records import RecordError, validate
 from annotation.models import Study
+from fidelity import services
 from fidelity.core.symbolic import TemplateError, instantiate
-from fidelity.importing import IMPORT_KEY
+from fidelity.importing import IMPORT_KEY, SYMBOLIC_SOURCE
 
-FORMAT = "gsm-symbolic"
+FORMAT = SYMBOLIC_SOURCE
 VARIANTS = ("symbolic", "p1", "p2")
 ROOTS = frozenset({"templates", "generated_data"})
 DEFAULT_INSTANCES = 10
@@ -159,8 +160,6 @@ def import_symbolic(study: Study | str, path: Path, *, model: str | None = None,
                      lambda obj=obj, v=variant, ln=line_no: [generated_records(ln, obj, v)])
     if report.rejected and not skip_invalid:
         return report
-    from fidelity import services  # the services import this module's app; late to keep startup light
-
     with transaction.atomic():
         written = write_records(study, records, actor=actor)
         services.link_imports(study)
