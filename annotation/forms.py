@@ -1,6 +1,6 @@
 from django import forms
 
-from annotation.importing.adapters import PATH_FORMATS, UPLOAD_FORMATS
+from annotation.importing.adapters import PATH_FORMAT_NEEDS_MODEL, PATH_FORMATS, UPLOAD_FORMATS
 from annotation.importing.archives import is_archive
 from annotation.models import Study
 from annotation.services import upload_too_large
@@ -37,6 +37,12 @@ class ImportForm(forms.Form):
                                         "(it names the model and the generation settings)")
     model = forms.CharField(label="Model name", required=False, max_length=200,
                             help_text="abstraction outputs only: the model that wrote them (the files do not say)")
+    instances = forms.IntegerField(label="Instances per template", required=False, min_value=1, max_value=200,
+                                   help_text="GSM-Symbolic templates only: instances drawn per template (1 to 200; "
+                                             "default 10)")
+    seed = forms.IntegerField(label="Seed", required=False, min_value=0, max_value=2**31 - 1,
+                              help_text="GSM-Symbolic templates only: the same seed draws the same instances "
+                                        "(0 to 2,147,483,647; default 0)")
     skip_invalid = forms.BooleanField(label="Skip invalid lines", required=False,
                                       help_text="keep the good lines and report the bad ones; otherwise one bad line "
                                                 "imports nothing")
@@ -63,7 +69,7 @@ class ImportForm(forms.Form):
             if upload is not None and not is_archive(upload.name):
                 self.add_error("file", f"this format is a folder: upload a .zip or .tar.gz archive of it, "
                                        f"not {upload.name}")
-            if not data.get("model", "").strip():
+            if fmt in PATH_FORMAT_NEEDS_MODEL and not data.get("model", "").strip():
                 self.add_error("model", "name the model that wrote these outputs")
         return data
 

@@ -24,7 +24,7 @@ from rest_framework.authtoken.models import Token
 
 from annotation import jobs, signals
 from annotation.importing import archives
-from annotation.importing.adapters import PATH_FORMAT_ROOTS, PATH_FORMATS
+from annotation.importing.adapters import PATH_FORMAT_OPTIONS, PATH_FORMAT_ROOTS, PATH_FORMATS
 from annotation.importing.pipeline import ImportReport, import_stream
 from annotation.models import Job, Membership, Problem, Study
 
@@ -203,7 +203,7 @@ def _import_folder_upload(job: Job, publish) -> ImportReport:
         if fmt in PATH_FORMATS:
             return PATH_FORMATS[fmt](job.study, root, model=params.get("model") or None,
                                      skip_invalid=params.get("skip_invalid", False), actor=job.created_by,
-                                     progress=publish)
+                                     progress=publish, **params.get("options", {}))
         # lm-eval: the samples file is opened by its path, so the reader finds the results JSON beside it.
         with (root / params["member"]).open("rb") as fh:
             return import_stream(job.study, fh, fmt, skip_invalid=params.get("skip_invalid", False),
@@ -235,7 +235,8 @@ def _sha256(upload: File) -> str:
 
 @transaction.atomic
 def do_create_import_job(study: Study, *, fmt: str, skip_invalid: bool, user=None, upload: File | None = None,
-                         path: Path | None = None, results: File | None = None, model: str = "") -> Job:
+                         path: Path | None = None, results: File | None = None, model: str = "",
+                         options: dict[str, Any] | None = None) -> Job:
     """The job row of one import, refused before anything is written when an upload is over the limit; the
     upload's size and sha256 stay in the job's params after the file is deleted. Uploads of formats read from
     a folder are stored as an archive: ``abstraction-outputs`` (a path format) is uploaded as one; an lm-eval
@@ -265,7 +266,9 @@ def do_create_import_job(study: Study, *, fmt: str, skip_invalid: bool, user=Non
         if fmt in PATH_FORMATS:
             if not archives.is_archive(upload.name):
                 raise ValueError(f"file: the {fmt} format is a folder; upload it as a .zip or .tar.gz archive")
-            params.update(archive=True, model=model)
+            # options only a format takes (PATH_FORMAT_OPTIONS: gsm-symbolic's instances and seed)
+            given = {k: v for k, v in (options or {}).items() if k in PATH_FORMAT_OPTIONS.get(fmt, ())}
+            params.update(archive=True, model=model, options=given)
         job.input_file.save(Path(upload.name).name or "upload.jsonl", upload, save=False)
     job.save()
     return job
@@ -279,10 +282,10 @@ def _delete_upload(job: Job) -> None:
 
 
 def do_queue_import(study: Study, upload: File, *, fmt: str, skip_invalid: bool, user, results: File | None = None,
-                    model: str = "") -> Job:
+                    model: str = "", options: dict[str, Any] | None = None) -> Job:
     """Store the upload and import it in the background once the job row is committed."""
     with transaction.atomic():
         job = do_create_import_job(study, fmt=fmt, skip_invalid=skip_invalid, user=user, upload=upload,
-                                   results=results, model=model)
+                                   results=results, model=model, options=options)
         jobs.queue("annotation.tasks.import_job", job.pk)
     return job

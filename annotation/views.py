@@ -264,7 +264,9 @@ def study_import(request: HttpRequest, study_id: int) -> HttpResponse:
         try:
             job = services.do_queue_import(study, data["file"], fmt=data["format"], skip_invalid=data["skip_invalid"],
                                            user=request.user, results=data.get("results"),
-                                           model=data.get("model", "").strip())
+                                           model=data.get("model", "").strip(),
+                                           options={k: data[k] for k in ("instances", "seed")
+                                                    if data.get(k) is not None})
         except ValueError as exc:
             form.add_error(None, str(exc))
         else:

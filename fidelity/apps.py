@@ -17,6 +17,12 @@ class FidelityConfig(AppConfig):
         register(FormsClient())  # and so are LLM logical-form extractions
         runkinds.declare()  # the runs page and the API start fidelity runs
         importing.register()  # --format menatqa / gsm-plus (annotation cannot import this app)
+        from annotation.importing.adapters import register_path_format
+        from fidelity import symbolic_import
+
+        # a folder of templates and/or generated instances: read by its path (also an uploaded archive)
+        register_path_format(symbolic_import.FORMAT, symbolic_import.import_symbolic, root_names=symbolic_import.ROOTS,
+                             needs_model=False, options=("instances", "seed"))
         from annotation.models import register_suite_problems
 
         # Variants (and their traces) belong to their suite, not to the study's problem set.

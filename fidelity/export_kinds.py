@@ -101,3 +101,29 @@ def fidelity_table2(request: ExportRequest) -> Table:
     return Table(TABLE2_COLUMNS, rows, meta={"fidelity": {"run": rep.fid_run.pk, "provenance": rep.provenance},
                                              "sources": [f"fidelity:{rep.fid_run.subject.name}"],
                                              "applied": ["model", "run"]})
+
+
+SYMBOLIC_COLUMNS = ["model", "variant", "level", "key", "n", "correct", "accuracy"]
+
+
+@register("gsm-symbolic", help="GSM-Symbolic accuracy of --model (else every model) as the paper reports it, long "
+                               "format: per variant one row per instance set (level set), per template (level "
+                               "template), and the mean and sd over the sets (level mean, sd)")
+def gsm_symbolic(request: ExportRequest) -> Table:
+    models = [request.model] if request.model else services.symbolic_models(request.study)
+    rows: list[dict] = []
+    for model in models:
+        for variant, d in services.symbolic_accuracy(request.study, model).items():
+            head = {"model": model, "variant": variant}
+            rows += [{**head, "level": "set", "key": str(s.index), "n": s.n, "correct": s.correct,
+                      "accuracy": s.accuracy} for s in d.sets]
+            rows += [{**head, "level": "template", "key": t, "n": n, "correct": c, "accuracy": c / n}
+                     for t, (c, n) in d.per_template.items()]
+            rows += [{**head, "level": "mean", "key": "", "n": len(d.sets), "correct": None, "accuracy": d.mean},
+                     {**head, "level": "sd", "key": "", "n": len(d.sets), "correct": None, "accuracy": d.sd}]
+    return Table(SYMBOLIC_COLUMNS, rows, schema={"model": "string", "variant": "string", "level": "string",
+                                                 "key": "string", "n": "int64", "correct": "float64",
+                                                 "accuracy": "float64"},
+                 meta={"gsm_symbolic": {"sd": "population standard deviation over the instance sets (ddof=0)",
+                                        "note": "a trace without a checked answer counts as wrong"},
+                       "sources": [f"gsm-symbolic:{m}" for m in models], "applied": ["model"]})

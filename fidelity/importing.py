@@ -24,6 +24,7 @@ from annotation.importing.records import RecordError
 MENATQA_FIELDS = ("question", "answer", "context", "time_scope", "updated_question", "updated_answer", "type", "ID")
 GSM_PLUS_FIELDS = ("question", "answer", "perturbation_type", "seed_question")
 IMPORT_KEY = "fidelity_import"
+SYMBOLIC_SOURCE = "gsm-symbolic"  # the source of GSM-Symbolic problems (fidelity.symbolic_import)
 
 
 def _need(obj: dict[str, Any], fields: tuple[str, ...]) -> None:

@@ -15,11 +15,11 @@ from annotation import access, jobs
 from annotation.models import Job, Membership, Problem, SkeletonStep, Study, Trace
 from fidelity import extractor
 from fidelity.core import answer as A
-from fidelity.core import complexity, explanation, logic, pairs
+from fidelity.core import complexity, explanation, instance_sets, logic, pairs
 from fidelity.core import gold as G
 from fidelity.core import variants as V
 from fidelity.core.text import split_steps, tail_field
-from fidelity.importing import IMPORT_KEY
+from fidelity.importing import IMPORT_KEY, SYMBOLIC_SOURCE
 from fidelity.models import FidelityRun, Output, Suite, Variant
 from fidelity.runclient import JOB_KIND, KIND
 from reasonlib import selection
@@ -645,3 +645,36 @@ def imported_rows(study: Study, model: str = "", limit: int | None = None) -> li
                                               "backward_steps")},
                      "changes": [], "question": p.statement, "text": t.raw})
     return rows
+
+
+# --------------------------------------------------------------------------
+# GSM-Symbolic: accuracy as a distribution over instance sets
+
+
+def _symbolic_problems(study: Study) -> dict[int, dict[str, Any]]:
+    """pk -> ``meta.fidelity_import`` of the study's imported GSM-Symbolic problems."""
+    return {pk: meta[IMPORT_KEY] for pk, meta in Problem.objects.filter(
+        study=study, meta__has_key=IMPORT_KEY).values_list("pk", "meta")
+        if (meta or {}).get(IMPORT_KEY, {}).get("source") == SYMBOLIC_SOURCE}
+
+
+def symbolic_models(study: Study) -> list[str]:
+    """The models with a trace of an imported GSM-Symbolic problem."""
+    return sorted(set(Trace.objects.filter(study=study, problem_id__in=list(_symbolic_problems(study)))
+                      .values_list("model", flat=True)))
+
+
+def symbolic_accuracy(study: Study, model: str) -> dict[str, instance_sets.Distribution]:
+    """Per GSM-Symbolic variant (symbolic, p1, p2): the distribution of ``model``'s accuracy over the
+    instance sets (fidelity.core.instance_sets), from the first trace of each imported instance (by
+    trace id; a trace without a checked answer counts as wrong, as in ``pdr``)."""
+    problems = _symbolic_problems(study)
+    first: dict[int, bool] = {}
+    for problem, ok in (Trace.objects.filter(study=study, model=model, problem_id__in=list(problems))
+                        .order_by("problem_id", "trace_id").values_list("problem_id", "answer_correct")):
+        first.setdefault(problem, ok is True)
+    by_variant: dict[str, list[tuple[str, int, bool]]] = defaultdict(list)
+    for pk, ok in first.items():
+        info = problems[pk]
+        by_variant[str(info.get("strategy"))].append((str(info.get("template")), int(info.get("instance", 0)), ok))
+    return {v: instance_sets.distribution(rows) for v, rows in sorted(by_variant.items())}

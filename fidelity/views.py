@@ -32,8 +32,11 @@ def fidelity_list(request: HttpRequest, study_id: int) -> HttpResponse:
     # PDR per perturbation type of every model with a run, on imported and generated variants alike.
     pdr = [(name, rows) for name in sorted({r.subject.name for r in runs})
            if (rows := services.pdr(study, name))]
+    # GSM-Symbolic: accuracy as a distribution over instance sets, per model and variant (as the paper reports it).
+    symbolic = [(name, list(services.symbolic_accuracy(study, name).items())) for name in services.symbolic_models(study)]
     return render(request, "fidelity/list.html", {"study": study, "suites": suites, "runs": runs,
-                                                  "compare": compare, "pdr": pdr})
+                                                  "compare": compare, "pdr": pdr, "symbolic": symbolic,
+                                                  "export_formats": ["csv", "parquet"]})
 
 
 @login_required

@@ -29,13 +29,23 @@ UPLOAD_FORMATS = [f for f in FORMATS if f != "lm-eval"]
 # importer is called as importer(study or its name, path, model=..., skip_invalid=..., actor=..., progress=...) and
 # returns an ImportReport. The CLI passes the path; the upload form an archive unpacked into a temporary folder
 # (annotation/importing/archives.py), whose one wrapping folder is dropped unless it is one of PATH_FORMAT_ROOTS.
+# A format that needs the model's name (its files do not say) is in PATH_FORMAT_NEEDS_MODEL; the keyword options
+# an importer takes beyond those (gsm-symbolic: instances, seed) are in PATH_FORMAT_OPTIONS, passed only when given.
 PATH_FORMATS: dict[str, Callable[..., Any]] = {}
 PATH_FORMAT_ROOTS: dict[str, frozenset[str]] = {}
+PATH_FORMAT_NEEDS_MODEL: set[str] = set()
+PATH_FORMAT_OPTIONS: dict[str, tuple[str, ...]] = {}
 
 
-def register_path_format(name: str, importer: Callable[..., Any], *, root_names: frozenset[str] = frozenset()) -> None:
+def register_path_format(name: str, importer: Callable[..., Any], *, root_names: frozenset[str] = frozenset(),
+                         needs_model: bool = True, options: tuple[str, ...] = ()) -> None:
     PATH_FORMATS[name] = importer
     PATH_FORMAT_ROOTS[name] = root_names
+    PATH_FORMAT_OPTIONS[name] = options
+    if needs_model:
+        PATH_FORMAT_NEEDS_MODEL.add(name)
+    else:
+        PATH_FORMAT_NEEDS_MODEL.discard(name)
 
 
 def cli_formats() -> tuple[str, ...]:

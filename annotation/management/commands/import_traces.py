@@ -5,7 +5,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from annotation import services
-from annotation.importing.adapters import PATH_FORMATS, cli_formats
+from annotation.importing.adapters import PATH_FORMAT_OPTIONS, PATH_FORMATS, cli_formats
 from annotation.management.commands._progress import Bar
 
 
@@ -20,6 +20,9 @@ class Command(BaseCommand):
         parser.add_argument("--format", default="reasonaudit", choices=cli_formats())
         parser.add_argument("--model", help="the model's name, for formats whose files do not name it "
                             "(abstraction-outputs)")
+        parser.add_argument("--instances", type=int, help="instances drawn per template (gsm-symbolic; default 10, "
+                            "1 to 200)")
+        parser.add_argument("--seed", type=int, help="seed of the instances (gsm-symbolic; default 0)")
         parser.add_argument("--skip-invalid", action="store_true", help="keep the good lines, report the bad ones")
         parser.add_argument("--json", action="store_true", help="print the report as one JSON object")
 
@@ -27,6 +30,8 @@ class Command(BaseCommand):
         path: Path = opts["file"]
         if opts["format"] in PATH_FORMATS:
             return self._path_format(path, opts)
+        if opts.get("instances") is not None or opts.get("seed") is not None:
+            raise CommandError(f"--instances/--seed do not apply to --format {opts['format']}")
         if not path.is_file():
             raise CommandError(f"{path}: no such file")
         study, created = services.do_get_or_create_study(opts["study"])
@@ -65,8 +70,13 @@ class Command(BaseCommand):
         if not path.exists():
             raise CommandError(f"{path}: no such file or directory")
         bar = Bar(f"import {path.name}", enabled=not opts["json"] and sys.stderr.isatty())
+        # --instances/--seed only reach the formats that draw instances (gsm-symbolic), and only when given
+        extra = {k: opts[k] for k in ("instances", "seed") if opts.get(k) is not None}
+        foreign = [k for k in extra if k not in PATH_FORMAT_OPTIONS.get(opts["format"], ())]
+        if foreign:
+            raise CommandError(f"--{'/--'.join(foreign)} does not apply to --format {opts['format']}")
         report = PATH_FORMATS[opts["format"]](opts["study"], path, model=opts["model"],
-                                              skip_invalid=opts["skip_invalid"], progress=bar)
+                                              skip_invalid=opts["skip_invalid"], progress=bar, **extra)
         bar.close()
         data = report.as_dict()
         if opts["json"]:
