@@ -168,7 +168,7 @@ class CohortJudgeRuns(APIView):
 
     @extend_schema(request=JudgeIn, responses={202: OpenApiTypes.OBJECT})
     def post(self, request, pk: int):
-        from judges.services import RunConflict
+        from annotation.jobs import RunConflict
 
         cohort, membership = services.check_cohort(request.user, pk)
         access.check_owner(membership)

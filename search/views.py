@@ -124,7 +124,7 @@ def cohort_assign(request: HttpRequest, pk: int) -> HttpResponse:
 @member_view
 @require_POST
 def cohort_judge(request: HttpRequest, pk: int) -> HttpResponse:
-    from judges.services import RunConflict
+    from annotation.jobs import RunConflict
 
     cohort, membership = _cohort_for(request, pk)
     access.check_owner(membership)
