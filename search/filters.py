@@ -171,14 +171,12 @@ class TraceSearchFilter(django_filters.FilterSet):
                                                       params=params)
         prob_sql, prob_params = backends.matching_ids(backends.PROBLEMS, self.parsed, where="t.study_id = %s",
                                                       params=[self.study.pk])
+        cond = Q(pk__in=RawSQL(step_sql, step_params)) | Q(problem_id__in=RawSQL(prob_sql, prob_params))
         label_where, label_params = self._label_where()
         lab_sql, lab_params = backends.matching_ids(backends.LABELS, self.parsed, select="step_id",
                                                     where=label_where, params=label_params)
-        # One IN over a UNION ALL of the three sources, not three INs joined by OR: PostgreSQL plans an
-        # OR of IN subqueries as hashed subplans, each built whole for every query (docs/benchmarks.md).
-        union = (f"{step_sql} UNION ALL SELECT tr.id FROM annotation_trace tr WHERE tr.problem_id IN ({prob_sql}) "
-                 f"UNION ALL SELECT st.trace_id FROM annotation_step st WHERE st.id IN ({lab_sql})")
-        return qs.filter(pk__in=RawSQL(union, [*step_params, *prob_params, *lab_params]))
+        cond |= Q(pk__in=Step.objects.filter(pk__in=RawSQL(lab_sql, lab_params)).values("trace_id"))
+        return qs.filter(cond)
 
     def step_where(self) -> tuple[str, list]:
         channel = self._value("channel")
