@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from django.db.models import QuerySet
 
-from annotation.models import Study
+from annotation.models import Study, Trace
 
 # (study, value) -> a queryset of the scope's trace ids (values("pk")); raises ScopeError on a bad value.
 TraceScope = Callable[[Study, str], QuerySet]
@@ -29,3 +29,28 @@ def scope_trace_ids(study: Study, name: str, value: str) -> QuerySet:
     except KeyError:
         raise ScopeError(f"no trace scope named {name!r}") from None
     return scope(study, value)
+
+
+#: The help text of every ``cohort`` run parameter (runs page, REST, CLI).
+COHORT_HELP = ("only the traces of this saved cohort (its id; docs/search.md); runs that take problems "
+               "(generation, fidelity) ask about the problems of those traces")
+
+
+def check_cohort(study: Study, value) -> str:
+    """A run's ``cohort`` parameter, checked the same way by its serializer, its service and its command:
+    "" (no cohort) or the cohort's id as a string; ScopeError naming the mistake."""
+    value = "" if value is None else str(value).strip()
+    if value:
+        scope_trace_ids(study, "cohort", value)  # the scope refuses an unknown id at once
+    return value
+
+
+def cohort_traces(study: Study, value: str) -> QuerySet | None:
+    """The trace ids (``values("pk")``-shaped) of a checked cohort parameter, or None for no cohort."""
+    return scope_trace_ids(study, "cohort", value) if value else None
+
+
+def cohort_problems(study: Study, value: str) -> QuerySet | None:
+    """The problem pks of the traces of a checked cohort parameter, or None for no cohort."""
+    traces = cohort_traces(study, value)
+    return None if traces is None else Trace.objects.filter(pk__in=traces).values("problem_id")

@@ -147,7 +147,7 @@ def queries_phase(rounds: int) -> dict:
         for i, params in enumerate(QUERIES):
             t0, c0 = time.perf_counter(), time.process_time()
             s = services.search(study, membership, params)
-            page = Paginator(s.traces, 50).get_page(1)
+            page = services.SearchPaginator(s.traces, 50).get_page(1)
             rows = list(page)
             services.hits(s, rows)
             counts[i] = page.paginator.count

@@ -9,6 +9,7 @@ from typing import Any
 
 from django.db.models import QuerySet
 
+from annotation import scopes
 from annotation.models import Trace
 from faithfulness.core import anytime as any_core
 from faithfulness.core import early as early_core
@@ -97,8 +98,13 @@ def plan_early(traces: list[TraceData], grid: early_core.EarlyGrid) -> tuple[lis
     return out, skipped
 
 
-def limited(subject: SubjectModel, limit: int | None) -> QuerySet[Trace] | list[int]:
+def limited(subject: SubjectModel, limit: int | None, cohort: str = "") -> QuerySet[Trace] | list[int]:
+    """The subject's traces a run reads: those of a saved ``cohort`` only when one is given, then the
+    first ``limit`` by id."""
     qs = subject_traces(subject).order_by("pk")
+    in_cohort = scopes.cohort_traces(subject.study, cohort or "")
+    if in_cohort is not None:
+        qs = qs.filter(pk__in=in_cohort)
     if limit is not None:
         if limit < 1:
             raise ValueError(f"limit: must be at least 1, got {limit}")
@@ -106,13 +112,17 @@ def limited(subject: SubjectModel, limit: int | None) -> QuerySet[Trace] | list[
     return qs
 
 
-def no_traces(subject: SubjectModel) -> str | None:
-    """Why a faithfulness run of ``subject`` has nothing to work on, or None (one cheap query: the request
-    refuses at once; the planning itself waits for the job)."""
-    if subject_traces(subject).exists():
-        return None
-    return (f"subject model {subject.name} has no generated traces under configuration version "
-            f"{subject.version}; run generate first")
+def no_traces(subject: SubjectModel, cohort: str = "") -> str | None:
+    """Why a faithfulness run of ``subject`` (within a saved ``cohort``, if given) has nothing to work on,
+    or None (one cheap query: the request refuses at once; the planning itself waits for the job)."""
+    if not subject_traces(subject).exists():
+        return (f"subject model {subject.name} has no generated traces under configuration version "
+                f"{subject.version}; run generate first")
+    in_cohort = scopes.cohort_traces(subject.study, cohort)
+    if in_cohort is not None and not subject_traces(subject).filter(pk__in=in_cohort).exists():
+        return (f"cohort {cohort} holds none of subject model {subject.name}'s generated traces "
+                f"(configuration version {subject.version})")
+    return None
 
 
 def plan(frun: FaithfulnessRun) -> list[int]:
@@ -120,12 +130,12 @@ def plan(frun: FaithfulnessRun) -> list[int]:
     pks of those waiting for a continuation, the run's items. Records how many traces it read and why
     some were skipped."""
     p = frun.params
-    reason = no_traces(frun.subject)
+    reason = no_traces(frun.subject, p.get("cohort") or "")
     if reason:
         raise ValueError(reason)
     # The channel whose steps are edited or cut: recorded at the start (interventions: --channel, or the
     # channel that holds the reasoning; thinking budgets and early answering: the thought).
-    traces = load_traces(limited(frun.subject, p.get("limit")), channel=p.get("channel") or ANSWER)
+    traces = load_traces(limited(frun.subject, p.get("limit"), p.get("cohort") or ""), channel=p.get("channel") or ANSWER)
     if frun.kind == FaithfulnessRun.Kind.INTERVENTIONS:
         planned = plan_interventions(traces, tuple(p["kinds"]), per_trace=p["per_trace"], seed=p["seed"])
         Intervention.objects.bulk_create([Intervention(frun=frun, **row) for row in planned.rows], batch_size=1000)

@@ -40,7 +40,7 @@ class KindsField(serializers.Field):
         return list(value)
 
 
-class ContinuationRunSerializer(serializers.Serializer):
+class ContinuationRunSerializer(params.CohortParam, serializers.Serializer):
     """What both kinds take: the subject model, the continuation mode, how many traces, cache and budget."""
 
     model = serializers.CharField(help_text="name of one of the study's subject models")
@@ -49,6 +49,7 @@ class ContinuationRunSerializer(serializers.Serializer):
     limit = params.serializer_field("limit", required=False, allow_null=True, help_text="only the first N traces (by id)")
     force = serializers.BooleanField(default=False, help_text="ask again even where a cached answer exists")
     budget_usd = params.serializer_field("budget_usd", required=False, allow_null=True)
+    cohort = params.cohort_serializer_field()
 
     def validate_model(self, value: str) -> SubjectModel:
         try:
@@ -101,19 +102,19 @@ def _mode_refused(call):
 def start_interventions(study: Study, d: dict[str, Any], user) -> FaithfulnessRun:
     return _mode_refused(lambda: services.do_start_interventions(
         d["model"], kinds=d["kinds"], per_trace=d["per_trace"], seed=d["seed"], mode=d["mode"] or None, user=user,
-        force=d["force"], budget_usd=d.get("budget_usd"), limit=d.get("limit"), channel=d.get("channel") or None))
+        force=d["force"], budget_usd=d.get("budget_usd"), limit=d.get("limit"), cohort=d.get("cohort", ""), channel=d.get("channel") or None))
 
 
 def start_anytime(study: Study, d: dict[str, Any], user) -> FaithfulnessRun:
     return _mode_refused(lambda: services.do_start_anytime(
         d["model"], grid=d["budgets"], mode=d["mode"] or None, user=user, force=d["force"],
-        budget_usd=d.get("budget_usd"), limit=d.get("limit")))
+        budget_usd=d.get("budget_usd"), limit=d.get("limit"), cohort=d.get("cohort", "")))
 
 
 def start_early(study: Study, d: dict[str, Any], user) -> FaithfulnessRun:
     return _mode_refused(lambda: services.do_start_early(
         d["model"], grid=d["grid"], mode=d["mode"] or None, user=user, force=d["force"],
-        budget_usd=d.get("budget_usd"), limit=d.get("limit")))
+        budget_usd=d.get("budget_usd"), limit=d.get("limit"), cohort=d.get("cohort", "")))
 
 
 def subject_names(study: Study) -> dict[str, list[str]]:

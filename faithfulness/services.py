@@ -35,6 +35,7 @@ from reasonlib.parsing import check_answer
 from runs import engine
 from runs.continuation import DEFAULT_CUE, MODES
 from runs.engine import ACTIVE, Progress
+from runs.params import ParamError, check_cohort
 from runs.params import check as check_param
 from runs.version import code_version
 from subjects.models import Generation, SubjectModel
@@ -144,19 +145,22 @@ def _start(subject: SubjectModel, kind: str, mode: str, params: dict[str, Any], 
 def do_start_interventions(subject: SubjectModel, *, kinds: Iterable[str] | str = edit_core.KINDS,
                            per_trace: int = 3, seed: int = DEFAULT_SEED, mode: str | None = None, user=None,
                            queue: bool = True, force: bool = False, budget_usd: float | None = None,
-                           limit: int | None = None, channel: str | None = None) -> FaithfulnessRun:
+                           limit: int | None = None, channel: str | None = None, cohort: str = "") -> FaithfulnessRun:
     """Validate and queue an interventions run; its targets and edits are planned in the job
     (faithfulness.planning), on the steps of ``channel`` (default: the channel that holds the reasoning)."""
     kinds = edit_core.parse_kinds(kinds)
     per_trace = check_param("per_trace", per_trace)
     seed = check_param("seed", seed)
     limit = check_param("limit", limit)
+    cohort = check_cohort(subject.study, cohort)
     channel = check_channel(subject, channel)
     mode = continuation_mode(subject, mode)
     reason = planning.no_traces(subject)
     if reason:
         raise ValueError(reason)
-    params = {"kinds": list(kinds), "per_trace": per_trace, "seed": seed, "limit": limit,
+    if cohort and (reason := planning.no_traces(subject, cohort)):
+        raise ParamError("cohort", reason)
+    params = {"kinds": list(kinds), "per_trace": per_trace, "seed": seed, "limit": limit, "cohort": cohort,
               "edits_version": edit_core.EDITS_VERSION, "decoding": _decoding(subject), "code_version": code_version(),
               "channel": channel}
     return _start(subject, FaithfulnessRun.Kind.INTERVENTIONS, mode, params, user=user, force=force,
@@ -165,19 +169,22 @@ def do_start_interventions(subject: SubjectModel, *, kinds: Iterable[str] | str 
 
 def do_start_anytime(subject: SubjectModel, *, grid: str = any_core.DEFAULT_TOKEN_GRID, mode: str | None = None,
                      user=None, queue: bool = True, force: bool = False, budget_usd: float | None = None,
-                     limit: int | None = None) -> FaithfulnessRun:
+                     limit: int | None = None, cohort: str = "") -> FaithfulnessRun:
     """Validate and queue an anytime run; its truncations are planned in the job (faithfulness.planning)."""
     parsed = any_core.parse_grid(grid)
     limit = check_param("limit", limit)
+    cohort = check_cohort(subject.study, cohort)
     mode = continuation_mode(subject, mode)
     reason = planning.no_traces(subject)
     if reason:
         raise ValueError(reason)
+    if cohort and (reason := planning.no_traces(subject, cohort)):
+        raise ParamError("cohort", reason)
     channel = THOUGHT if parsed.unit == any_core.THINKING else ANSWER
     if channel == THOUGHT and not subject_traces(subject).exclude(thought="").exists():
         raise ValueError(f"budgets {parsed.spec!r}: subject model {subject.name}'s traces have no thought; "
                          f"thinking budgets need a reasoning model (see its thinking settings)")
-    params = {"grid": parsed.spec, "limit": limit, "decoding": _decoding(subject), "code_version": code_version(),
+    params = {"grid": parsed.spec, "limit": limit, "cohort": cohort, "decoding": _decoding(subject), "code_version": code_version(),
               "token_count": "word pieces scaled to the reported completion tokens", "channel": channel}
     return _start(subject, FaithfulnessRun.Kind.ANYTIME, mode, params, grid=parsed.spec, user=user, force=force,
                   budget_usd=budget_usd, queue=queue)
@@ -198,19 +205,22 @@ def check_channel(subject: SubjectModel, channel: str | None) -> str:
 
 def do_start_early(subject: SubjectModel, *, grid: str = early_core.DEFAULT_EARLY_GRID, mode: str | None = None,
                    user=None, queue: bool = True, force: bool = False, budget_usd: float | None = None,
-                   limit: int | None = None) -> FaithfulnessRun:
+                   limit: int | None = None, cohort: str = "") -> FaithfulnessRun:
     """Early answering: each trace's thought cut after every step k (or at a grid of fractions), closed,
     and the answer forced (docs/faithfulness.md 2b). Validated here, planned in the job."""
     parsed = early_core.parse_early_grid(grid)
     limit = check_param("limit", limit)
+    cohort = check_cohort(subject.study, cohort)
     mode = continuation_mode(subject, mode)
     reason = planning.no_traces(subject)
     if reason:
         raise ValueError(reason)
+    if cohort and (reason := planning.no_traces(subject, cohort)):
+        raise ParamError("cohort", reason)
     if not subject_traces(subject).filter(n_thought_steps__gt=0).exists():
         raise ValueError(f"subject model {subject.name}'s traces have no thought steps: early answering needs a "
                          f"reasoning model (see its thinking settings)")
-    params = {"grid": parsed.spec, "limit": limit, "decoding": _decoding(subject), "code_version": code_version(),
+    params = {"grid": parsed.spec, "limit": limit, "cohort": cohort, "decoding": _decoding(subject), "code_version": code_version(),
               "channel": THOUGHT, "cue": early_core.close_thought("")}
     return _start(subject, FaithfulnessRun.Kind.EARLY, mode, params, grid=parsed.spec, user=user, force=force,
                   budget_usd=budget_usd, queue=queue)

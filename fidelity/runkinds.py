@@ -15,7 +15,7 @@ from runs import kinds, params
 from subjects.models import SubjectModel
 
 
-class FidelityStartSerializer(serializers.Serializer):
+class FidelityStartSerializer(params.CohortParam, serializers.Serializer):
     model = serializers.CharField(help_text="name of one of the study's subject models")
     suite = serializers.CharField(default="fidelity", max_length=100, help_text="the suite of variants (made if new)")
     axes = serializers.CharField(default=services.DEFAULT_AXES,
@@ -25,6 +25,7 @@ class FidelityStartSerializer(serializers.Serializer):
     seed = params.serializer_field("seed", default=0, help_text="the suite's seed (a new suite only)")
     force = serializers.BooleanField(default=False, help_text="ask again even where a cached answer exists")
     budget_usd = params.serializer_field("budget_usd", required=False, allow_null=True)
+    cohort = params.cohort_serializer_field()
 
     def validate_model(self, value: str) -> SubjectModel:
         subject = SubjectModel.objects.filter(study=self.context["study"], name=value).first()
@@ -49,7 +50,8 @@ def start(study: Study, data: dict[str, Any], user) -> FidelityRun:
     """Queue the run; its job makes the suite's variants and picks the items (services.plan_run_items)."""
     return services.do_queue_run(study, data["suite"], data["model"], axes=data["axes"],
                                  per_problem=data["per_problem"], problems=data["problems"], seed=data["seed"],
-                                 force=data["force"], budget_usd=data.get("budget_usd"), user=user)
+                                 force=data["force"], budget_usd=data.get("budget_usd"), user=user,
+                                 cohort=data.get("cohort", ""))
 
 
 def declare() -> None:

@@ -115,3 +115,46 @@ def cli_type(name: str) -> Callable[[str], int | float]:
 
     parse.__name__ = name
     return parse
+
+
+# --------------------------------------------------------------------------
+# A saved cohort as a run's scope (issue 22): one check for serializer, service and command.
+
+
+def check_cohort(study, value) -> str:
+    """"" or the id of one of ``study``'s saved cohorts (annotation.scopes, supplied by search);
+    ParamError("cohort") otherwise."""
+    from annotation import scopes
+
+    try:
+        return scopes.check_cohort(study, value)
+    except scopes.ScopeError as exc:
+        raise ParamError("cohort", str(exc)) from None
+
+
+def cohort_serializer_field():
+    """The ``cohort`` parameter of every kind of run that takes one (validated by ``validate_cohort``
+    of CohortParam)."""
+    from rest_framework import serializers
+
+    from annotation.scopes import COHORT_HELP
+
+    return serializers.CharField(required=False, allow_blank=True, default="", max_length=20, help_text=COHORT_HELP)
+
+
+class CohortParam:
+    """Serializer mixin: a ``cohort`` field checked by ``check_cohort`` against ``context["study"]``."""
+
+    def validate_cohort(self, value: str) -> str:
+        from rest_framework import serializers
+
+        try:
+            return check_cohort(self.context["study"], value)
+        except ParamError as exc:
+            raise serializers.ValidationError(str(exc).removeprefix("cohort: ")) from None
+
+
+def add_cohort_argument(parser) -> None:
+    from annotation.scopes import COHORT_HELP
+
+    parser.add_argument("--cohort", default="", help=COHORT_HELP)

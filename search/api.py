@@ -10,6 +10,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.exceptions import ValidationError
+from rest_framework.pagination import PageNumberPagination
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -41,6 +42,12 @@ class SearchTraceSerializer(TraceListSerializer):
         return [asdict(h) for h in self.context.get("hits", {}).get(trace.pk, [])]
 
 
+class SearchPagination(PageNumberPagination):
+    """The project's page size, with the count and the page's ids in one query (SearchPaginator)."""
+
+    django_paginator_class = services.SearchPaginator
+
+
 @extend_schema(filters=True)
 class SearchTraces(StudyTraces):
     """Traces of a study: text query ``q`` (docs/search.md), regex ``re`` and every structured filter;
@@ -48,6 +55,7 @@ class SearchTraces(StudyTraces):
 
     serializer_class = SearchTraceSerializer
     filterset_class = TraceSearchFilter
+    pagination_class = SearchPagination
 
     def _search(self) -> services.Search:
         study, membership = access.check_study(self.request.user, self.kwargs["pk"])

@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.core.paginator import EmptyPage, Page, PageNotAnInteger, Paginator
 from django.db import IntegrityError, connection, transaction
-from django.db.models import F, QuerySet
+from django.db.models import Count, F, QuerySet, Window
 from django.db.models.expressions import RawSQL
 from django.urls import reverse
 
@@ -69,6 +70,44 @@ def search(study: Study, membership: Membership, data) -> Search:
     if not fs.is_valid():
         raise SearchError({k: [str(m) for m in v] for k, v in fs.errors.items()})
     return Search(fs.qs, fs, search_params(data))
+
+
+class SearchPaginator(Paginator):
+    """Django's paginator with the count and the page's ids in one query: ``COUNT(*) OVER ()`` beside
+    the ids of the page, then the page's rows by id. Django's counts in one query and slices in a
+    second, so a text query matching much of the study evaluated its full-text match twice (the
+    count for the pager was half of a broad query's time; docs/benchmarks.md). An empty page (past
+    the last) falls back to Django's count to say where the last page is."""
+
+    def page(self, number) -> Page:
+        try:
+            n = int(number)
+        except (TypeError, ValueError):
+            raise PageNotAnInteger("That page number is not an integer") from None
+        if n < 1:
+            raise EmptyPage("That page number is less than 1")
+        bottom = (n - 1) * self.per_page
+        rows = list(self.object_list.annotate(_search_total=Window(Count("pk")))
+                    .values_list("pk", "_search_total")[bottom:bottom + self.per_page])
+        if rows:
+            self.__dict__["count"] = rows[0][1]  # Paginator.count is a cached_property
+        n = self.validate_number(n)
+        ids = [pk for pk, _total in rows]
+        by_id = {obj.pk: obj for obj in self.object_list.model._default_manager.filter(pk__in=ids)
+                 .select_related(*self._related())}
+        return self._get_page([by_id[pk] for pk in ids if pk in by_id], n, self)
+
+    def _related(self) -> list[str]:
+        related = self.object_list.query.select_related
+        return list(related) if isinstance(related, dict) else []
+
+    def get_page(self, number) -> Page:
+        try:
+            return self.page(number)
+        except PageNotAnInteger:
+            return self.page(1)
+        except EmptyPage:
+            return self.page(self.num_pages)
 
 
 @dataclass(frozen=True)

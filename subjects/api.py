@@ -107,7 +107,7 @@ class StudyGenerationRuns(generics.ListAPIView):
         try:
             gen_run = services.do_start_generation(data["model"], scope=data["problems"], samples=data.get("samples"),
                                                    force=data["force"], budget_usd=data.get("budget_usd"),
-                                                   user=request.user)
+                                                   user=request.user, cohort=data.get("cohort", ""))
         except ValueError as exc:
             raise ValidationError({"non_field_errors": [str(exc)]}) from None
         gen_run.job.refresh_from_db()

@@ -19,14 +19,15 @@ def subject_names(study: Study) -> dict[str, list[str]]:
 
 def start_generation(study: Study, data: dict[str, Any], user) -> GenerationRun:
     return services.do_start_generation(data["model"], scope=data["problems"], samples=data.get("samples"),
-                                        force=data["force"], budget_usd=data.get("budget_usd"), user=user)
+                                        force=data["force"], budget_usd=data.get("budget_usd"), user=user,
+                                        cohort=data.get("cohort", ""))
 
 
 def retry_generation(run, user) -> GenerationRun:
     """The problems still lacking some of their K samples (those that failed, and any never asked)."""
     gen_run = GenerationRun.objects.select_related("subject").get(run=run)
     return services.do_start_generation(gen_run.subject, scope=GenerationRun.Scope.MISSING, samples=gen_run.samples,
-                                        user=user)
+                                        user=user, cohort=str(run.job.params.get("cohort") or ""))
 
 
 class ProbeRequestSerializer(serializers.Serializer):

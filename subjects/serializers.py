@@ -44,13 +44,14 @@ class SubjectModelSerializer(HtmlUrlMixin, serializers.ModelSerializer):
         return attrs
 
 
-class GenerationRunRequestSerializer(serializers.Serializer):
+class GenerationRunRequestSerializer(params.CohortParam, serializers.Serializer):
     model = serializers.CharField(help_text="name of one of the study's subject models")
     problems = serializers.CharField(default=GenerationRun.Scope.ALL, max_length=2000,
                                      help_text="all, missing, or a filter: first:N, ids:A,B-C, pid:X,Y, sample:N@SEED")
     samples = params.serializer_field("samples", required=False)
     force = serializers.BooleanField(default=False, help_text="ignore cached answers")
     budget_usd = params.serializer_field("budget_usd", required=False, allow_null=True)
+    cohort = params.cohort_serializer_field()
 
     def validate_problems(self, value: str) -> str:
         try:

@@ -55,3 +55,25 @@ def test_an_anytime_grid_and_the_trace_limit_have_maxima(generated):
     with pytest.raises(ParamError, match=r"limit: must lie in 1\.\.100000"):
         services.do_start_anytime(generated, grid="tokens:4,full", limit=10**9)
     assert not Job.objects.filter(kind="faithfulness").exists()
+
+
+def test_a_cohort_scopes_the_planned_traces(generated, owner):
+    """A saved cohort (issue 22) as the scope: only its traces are planned; one without the subject's
+    traces is refused at once, by the ``cohort`` field."""
+    from annotation.models import Membership, Trace
+    from search.services import do_save_cohort
+
+    study = generated.study
+    membership = Membership.objects.get(study=study, user=owner)
+    first_two = list(Trace.objects.filter(study=study).order_by("pk").values_list("trace_id", flat=True)[:2])
+    cohort = do_save_cohort(study, membership, name="two", data={})
+    # keep only two traces in the snapshot: the scope is the snapshot, not the query
+    cohort.members.exclude(trace__trace_id__in=first_two).delete()
+    frun = services.do_start_interventions(generated, kinds="value_flip,paraphrase", cohort=str(cohort.pk))
+    engine.plan_run(frun.run_id)
+    frun.refresh_from_db()
+    assert frun.traces == 2 and Intervention.objects.filter(frun=frun).count() == 4
+    assert set(Intervention.objects.filter(frun=frun).values_list("trace__trace_id", flat=True)) == set(first_two)
+    cohort.members.all().delete()
+    with pytest.raises(ParamError, match=f"cohort: cohort {cohort.pk} holds none of subject model tiny"):
+        services.do_start_anytime(generated, grid="tokens:4,full", cohort=str(cohort.pk))

@@ -151,7 +151,7 @@ def test_a_cohort_scopes_an_export_and_a_calibration_sample(study, owner, traces
                                                                 extra={"cohort": "999"})), io.StringIO())
     judge(study)
     cal = calibration.do_create_calibration(study, name="from m2", reference="human", candidates=["judge:gpt-judge"],
-                                            size=2, cohort=str(cohort.pk))
+                                            size=2, cohort=str(cohort.pk))  # a larger sample is refused (issue 23)
     assert sorted(cal.items.values_list("trace__trace_id", flat=True)) == ["t3", "t4"]
     with pytest.raises(calibration.CalibrationError, match="no cohort"):
         calibration.do_create_calibration(study, name="x", reference="human", candidates=["judge:gpt-judge"],

@@ -181,3 +181,24 @@ def test_thought_steps_are_searched_and_the_channel_filter_narrows(study, owner_
     s = services.search(study, owner_m, {"q": "recount"})
     (hit,) = services.hits(s, list(s.traces))[s.traces[0].pk]
     assert (hit.kind, hit.step, hit.channel) == ("step", 2, "thought")
+
+
+@pytest.mark.parametrize("per_page", [1, 2, 3, 50])
+def test_the_one_query_paginator_pages_as_djangos_does(study, member_m, traces, per_page, django_assert_max_num_queries):
+    """SearchPaginator (count and the page's ids in one query) gives Django's pages, count and clamping."""
+    from django.core.paginator import Paginator
+
+    from search.services import SearchPaginator
+
+    for params in ({"q": "wait or apples"}, {"q": "zebra"}, {}):
+        s = services.search(study, member_m, params)
+        ours, django = SearchPaginator(s.traces, per_page), Paginator(s.traces, per_page)
+        for number in (1, 2, 3, 99, "x", 0):
+            mine, theirs = ours.get_page(number), django.get_page(number)
+            assert [t.trace_id for t in mine] == [t.trace_id for t in theirs], (params, number)
+            assert (mine.number, mine.paginator.count, mine.paginator.num_pages) == (
+                theirs.number, theirs.paginator.count, theirs.paginator.num_pages)
+        s = services.search(study, member_m, params)
+        with django_assert_max_num_queries(2):  # the count with the ids, then the rows with their problems
+            page = SearchPaginator(s.traces, per_page).get_page(1)
+            [t.problem.problem_id for t in page]

@@ -23,6 +23,7 @@ class FaithfulnessCommand(RunCommand):
                             help="continuation mode (default: the one the probe recorded)")
         parser.add_argument("--limit", type=params.cli_type("limit"),
                             help=f"only the first N traces (by id; {params.range_text('limit')})")
+        params.add_cohort_argument(parser)
 
     def find_subject(self, opts: dict) -> SubjectModel:
         study = self.find_study(opts)

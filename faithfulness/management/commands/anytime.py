@@ -24,7 +24,7 @@ class Command(FaithfulnessCommand):
             raise CommandError(str(exc)) from None
         self.run_kind(opts, lambda subject, queue: services.do_start_anytime(
             subject, grid=opts["budgets"], mode=opts["mode"], queue=queue, force=opts["force"],
-            budget_usd=opts["budget"], limit=opts["limit"]))
+            budget_usd=opts["budget"], limit=opts["limit"], cohort=opts["cohort"]))
 
     def print_summary(self, frun) -> None:
         s = services.anytime_summary(frun)

@@ -25,7 +25,7 @@ class Command(FaithfulnessCommand):
             raise CommandError(str(exc)) from None
         self.run_kind(opts, lambda subject, queue: services.do_start_early(
             subject, grid=opts["grid"], mode=opts["mode"], queue=queue, force=opts["force"],
-            budget_usd=opts["budget"], limit=opts["limit"]))
+            budget_usd=opts["budget"], limit=opts["limit"], cohort=opts["cohort"]))
 
     def print_summary(self, frun) -> None:
         s = services.early_summary(frun)

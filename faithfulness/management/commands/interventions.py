@@ -23,7 +23,7 @@ class Command(FaithfulnessCommand):
     def handle(self, *args, **opts):
         self.run_kind(opts, lambda subject, queue: services.do_start_interventions(
             subject, kinds=opts["kinds"], per_trace=opts["per_trace"], seed=opts["seed"], mode=opts["mode"],
-            queue=queue, force=opts["force"], budget_usd=opts["budget"], limit=opts["limit"], channel=opts["channel"]))
+            queue=queue, force=opts["force"], budget_usd=opts["budget"], limit=opts["limit"], cohort=opts["cohort"], channel=opts["channel"]))
 
     def print_summary(self, frun) -> None:
         s = services.ifr_summary(frun)

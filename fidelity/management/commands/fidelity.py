@@ -24,6 +24,7 @@ class Command(RunCommand):
         parser.add_argument("--per-problem", type=params.cli_type("per_problem"), default=1,
                             help=f"variants per strategy and problem (K; {params.range_text('per_problem')})")
         parser.add_argument("--problems", default="all", help=f"which originals: {SYNTAX}")
+        params.add_cohort_argument(parser)
         parser.add_argument("--seed", type=params.cli_type("seed"), default=0,
                             help="the suite's seed (a new suite only)")
         parser.add_argument("--extract-forms", metavar="JUDGE",
@@ -50,6 +51,7 @@ class Command(RunCommand):
         if opts["extract_forms"]:
             return self._extract(study, subject, opts["extract_forms"], opts)
         try:
+            params.check_cohort(study, opts["cohort"])  # before the suite is made
             axes = services.parse_axes(opts["axes"])
             made = services.do_create_suite(study, opts["suite"], axes=axes, per_problem=opts["per_problem"],
                                             problems=opts["problems"], seed=opts["seed"])
@@ -64,6 +66,7 @@ class Command(RunCommand):
             self.stdout.write(f"  skipped {n}: {reason}")
         fid_run, job = self.start_and_follow(
             lambda queue: services.do_start_run(made.suite, subject, axes=axes, problems=opts["problems"],
+                                                cohort=opts["cohort"],
                                                 force=opts["force"], budget_usd=opts["budget"], queue=queue),
             opts, label=f"fidelity {subject.name}", errors=(FilterError,))
         if job is not None:

@@ -18,6 +18,7 @@ class Command(RunCommand):
                                  f"{services.PROBLEM_FILTERS}")
         parser.add_argument("--samples", type=params.cli_type("samples"),
                             help=f"K (default: the subject model's; {params.range_text('samples')})")
+        params.add_cohort_argument(parser)
 
     def handle(self, *args, **opts):
         study = self.find_study(opts)
@@ -29,7 +30,8 @@ class Command(RunCommand):
             return self.cancel_runs(services.active_runs(subject), f"subject model {subject.name}")
         _, job = self.start_and_follow(
             lambda queue: services.do_start_generation(subject, scope=opts["problems"], samples=opts["samples"],
-                                                       force=opts["force"], budget_usd=opts["budget"], queue=queue),
+                                                       force=opts["force"], budget_usd=opts["budget"], queue=queue,
+                                                       cohort=opts["cohort"]),
             opts, label=f"generate {subject.name}")
         self.exit_status(job)
 
