@@ -29,10 +29,11 @@ from judges.providers.openai_compat import endpoint as judge_endpoint
 from runs import cache as run_cache
 from runs.clients import Accounting, ChunkWork, RunClient, Sizing
 from runs.models import Run
+from runs.thinking import ThinkingSettings, thinking_request, with_extra_body
 from runs.transport import CallRecord, Control, Endpoint, FatalRunError, ModelPool, ModelRequest
 from runs.version import code_version
 from subjects.models import SubjectModel
-from subjects.runclient import Completion, cache_scope, endpoint_of, parse_completion
+from subjects.runclient import Completion, cache_scope, endpoint_of, parse_completion, thinking_regime
 
 KIND = "abstraction"
 JOB_KIND = "abstraction"
@@ -90,8 +91,12 @@ class AbstractionWork(ChunkWork):
         if cfg.get("max_examples") is not None:
             # A cheap probe on a slow server: the first N worked examples only (recorded in the regime).
             inst = replace(inst, examples=inst.examples[:cfg["max_examples"]])
-        msgs = render(inst, mode, cfg["prompts"])
+        # The subject model's thinking settings, as in every call of it (runs.thinking): the snapshot's, or
+        # for a run started before they were snapshotted, none.
+        think = thinking_request(ThinkingSettings.of(cfg), render(inst, mode, cfg["prompts"]))
+        msgs = think.messages
         body: dict[str, Any] = {"messages": msgs, "temperature": cfg["temperature"], "max_tokens": cfg["max_tokens"]}
+        with_extra_body(body, think.extra_body)
         for key in ("seed", "top_p"):
             if cfg.get(key) is not None:
                 body[key] = cfg[key]
@@ -184,6 +189,7 @@ def trace_regime(cfg: dict[str, Any], mr: ModeResult) -> dict[str, Any]:
         configured_model=cfg["model"], prompting=mr.mode, benchmark=cfg["benchmark"],
         generator_version=cfg["generator_version"], seed_benchmark=cfg["benchmark_seed"],
         remap_mode=cfg["remap_mode"], checker=cfg["checker"], max_examples=cfg.get("max_examples"),
+        **thinking_regime(cfg, mr.completion),
     )
 
 

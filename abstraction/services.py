@@ -216,6 +216,8 @@ def run_config(subject: SubjectModel, bench: Benchmark, modes: Sequence[str], ch
         "max_tokens": subject.max_tokens, "stop": list(subject.stop or []), "modes": list(modes),
         "prompts": prompt_texts(bench.study), "benchmark": bench.name, "benchmark_seed": bench.seed,
         "generator_version": bench.generator_version, "remap_mode": bench.remap_mode, "checker": checker_name,
+        "thinking": subject.thinking, "thinking_switch": subject.thinking_switch,
+        "reasoning_effort": subject.reasoning_effort, "thinking_budget": subject.thinking_budget,
     }
 
 

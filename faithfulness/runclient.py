@@ -23,7 +23,6 @@ from faithfulness.models import AnytimePoint, FaithfulnessRun, Intervention, Sta
 from reasonlib.parsing import check_answer, extract_answer
 from reasonlib.verifier.verdicts import find_claims
 from runs import cache as run_cache
-from runs.chat_template import ChatTemplateError, render_chat
 from runs.clients import Accounting, ChunkWork, RunClient, Sizing
 from runs.continuation import (
     COMPLETIONS,
@@ -33,6 +32,7 @@ from runs.continuation import (
     ContinuationSpec,
     continuation_request,
     forced_answer_spec,
+    rendered_prompt,
     result_from_outcome,
 )
 from runs.models import Run
@@ -146,9 +146,10 @@ class FaithfulnessWork(ChunkWork):
         opens it in the completions mode's prompt (R1, Qwen3), else the opening tag."""
         if self.frun.mode == COMPLETIONS and self.server.chat_template.strip():
             try:
-                rendered = render_chat(self.server.chat_template, messages, add_generation_prompt=True,
-                                       eos_token=self.server.eos_token)
-            except ChatTemplateError:
+                # Rendered as the request renders it (thinking settings included: enable_thinking can decide
+                # whether the template opens the thought).
+                rendered = rendered_prompt(self.server, messages)
+            except ContinuationError:
                 rendered = ""  # build_request_body reports the broken template
             if rendered.rstrip().endswith(early_core.OPEN_TAG):
                 return ""

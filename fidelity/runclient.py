@@ -20,6 +20,7 @@ from annotation.importing.records import TraceIn
 from annotation.models import Problem, Trace
 from fidelity.models import FidelityRun, Output
 from reasonlib.parsing import extract_answer
+from reasonlib.thinking import split_thinking
 from runs import cache as run_cache
 from runs.clients import Accounting, ChunkWork, RunClient, Sizing
 from runs.models import Run
@@ -32,6 +33,7 @@ from subjects.runclient import (
     cache_scope,
     endpoint_of,
     parse_completion,
+    prompt_opens_thought,
     request_body,
     trace_regime,
 )
@@ -136,7 +138,9 @@ class FidelityWork(ChunkWork):
             for i in inputs:
                 fwd = outcomes[i.pk].forward
                 if i.backward and fwd is not None:
-                    answer = extract_answer(fwd.completion.text) or fwd.completion.text.strip()[-200:]
+                    # The answer channel only: an inline thought's numbers are not the answer.
+                    text = answer_text(fwd.completion, opened=prompt_opens_thought(cfg))
+                    answer = extract_answer(text) or text.strip()[-200:]
                     backward.append(self._request(i.pk, BACKWARD_PROMPT.format(answer=answer)))
             if backward:
                 self._collect(backward, outcomes, control, "backward")
@@ -156,10 +160,19 @@ class FidelityWork(ChunkWork):
             self.pool.close()
 
 
+def answer_text(completion: Completion, *, opened: bool) -> str:
+    """The answer channel of a completion, as the one parser (reasonlib.thinking) reads it."""
+    return split_thinking(completion.text, reasoning_field=completion.reasoning or None, opened=opened,
+                          cut=completion.finish_reason == "length").answer
+
+
 def write_outputs(fid_run: FidelityRun, outcomes: Sequence[ItemOutcome], ids: dict[int, str]) -> None:
     """Forward completions as traces (the import pipeline) and every answer as an Output row."""
     subject, cfg, version = fid_run.subject, fid_run.run.config, fid_run.config_version
     records, rows = [], []
+    # As in generation (subjects.runclient.write_generations): a chat template that opens <think> makes the
+    # completion start mid-thought, and the import must know it to split thought from answer.
+    opened = prompt_opens_thought(cfg)
     for out in outcomes:
         if out.forward is not None:
             c: Completion = out.forward.completion
@@ -167,9 +180,12 @@ def write_outputs(fid_run: FidelityRun, outcomes: Sequence[ItemOutcome], ids: di
             meta: dict[str, Any] = {"finish_reason": c.finish_reason, "fidelity_run": fid_run.pk}
             if c.finish_reason == "length":
                 meta["truncated"] = True
+            if opened:
+                meta["prompt_opened_thought"] = True
             records.append(TraceIn.model_validate({
                 "kind": "trace", "problem_id": ids[out.item], "model": subject.name, "trace_id": tid, "raw": c.text,
-                "thought": c.reasoning or None, "meta": meta, "regime": trace_regime(cfg, out.forward, 1),
+                "thought": c.reasoning or None, "meta": meta, "prompt_opens_thought": opened,
+                "regime": trace_regime(cfg, out.forward, 1),
             }))
             rows.append((out.item, Output.Role.FORWARD, out.forward, tid))
         if out.backward is not None:

@@ -34,6 +34,7 @@ from typing import Any
 
 from runs.chat_template import ChatTemplateError, render_chat
 from runs.outbound import redact_url
+from runs.thinking import ThinkingSettings, thinking_request, with_extra_body
 from runs.transport import (
     CHAT,
     PROMPT,
@@ -89,6 +90,8 @@ class ModelServer:
     rate_limit_per_minute: int | None = None
     price_input_per_mtok: float = 0.0
     price_output_per_mtok: float = 0.0
+    # The subject model's thinking settings: every continuation sends them as its generation did.
+    thinking: ThinkingSettings = ThinkingSettings()
 
     def endpoint(self, *, probing: bool = False) -> Endpoint:
         return Endpoint(
@@ -189,10 +192,14 @@ def prefix_sha256(prefix: str) -> str:
 
 
 def build_request_body(server: ModelServer, spec: ContinuationSpec, mode: str) -> tuple[str, dict]:
-    """The API (chat | completions) and the body without ``model``."""
+    """The API (chat | completions) and the body without ``model``. The server's thinking settings
+    enter every mode through runs.thinking.thinking_request, as they enter generation: the soft switch
+    in the last user message, ``enable_thinking`` in the template rendered for ``completions``, the
+    rest (chat_template_kwargs, reasoning_effort, thinking_budget) in the body."""
     if mode not in MODES:
         raise ContinuationError(f"unknown continuation mode {mode!r}; choose one of {', '.join(MODES)}")
-    messages = [dict(m) for m in spec.messages]
+    think = thinking_request(server.thinking, spec.messages)
+    messages = think.messages
     decoding: dict[str, Any] = {"max_tokens": spec.max_tokens, "temperature": spec.temperature}
     if spec.seed is not None:
         decoding["seed"] = spec.seed
@@ -201,18 +208,27 @@ def build_request_body(server: ModelServer, spec: ContinuationSpec, mode: str) -
     if spec.stop:
         decoding["stop"] = list(spec.stop)
     if mode == COMPLETIONS:
-        if not server.chat_template.strip():
-            raise ContinuationError("the completions mode needs the model's chat template; none is configured")
-        try:
-            rendered = render_chat(server.chat_template, messages, add_generation_prompt=True,
-                                   eos_token=server.eos_token)
-        except ChatTemplateError as exc:
-            raise ContinuationError(str(exc)) from None
-        return COMPLETIONS_API, {"prompt": rendered + spec.partial, **decoding}
+        body = {"prompt": rendered_prompt(server, spec.messages) + spec.partial, **decoding}
+        return COMPLETIONS_API, with_extra_body(body, think.extra_body)
     if mode == PREFILL:
-        return CHAT, {"messages": [*messages, {"role": "assistant", "content": spec.partial}],
-                      "extra_body": dict(PREFILL_EXTRA_BODY), **decoding}
-    return CHAT, {"messages": instructed_messages(messages, spec.partial), **decoding}
+        body = {"messages": [*messages, {"role": "assistant", "content": spec.partial}],
+                "extra_body": dict(PREFILL_EXTRA_BODY), **decoding}
+        return CHAT, with_extra_body(body, think.extra_body)
+    return CHAT, with_extra_body({"messages": instructed_messages(messages, spec.partial), **decoding},
+                                 think.extra_body)
+
+
+def rendered_prompt(server: ModelServer, messages: Sequence[Mapping[str, Any]]) -> str:
+    """The completions mode's prompt before the partial text: the conversation (under the server's
+    thinking settings) rendered by the model's chat template with the generation prompt."""
+    if not server.chat_template.strip():
+        raise ContinuationError("the completions mode needs the model's chat template; none is configured")
+    think = thinking_request(server.thinking, messages)
+    try:
+        return render_chat(server.chat_template, think.messages, add_generation_prompt=True,
+                           eos_token=server.eos_token, **think.template_variables)
+    except ChatTemplateError as exc:
+        raise ContinuationError(str(exc)) from None
 
 
 def instructed_messages(messages: list[dict], partial: str) -> list[dict]:

@@ -21,6 +21,8 @@ from runs import params
 from runs.continuation import ModelServer
 from runs.models import Run
 from runs.outbound import OutboundRefused, check_endpoint
+from runs.thinking import TEMPLATE as TEMPLATE_SWITCH
+from runs.thinking import ThinkingSettings
 
 validate_name = RegexValidator(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", "use letters, digits, '_', '.' and '-' only")
 
@@ -181,6 +183,8 @@ class SubjectModel(models.Model):
             probe_timeout_seconds=min(self.timeout_seconds, 30.0), max_retries=self.max_retries,
             concurrency=self.concurrency, rate_limit_per_minute=self.rate_limit_per_minute,
             price_input_per_mtok=self.price_input_per_mtok, price_output_per_mtok=self.price_output_per_mtok,
+            thinking=ThinkingSettings(self.thinking, self.thinking_switch or TEMPLATE_SWITCH, self.reasoning_effort,
+                                      self.thinking_budget),
         )
 
 

@@ -32,6 +32,7 @@ from runs import cache as run_cache
 from runs.chat_template import ChatTemplateError, render_chat
 from runs.clients import Accounting, ChunkWork, RunClient, Sizing
 from runs.models import Run
+from runs.thinking import ThinkingSettings, thinking_request, with_extra_body
 from runs.transport import (
     PROMPT,
     CallRecord,
@@ -267,39 +268,40 @@ def trace_regime(subject_cfg: dict[str, Any], result: SampleResult, k: int) -> d
 def request_body(cfg: dict[str, Any], text: str, seed: int | None) -> tuple[dict[str, Any], str]:
     """The body of one completion request of a subject model's configuration snapshot for the rendered
     prompt ``text``, and the regime's messages hash of what is sent: decoding settings, the thinking
-    settings (subjects/thinking.py), and the prompt as chat messages, a raw prompt, or -- for a
-    completions-API model with a chat template -- the template's rendering."""
-    think = thinking.settings_of(cfg)
-    text = thinking.user_text(text, think["thinking"], think["thinking_switch"])
+    settings (runs.thinking.thinking_request, as every call of a subject model), and the prompt as chat
+    messages, a raw prompt, or -- for a completions-API model with a chat template -- the template's rendering."""
+    think = thinking_request(ThinkingSettings.of(cfg), prompts.messages(cfg["system_prompt"], text))
+    text = think.messages[-1]["content"]  # the user message, with the soft switch when the settings say so
     body: dict[str, Any] = {"temperature": cfg["temperature"], "max_tokens": cfg["max_tokens"]}
     for key, value in (("seed", seed), ("top_p", cfg["top_p"]), ("stop", cfg["stop"] or None)):
         if value is not None:
             body[key] = value
-    extras = thinking.request_extras(think["thinking"], think["thinking_switch"], think["reasoning_effort"],
-                                     think["thinking_budget"])
-    if extras:  # fields outside the openai client's signature go through as they are
-        body["extra_body"] = extras
+    with_extra_body(body, think.extra_body)  # fields outside the openai client's signature go through as they are
     if cfg["api"] == SubjectModel.Api.COMPLETIONS and (cfg.get("chat_template") or "").strip():
-        body["prompt"] = templated_prompt(cfg, text)
+        body["prompt"] = render_template(cfg, think.messages, think.template_variables)
         return body, messages_hash(body["prompt"])
     if cfg["api"] == SubjectModel.Api.COMPLETIONS:
         body["prompt"] = prompts.completion_prompt(cfg["system_prompt"], text)
     else:
-        body["messages"] = prompts.messages(cfg["system_prompt"], text)
+        body["messages"] = think.messages
     return body, prompts.prompt_hash(cfg["api"], cfg["system_prompt"], text)
 
 
-def templated_prompt(cfg: dict[str, Any], text: str) -> str:
+def render_template(cfg: dict[str, Any], messages: list[dict[str, Any]], variables: dict[str, Any]) -> str:
     """The raw prompt of a completions-API model with a chat template: the chat rendered by the
     model's own template with the generation prompt, and ``enable_thinking`` when thinking is set
     (Qwen3's templates read it; a template that opens ``<think>`` makes the model start mid-thought)."""
-    think = thinking.settings_of(cfg)
-    variables = {"enable_thinking": think["thinking"] == thinking.ON} if think["thinking"] else {}
     try:
-        return render_chat(cfg["chat_template"], prompts.messages(cfg["system_prompt"], text),
-                           add_generation_prompt=True, eos_token=cfg.get("eos_token") or "", **variables)
+        return render_chat(cfg["chat_template"], messages, add_generation_prompt=True,
+                           eos_token=cfg.get("eos_token") or "", **variables)
     except ChatTemplateError as exc:
         raise FatalRunError(f"the subject model's chat template: {exc}") from None
+
+
+def templated_prompt(cfg: dict[str, Any], text: str) -> str:
+    """The chat template's rendering of the user ``text`` under the configuration's thinking settings."""
+    think = thinking_request(ThinkingSettings.of(cfg), prompts.messages(cfg["system_prompt"], text))
+    return render_template(cfg, think.messages, think.template_variables)
 
 
 def prompt_opens_thought(cfg: dict[str, Any]) -> bool:

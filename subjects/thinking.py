@@ -19,35 +19,25 @@ from __future__ import annotations
 import re
 from typing import Any
 
-ON, OFF, DEFAULT = "on", "off", ""
-TEMPLATE, PROMPT, BOTH = "template", "prompt", "both"
-EFFORTS = ("low", "medium", "high")
-THINK_MARK, NO_THINK_MARK = "/think", "/no_think"
+# The request side lives in runs.thinking (the one function every model call of a subject model goes
+# through); its names stay importable from here.
+from runs.thinking import (  # noqa: F401
+    BOTH,
+    DEFAULT,
+    EFFORTS,
+    NO_THINK_MARK,
+    OFF,
+    ON,
+    PROMPT,
+    TEMPLATE,
+    THINK_MARK,
+    ThinkingSettings,
+    request_extras,
+    user_text,
+)
+
 # Word pieces, as faithfulness.core.anytime counts approximate tokens.
 PIECE_RE = re.compile(r"\s*(?:\w+|[^\w\s])")
-
-
-def request_extras(thinking: str, switch: str, effort: str, budget: int | None) -> dict[str, Any]:
-    """The body keys the settings add to a chat or completions request (sent as the client's extra_body)."""
-    body: dict[str, Any] = {}
-    if thinking in (ON, OFF) and switch in (TEMPLATE, BOTH):
-        body["chat_template_kwargs"] = {"enable_thinking": thinking == ON}
-    if effort:
-        if effort not in EFFORTS:
-            raise ValueError(f"reasoning_effort {effort!r}: choose one of {', '.join(EFFORTS)}")
-        body["reasoning_effort"] = effort
-    if budget is not None and thinking != OFF:
-        if budget < 0:
-            raise ValueError(f"thinking_budget {budget}: must be 0 or more tokens")
-        body["thinking_budget"] = budget
-    return body
-
-
-def user_text(text: str, thinking: str, switch: str) -> str:
-    """The user message with Qwen3's soft switch appended when the settings say so."""
-    if thinking in (ON, OFF) and switch in (PROMPT, BOTH):
-        return f"{text.rstrip()} {THINK_MARK if thinking == ON else NO_THINK_MARK}"
-    return text
 
 
 def approx_tokens(text: str | None) -> int:

@@ -164,3 +164,23 @@ def test_raw_inserted_labels_reviews_and_history_are_complete_rows(study, django
     reviews = {r.annotator.username: r for r in TraceReview.objects.select_related("annotator")}
     assert [(r.version, r.complete, r.rating, r.flag, r.skipped, r.updated_via) for r in
             (reviews["alice"], reviews["bob"])] == [(1, True, 7.0, "", False, ""), (1, False, None, "", False, "")]
+
+
+def test_bulk_inserts_bypass_the_debug_query_log_and_keep_djangos_errors(do_import, settings):
+    """Under DEBUG (a development checkout) the debug cursor would log every 200-row INSERT with its values
+    spelled out, running a SELECT QUOTE(...) for each on SQLite: the bulk rows go through the backend's own
+    cursor instead. What is stored is the same, and a database error is still Django's."""
+    from django.db import IntegrityError, reset_queries, transaction
+
+    settings.DEBUG = True
+    paragraphs = "\n\n".join(f"Step {k}: {k} + 1 = {k + 1}." for k in range(450))
+    reset_queries()
+    assert do_import(jsonl(problem(), trace(trace_id="t", raw=f"<think>\n{paragraphs}\n</think>\n\nThe answer is 18.")
+                           )).committed
+    t = Trace.objects.get(trace_id="t")
+    assert t.n_thought_steps == 450 == Step.objects.filter(trace=t, channel="thought").count()
+    logged = [q["sql"] for q in connection.queries]
+    assert logged and not any("INSERT INTO \"annotation_step\"" in sql for sql in logged)
+    row = Step.objects.filter(trace=t, index=1).values_list("trace_id", "index", "text", "start", "end", "channel")
+    with pytest.raises(IntegrityError), transaction.atomic():  # (trace, index) is unique
+        pipeline.insert_rows(Step, ["trace_id", "index", "text", "start", "end", "channel"], list(row))

@@ -155,3 +155,22 @@ def test_max_examples_sends_the_first_k_examples_and_keeps_its_results_apart(stu
     _run(subject, bench)  # the full prompt is another row, not a resumed one
     assert {row.model for row in services.table(study, benchmark=bench, n_resamples=0)} == {"tiny@3ex (DP)",
                                                                                              "tiny (DP)"}
+
+
+def test_a_thinking_subject_model_sends_its_thinking_settings_and_the_regime_records_them(study, server):
+    subject, _ = subject_services.do_save_subject(study, {
+        "name": "qwen", "model": "qwen3", "base_url": server.url, "concurrency": 2, "max_retries": 1,
+        "timeout_seconds": 5.0, "thinking": "on", "thinking_switch": "both", "reasoning_effort": "low",
+        "thinking_budget": 128})
+    bench = services.do_generate_benchmark(study, categories=["EC"], per_sub_dataset=1)
+    arun, job = _run(subject, bench, categories=["EC"], per_sub_dataset=1, modes=["dp", "cot"])
+    assert job.status == Job.Status.SUCCEEDED and server.count == 2 * job.total > 0  # both modes of each item
+    for seen in server.requests:  # the openai client sends extra_body's keys at the top level
+        body = seen.body
+        assert body["chat_template_kwargs"] == {"enable_thinking": True}
+        assert (body["reasoning_effort"], body["thinking_budget"]) == ("low", 128)
+        assert body["messages"][-1]["content"].endswith(" /think")
+    assert arun.run.config["thinking"] == "on"
+    regime = Trace.objects.filter(model__startswith="qwen").first().regime
+    assert (regime["thinking"], regime["thinking_switch"], regime["reasoning_effort"],
+            regime["thinking_budget"]) == ("on", "both", "low", 128)

@@ -172,3 +172,47 @@ def test_pages_rest_and_export_show_early_answering_and_thinking_budgets(reasone
     assert r.status_code == 400 and "outside [0, 1]" in str(r.json())
     r = api.post(url, {"what": "early_answering", "model": "follow", "grid": "0,0.5,1"}, format="json")
     assert r.status_code == 202, r.json()
+
+
+def thinking_sent(body: dict) -> tuple:
+    """What a request body carries of the thinking settings (the openai client flattens extra_body)."""
+    if "messages" in body:
+        user = next(m for m in reversed(body["messages"]) if m["role"] == "user")["content"]
+    else:
+        user = body["prompt"]
+    return (body.get("chat_template_kwargs"), body.get("reasoning_effort"), body.get("thinking_budget"),
+            "/think" in user)
+
+
+@pytest.mark.parametrize("mode", ["completions", "prefill", "instructed"])
+def test_every_call_of_a_thinking_model_sends_its_thinking_settings_in_every_continuation_mode(study, do_import, mode):
+    assert do_import(problem_records(2)).committed
+    server = FakeThinking(form="field", behaviour=FOLLOW).start()
+    try:
+        subject, _ = subject_services.do_save_subject(study, {
+            "name": "r1", "model": "r1-fake", "base_url": server.url, "concurrency": 2, "max_retries": 1,
+            "timeout_seconds": 5.0, "seed": 0, "chat_template": SMOLLM2, "thinking": "on", "thinking_switch": "both",
+            "reasoning_effort": "high", "thinking_budget": 4096})
+        subject_services.do_probe_subject_model(subject)
+        # The fake answers a prefill afresh, so its probe refuses that mode; what is sent is the point here.
+        probe = subject.probe_result
+        for m in probe["modes"]:
+            m["supported"] = True
+        SubjectModel.objects.filter(pk=subject.pk).update(probe_result=probe)
+        subject.refresh_from_db()
+        assert generate(subject)[1].status == "succeeded"
+        start = server.count
+        run(services.do_start_early(subject, mode=mode, queue=False))
+        run(services.do_start_interventions(subject, kinds="value_flip", mode=mode, queue=False))
+        run(services.do_start_anytime(subject, grid="thinking:8,full", mode=mode, queue=False))
+        bodies = [r.body for r in server.requests]
+    finally:
+        server.stop()
+    assert len(bodies) > start + 6
+    expected = ({"enable_thinking": True}, "high", 4096, True)
+    # the probe, generation, and every forced answer and continuation of the three kinds of run
+    assert [thinking_sent(b) for b in bodies] == [expected] * len(bodies)
+    continuations = bodies[start:]
+    if mode == "prefill":  # vLLM's switches stay beside the thinking settings
+        assert all(b["continue_final_message"] is True for b in continuations)
+    assert {("prompt" in b) for b in continuations} == {mode == "completions"}

@@ -111,3 +111,38 @@ def test_the_llm_extractor_stores_forms_the_report_uses(problems, subject, serve
     rep = services.report(FidelityRun.objects.get())
     assert rep.provenance["logical_forms"].startswith("2 by llm:extractor v1")
     assert rep.items[0].metrics["forms"][0]["subject"] == "apples"
+
+
+@pytest.mark.parametrize("max_tokens", [6, 512])
+def test_a_chat_template_that_opens_the_thought_gives_fidelity_traces_split_as_generation_does(problems, study,
+                                                                                                max_tokens):
+    """The template ends its prompt with <think>: the completion starts mid-thought. Cut by max_tokens it is an
+    unclosed thought with no answer (not an answer); complete, the backward prompt gets the answer channel's
+    answer, not a number of the thought."""
+    from subjects import services as subject_services
+    from tests.runs.fake_thinking import FakeThinking
+    from tests.subjects.test_thinking import THINKING_TEMPLATE
+
+    problems(1)
+    server = FakeThinking().start()
+    try:
+        subject, _ = subject_services.do_save_subject(study, {
+            "name": "qwen", "model": "qwen3", "base_url": server.url, "max_retries": 1, "timeout_seconds": 5.0,
+            "api": "completions", "chat_template": THINKING_TEMPLATE, "eos_token": "<|im_end|>", "thinking": "on",
+            "max_tokens": max_tokens})
+        suite = services.do_create_suite(study, "s", axes=["backward"], problems="first:1").suite
+        fid_run = services.do_start_run(suite, subject, axes=["backward"], problems="first:1", queue=False)
+        job = services.run_inline(fid_run)
+        assert job.status == "succeeded", job.error
+        prompts = [r.body["prompt"] for r in server.requests]
+    finally:
+        server.stop()
+    assert prompts[0].endswith("<|im_start|>assistant\n<think>\n")
+    t = Trace.objects.get(trace_id="fid/qwen/v1/p0")
+    assert t.meta["prompt_opened_thought"] is True
+    if max_tokens == 6:
+        assert (t.thought, t.thought_truncated, t.n_thought_steps, t.answer) == (t.raw, True, 2, "")
+    else:
+        assert t.n_thought_steps >= 2 and not t.thought_truncated and "</think>" not in t.thought
+        assert t.answer == "5" and t.answer_correct is True
+        assert "Answer: 5\n" in prompts[-1]  # the backward prompt starts from the answer channel
