@@ -13,11 +13,12 @@ from annotation.models import Study
 from judges.models import JudgeConfig
 from runs import kinds, params
 from subjects.models import SubjectModel
+from subjects.runkinds import SubjectModelParam
 
 MODES = {"dp": ("dp",), "cot": ("cot",), "both": ("dp", "cot")}
 
 
-class AbstractionStartSerializer(serializers.Serializer):
+class AbstractionStartSerializer(SubjectModelParam, serializers.Serializer):
     model = serializers.CharField(help_text="name of one of the study's subject models (api=chat)")
     benchmark = serializers.CharField(help_text="a benchmark version of the study (generate one with the "
                                                 "abstraction command or import one)")
@@ -32,12 +33,6 @@ class AbstractionStartSerializer(serializers.Serializer):
                                           help_text="an LLM judge configuration that checks every answer too")
     force = serializers.BooleanField(default=False, help_text="ask again even where an answer exists")
     budget_usd = params.serializer_field("budget_usd", required=False, allow_null=True)
-
-    def validate_model(self, value: str) -> SubjectModel:
-        subject = SubjectModel.objects.filter(study=self.context["study"], name=value).first()
-        if subject is None:
-            raise serializers.ValidationError(f"no subject model named {value!r} in this study")
-        return subject
 
     def validate_benchmark(self, value: str) -> Benchmark:
         bench = Benchmark.objects.filter(study=self.context["study"], name=value).first()

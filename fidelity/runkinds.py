@@ -13,9 +13,10 @@ from fidelity.models import FidelityRun
 from reasonlib import selection
 from runs import kinds, params
 from subjects.models import SubjectModel
+from subjects.runkinds import SubjectModelParam
 
 
-class FidelityStartSerializer(params.CohortParam, serializers.Serializer):
+class FidelityStartSerializer(SubjectModelParam, params.CohortParam, serializers.Serializer):
     model = serializers.CharField(help_text="name of one of the study's subject models")
     suite = serializers.CharField(default="fidelity", max_length=100, help_text="the suite of variants (made if new)")
     axes = serializers.CharField(default=services.DEFAULT_AXES,
@@ -26,12 +27,6 @@ class FidelityStartSerializer(params.CohortParam, serializers.Serializer):
     force = serializers.BooleanField(default=False, help_text="ask again even where a cached answer exists")
     budget_usd = params.serializer_field("budget_usd", required=False, allow_null=True)
     cohort = params.cohort_serializer_field()
-
-    def validate_model(self, value: str) -> SubjectModel:
-        subject = SubjectModel.objects.filter(study=self.context["study"], name=value).first()
-        if subject is None:
-            raise serializers.ValidationError(f"no subject model named {value!r} in this study")
-        return subject
 
     def validate_axes(self, value: str) -> list[str]:
         try:

@@ -30,14 +30,19 @@ def retry_generation(run, user) -> GenerationRun:
                                         user=user, cohort=str(run.job.params.get("cohort") or ""))
 
 
-class ProbeRequestSerializer(serializers.Serializer):
-    model = serializers.CharField(help_text="name of one of the study's subject models")
+class SubjectModelParam:
+    """A kind's ``model`` parameter: the name of one of the study's subject models (``context["study"]``),
+    validated to the model itself, for every kind that calls a subject model."""
 
     def validate_model(self, value: str) -> SubjectModel:
         subject = SubjectModel.objects.filter(study=self.context["study"], name=value).first()
         if subject is None:
             raise serializers.ValidationError(f"no subject model named {value!r} in this study")
         return subject
+
+
+class ProbeRequestSerializer(SubjectModelParam, serializers.Serializer):
+    model = serializers.CharField(help_text="name of one of the study's subject models")
 
 
 def declare() -> None:
