@@ -222,6 +222,8 @@ SPECTACULAR_SETTINGS = {
         "JudgeRunScopeEnum": "judges.models.JudgeRun.Scope",
         "GenerationRunScopeEnum": "subjects.models.GenerationRun.Scope",
         "JudgeModeEnum": "judges.models.JudgeConfig.Mode",
+        # One enum for both channels' segmenters (Study.segmenter and Study.thought_segmenter).
+        "SegmenterEnum": "annotation.models.Study.Segmenter",
     },
 }
 
