@@ -17,9 +17,9 @@ from rest_framework.views import APIView
 from annotation import access
 from annotation.api.serializers import TraceListSerializer
 from annotation.api.views import StudyTraces
-from annotation.jobs import RunConflict
 from annotation.models import Trace
 from annotation.review import AssignError
+from runs import params
 from search import scanners, services
 from search.errors import SearchError
 from search.filters import TraceSearchFilter
@@ -169,7 +169,7 @@ class CohortAssign(APIView):
 class JudgeIn(serializers.Serializer):
     judge = serializers.CharField(help_text="the judge's name")
     force = serializers.BooleanField(default=False)
-    budget_usd = serializers.FloatField(required=False, allow_null=True, default=None, min_value=0)
+    budget_usd = params.serializer_field("budget_usd", required=False, allow_null=True, default=None)
 
 
 class CohortJudgeRuns(APIView):
@@ -189,8 +189,6 @@ class CohortJudgeRuns(APIView):
                                            budget_usd=data.validated_data["budget_usd"])
         except services.CohortError as exc:
             raise _invalid(exc) from None
-        except RunConflict as exc:
-            return Response({"detail": str(exc), "errors": []}, status=status.HTTP_409_CONFLICT)
         return Response({"run": run.pk, "job": run.job_id, "traces": run.job.total}, status=status.HTTP_202_ACCEPTED)
 
 
@@ -254,7 +252,7 @@ class ScannerDetail(APIView):
 class ScanIn(serializers.Serializer):
     cohort = serializers.IntegerField(required=False, allow_null=True, default=None)
     force = serializers.BooleanField(default=False)
-    budget_usd = serializers.FloatField(required=False, allow_null=True, default=None, min_value=0)
+    budget_usd = params.serializer_field("budget_usd", required=False, allow_null=True, default=None)
 
 
 def _cohort_of(scanner, pk: int | None):
