@@ -31,5 +31,15 @@
 
   window.raTypeset = typeset;
   document.addEventListener("DOMContentLoaded", function () { typeset(document); });
-  document.addEventListener("htmx:afterSettle", function (e) { typeset(e.detail.elt || document); });
+  // htmx settles each swapped element separately (a thought block is 100 of them): typeset the
+  // ones that settled, once, after htmx's settle loop (a microtask) instead of once per event.
+  var settled = [];
+  document.addEventListener("htmx:afterSettle", function (e) {
+    if (!settled.length) queueMicrotask(function () {
+      var roots = settled;
+      settled = [];
+      roots.forEach(function (root) { if (root.isConnected) typeset(root); });
+    });
+    settled.push(e.detail.elt || document);
+  });
 })();

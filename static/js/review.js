@@ -305,7 +305,17 @@
     if (collapse) collapse.addEventListener("click", function () { blocks().forEach(function (b) { b.open = false; }); });
 
     // A block's rows arrived: rebuild the list, paint the search, finish a pending move.
+    // htmx fires afterSettle once per swapped element (a block is 100 <li>s); the work below
+    // reads the whole list, so it runs once, after the last of them (a microtask runs when
+    // htmx's settle loop has returned).
+    var settleQueued = false;
     document.body.addEventListener("htmx:afterSettle", function () {
+      if (settleQueued) return;
+      settleQueued = true;
+      queueMicrotask(afterBlock);
+    });
+    function afterBlock() {
+      settleQueued = false;
       collect();
       summarize();
       if (!pending) return;
@@ -317,7 +327,7 @@
         steps.forEach(function (s) { if (!hit && s.number > p.from && p.test(s)) hit = s; });
         if (hit) select(items.indexOf(hit.li), true);
       }
-    });
+    }
 
     collect();
     shownError = (function () { var m = form.querySelector("li.step.first-error"); return m ? +m.getAttribute("data-step") : 0; })();
