@@ -34,8 +34,9 @@ from agreement import services as svc
 from agreement.core.correlation import mean_ratings
 from agreement.core.tuning import tune_omega
 from agreement.models import CalibrationStudy, CalibrationTrace
-from annotation import review, scopes
+from annotation import scopes
 from annotation.models import Study, Trace
+from annotation.review.queues import AssignError, do_assign
 from scoring import services
 from scoring.core.labels import complete_traces
 from scoring.core.scores import estimate_hazard
@@ -249,12 +250,12 @@ def do_create_calibration(study: Study, *, name: str, reference: str, candidates
 def do_queue_calibration(calibration: CalibrationStudy, by, annotators: list, k: int = 1) -> int:
     """Put the sample's traces in annotators' queues, ``k`` annotators per
     trace, in sample order (strata interleaved), after everything already
-    queued: ``annotation.review.do_assign`` restricted to the sample.
+    queued: ``annotation.review.queues.do_assign`` restricted to the sample.
     Returns the number of assignments made."""
     order = list(calibration.items.order_by("position").values_list("trace_id", flat=True))
     try:
-        return review.do_assign(calibration.study, by, annotators, int(k), trace_ids=order)
-    except review.AssignError as exc:
+        return do_assign(calibration.study, by, annotators, int(k), trace_ids=order)
+    except AssignError as exc:
         field = "k" if str(exc).startswith("k ") else "annotators"
         raise CalibrationError(field, str(exc)) from None
 

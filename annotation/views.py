@@ -29,7 +29,7 @@ from django.utils.text import capfirst
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect, HttpResponseClientRefresh
 
-from annotation import access, errors, jobs, members, review, services, skeletons
+from annotation import access, errors, jobs, members, services, skeletons
 from annotation.forms import AccountForm, AssignForm, ImportForm, MemberForm, StudyForm, parse_skeleton_rows
 from annotation.importing.regime import REGIME_KEYS
 from annotation.models import (
@@ -47,6 +47,13 @@ from annotation.models import (
     Verdict,
 )
 from annotation.rendering import has_markup, raw_with_boundaries, render_inline, render_markdown, step_rows_html
+from annotation.review.adjudication import disagreement_steps, do_adjudicate
+from annotation.review.base import UNSET, VIA_WEB, Conflict, ReviewError
+from annotation.review.filters import filter_traces, lucky_guess_available, study_models
+from annotation.review.labels import LabelIn, do_flag, do_save_labels, do_skip
+from annotation.review.progress import annotator_progress, study_progress
+from annotation.review.queues import AssignError, do_assign, do_clear_assignments, next_trace_id
+from annotation.review.visibility import is_revealed, sees_everything, source_name, visible_label_rows
 
 OWNER, ADJUDICATOR, ANNOTATOR = Membership.Role.OWNER, Membership.Role.ADJUDICATOR, Membership.Role.ANNOTATOR
 
@@ -108,7 +115,7 @@ def studies(request: HttpRequest) -> HttpResponse:
         Problem.objects.filter(study__in=[m.study_id for m in memberships]).own().values("study")
         .annotate(n=Count("pk")).values_list("study", "n")
     )
-    progress = review.study_progress([m.study_id for m in memberships], request.user)
+    progress = study_progress([m.study_id for m in memberships], request.user)
     rows = [{"m": m, "n_problems": problems.get(m.study_id, 0), **progress[m.study_id]} for m in memberships]
     return render(request, "annotation/studies.html", {"rows": rows, "memberships": memberships})
 
@@ -140,7 +147,7 @@ def _study_context(request: HttpRequest, study: Study, membership: Membership,
         "membership": membership,
         "model_rows": model_rows,
         "n_problems": Problem.objects.filter(study=study).own().count(),
-        "progress": review.study_progress([study.pk], request.user)[study.pk],
+        "progress": study_progress([study.pk], request.user)[study.pk],
         "jobs": [(job, jobs.live_progress(job)) for job in recent_jobs],
         "import_form": (import_form or ImportForm()) if membership.is_owner else None,
     }
@@ -297,10 +304,10 @@ def job(request: HttpRequest, job_id: int) -> HttpResponse:
 
 def _trace_filter_context(request: HttpRequest, study: Study) -> dict:
     return {
-        "models": review.study_models(study),
+        "models": study_models(study),
         "f": {k: request.GET.get(k, "") for k in ("model", "domain", "answer_correct", "flagged", "lucky_guess",
                                                   "disagreement", "needs_review", "status")},
-        "lucky_available": review.lucky_guess_available(),
+        "lucky_available": lucky_guess_available(),
     }
 
 
@@ -312,7 +319,7 @@ def trace_list(request: HttpRequest, study_id: int) -> HttpResponse:
     suites = request.GET.get("suites") == "1"
     qs = Trace.objects.filter(study=study).in_scope(suites).select_related("problem") \
         .order_by("problem_id", "model", "pk")
-    qs = review.filter_traces(qs, request.GET, study, membership)
+    qs = filter_traces(qs, request.GET, study, membership)
     page = Paginator(qs, 50).get_page(request.GET.get("page"))
     mine = {
         r.trace_id: r for r in TraceReview.objects.filter(annotator=request.user, trace__in=[t.pk for t in page])
@@ -462,7 +469,7 @@ def _labels_by_step(trace: Trace, user, revealed: bool) -> tuple[dict[int, dict]
     """My labels and the others' visible ones, by step pk (one query)."""
     mine: dict[int, dict] = {}
     others: dict[int, list[dict]] = {}
-    for lab in review.visible_label_rows(trace, user, revealed):
+    for lab in visible_label_rows(trace, user, revealed):
         if lab["kind"] == StepLabel.Kind.HUMAN and lab["annotator_id"] == user.pk:
             mine[lab["step_id"]] = lab
         else:
@@ -543,7 +550,7 @@ def _review_context(request: HttpRequest, trace: Trace, membership: Membership, 
     """Everything the review page shows, in a fixed number of queries."""
     user = request.user
     my_review = TraceReview.objects.filter(trace=trace, annotator=user).first()
-    revealed = review.is_revealed(membership, my_review)
+    revealed = is_revealed(membership, my_review)
     skeleton_steps = (
         list(SkeletonStep.objects.filter(skeleton_id=trace.problem.approved_skeleton_id).order_by("position"))
         if trace.problem.approved_skeleton_id else []
@@ -585,7 +592,7 @@ def _review_context(request: HttpRequest, trace: Trace, membership: Membership, 
     return {
         "trace": trace, "study": trace.study, "problem": trace.problem, "membership": membership,
         "review": my_review, "version": my_review.version if my_review else 0, "revealed": revealed,
-        "blind_hidden": not revealed, "sees_everything": review.sees_everything(membership),
+        "blind_hidden": not revealed, "sees_everything": sees_everything(membership),
         "skeleton": [{"position": k.position, "html": render_inline(k.text), "covered": k.position in covered}
                      for k in skeleton_steps],
         "positions": positions, "rows": rows, "n_rows": len(steps), "labelled": labelled, "first_error": first_error,
@@ -627,7 +634,7 @@ def trace_thought(request: HttpRequest, trace_id: int) -> HttpResponse:
         return HttpResponse(f"block: this thought has {math.ceil(trace.n_thought_steps / THOUGHT_BLOCK)} block(s)",
                             status=404, content_type="text/plain")
     my_review = TraceReview.objects.filter(trace=trace, annotator=request.user).first()
-    revealed = review.is_revealed(membership, my_review)
+    revealed = is_revealed(membership, my_review)
     steps = list(trace.steps.filter(index__gte=first, index__lte=last).order_by("index")
                  .values_list("pk", "index", "text", "start", "end", "channel"))
     mine, others = _labels_by_step(trace, request.user, revealed)
@@ -652,9 +659,9 @@ def trace(request: HttpRequest, trace_id: int) -> HttpResponse:
     return render(request, "annotation/review.html", _review_context(request, trace, membership))
 
 
-def _posted_labels(request: HttpRequest, trace: Trace) -> tuple[dict, list[review.LabelIn], list[tuple[str, str]]]:
+def _posted_labels(request: HttpRequest, trace: Trace) -> tuple[dict, list[LabelIn], list[tuple[str, str]]]:
     posted: dict[int, tuple[str, list[int], str]] = {}
-    labels: list[review.LabelIn] = []
+    labels: list[LabelIn] = []
     errors: list[tuple[str, str]] = []
     # A page that shows a long thought in blocks posts only the blocks it loaded: the steps it did
     # not show keep my labels as they are (every shown step posts its verdict radio, even "none").
@@ -668,7 +675,7 @@ def _posted_labels(request: HttpRequest, trace: Trace) -> tuple[dict, list[revie
         if windowed and f"v{i}" not in request.POST:
             if i in kept:
                 verdict, refs, note = kept[i]
-                labels.append(review.LabelIn(i, verdict, refs, note))
+                labels.append(LabelIn(i, verdict, refs, note))
             continue
         verdict = request.POST.get(f"v{i}", "")
         refs = []
@@ -678,7 +685,7 @@ def _posted_labels(request: HttpRequest, trace: Trace) -> tuple[dict, list[revie
         note = request.POST.get(f"n{i}", "")
         posted[i] = (verdict, refs, note)
         if verdict:
-            labels.append(review.LabelIn(i, verdict, refs, note))
+            labels.append(LabelIn(i, verdict, refs, note))
         elif note.strip():
             errors.append((f"step {i}", "has a note but no verdict"))
     return posted, labels, errors
@@ -688,7 +695,7 @@ _REVIEW_ACTIONS = {"save", "next", "skip", *(f"flag:{v}" for v in TraceReview.Fl
 
 
 def _answer_choice(value: str):
-    return {"correct": True, "wrong": False, "auto": None}.get(value, review.UNSET)
+    return {"correct": True, "wrong": False, "auto": None}.get(value, UNSET)
 
 
 @member_view
@@ -714,27 +721,27 @@ def trace_review(request: HttpRequest, trace_id: int) -> HttpResponse:
     message, status, result = "", 200, None
     if not errors:
         try:
-            result = review.do_save_labels(
+            result = do_save_labels(
                 trace, request.user, version=version, labels=labels, rating=rating,
-                answer_correct=_answer_choice(request.POST.get("answer", "")), via=review.VIA_WEB,
+                answer_correct=_answer_choice(request.POST.get("answer", "")), via=VIA_WEB,
             )
-        except review.ReviewError as exc:
+        except ReviewError as exc:
             errors = exc.errors
-        except review.Conflict as exc:
+        except Conflict as exc:
             message, status = str(exc), 409
     if errors:
         message, status = "Not saved: " + "; ".join(f"{f} {m}" if f.startswith("step") else f"{f}: {m}"
                                                    for f, m in errors), 400
     if status == 200:
         if action == "skip":
-            review.do_skip(trace, request.user, True)
+            do_skip(trace, request.user, True)
         elif action.startswith("flag:"):
-            review.do_flag(trace, request.user, action[5:])
+            do_flag(trace, request.user, action[5:])
         if action in ("next", "skip"):
-            nxt = review.next_trace_id(trace.study, request.user, after=trace)
+            nxt = next_trace_id(trace.study, request.user, after=trace)
             url = reverse("trace", args=[nxt]) if nxt else reverse("queue", args=[trace.study_id]) + "?done=1"
             return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
-        if request.htmx and result and result.became_complete and not review.sees_everything(membership):
+        if request.htmx and result and result.became_complete and not sees_everything(membership):
             # The others' labels are now visible: reload the page to show them.
             messages.success(request, "Trace complete: the other labels are now shown beside yours.")
             return HttpResponseClientRefresh()
@@ -780,7 +787,7 @@ def queue(request: HttpRequest, study_id: int) -> HttpResponse:
                   started=Exists(mine.filter(version__gt=0)))
         .order_by("position")
     )
-    qs = review.filter_traces(qs, request.GET, study, membership, prefix="trace__")
+    qs = filter_traces(qs, request.GET, study, membership, prefix="trace__")
     status = request.GET.get("status", "todo")
     if status == "todo":
         qs = qs.filter(done=False, skipped=False)
@@ -796,8 +803,8 @@ def queue(request: HttpRequest, study_id: int) -> HttpResponse:
     has_assignments = Assignment.objects.filter(study=study, annotator=user).exists()
     context = {
         "study": study, "membership": membership, "page": page, "status": status,
-        "progress": review.annotator_progress(study), "assign_form": form, "has_assignments": has_assignments,
-        "next_id": review.next_trace_id(study, user), "query": _page_query(request),
+        "progress": annotator_progress(study), "assign_form": form, "has_assignments": has_assignments,
+        "next_id": next_trace_id(study, user), "query": _page_query(request),
         "status_choices": [("todo", "to do"), ("done", "done"), ("skipped", "skipped"), ("all", "all")],
         **_trace_filter_context(request, study),
     }
@@ -811,7 +818,7 @@ def queue_assign(request: HttpRequest, study_id: int) -> HttpResponse:
     study, membership = _study_for(request, study_id)
     access.check_owner(membership, "assigning traces")
     if request.POST.get("action") == "clear":
-        n = review.do_clear_assignments(study)
+        n = do_clear_assignments(study)
         messages.success(request, f"Removed {n} assignments (labels are kept).")
         return redirect("queue", study_id=study.pk)
     members_qs = list(Membership.objects.filter(study=study).select_related("user").order_by("user__username"))
@@ -819,11 +826,11 @@ def queue_assign(request: HttpRequest, study_id: int) -> HttpResponse:
     if form.is_valid():
         users = list(get_user_model().objects.filter(pk__in=form.cleaned_data["annotators"]).order_by("username"))
         try:
-            n = review.do_assign(study, request.user, users, form.cleaned_data["k"],
+            n = do_assign(study, request.user, users, form.cleaned_data["k"],
                                  stratify=form.cleaned_data["stratify"],
                                  only_unassigned=form.cleaned_data["only_unassigned"])
             messages.success(request, f"Made {n} assignments.")
-        except review.AssignError as exc:
+        except AssignError as exc:
             messages.error(request, str(exc))
     else:
         messages.error(request, "Check the assignment form: " + "; ".join(
@@ -854,7 +861,7 @@ def _adjudication_page(request: HttpRequest, study: Study, membership: Membershi
     show = request.GET.get("status", "open")
     if show not in ADJUDICATION_SHOW:
         show = "open"
-    qs = review.disagreement_steps(study, ADJUDICATION_SHOW[show])
+    qs = disagreement_steps(study, ADJUDICATION_SHOW[show])
     if request.GET.get("model"):
         qs = qs.filter(trace__model=request.GET["model"])
     qs = qs.select_related("trace__problem__approved_skeleton").prefetch_related(
@@ -874,7 +881,7 @@ def _adjudication_page(request: HttpRequest, study: Study, membership: Membershi
         ).get(pk=failed["step"])
         items.insert(0, _adjudication_item(step, study, failed["error"], failed["level"], posted=failed["posted"]))
     context = {"study": study, "membership": membership, "page": page, "items": items, "status": show,
-               "query": _page_query(request), "models": review.study_models(study), "model": request.GET.get("model", ""),
+               "query": _page_query(request), "models": study_models(study), "model": request.GET.get("model", ""),
                "next_url": next_url or request.get_full_path()}
     return render(request, "annotation/adjudication.html", context, status=status)
 
@@ -885,7 +892,7 @@ def _adjudication_item(step: Step, study: Study, error: str = "", level: str = "
     labels = list(step.labels.all())
     final = next((lab for lab in labels if lab.kind == StepLabel.Kind.ADJUDICATION), None)
     shown = [
-        {"source": review.source_name(lab), "kind": lab.kind, "verdict": lab.verdict, "refs": lab.skeleton_refs or [],
+        {"source": source_name(lab), "kind": lab.kind, "verdict": lab.verdict, "refs": lab.skeleton_refs or [],
          "reason_html": render_markdown(lab.reason), "confidence": lab.confidence,
          "primary": lab.kind == StepLabel.Kind.JUDGE and lab.judge_id == study.primary_judge_id}
         for lab in labels if lab.kind != StepLabel.Kind.ADJUDICATION
@@ -914,12 +921,12 @@ def adjudicate(request: HttpRequest, step_id: int) -> HttpResponse:
     refs = [int(r) for r in request.POST.getlist("refs") if r.isdigit()]
     error, level, status = "", "ok", 200
     try:
-        review.do_adjudicate(step, request.user, version=version, verdict=request.POST.get("verdict", ""),
-                             skeleton_refs=refs, reason=request.POST.get("reason", ""), via=review.VIA_WEB)
+        do_adjudicate(step, request.user, version=version, verdict=request.POST.get("verdict", ""),
+                             skeleton_refs=refs, reason=request.POST.get("reason", ""), via=VIA_WEB)
         error = "Final verdict saved."
-    except review.ReviewError as exc:
+    except ReviewError as exc:
         error, level, status = "; ".join(f"{f}: {m}" for f, m in exc.errors), "error", 400
-    except review.Conflict as exc:
+    except Conflict as exc:
         error, level, status = str(exc), "conflict", 409
     posted = {"verdict": request.POST.get("verdict", ""), "refs": refs, "reason": request.POST.get("reason", "")}
     back = safe_next(request, reverse("adjudication", args=[study.pk]))

@@ -112,9 +112,10 @@ def _users():
 def _review_study(users):
     """A study with one 200-step (~50 kB) trace, a 10-step skeleton, and the
     labels of two other annotators and a judge on every step."""
-    from annotation import review, services
+    from annotation import services
     from annotation.importing.pipeline import import_stream
     from annotation.models import Membership, Step, StepLabel, Trace
+    from annotation.review.labels import LabelIn, do_save_labels
     from judges.models import JudgeConfig
 
     study, _ = services.do_get_or_create_study("bench-review", owner=users["bench-owner"])
@@ -135,8 +136,8 @@ def _review_study(users):
         assert report.committed, report.rejected
         trace = Trace.objects.get(study=study, trace_id="long-200")
         for name, verdict in (("bench-bob", "valid"), ("bench-carol", "invalid")):
-            review.do_save_labels(trace, users[name], version=0, via="api", labels=[
-                review.LabelIn(i, verdict, [1 + i % 10], note="checked") for i in range(1, 201)])
+            do_save_labels(trace, users[name], version=0, via="api", labels=[
+                LabelIn(i, verdict, [1 + i % 10], note="checked") for i in range(1, 201)])
         judge, _ = JudgeConfig.objects.get_or_create(study=study, name="bench-judge", defaults={"provider": "fake"})
         now = trace.created_at
         StepLabel.objects.bulk_create([

@@ -9,9 +9,10 @@ class ScoringConfig(AppConfig):
     export_kinds = "scoring.export_kinds"
 
     def ready(self) -> None:
-        from annotation import review, signals
+        from annotation import signals
+        from annotation.review.filters import register_trace_condition
         from scoring.filters import lucky_guess
         from scoring.receivers import on_data_changed
 
         signals.data_changed.connect(on_data_changed, dispatch_uid="scoring.recompute_on_data_changed")
-        review.register_trace_condition("lucky_guess", lucky_guess)
+        register_trace_condition("lucky_guess", lucky_guess)

@@ -18,7 +18,7 @@ from annotation import access
 from annotation.api.serializers import TraceListSerializer
 from annotation.api.views import StudyTraces
 from annotation.models import Trace
-from annotation.review import AssignError
+from annotation.review.queues import AssignError
 from runs import params
 from search import scanners, services
 from search.errors import SearchError

@@ -27,9 +27,10 @@ from django.db.models import (
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Cast, Length
 
-from annotation import review
 from annotation.access import AccessDenied
 from annotation.models import Membership, Step, StepLabel, Study, Trace, TraceReview, Verdict
+from annotation.review.filters import filter_traces
+from annotation.review.visibility import sees_everything
 from search import backends
 from search.core import query as ql
 from search.core.regex import RegexError, compile_bounded
@@ -62,7 +63,7 @@ class FlagFilter(django_filters.Filter):
 
 
 def _sees_everything(membership: Membership) -> bool:
-    return review.sees_everything(membership)
+    return sees_everything(membership)
 
 
 class TraceSearchFilter(django_filters.FilterSet):
@@ -191,7 +192,7 @@ class TraceSearchFilter(django_filters.FilterSet):
     def filter_review(self, qs: QuerySet, name: str, value: bool | None) -> QuerySet:
         if value is None:
             return qs
-        return review.filter_traces(qs, {name: "true" if value else "false"}, self.study, self.membership)
+        return filter_traces(qs, {name: "true" if value else "false"}, self.study, self.membership)
 
     def filter_labelled(self, qs: QuerySet, name: str, value: bool | None) -> QuerySet:
         if value is None:

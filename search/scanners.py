@@ -11,8 +11,9 @@ from django.db import IntegrityError, transaction
 from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
-from annotation import access, jobs, review
+from annotation import access, jobs
 from annotation.models import Job, Membership, Study, Trace
+from annotation.review.visibility import sees_everything
 from runs import engine
 from runs.engine import ACTIVE
 from search.core.validation import Validation, validate
@@ -116,7 +117,7 @@ def scanner_condition(study: Study, membership: Membership, value: str) -> Q:
     scanner = Scanner.objects.filter(study=study, pk=int(pk)).first()
     if scanner is None:
         raise bad("scanner", f"no scanner {pk} in this study")
-    if not review.sees_everything(membership):
+    if not sees_everything(membership):
         raise access.AccessDenied("in this blind study annotators may not filter by a scanner's answers "
                                   "(they are a judge's)")
     results = ScanResult.objects.filter(scanner=scanner, trace=OuterRef("pk"))

@@ -11,8 +11,9 @@ from django.db.models import Count, F, QuerySet, Window
 from django.db.models.expressions import RawSQL
 from django.urls import reverse
 
-from annotation import access, review
+from annotation import access
 from annotation.models import Membership, Step, StepLabel, Study, Trace
+from annotation.review.queues import do_assign
 from search import backends
 from search.core import query as ql
 from search.errors import SearchError
@@ -252,7 +253,7 @@ def do_delete_cohort(cohort: Cohort, membership: Membership) -> None:
 
 def do_assign_cohort(cohort: Cohort, by, annotators: list, k: int = 1) -> int:
     """Queue the cohort's traces (in id order) for ``annotators``, ``k`` per trace."""
-    return review.do_assign(cohort.study, by, annotators, k, trace_ids=cohort_trace_ids(cohort))
+    return do_assign(cohort.study, by, annotators, k, trace_ids=cohort_trace_ids(cohort))
 
 
 def do_judge_cohort(cohort: Cohort, judge, *, user=None, force: bool = False, budget_usd: float | None = None,

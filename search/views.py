@@ -10,10 +10,12 @@ from django.shortcuts import redirect, render
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from annotation import access, review
+from annotation import access
 from annotation.jobs import RunConflict
 from annotation.models import Membership, Trace, Verdict
-from annotation.review import AssignError
+from annotation.review.filters import study_models
+from annotation.review.queues import AssignError
+from annotation.review.visibility import sees_everything
 from annotation.views import member_view
 from search import scanners, services
 from search.errors import SearchError
@@ -52,7 +54,7 @@ def search_page(request: HttpRequest, study_id: int) -> HttpResponse:
     context = {
         "study": study, "membership": membership, "page": page, "errors": errors, "notes": notes,
         "f": {k: request.GET.get(k, "") for k in FORM_FIELDS}, "query": _query(request),
-        "models": review.study_models(study), "verdicts": Verdict.values,
+        "models": study_models(study), "verdicts": Verdict.values,
         "cohorts": Cohort.objects.filter(study=study).order_by("name"),
         "searched": any(request.GET.get(k) for k in FORM_FIELDS),
         "filter_help": {name: f.extra.get("help_text", "") for name, f in TraceSearchFilter.base_filters.items()},
@@ -203,7 +205,7 @@ def scanner_detail(request: HttpRequest, pk: int) -> HttpResponse:
                "counts": scanners.counts(scanner), "report": scanners.validation_report(scanner),
                "runs": scanner.runs.select_related("job", "cohort")[:10], "pending": pending,
                "cohorts": Cohort.objects.filter(study=scanner.study).order_by("name"),
-               "sees_results": review.sees_everything(membership)}
+               "sees_results": sees_everything(membership)}
     return render(request, "search/scanner.html", context)
 
 

@@ -14,7 +14,7 @@ from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from annotation import access, jobs, members, review, services, skeletons
+from annotation import access, jobs, members, services, skeletons
 from annotation.api import serializers as s
 from annotation.models import (
     Assignment,
@@ -29,6 +29,13 @@ from annotation.models import (
     Trace,
     TraceReview,
 )
+from annotation.review.adjudication import disagreement_steps, do_adjudicate
+from annotation.review.base import UNSET, VIA_API, Conflict, ReviewError
+from annotation.review.filters import filter_traces, parse_flag
+from annotation.review.labels import LabelIn, do_save_labels
+from annotation.review.progress import annotator_progress
+from annotation.review.queues import AssignError, do_assign
+from annotation.review.visibility import is_revealed, source_name, visible_labels
 
 
 def _roles(user) -> dict[int, str]:
@@ -117,12 +124,12 @@ def _error(status_code: int, detail: str, errors: list[tuple[str, str]] | None =
                     status=status_code)
 
 
-def _invalid(exc: review.ReviewError | skeletons.SkeletonError) -> Response:
+def _invalid(exc: ReviewError | skeletons.SkeletonError) -> Response:
     field, message = exc.errors[0]
     return _error(status.HTTP_400_BAD_REQUEST, f"{field}: {message}" if field else message, exc.errors)
 
 
-def _conflict(exc: review.Conflict) -> Response:
+def _conflict(exc: Conflict) -> Response:
     return _error(status.HTTP_409_CONFLICT, str(exc), [("version", f"the current version is {exc.current_version}")])
 
 
@@ -132,7 +139,7 @@ def _trace_and_membership(user, pk: int) -> tuple[Trace, Membership]:
 
 def _label_row(lab: StepLabel, index: int) -> dict:
     source = {"human": "human", "adjudication": "final"}.get(lab.kind) or f"judge:{lab.judge.name}"
-    return {"step": index, "source": source, "annotator": review.source_name(lab) if lab.kind != "judge" else lab.judge.name,
+    return {"step": index, "source": source, "annotator": source_name(lab) if lab.kind != "judge" else lab.judge.name,
             "verdict": lab.verdict, "skeleton_refs": list(lab.skeleton_refs or []), "confidence": lab.confidence,
             "reason": lab.reason}
 
@@ -157,7 +164,7 @@ class StudyTraces(generics.ListAPIView):
     def get_queryset(self):
         study, membership = access.check_study(self.request.user, self.kwargs["pk"])
         qs = Trace.objects.filter(study=study).select_related("problem").order_by("pk")
-        return review.filter_traces(qs, self.request.query_params, study, membership)
+        return filter_traces(qs, self.request.query_params, study, membership)
 
 
 class TraceDetail(APIView):
@@ -165,10 +172,10 @@ class TraceDetail(APIView):
     def get(self, request, pk: int):
         trace, membership = _trace_and_membership(request.user, pk)
         my_review = TraceReview.objects.filter(trace=trace, annotator=request.user).first()
-        revealed = review.is_revealed(membership, my_review)
+        revealed = is_revealed(membership, my_review)
         steps = list(trace.steps.order_by("index"))
         index = {st.pk: st.index for st in steps}
-        labels = [_label_row(lab, index[lab.step_id]) for lab in review.visible_labels(trace, request.user, revealed)]
+        labels = [_label_row(lab, index[lab.step_id]) for lab in visible_labels(trace, request.user, revealed)]
         labels.sort(key=lambda r: (r["step"], r["source"], r["annotator"]))
         trace._prefetched_objects_cache = {"steps": steps}
         context = {"request": request, "labels": labels, "labels_hidden": not revealed}
@@ -208,17 +215,17 @@ class TraceLabels(APIView):
         ser.is_valid(raise_exception=True)
         data = ser.validated_data
         try:
-            review.do_save_labels(
+            do_save_labels(
                 trace, request.user, version=data["version"], complete=data.get("complete"),
-                rating=data["rating"] if "rating" in data else review.UNSET,
-                labels=[review.LabelIn(lab["step"], lab["verdict"], lab["skeleton_refs"], lab["note"])
+                rating=data["rating"] if "rating" in data else UNSET,
+                labels=[LabelIn(lab["step"], lab["verdict"], lab["skeleton_refs"], lab["note"])
                         for lab in data["labels"]],
-                answer_correct=data["answer_correct"] if "answer_correct" in data else review.UNSET,
-                via=review.VIA_API,
+                answer_correct=data["answer_correct"] if "answer_correct" in data else UNSET,
+                via=VIA_API,
             )
-        except review.ReviewError as exc:
+        except ReviewError as exc:
             return _invalid(exc)
-        except review.Conflict as exc:
+        except Conflict as exc:
             return _conflict(exc)
         trace.refresh_from_db(fields=["answer_correct", "answer_origin"])
         return Response(self._state(request, trace))
@@ -247,7 +254,7 @@ class StudyProblems(generics.ListAPIView):
             from annotation.views import _filter_tag
 
             qs = _filter_tag(qs, params["tag"])
-        flag = review._flag(params.get("has_skeleton"))
+        flag = parse_flag(params.get("has_skeleton"))
         if flag is not None:
             qs = qs.filter(approved_skeleton__isnull=not flag)
         return qs
@@ -345,7 +352,7 @@ class StudyDisagreements(generics.GenericAPIView):
         study, membership = access.check_study(request.user, pk)
         access.check_adjudicator(membership, "adjudication")
         status_ = request.query_params.get("status", "open")
-        qs = review.disagreement_steps(study, status_ if status_ in ("open", "resolved", "all") else "open")
+        qs = disagreement_steps(study, status_ if status_ in ("open", "resolved", "all") else "open")
         qs = qs.prefetch_related(Prefetch("labels", queryset=StepLabel.objects.select_related("annotator", "judge")
                                           .order_by("kind", "pk")))
         page = self.paginate_queryset(qs)
@@ -379,11 +386,11 @@ class StepAdjudication(APIView):
         ser.is_valid(raise_exception=True)
         d = ser.validated_data
         try:
-            review.do_adjudicate(step, request.user, version=d["version"], verdict=d["verdict"],
-                                 skeleton_refs=d["skeleton_refs"], reason=d["reason"], via=review.VIA_API)
-        except review.ReviewError as exc:
+            do_adjudicate(step, request.user, version=d["version"], verdict=d["verdict"],
+                                 skeleton_refs=d["skeleton_refs"], reason=d["reason"], via=VIA_API)
+        except ReviewError as exc:
             return _invalid(exc)
-        except review.Conflict as exc:
+        except Conflict as exc:
             return _conflict(exc)
         return Response(self._row(request, step))
 
@@ -404,7 +411,7 @@ class StudyQueue(generics.GenericAPIView):
               .annotate(done=Exists(mine.filter(complete=True)), skipped=Exists(mine.filter(skipped=True)),
                         started=Exists(mine.filter(version__gt=0)))
               .order_by("position"))
-        qs = review.filter_traces(qs, request.query_params, study, membership, prefix="trace__")
+        qs = filter_traces(qs, request.query_params, study, membership, prefix="trace__")
         wanted = request.query_params.get("status", "all")
         if wanted == "todo":
             qs = qs.filter(done=False, skipped=False)
@@ -432,11 +439,11 @@ class StudyAssignments(APIView):
         if missing:
             return _error(400, f"annotators: no user named {missing[0]!r}", [("annotators", f"unknown: {', '.join(missing)}")])
         try:
-            n = review.do_assign(study, request.user, [users[u] for u in d["annotators"]], d["k"],
+            n = do_assign(study, request.user, [users[u] for u in d["annotators"]], d["k"],
                                  stratify=d["stratify"], only_unassigned=d["only_unassigned"])
-        except review.AssignError as exc:
+        except AssignError as exc:
             return _error(400, str(exc), [("annotators", str(exc))])
-        return Response({"created": n, "progress": review.annotator_progress(study)}, status=status.HTTP_201_CREATED)
+        return Response({"created": n, "progress": annotator_progress(study)}, status=status.HTTP_201_CREATED)
 
 
 class StudyMembers(APIView):

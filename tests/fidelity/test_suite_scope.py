@@ -7,8 +7,9 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from annotation import review
 from annotation.models import Problem, Trace
+from annotation.review.progress import study_progress
+from annotation.review.queues import next_trace_id
 from faithfulness import services as faith
 from fidelity import services
 from fidelity.models import Variant
@@ -65,10 +66,10 @@ def test_generation_scope_leaderboard_evidence_and_queue_leave_variants_out(with
     assert len(storage.read_scores(score_set, include_suites=True)) > 3
     data = faith._study_data(study, None)
     assert sum(len(v) for v in data.traces.values()) == 3
-    assert review.study_progress([study.pk], owner)[study.pk]["traces"] == 3
+    assert study_progress([study.pk], owner)[study.pk]["traces"] == 3
     seen = []
     after = None
-    while (nxt := review.next_trace_id(study, owner, after)) is not None and len(seen) < 50:
+    while (nxt := next_trace_id(study, owner, after)) is not None and len(seen) < 50:
         seen.append(nxt)
         after = Trace.objects.get(pk=nxt)
     assert set(seen) == set(Trace.objects.filter(study=study).own().values_list("pk", flat=True))

@@ -7,8 +7,10 @@ import pytest
 from django.urls import reverse
 from rest_framework.test import APIClient
 
-from annotation import review
 from annotation.models import LabelHistory, Step, StepLabel, Trace
+from annotation.review.adjudication import disagreement_steps, do_adjudicate
+from annotation.review.base import Conflict, ReviewError
+from annotation.review.progress import study_progress
 from tests.review.conftest import human_label, judge, judge_label
 
 pytestmark = pytest.mark.django_db
@@ -20,7 +22,7 @@ def trace(seeded):
 
 
 def _open(study):
-    return sorted(review.disagreement_steps(study, "open").values_list("trace__trace_id", "index"))
+    return sorted(disagreement_steps(study, "open").values_list("trace__trace_id", "index"))
 
 
 def test_which_steps_disagree(seeded, trace, member, annotator2):
@@ -38,7 +40,7 @@ def test_which_steps_disagree(seeded, trace, member, annotator2):
     human_label(t2, 2, member, "neutral")
     human_label(t2, 2, annotator2, "neutral")  # agreement
     assert _open(seeded) == [("p0/m1", 1), ("p0/m1", 2)]
-    progress = review.study_progress([seeded.pk], member)[seeded.pk]
+    progress = study_progress([seeded.pk], member)[seeded.pk]
     assert progress["disagreements"] == 2 and progress["judged"] == 2
 
 
@@ -46,14 +48,14 @@ def test_adjudicating_settles_a_step_and_keeps_everything(seeded, trace, member,
     human_label(trace, 1, member, "valid")
     human_label(trace, 1, annotator2, "invalid")
     step = Step.objects.get(trace=trace, index=1)
-    final = review.do_adjudicate(step, adjudicator, version=0, verdict="invalid", skeleton_refs=[1],
+    final = do_adjudicate(step, adjudicator, version=0, verdict="invalid", skeleton_refs=[1],
                                  reason="bob is right", via="api")
     assert (final.kind, final.version, final.annotator) == ("adjudication", 1, adjudicator)
-    assert _open(seeded) == [] and list(review.disagreement_steps(seeded, "resolved")) == [step]
+    assert _open(seeded) == [] and list(disagreement_steps(seeded, "resolved")) == [step]
     assert StepLabel.objects.filter(step=step, kind="human").count() == 2
-    with pytest.raises(review.Conflict, match="adam set the final verdict of this step to invalid"):
-        review.do_adjudicate(step, adjudicator, version=0, verdict="valid", skeleton_refs=[], reason="changed my mind")
-    review.do_adjudicate(step, adjudicator, version=1, verdict="valid", skeleton_refs=[], reason="changed my mind")
+    with pytest.raises(Conflict, match="adam set the final verdict of this step to invalid"):
+        do_adjudicate(step, adjudicator, version=0, verdict="valid", skeleton_refs=[], reason="changed my mind")
+    do_adjudicate(step, adjudicator, version=1, verdict="valid", skeleton_refs=[], reason="changed my mind")
     history = list(LabelHistory.objects.filter(kind="adjudication").order_by("pk").values_list("before", "after", "via"))
     assert history[0][0] is None and history[0][1]["verdict"] == "invalid" and history[0][2] == "api"
     assert history[1][0]["verdict"] == "invalid" and history[1][1]["verdict"] == "valid"
@@ -61,8 +63,8 @@ def test_adjudicating_settles_a_step_and_keeps_everything(seeded, trace, member,
 
 def test_a_reason_is_required(trace, adjudicator):
     step = Step.objects.get(trace=trace, index=1)
-    with pytest.raises(review.ReviewError) as exc:
-        review.do_adjudicate(step, adjudicator, version=0, verdict="invalid", skeleton_refs=[9], reason=" ")
+    with pytest.raises(ReviewError) as exc:
+        do_adjudicate(step, adjudicator, version=0, verdict="invalid", skeleton_refs=[9], reason=" ")
     fields = [f for f, _ in exc.value.errors]
     assert fields == ["reason", "skeleton_refs"]
 
@@ -144,7 +146,7 @@ def test_the_show_filter_is_in_the_url_and_settled_works(client, seeded, trace, 
     human_label(trace, 1, member, "valid")
     human_label(trace, 1, annotator2, "invalid")
     step = Step.objects.get(trace=trace, index=1)
-    review.do_adjudicate(step, adjudicator, version=0, verdict="invalid", skeleton_refs=[], reason="SETTLED-REASON")
+    do_adjudicate(step, adjudicator, version=0, verdict="invalid", skeleton_refs=[], reason="SETTLED-REASON")
     client.force_login(adjudicator)
     url = reverse("adjudication", args=[seeded.pk])
     settled = client.get(url, {"status": "settled"}).content.decode()

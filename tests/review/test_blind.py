@@ -8,8 +8,8 @@ import pytest
 from django.urls import reverse
 from rest_framework.test import APIClient
 
-from annotation import review
 from annotation.models import Study, Trace
+from annotation.review.labels import LabelIn, do_save_labels
 from tests.review.conftest import human_label, judge, judge_label
 
 pytestmark = pytest.mark.django_db
@@ -48,7 +48,7 @@ def test_an_annotator_sees_nothing_of_the_others_until_done(client, member, labe
 
 
 def test_a_partly_labelled_trace_stays_blind_and_shows_only_my_labels(client, member, labelled):
-    review.do_save_labels(labelled, member, version=0, labels=[review.LabelIn(1, "valid"), review.LabelIn(2, "valid")])
+    do_save_labels(labelled, member, version=0, labels=[LabelIn(1, "valid"), LabelIn(2, "valid")])
     body = _api(member, labelled)
     assert body["labels_hidden"] is True
     assert [(r["step"], r["source"], r["annotator"]) for r in body["labels"]] == [(1, "human", "alice"), (2, "human", "alice")]
@@ -56,7 +56,7 @@ def test_a_partly_labelled_trace_stays_blind_and_shows_only_my_labels(client, me
 
 
 def test_finishing_the_trace_reveals_everything_side_by_side(client, member, labelled):
-    review.do_save_labels(labelled, member, version=0, labels=[review.LabelIn(i, "valid") for i in (1, 2, 3)])
+    do_save_labels(labelled, member, version=0, labels=[LabelIn(i, "valid") for i in (1, 2, 3)])
     page = _page(client, member, labelled)
     assert SECRET_JUDGE in page and SECRET_HUMAN in page and "judge:gpt-judge" in page
     assert 'class="others disagree"' in page  # they differ from mine on steps 1 and 2
@@ -95,5 +95,5 @@ def test_the_disagreement_filter_leaks_nothing_to_a_blinded_annotator(client, me
     api = APIClient()
     api.force_authenticate(member)
     assert api.get(f"/api/v1/studies/{labelled.study_id}/traces/?disagreement=true").json()["count"] == 0
-    review.do_save_labels(labelled, member, version=0, labels=[review.LabelIn(i, "valid") for i in (1, 2, 3)])
+    do_save_labels(labelled, member, version=0, labels=[LabelIn(i, "valid") for i in (1, 2, 3)])
     assert api.get(f"/api/v1/studies/{labelled.study_id}/traces/?disagreement=true").json()["count"] == 1

@@ -8,8 +8,10 @@ import pytest
 from django.urls import reverse
 from rest_framework.test import APIClient
 
-from annotation import review, signals
+from annotation import signals
 from annotation.models import LabelHistory, StepLabel, Trace, TraceReview
+from annotation.review.labels import LabelIn, do_save_labels
+from annotation.review.queues import do_assign, next_trace_id
 
 pytestmark = pytest.mark.django_db
 
@@ -59,12 +61,12 @@ def test_it_rejects_a_stale_version_with_409(member, trace):
 
 def test_changes_bump_versions_and_are_all_in_the_history(member, trace):
     def save(version, labels):
-        return review.do_save_labels(trace, member, version=version, labels=labels, via="api").review
+        return do_save_labels(trace, member, version=version, labels=labels, via="api").review
 
-    r = save(0, [review.LabelIn(1, "valid"), review.LabelIn(2, "neutral")])
+    r = save(0, [LabelIn(1, "valid"), LabelIn(2, "neutral")])
     label1 = StepLabel.objects.get(annotator=member, step__index=1)
-    r = save(r.version, [review.LabelIn(1, "invalid", note="no"), review.LabelIn(2, "neutral")])  # one change
-    r = save(r.version, [review.LabelIn(1, "invalid", note="no")])  # step 2 removed
+    r = save(r.version, [LabelIn(1, "invalid", note="no"), LabelIn(2, "neutral")])  # one change
+    r = save(r.version, [LabelIn(1, "invalid", note="no")])  # step 2 removed
     assert r.version == 3
     label1.refresh_from_db()
     assert label1.version == 2 and label1.reason == "no"
@@ -73,8 +75,8 @@ def test_changes_bump_versions_and_are_all_in_the_history(member, trace):
 
 
 def test_saving_the_same_labels_changes_nothing(member, trace):
-    r = review.do_save_labels(trace, member, version=0, labels=[review.LabelIn(1, "valid")])
-    again = review.do_save_labels(trace, member, version=1, labels=[review.LabelIn(1, "valid")])
+    r = do_save_labels(trace, member, version=0, labels=[LabelIn(1, "valid")])
+    again = do_save_labels(trace, member, version=1, labels=[LabelIn(1, "valid")])
     assert again.review.version == 1 and again.changed_labels == 0
     assert LabelHistory.objects.count() == 1 and r.review.version == 1
 
@@ -125,7 +127,7 @@ def test_a_save_sends_data_changed_after_commit(member, trace, django_capture_on
     signals.data_changed.connect(receiver, dispatch_uid="test-labels")
     try:
         with django_capture_on_commit_callbacks(execute=True):
-            review.do_save_labels(trace, member, version=0, labels=[review.LabelIn(1, "valid")])
+            do_save_labels(trace, member, version=0, labels=[LabelIn(1, "valid")])
             assert seen == []
     finally:
         signals.data_changed.disconnect(dispatch_uid="test-labels")
@@ -155,7 +157,7 @@ def test_the_web_form_saves_with_htmx_and_returns_the_new_version(client, member
 
 def test_the_web_form_answers_409_with_a_readable_message(client, member, trace):
     client.force_login(member)
-    review.do_save_labels(trace, member, version=0, labels=[review.LabelIn(1, "valid")], via="api")
+    do_save_labels(trace, member, version=0, labels=[LabelIn(1, "valid")], via="api")
     response = _post(client, trace, version=0, v1="invalid")
     assert response.status_code == 409
     text = response.content.decode()
@@ -182,11 +184,11 @@ def test_a_note_without_a_verdict_is_refused(client, member, trace):
 
 def test_save_and_next_goes_to_the_next_trace_of_my_queue(client, member, owner, seeded):
     traces = list(Trace.objects.order_by("pk"))
-    review.do_assign(seeded, owner, [member], 1)
+    do_assign(seeded, owner, [member], 1)
     client.force_login(member)
-    first = review.next_trace_id(seeded, member)
+    first = next_trace_id(seeded, member)
     response = _post(client, Trace.objects.get(pk=first), version=0, v1="valid", action="next")
-    second = review.next_trace_id(seeded, member, after=Trace.objects.get(pk=first))
+    second = next_trace_id(seeded, member, after=Trace.objects.get(pk=first))
     assert response.status_code == 200 and response["HX-Redirect"] == reverse("trace", args=[second])
     assert second != first and len(traces) == 4
 

@@ -7,8 +7,9 @@ import pytest
 from django.urls import reverse
 from rest_framework.test import APIClient
 
-from annotation import review
 from annotation.models import Step, Trace
+from annotation.review.labels import LabelIn, do_flag, do_save_labels
+from annotation.review.queues import do_assign
 from tests.conftest import jsonl
 from tests.review.conftest import human_label, judge, judge_label
 
@@ -29,8 +30,8 @@ def _grow(study, do_import, owner, member, annotator2, start: int, n: int) -> No
         human_label(trace, 1, member, "valid")
         human_label(trace, 1, annotator2, "invalid", note="no")
         judge_label(trace, 2, config, "invalid")
-        review.do_flag(trace, member, "bad_problem")
-    review.do_assign(study, owner, [member, annotator2, owner], 2)
+        do_flag(trace, member, "bad_problem")
+    do_assign(study, owner, [member, annotator2, owner], 2)
 
 
 WEB = ["studies", "study", "trace-list", "problem-list", "queue", "adjudication", "study-members"]
@@ -65,10 +66,10 @@ def test_the_review_page_of_a_200_step_trace(client, django_assert_max_num_queri
                     {"kind": "trace", "problem_id": "p", "model": "m", "steps": steps, "answer": "1"}))
     trace = Trace.objects.select_related("problem", "study").get()
     config = judge(study)
-    review.do_save_labels(trace, member, version=0,
-                          labels=[review.LabelIn(i, "valid", [1]) for i in range(1, 201)])
-    review.do_save_labels(trace, annotator2, version=0,
-                          labels=[review.LabelIn(i, "invalid", note="n") for i in range(1, 201)])
+    do_save_labels(trace, member, version=0,
+                          labels=[LabelIn(i, "valid", [1]) for i in range(1, 201)])
+    do_save_labels(trace, annotator2, version=0,
+                          labels=[LabelIn(i, "invalid", note="n") for i in range(1, 201)])
     for step in Step.objects.filter(trace=trace):
         judge_label(trace, step.index, config, "valid")
     for user in (member, adjudicator):  # revealed to both: every label is on the page

@@ -9,8 +9,11 @@ import pytest
 from django.urls import reverse
 from rest_framework.test import APIClient
 
-from annotation import review
 from annotation.models import Assignment, Trace
+from annotation.review.filters import lucky_guess_available
+from annotation.review.labels import LabelIn, do_flag, do_save_labels, do_skip
+from annotation.review.progress import annotator_progress
+from annotation.review.queues import AssignError, do_assign, next_trace_id
 from tests.review.conftest import seed
 
 pytestmark = pytest.mark.django_db
@@ -24,7 +27,7 @@ def many(study, do_import):
 
 def test_round_robin_gives_everyone_the_same_share_of_each_model(many, owner, member, annotator2, adjudicator):
     users = [member, annotator2, adjudicator]
-    n = review.do_assign(many, owner, users, 1)
+    n = do_assign(many, owner, users, 1)
     assert n == 18
     per_model = Counter(Assignment.objects.values_list("annotator__username", "trace__model"))
     assert set(per_model.values()) == {2}  # 6 traces of each model over 3 annotators
@@ -34,58 +37,58 @@ def test_round_robin_gives_everyone_the_same_share_of_each_model(many, owner, me
 
 
 def test_k_annotators_per_trace_give_overlap(many, owner, member, annotator2, adjudicator):
-    review.do_assign(many, owner, [member, annotator2, adjudicator], 2)
+    do_assign(many, owner, [member, annotator2, adjudicator], 2)
     per_trace = Counter(Assignment.objects.values_list("trace_id", flat=True))
     assert set(per_trace.values()) == {2}
     assert len(set(Assignment.objects.values_list("trace_id", "annotator_id"))) == 36
     load = Counter(Assignment.objects.values_list("annotator_id", flat=True))
     assert set(load.values()) == {12}
     # Running it again assigns nothing new ("only traces nobody has yet").
-    assert review.do_assign(many, owner, [member, annotator2], 1) == 0
+    assert do_assign(many, owner, [member, annotator2], 1) == 0
 
 
 def test_bad_assignments_are_refused(many, owner, member, outsider):
-    with pytest.raises(review.AssignError, match="between 1 and 1"):
-        review.do_assign(many, owner, [member], 2)
-    with pytest.raises(review.AssignError, match="not members of the study: mallory"):
-        review.do_assign(many, owner, [member, outsider], 1)
+    with pytest.raises(AssignError, match="between 1 and 1"):
+        do_assign(many, owner, [member], 2)
+    with pytest.raises(AssignError, match="not members of the study: mallory"):
+        do_assign(many, owner, [member, outsider], 1)
 
 
 def test_next_trace_follows_my_queue_and_skips_finished_and_skipped(many, owner, member):
-    review.do_assign(many, owner, [member], 1)
+    do_assign(many, owner, [member], 1)
     order = list(Assignment.objects.filter(annotator=member).order_by("position").values_list("trace_id", flat=True))
     t = {pk: Trace.objects.get(pk=pk) for pk in order}
-    assert review.next_trace_id(many, member) == order[0]
-    review.do_skip(t[order[0]], member)
-    assert review.next_trace_id(many, member) == order[1]
-    review.do_save_labels(t[order[1]], member, version=0, labels=[review.LabelIn(1, "valid")])  # complete
-    assert review.next_trace_id(many, member) == order[2]
-    assert review.next_trace_id(many, member, after=t[order[5]]) == order[6]
+    assert next_trace_id(many, member) == order[0]
+    do_skip(t[order[0]], member)
+    assert next_trace_id(many, member) == order[1]
+    do_save_labels(t[order[1]], member, version=0, labels=[LabelIn(1, "valid")])  # complete
+    assert next_trace_id(many, member) == order[2]
+    assert next_trace_id(many, member, after=t[order[5]]) == order[6]
     # After the last one it wraps round to the first still to do.
-    assert review.next_trace_id(many, member, after=t[order[-1]]) == order[2]
+    assert next_trace_id(many, member, after=t[order[-1]]) == order[2]
 
 
 def test_without_assignments_next_walks_the_study(seeded, member):
     first = Trace.objects.order_by("pk").first()
-    assert review.next_trace_id(seeded, member) == first.pk
-    review.do_save_labels(first, member, version=0, labels=[review.LabelIn(i, "valid") for i in (1, 2, 3)])
-    assert review.next_trace_id(seeded, member) != first.pk
+    assert next_trace_id(seeded, member) == first.pk
+    do_save_labels(first, member, version=0, labels=[LabelIn(i, "valid") for i in (1, 2, 3)])
+    assert next_trace_id(seeded, member) != first.pk
 
 
 def test_progress_per_annotator(many, owner, member, annotator2):
-    review.do_assign(many, owner, [member, annotator2], 1)
+    do_assign(many, owner, [member, annotator2], 1)
     mine = Assignment.objects.filter(annotator=member).order_by("position")
     traces = [a.trace for a in mine[:3]]
-    review.do_save_labels(traces[0], member, version=0, labels=[review.LabelIn(1, "valid")])
-    review.do_skip(traces[1], member)
-    review.do_flag(traces[2], member, "cant_judge")
-    rows = {r["username"]: r for r in review.annotator_progress(many)}
+    do_save_labels(traces[0], member, version=0, labels=[LabelIn(1, "valid")])
+    do_skip(traces[1], member)
+    do_flag(traces[2], member, "cant_judge")
+    rows = {r["username"]: r for r in annotator_progress(many)}
     assert rows["alice"] == {"username": "alice", "assigned": 9, "done": 1, "skipped": 1, "flagged": 1, "percent": 11}
     assert rows["bob"]["done"] == 0 and rows["bob"]["assigned"] == 9
 
 
 def test_the_queue_page_lists_my_work_with_filters(client, many, owner, member):
-    review.do_assign(many, owner, [member], 1)
+    do_assign(many, owner, [member], 1)
     client.force_login(member)
     url = reverse("queue", args=[many.pk])
     page = client.get(url).content.decode()
@@ -124,13 +127,13 @@ def test_the_queue_api(many, owner, member):
 
 def test_trace_filters_flagged_and_needs_review(client, seeded, member):
     trace = Trace.objects.get(trace_id="p0/m1")
-    review.do_flag(trace, member, "bad_problem")
+    do_flag(trace, member, "bad_problem")
     api = APIClient()
     api.force_authenticate(member)
     url = f"/api/v1/studies/{seeded.pk}/traces/"
     assert [r["trace_id"] for r in api.get(url + "?flagged=true").json()["results"]] == ["p0/m1"]
     assert api.get(url + "?needs_review=true").json()["count"] == 4
-    review.do_save_labels(trace, member, version=0, labels=[review.LabelIn(i, "valid") for i in (1, 2, 3)])
+    do_save_labels(trace, member, version=0, labels=[LabelIn(i, "valid") for i in (1, 2, 3)])
     assert api.get(url + "?needs_review=true").json()["count"] == 3
     assert api.get(url + "?needs_review=false").json()["count"] == 1
     assert api.get(url + "?domain=algebra").json()["count"] == 2
@@ -140,6 +143,6 @@ def test_the_lucky_guess_filter_reads_the_scores_the_scoring_app_registered(seed
     api = APIClient()
     api.force_authenticate(member)
     url = f"/api/v1/studies/{seeded.pk}/traces/"
-    assert review.lucky_guess_available()  # scoring registers the condition at start-up
+    assert lucky_guess_available()  # scoring registers the condition at start-up
     assert api.get(url + "?lucky_guess=true").json()["count"] == 0  # nothing scored yet
     assert api.get(url + "?lucky_guess=false").json()["count"] == 4

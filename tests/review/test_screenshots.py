@@ -15,9 +15,10 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-from annotation import review, services
+from annotation import services
 from annotation.importing.pipeline import import_stream
 from annotation.models import Membership, Problem, Step, StepLabel, Trace
+from annotation.review.queues import do_assign
 from tests.review.browser import browser, sign_in  # noqa: F401 - fixture
 from tests.review.conftest import human_label, judge, judge_label
 
@@ -47,7 +48,7 @@ def test_screenshots(live_server, browser, owner, member, study, django_user_mod
     services.do_add_member(study, "bob", Membership.Role.ANNOTATOR)
     services.do_add_member(study, "adam", Membership.Role.ADJUDICATOR)
     config = judge(study, "gpt-4o-judge")
-    review.do_assign(study, owner, [member, bob, owner], 2, stratify=True)
+    do_assign(study, owner, [member, bob, owner], 2, stratify=True)
 
     # The judge and bob have labelled alice's first trace.
     first = Trace.objects.filter(assignments__annotator=member).order_by("assignments__position").first()

@@ -9,9 +9,10 @@ from html.parser import HTMLParser
 import pytest
 from django.urls import reverse
 
-from annotation import review, skeletons
+from annotation import skeletons
 from annotation.models import Problem, Trace
 from annotation.rendering import render_markdown
+from annotation.review.labels import LabelIn, do_save_labels
 from tests.conftest import jsonl
 from tests.review.conftest import human_label, judge, judge_label
 
@@ -75,8 +76,8 @@ def hostile(study, do_import, member, annotator2):
     config = judge(study)
     judge_label(trace, 1, config, "invalid", reason=f"Judge {evil}")
     human_label(trace, 1, annotator2, "valid", note=f"Bob {evil}")
-    review.do_save_labels(trace, member, version=0,
-                          labels=[review.LabelIn(1, "valid", note=f"Mine {evil}"), review.LabelIn(2, "valid")])
+    do_save_labels(trace, member, version=0,
+                          labels=[LabelIn(1, "valid", note=f"Mine {evil}"), LabelIn(2, "valid")])
     return trace
 
 
