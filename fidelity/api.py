@@ -1,4 +1,4 @@
-"""REST API of the fidelity diagnostics: thin views over fidelity.services."""
+"""REST API of the fidelity diagnostics: thin views over fidelity.suites, running and report."""
 
 from __future__ import annotations
 
@@ -9,8 +9,10 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from annotation import access
-from fidelity import runkinds, services
+from fidelity import runkinds
 from fidelity.models import FidelityRun
+from fidelity.report import item_rows, report, report_data
+from fidelity.running import check_run
 from runs import kinds
 
 
@@ -47,8 +49,8 @@ class FidelityRunDetail(APIView):
 
     @extend_schema(responses=OpenApiTypes.OBJECT)
     def get(self, request, pk: int):
-        fid_run, _ = services.check_run(request.user, pk)
-        return Response(services.report_data(services.report(fid_run)))
+        fid_run, _ = check_run(request.user, pk)
+        return Response(report_data(report(fid_run)))
 
 
 class FidelityRunItems(APIView):
@@ -56,5 +58,5 @@ class FidelityRunItems(APIView):
 
     @extend_schema(responses=OpenApiTypes.OBJECT)
     def get(self, request, pk: int):
-        fid_run, _ = services.check_run(request.user, pk)
-        return Response(services.item_rows(services.report(fid_run)))
+        fid_run, _ = check_run(request.user, pk)
+        return Response(item_rows(report(fid_run)))

@@ -8,12 +8,13 @@ class FidelityConfig(AppConfig):
     export_kinds = "fidelity.export_kinds"
 
     def ready(self) -> None:
-        from fidelity import importing, runkinds, services
+        from fidelity import importing, runkinds
         from fidelity.extractor import FormsClient
         from fidelity.runclient import FidelityClient
+        from fidelity.running import plan_run_items
         from runs.clients import register
 
-        register(FidelityClient(planner=services.plan_run_items))  # fidelity runs are runs of the run engine
+        register(FidelityClient(planner=plan_run_items))  # fidelity runs are runs of the run engine
         register(FormsClient())  # and so are LLM logical-form extractions
         runkinds.declare()  # the runs page and the API start fidelity runs
         importing.register()  # --format menatqa / gsm-plus (annotation cannot import this app)

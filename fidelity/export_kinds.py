@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import json
 
-from fidelity import services
+from fidelity.imported import imported_rows, symbolic_accuracy, symbolic_models
 from fidelity.models import FidelityRun
+from fidelity.report import ROW_COLUMNS, item_rows, report
 from scoring.exports import ExportError, ExportRequest, Table, register
 
 
@@ -23,18 +24,18 @@ def _run(request: ExportRequest) -> FidelityRun | None:
 def fidelity(request: ExportRequest) -> Table:
     run = _run(request)
     if run is None:
-        rows = services.imported_rows(request.study, request.model)
+        rows = imported_rows(request.study, request.model)
         if not rows:
             raise ExportError(f"no fidelity run and no trace{' of ' + request.model if request.model else ''} "
                               "in this study")
         rows = [{**r, "changes": json.dumps(r["changes"])} for r in rows]
-        return Table(services.ROW_COLUMNS, rows, meta={
+        return Table(ROW_COLUMNS, rows, meta={
             "fidelity": {"run": None, "note": "imported traces alone: no variants, no backward trace",
                          "semantic_similarity": None, "logical_forms": "heuristic (fidelity.core.logic)"},
             "sources": ["imported traces"]})
-    rep = services.report(run)
-    rows = [{**r, "changes": json.dumps(r["changes"])} for r in services.item_rows(rep)]
-    return Table(services.ROW_COLUMNS, rows,
+    rep = report(run)
+    rows = [{**r, "changes": json.dumps(r["changes"])} for r in item_rows(rep)]
+    return Table(ROW_COLUMNS, rows,
                  meta={"fidelity": {"run": rep.fid_run.pk, "summary": rep.summary, "provenance": rep.provenance,
                                     "perturbation": [r.to_dict() for r in rep.perturbation]},
                        "sources": [f"fidelity:{rep.fid_run.subject.name}"],
@@ -58,7 +59,7 @@ def _report(request: ExportRequest):
             raise ExportError(f"--run: no fidelity run {run_id!r} in this study")
     else:
         run = _run(request)
-    return None if run is None else services.report(run)
+    return None if run is None else report(run)
 
 
 def _head(rep) -> dict:
@@ -110,10 +111,10 @@ SYMBOLIC_COLUMNS = ["model", "variant", "level", "key", "n", "correct", "accurac
                                "format: per variant one row per instance set (level set), per template (level "
                                "template), and the mean and sd over the sets (level mean, sd)")
 def gsm_symbolic(request: ExportRequest) -> Table:
-    models = [request.model] if request.model else services.symbolic_models(request.study)
+    models = [request.model] if request.model else symbolic_models(request.study)
     rows: list[dict] = []
     for model in models:
-        for variant, d in services.symbolic_accuracy(request.study, model).items():
+        for variant, d in symbolic_accuracy(request.study, model).items():
             head = {"model": model, "variant": variant}
             rows += [{**head, "level": "set", "key": str(s.index), "n": s.n, "correct": s.correct,
                       "accuracy": s.accuracy} for s in d.sets]

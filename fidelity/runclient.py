@@ -217,7 +217,7 @@ class FidelityClient(RunClient):
     url_name = "fidelity-report"
 
     def __init__(self, planner: Callable[[FidelityRun], list[int]] | None = None) -> None:
-        # The planning of a queued run (fidelity.services.plan_run_items), given by the app's ready():
+        # The planning of a queued run (fidelity.running.plan_run_items), given by the app's ready():
         # it makes variants through the services, which import this module.
         self.planner = planner
 

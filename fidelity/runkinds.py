@@ -8,8 +8,9 @@ from typing import Any
 from rest_framework import serializers
 
 from annotation.models import Study
-from fidelity import services
 from fidelity.models import FidelityRun
+from fidelity.running import do_queue_run
+from fidelity.suites import DEFAULT_AXES, parse_axes
 from reasonlib import selection
 from runs import kinds, params
 from subjects.models import SubjectModel
@@ -19,7 +20,7 @@ from subjects.runkinds import SubjectModelParam
 class FidelityStartSerializer(SubjectModelParam, params.CohortParam, serializers.Serializer):
     model = serializers.CharField(help_text="name of one of the study's subject models")
     suite = serializers.CharField(default="fidelity", max_length=100, help_text="the suite of variants (made if new)")
-    axes = serializers.CharField(default=services.DEFAULT_AXES,
+    axes = serializers.CharField(default=DEFAULT_AXES,
                                  help_text="comma-separated: perturbation, counterfactual, backward, imported")
     per_problem = params.serializer_field("per_problem", default=1, help_text="variants per strategy and problem (K)")
     problems = serializers.CharField(default="all", max_length=2000, help_text=f"which originals: {selection.SYNTAX}")
@@ -30,7 +31,7 @@ class FidelityStartSerializer(SubjectModelParam, params.CohortParam, serializers
 
     def validate_axes(self, value: str) -> list[str]:
         try:
-            return services.parse_axes(value)
+            return parse_axes(value)
         except ValueError as exc:
             raise serializers.ValidationError(str(exc)) from None
 
@@ -42,8 +43,8 @@ class FidelityStartSerializer(SubjectModelParam, params.CohortParam, serializers
 
 
 def start(study: Study, data: dict[str, Any], user) -> FidelityRun:
-    """Queue the run; its job makes the suite's variants and picks the items (services.plan_run_items)."""
-    return services.do_queue_run(study, data["suite"], data["model"], axes=data["axes"],
+    """Queue the run; its job makes the suite's variants and picks the items (plan_run_items)."""
+    return do_queue_run(study, data["suite"], data["model"], axes=data["axes"],
                                  per_problem=data["per_problem"], problems=data["problems"], seed=data["seed"],
                                  force=data["force"], budget_usd=data.get("budget_usd"), user=user,
                                  cohort=data.get("cohort", ""))

@@ -33,9 +33,9 @@ from annotation import signals
 from annotation.importing.pipeline import ImportReport, write_records
 from annotation.importing.records import RecordError, validate
 from annotation.models import Study
-from fidelity import services
 from fidelity.core.symbolic import TemplateError, instantiate
 from fidelity.importing import IMPORT_KEY, SYMBOLIC_SOURCE
+from fidelity.suites import link_imports
 
 FORMAT = SYMBOLIC_SOURCE
 VARIANTS = ("symbolic", "p1", "p2")
@@ -162,7 +162,7 @@ def import_symbolic(study: Study | str, path: Path, *, model: str | None = None,
         return report
     with transaction.atomic():
         written = write_records(study, records, actor=actor)
-        services.link_imports(study)
+        link_imports(study)
     transaction.on_commit(lambda: signals.data_changed.send(sender=Study, study=study, reason="import"))
     rejected = report.rejected
     report = written

@@ -1,6 +1,6 @@
 """Web pages of the fidelity diagnostics: the study's suites and runs with the models side by
 side, one report per (model, suite) run, and the side-by-side view of one item. Each view asks
-the access helpers first, then fidelity.services."""
+the access helpers first, then the operations of fidelity.suites, running, report and imported."""
 
 from __future__ import annotations
 
@@ -10,10 +10,14 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from annotation import access
-from fidelity import charts, services
+from fidelity import charts
 from fidelity.core import display
 from fidelity.core import variants as V
+from fidelity.core.metrics import ITEM_METRICS
+from fidelity.imported import pdr, symbolic_accuracy, symbolic_models
 from fidelity.models import FidelityRun, Output, Suite
+from fidelity.report import report
+from fidelity.running import check_run
 
 
 @login_required
@@ -28,26 +32,26 @@ def fidelity_list(request: HttpRequest, study_id: int) -> HttpResponse:
     for r in runs:
         if r.job.finished and (r.suite_id, r.subject_id) not in newest:
             newest[(r.suite_id, r.subject_id)] = r
-    compare = [{"run": r, "summary": services.report(r).summary} for r in newest.values()]
+    compare = [{"run": r, "summary": report(r).summary} for r in newest.values()]
     # PDR per perturbation type of every model with a run, on imported and generated variants alike.
-    pdr = [(name, rows) for name in sorted({r.subject.name for r in runs})
-           if (rows := services.pdr(study, name))]
+    pdr_by_model = [(name, rows) for name in sorted({r.subject.name for r in runs})
+                    if (rows := pdr(study, name))]
     # GSM-Symbolic: accuracy as a distribution over instance sets, per model and variant (as the paper reports it).
-    symbolic = [(name, list(services.symbolic_accuracy(study, name).items())) for name in services.symbolic_models(study)]
+    symbolic = [(name, list(symbolic_accuracy(study, name).items())) for name in symbolic_models(study)]
     return render(request, "fidelity/list.html", {"study": study, "suites": suites, "runs": runs,
-                                                  "compare": compare, "pdr": pdr, "symbolic": symbolic,
+                                                  "compare": compare, "pdr": pdr_by_model, "symbolic": symbolic,
                                                   "export_formats": ["csv", "parquet"]})
 
 
 @login_required
 @require_GET
 def fidelity_report(request: HttpRequest, run_id: int) -> HttpResponse:
-    fid_run, membership = services.check_run(request.user, run_id)
-    rep = services.report(fid_run)
+    fid_run, membership = check_run(request.user, run_id)
+    rep = report(fid_run)
     context = {
         "study": fid_run.suite.study, "fid_run": fid_run, "job": fid_run.job, "rep": rep,
         "scatter": charts.faithfulness_plausibility(rep), "pert_chart": charts.perturbations(rep),
-        "metric_rows": [(k, rep.overall[k]) for k in services.ITEM_METRICS],
+        "metric_rows": [(k, rep.overall[k]) for k in ITEM_METRICS],
         "export_formats": ["csv", "parquet"],  # Table 1 and Table 2 downloads (export kinds fidelity-table1/2)
         "hop_rows": [(cat, [(k, rep.by_hops[cat][k]) for k in ("em", "faithfulness", "hallucination", "consistency",
                                                               "t_hat")]) for cat in rep.by_hops],
@@ -60,8 +64,8 @@ def fidelity_report(request: HttpRequest, run_id: int) -> HttpResponse:
 @login_required
 @require_GET
 def fidelity_item(request: HttpRequest, run_id: int, problem_id: int) -> HttpResponse:
-    fid_run, membership = services.check_run(request.user, run_id)
-    rep = services.report(fid_run)
+    fid_run, membership = check_run(request.user, run_id)
+    rep = report(fid_run)
     item = next((i for i in rep.items if i.problem.pk == problem_id), None)
     if item is None:
         raise Http404("no such item in this run")

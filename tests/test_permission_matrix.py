@@ -33,7 +33,8 @@ from annotation import services
 from annotation.importing.pipeline import import_stream
 from annotation.models import Job, Membership, Skeleton, Step, Study, Trace
 from faithfulness.models import FaithfulnessRun, Intervention
-from fidelity import services as fidelity_services
+from fidelity.running import do_start_run
+from fidelity.suites import do_create_suite
 from judges import services as judge_services
 from judges.models import MECHANISTIC, JudgeConfig
 from runs import engine as run_engine
@@ -380,9 +381,9 @@ class World:
             kind="interventions", config_version=1, mode="instructed")
         self.intervention = Intervention.objects.create(frun=self.faithfulness_run, trace=self.trace,
                                                         kind="value_flip", step=1, why="matrix")
-        suite = fidelity_services.do_create_suite(self.study, "matrix", axes=["perturbation"],
+        suite = do_create_suite(self.study, "matrix", axes=["perturbation"],
                                                   problems=f"pid:{self.problem.problem_id}").suite
-        self.fidelity_run = fidelity_services.do_start_run(suite, self.subject, axes=["perturbation"],
+        self.fidelity_run = do_start_run(suite, self.subject, axes=["perturbation"],
                                                            problems=f"pid:{self.problem.problem_id}", queue=False)
         # search: two cohorts by the owner (the owner's POST to delete/ takes the second)
         self.cohort = Cohort.objects.create(study=self.study, name="matrix", created_by=owner)

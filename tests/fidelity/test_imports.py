@@ -11,8 +11,10 @@ from django.core.management import call_command
 
 from annotation.importing.pipeline import import_stream
 from annotation.models import Problem
-from fidelity import services
+from fidelity.core import complexity
+from fidelity.imported import pdr
 from fidelity.models import Variant
+from fidelity.suites import link_imports
 from tests.conftest import jsonl
 
 pytestmark = pytest.mark.django_db
@@ -26,13 +28,13 @@ def test_menatqa_items_become_problems_with_their_dataset_counterfactual(study):
     p = Problem.objects.get(problem_id="menatqa-1")
     assert p.gold_answer == "Thailand national football team" and p.meta["time_scope"] == ["1996", "1998"]
     assert p.statement.endswith("Question: Which team did Ann Lee play for from 1996 to 1998?")
-    linked = services.link_imports(study)
+    linked = link_imports(study)
     assert linked.linked == 3 and not linked.unmatched
     v = Variant.objects.get(problem__problem_id="menatqa-1-updated")
     assert v.original == p and v.gold == Variant.Gold.GIVEN and v.strategy == "menatqa-counterfactual"
-    assert services.link_imports(study).linked == 0  # idempotent
+    assert link_imports(study).linked == 0  # idempotent
     # the question alone decides the hops: one sentence, a time scope
-    assert services.complexity.hops(p.meta["question"], p.meta["time_scope"]).category == "2-hop"
+    assert complexity.hops(p.meta["question"], p.meta["time_scope"]).category == "2-hop"
 
 
 def test_a_menatqa_item_missing_a_field_names_the_index_and_field(study):
@@ -49,7 +51,7 @@ def test_gsm_plus_variants_link_to_the_gsm8k_problems_and_give_pdr(study):
     assert report.committed
     report = import_stream(study, io.BytesIO((DATA / "gsm_plus_sample.jsonl").read_bytes()), "gsm-plus")
     assert report.committed and report.problems_created == 24, report.rejected
-    linked = services.link_imports(study)
+    linked = link_imports(study)
     assert linked.linked == 24 and not linked.unmatched
     seed = Problem.objects.get(problem_id="gsm8k-test-0000")
     kinds = set(Variant.objects.filter(original=seed).values_list("strategy", flat=True))
@@ -63,7 +65,7 @@ def test_gsm_plus_variants_link_to_the_gsm8k_problems_and_give_pdr(study):
     for pid, gold in {(v.original.problem_id, v.original.gold_answer) for v in Variant.objects.select_related("original")}:
         recs.append({"kind": "trace", "problem_id": pid, "model": "m", "steps": ["x"], "answer": gold})
     assert import_stream(study, io.BytesIO(jsonl(*recs)), "reasonaudit").committed
-    rows = {r.perturbation: r for r in services.pdr(study, "m")}
+    rows = {r.perturbation: r for r in pdr(study, "m")}
     assert rows["numerical substitution"].pdr == 1.0 and rows["numerical substitution"].seed_only == 8
     assert rows["distractor insertion"].pdr == 0.0 and rows["distractor insertion"].both == 8
 
@@ -76,7 +78,7 @@ def test_the_formats_are_offered_by_the_import_command(study, capsys):
 def test_the_command_prints_the_pdr_table(study, capsys):
     import_stream(study, io.BytesIO(DEMO.read_bytes()), "gsm8k-solutions")
     import_stream(study, io.BytesIO((DATA / "gsm_plus_sample.jsonl").read_bytes()), "gsm-plus")
-    services.link_imports(study)
+    link_imports(study)
     recs = [{"kind": "trace", "problem_id": v.problem.problem_id, "model": "m", "steps": ["x"], "answer": "-1"}
             for v in Variant.objects.select_related("problem")]
     recs += [{"kind": "trace", "problem_id": pid, "model": "m", "steps": ["x"], "answer": gold} for pid, gold in
@@ -94,6 +96,6 @@ def test_a_run_over_the_imported_axis_gives_pdr_on_generated_traces(study, subje
                  "--problems", "first:2", "--wait")
     out = capsys.readouterr().out
     assert "24 linked" in out and "on 8 problem(s), axes imported" in out  # 2 originals, 6 variants
-    rows = services.pdr(study, "tiny")
+    rows = pdr(study, "tiny")
     assert sum(r.n for r in rows) == 6
     assert {r.perturbation for r in rows} == {"numerical substitution", "distractor insertion", "problem understanding"}

@@ -7,8 +7,10 @@ import json
 import pytest
 from django.core.management import call_command
 
-from fidelity import services
 from fidelity.models import FidelityRun, Output
+from fidelity.report import report
+from fidelity.running import do_start_run, run_inline
+from fidelity.suites import do_create_suite
 
 pytestmark = pytest.mark.django_db
 ALL = ["perturbation", "counterfactual", "backward"]
@@ -17,9 +19,9 @@ ALL = ["perturbation", "counterfactual", "backward"]
 @pytest.fixture
 def finished(problems, subject):
     study = problems(2)
-    suite = services.do_create_suite(study, "s", axes=ALL).suite
-    fid_run = services.do_start_run(suite, subject, axes=ALL, queue=False)
-    services.run_inline(fid_run)
+    suite = do_create_suite(study, "s", axes=ALL).suite
+    fid_run = do_start_run(suite, subject, axes=ALL, queue=False)
+    run_inline(fid_run)
     return fid_run
 
 
@@ -94,7 +96,7 @@ def test_the_export_writes_rows_and_a_manifest(finished, tmp_path):
 
 def test_the_api_run_list_is_a_fixed_number_of_queries(client, member, finished, subject, django_assert_max_num_queries):
     for _ in range(3):  # more runs must not mean more queries
-        services.run_inline(services.do_start_run(finished.suite, subject, axes=["perturbation"], queue=False))
+        run_inline(do_start_run(finished.suite, subject, axes=["perturbation"], queue=False))
     client.force_login(member)
     with django_assert_max_num_queries(8):
         rows = client.get(f"/api/v1/studies/{finished.suite.study_id}/fidelity-runs/").json()
@@ -123,7 +125,7 @@ def test_the_reports_table_1_and_table_2_download_with_the_pages_numbers(client,
     study = finished.suite.study_id
     for what in ("fidelity-table1", "fidelity-table2"):
         assert f"what={what}&amp;run={finished.pk}&amp;format=csv" in page
-    rep = services.report(finished)
+    rep = report(finished)
     base = f"/studies/{study}/analytics/export/?run={finished.pk}&what="
     t1 = pd.read_csv(io.StringIO(client.get(base + "fidelity-table1&format=csv").content.decode()))
     assert t1["strategy"].tolist() == [r.strategy for r in rep.perturbation]

@@ -1,13 +1,13 @@
 """A fidelity run started from the browser or the API only validates and queues: the suite's variants
-are made and the items picked by the run's job (runs.engine.plan_run -> fidelity.services.plan_run_items)."""
+are made and the items picked by the run's job (runs.engine.plan_run -> fidelity.running.plan_run_items)."""
 
 from __future__ import annotations
 
 import pytest
 
 from annotation.models import Job
-from fidelity import services
 from fidelity.models import FidelityRun, Variant
+from fidelity.running import run_inline
 from runs import engine
 
 pytestmark = pytest.mark.django_db
@@ -29,7 +29,7 @@ def test_the_api_queues_and_the_job_makes_the_variants(client, owner, problems, 
     assert job.total == 2 + report["variants_created"]
     fid_run.run.refresh_from_db()
     assert len(fid_run.run.config["originals"]) == 2
-    done = services.run_inline(fid_run)
+    done = run_inline(fid_run)
     assert done.status == Job.Status.SUCCEEDED
 
 

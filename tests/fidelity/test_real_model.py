@@ -11,8 +11,10 @@ import pytest
 
 from annotation.importing.pipeline import import_stream
 from annotation.models import Job
-from fidelity import services
 from fidelity.models import Output, Variant
+from fidelity.report import report
+from fidelity.running import do_start_run, run_inline
+from fidelity.suites import do_create_suite
 from subjects import services as subject_services
 from tests.data_paths import GSM8K_SOLUTIONS
 
@@ -26,13 +28,13 @@ def test_a_fidelity_run_on_smollm2_answers_every_item(study, llama):
     subject, _ = subject_services.do_save_subject(study, {
         "name": "smollm2", "model": "smollm2", "base_url": llama, "temperature": 0.0, "seed": 0, "max_tokens": 48})
     axes = ["counterfactual", "backward"]
-    suite = services.do_create_suite(study, "real", axes=axes).suite
-    fid_run = services.do_start_run(suite, subject, axes=axes, queue=False)
-    job = services.run_inline(fid_run)
+    suite = do_create_suite(study, "real", axes=axes).suite
+    fid_run = do_start_run(suite, subject, axes=axes, queue=False)
+    job = run_inline(fid_run)
     assert job.status in (Job.Status.SUCCEEDED, Job.Status.PARTIAL), job.error
     variants = Variant.objects.filter(suite=suite).count()
     assert Output.objects.filter(fid_run=fid_run, role="forward").count() + job.failed >= 2 + variants
     assert Output.objects.filter(fid_run=fid_run, role="backward").count() >= 1
-    rep = services.report(fid_run)
+    rep = report(fid_run)
     assert rep.summary["consistency"] is not None and rep.counterfactual is not None
     assert rep.provenance["model"] == "smollm2"

@@ -6,8 +6,10 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from annotation.models import Trace
-from fidelity import services
 from fidelity.models import FidelityRun, Output, Suite, Variant
+from fidelity.report import report
+from fidelity.running import do_start_run, run_inline
+from fidelity.suites import do_create_suite
 
 pytestmark = pytest.mark.django_db
 
@@ -16,7 +18,7 @@ ALL = ["perturbation", "counterfactual", "backward"]
 
 def test_a_suite_stores_each_variant_as_a_problem_linked_to_its_original(problems):
     study = problems(3)
-    made = services.do_create_suite(study, "s1", axes=ALL, seed=4)
+    made = do_create_suite(study, "s1", axes=ALL, seed=4)
     # 3 problems x (5 perturbations + 3 numeric counterfactuals); the year shift and the wordless problem skip
     assert made.created == 3 * 8 + 5  # the wordless problem still gets the five perturbations
     assert made.skipped["year: no year to shift"] == 4
@@ -29,7 +31,7 @@ def test_a_suite_stores_each_variant_as_a_problem_linked_to_its_original(problem
     old, new = int(c["old"]), int(c["new"])
     assert v.gold == Variant.Gold.DERIVED and v.problem.gold_answer == str(7 - old + new)
     assert made.derived == 9 and made.unknown == 0
-    again = services.do_create_suite(study, "s1", axes=ALL, seed=99)
+    again = do_create_suite(study, "s1", axes=ALL, seed=99)
     assert again.created == 0 and again.existing == made.created  # idempotent, the suite keeps its seed
 
 
@@ -37,16 +39,16 @@ def test_a_counterfactual_without_a_chain_is_gold_unknown(study, do_import):
     from tests.conftest import jsonl
     do_import(jsonl({"kind": "problem", "problem_id": "q", "statement": "Bo has 4 pens and 5 cups. How many pens?",
                      "gold_answer": "4"}))
-    made = services.do_create_suite(study, "s", axes=["counterfactual"])
+    made = do_create_suite(study, "s", axes=["counterfactual"])
     assert made.derived == 0 and made.unknown == 3
     assert set(Variant.objects.values_list("gold_reason", flat=True)) == {"no calculator chain to replay"}
 
 
 def test_a_run_asks_every_problem_and_backward_for_originals(problems, subject, server):
     study = problems(3)
-    suite = services.do_create_suite(study, "s", axes=ALL, problems="first:3").suite
-    fid_run = services.do_start_run(suite, subject, axes=ALL, problems="first:3", queue=False)
-    job = services.run_inline(fid_run)
+    suite = do_create_suite(study, "s", axes=ALL, problems="first:3").suite
+    fid_run = do_start_run(suite, subject, axes=ALL, problems="first:3", queue=False)
+    job = run_inline(fid_run)
     assert job.status == "succeeded", job.error
     n_variants = Variant.objects.filter(suite=suite).count()
     assert Output.objects.filter(fid_run=fid_run, role="forward").count() == 3 + n_variants
@@ -54,7 +56,7 @@ def test_a_run_asks_every_problem_and_backward_for_originals(problems, subject, 
     assert server.count == 3 + n_variants + 3
     t = Trace.objects.get(trace_id="fid/tiny/v1/p0")
     assert t.answer_correct is True and t.regime["subject_model"] == "tiny"
-    rep = services.report(fid_run)
+    rep = report(fid_run)
     # the fake adds the question's numbers: every counterfactual answer is the derived gold
     assert rep.summary["aa"] == 1.0 and rep.summary["golds_derived"] == 9
     assert rep.counterfactual.overall.aa_strict_n == 9
@@ -108,7 +110,7 @@ def test_the_llm_extractor_stores_forms_the_report_uses(problems, subject, serve
     assert "logical forms of 2 forward trace(s)" in capsys.readouterr().out
     out = Output.objects.filter(role="forward", forms__isnull=False).first()
     assert out.forms[0] == {"subject": "apples", "relation": "add", "object": "total", "values": ["5"]}
-    rep = services.report(FidelityRun.objects.get())
+    rep = report(FidelityRun.objects.get())
     assert rep.provenance["logical_forms"].startswith("2 by llm:extractor v1")
     assert rep.items[0].metrics["forms"][0]["subject"] == "apples"
 
@@ -130,9 +132,9 @@ def test_a_chat_template_that_opens_the_thought_gives_fidelity_traces_split_as_g
             "name": "qwen", "model": "qwen3", "base_url": server.url, "max_retries": 1, "timeout_seconds": 5.0,
             "api": "completions", "chat_template": THINKING_TEMPLATE, "eos_token": "<|im_end|>", "thinking": "on",
             "max_tokens": max_tokens})
-        suite = services.do_create_suite(study, "s", axes=["backward"], problems="first:1").suite
-        fid_run = services.do_start_run(suite, subject, axes=["backward"], problems="first:1", queue=False)
-        job = services.run_inline(fid_run)
+        suite = do_create_suite(study, "s", axes=["backward"], problems="first:1").suite
+        fid_run = do_start_run(suite, subject, axes=["backward"], problems="first:1", queue=False)
+        job = run_inline(fid_run)
         assert job.status == "succeeded", job.error
         prompts = [r.body["prompt"] for r in server.requests]
     finally:

@@ -11,8 +11,8 @@ from annotation.models import Problem, Trace
 from annotation.review.progress import study_progress
 from annotation.review.queues import next_trace_id
 from faithfulness import services as faith
-from fidelity import services
 from fidelity.models import Variant
+from fidelity.suites import do_create_suite
 from scoring import analytics, score_jobs, storage
 from scoring.models import ScoreSet
 from subjects import services as subject_services
@@ -24,7 +24,7 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def with_suite(problems, do_import):
     study = problems(3)  # p0..p2 and z-words
-    made = services.do_create_suite(study, "s1", axes=["perturbation"], seed=4)
+    made = do_create_suite(study, "s1", axes=["perturbation"], seed=4)
     assert made.created > 0
     variant_ids = list(Variant.objects.filter(suite=made.suite).values_list("problem__problem_id", flat=True))
     records = [{"kind": "trace", "problem_id": pid, "model": "tiny", "steps": [f"{pid} step"], "answer": "1",

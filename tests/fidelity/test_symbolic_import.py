@@ -14,7 +14,7 @@ from django.core.management import CommandError, call_command
 
 from annotation.importing.pipeline import import_stream
 from annotation.models import Problem
-from fidelity import services
+from fidelity.imported import symbolic_accuracy
 from fidelity.models import Variant
 from fidelity.symbolic_import import import_symbolic
 
@@ -93,7 +93,7 @@ def test_accuracy_over_instance_sets_on_the_fake_generation_server(study, subjec
     assert report.committed and report.problems_created == 18, report.rejected
     call_command("fidelity", "--study", study.name, "--model", "tiny", "--suite", "gsm-symbolic", "--axes", "imported",
                  "--problems", "first:2", "--wait")
-    dists = services.symbolic_accuracy(study, "tiny")
+    dists = symbolic_accuracy(study, "tiny")
     assert set(dists) == {"symbolic", "p1"}
     sym = dists["symbolic"]
     assert len(sym.sets) == 6 and all(s.n == 2 for s in sym.sets)

@@ -9,7 +9,8 @@ from django.core.management.base import CommandError
 from rest_framework import serializers
 
 from annotation.models import Membership, Problem
-from fidelity import services as fid_services
+from fidelity.running import run_items
+from fidelity.suites import do_create_suite
 from runs import kinds
 from search import services as search_services
 from subjects import services
@@ -61,9 +62,9 @@ def test_the_cli_refuses_an_unknown_cohort_naming_the_field(study, subject):
 
 
 def test_fidelity_originals_are_the_cohorts_problems(study, cohort):
-    made = fid_services.do_create_suite(study, "s", axes=["perturbation"], per_problem=1)
-    originals, variants = fid_services.run_items(made.suite, ["perturbation"])
-    scoped, scoped_variants = fid_services.run_items(made.suite, ["perturbation"], cohort=str(cohort.pk))
+    made = do_create_suite(study, "s", axes=["perturbation"], per_problem=1)
+    originals, variants = run_items(made.suite, ["perturbation"])
+    scoped, scoped_variants = run_items(made.suite, ["perturbation"], cohort=str(cohort.pk))
     apples = Problem.objects.get(study=study, problem_id="apples").pk
     assert apples in originals and len(originals) == 2
     assert scoped == [apples]

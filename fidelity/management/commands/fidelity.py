@@ -1,7 +1,11 @@
 from django.core.management.base import CommandError
 
-from fidelity import extractor, services
+from fidelity import extractor
+from fidelity.imported import pdr
 from fidelity.models import FidelityRun, Output, Suite
+from fidelity.report import Report, report
+from fidelity.running import active_runs, do_start_run
+from fidelity.suites import DEFAULT_AXES, do_create_suite, link_imports, parse_axes
 from judges.models import JudgeConfig
 from reasonlib.selection import SYNTAX, FilterError
 from runs import params
@@ -18,7 +22,7 @@ class Command(RunCommand):
     def add_kind_arguments(self, parser):
         parser.add_argument("--model", required=True, help="subject model name")
         parser.add_argument("--suite", default="fidelity", help="suite name (default: fidelity)")
-        parser.add_argument("--axes", default=services.DEFAULT_AXES,
+        parser.add_argument("--axes", default=DEFAULT_AXES,
                             help="comma-separated: perturbation, counterfactual, backward, imported (the variants an "
                                  "import linked: --suite gsm-plus or menatqa)")
         parser.add_argument("--per-problem", type=params.cli_type("per_problem"), default=1,
@@ -36,7 +40,7 @@ class Command(RunCommand):
 
     def handle(self, *args, **opts):
         study = self.find_study(opts)
-        linked = services.link_imports(study)
+        linked = link_imports(study)
         if linked.linked or linked.unmatched:
             self.stdout.write(f"imported variants: {linked.linked} linked to their originals, "
                               f"{len(linked.unmatched)} without an original in the study")
@@ -47,13 +51,13 @@ class Command(RunCommand):
             names = ", ".join(study.subject_models.values_list("name", flat=True)) or "none"
             raise CommandError(f"no subject model named {opts['model']!r} in {study.name!r} (subject models: {names})")
         if opts["cancel"]:
-            return self.cancel_runs(services.active_runs(subject), f"subject model {subject.name}")
+            return self.cancel_runs(active_runs(subject), f"subject model {subject.name}")
         if opts["extract_forms"]:
             return self._extract(study, subject, opts["extract_forms"], opts)
         try:
             params.check_cohort(study, opts["cohort"])  # before the suite is made
-            axes = services.parse_axes(opts["axes"])
-            made = services.do_create_suite(study, opts["suite"], axes=axes, per_problem=opts["per_problem"],
+            axes = parse_axes(opts["axes"])
+            made = do_create_suite(study, opts["suite"], axes=axes, per_problem=opts["per_problem"],
                                             problems=opts["problems"], seed=opts["seed"])
         except (ValueError, FilterError) as exc:
             raise CommandError(str(exc)) from None
@@ -65,12 +69,12 @@ class Command(RunCommand):
         for reason, n in sorted(made.skipped.items()):
             self.stdout.write(f"  skipped {n}: {reason}")
         fid_run, job = self.start_and_follow(
-            lambda queue: services.do_start_run(made.suite, subject, axes=axes, problems=opts["problems"],
+            lambda queue: do_start_run(made.suite, subject, axes=axes, problems=opts["problems"],
                                                 cohort=opts["cohort"],
                                                 force=opts["force"], budget_usd=opts["budget"], queue=queue),
             opts, label=f"fidelity {subject.name}", errors=(FilterError,))
         if job is not None:
-            self._summary(services.report(fid_run))
+            self._summary(report(fid_run))
         self.exit_status(job)
 
     def describe(self, fid_run) -> str:
@@ -102,17 +106,17 @@ class Command(RunCommand):
             suite = Suite.objects.filter(study=study, name=suite_name).first()
             if suite is None:
                 raise CommandError(f"no suite named {suite_name!r}")
-        rows = services.pdr(study, model, suite=suite)
+        rows = pdr(study, model, suite=suite)
         if not rows:
             raise CommandError(f"no (original, variant) pair with checked traces of {model!r} on both")
         self.stdout.write(f"{'perturbation type':<32}{'n':>4}{'acc(orig)':>10}{'acc(var)':>10}{'PDR':>8}"
                           f"{'both':>6}{'seed only':>10}{'var only':>9}{'neither':>8}")
         for r in rows:
-            pdr = "-" if r.pdr is None else f"{r.pdr:.3f}"
-            self.stdout.write(f"{r.perturbation:<32}{r.n:>4}{r.acc_original:>10.3f}{r.acc_variant:>10.3f}{pdr:>8}"
+            drop = "-" if r.pdr is None else f"{r.pdr:.3f}"
+            self.stdout.write(f"{r.perturbation:<32}{r.n:>4}{r.acc_original:>10.3f}{r.acc_variant:>10.3f}{drop:>8}"
                               f"{r.both:>6}{r.seed_only:>10}{r.variant_only:>9}{r.neither:>8}")
 
-    def _summary(self, rep: services.Report) -> None:
+    def _summary(self, rep: Report) -> None:
         def f(x):
             return "-" if x is None else f"{x:.4f}"
 
