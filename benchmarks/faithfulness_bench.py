@@ -39,10 +39,11 @@ from django.core.management import call_command  # noqa: E402
 from annotation import services as annotation_services  # noqa: E402
 from annotation.importing.pipeline import import_stream  # noqa: E402
 from annotation.models import Study, Trace  # noqa: E402
-from faithfulness import services  # noqa: E402
 from faithfulness.core import anytime  # noqa: E402
 from faithfulness.core.edits import KINDS  # noqa: E402
+from faithfulness.evidence import report  # noqa: E402
 from faithfulness.loading import load_traces  # noqa: E402
+from faithfulness.planning import plan_anytime, plan_interventions  # noqa: E402
 from faithfulness.runclient import forced_answer_text  # noqa: E402
 from judges import services as judge_services  # noqa: E402
 from judges.models import MECHANISTIC, JudgeConfig  # noqa: E402
@@ -102,7 +103,7 @@ def main() -> None:
     t_load, traces = best(lambda: load_traces(demo.traces.all(), with_generation=False), args.repeat)
     print(f"load {len(traces)} traces with steps, gold and skeleton checks: {t_load:.2f} s")
 
-    t_plan, plan = best(lambda: services.plan_interventions(traces, KINDS, per_trace=3, seed=0), args.repeat)
+    t_plan, plan = best(lambda: plan_interventions(traces, KINDS, per_trace=3, seed=0), args.repeat)
     made = len(plan.interventions)
     print(f"choose interventions for {len(traces)} traces ({made} rows, {len(plan.skipped)} traces skipped, "
           f"kinds {','.join(KINDS)}, per trace 3): {t_plan:.2f} s")
@@ -112,7 +113,7 @@ def main() -> None:
     texts = {t.pk: t.raw for t in traces}
 
     def bookkeeping():
-        points = services.plan_anytime(traces, grid)
+        points = plan_anytime(traces, grid)
         checked = 0
         for p in points:
             if not p.within:
@@ -134,7 +135,7 @@ def main() -> None:
     study = ten_models(demo)
     n = study.traces.count()
     for fmt in ("md", "tex", "json"):
-        t_rep, text = best(lambda fmt=fmt: services.report(study, None, fmt), args.repeat)
+        t_rep, text = best(lambda fmt=fmt: report(study, None, fmt), args.repeat)
         print(f"report ({fmt}) of {BENCH!r}: 10 models, {n} traces, mechanistic labels: {t_rep:.2f} s "
               f"({len(text)} characters)")
 

@@ -1,4 +1,4 @@
-"""REST API of the faithfulness app: thin views over faithfulness.services.
+"""REST API of the faithfulness app: thin views over faithfulness.running, summaries and evidence.
 
 GET  /studies/{id}/faithfulness-runs/        the study's runs (members)
 POST /studies/{id}/faithfulness-runs/        start one (owners) -> 202 with its job:
@@ -21,10 +21,12 @@ from rest_framework.views import APIView
 
 from annotation import access
 from annotation.api.serializers import JobSerializer
-from faithfulness import services
 from faithfulness.core import anytime as any_core
 from faithfulness.core import validity as val_core
+from faithfulness.evidence import report
 from faithfulness.models import FaithfulnessRun, Intervention
+from faithfulness.running import check_frun, check_owner
+from faithfulness.summaries import anytime_summary, early_summary, ifr_summary, skipped_reasons, thinking_budget_summary
 from runs import kinds
 
 
@@ -40,18 +42,18 @@ class RunSerializer(serializers.ModelSerializer):
                   "status", "job", "created_at", "summary"]
 
     def get_skipped(self, obj: FaithfulnessRun) -> dict:
-        return services.skipped_reasons(obj)
+        return skipped_reasons(obj)
 
     def get_summary(self, obj: FaithfulnessRun) -> dict | None:
         if not self.context.get("detail"):
             return None
         if obj.kind == FaithfulnessRun.Kind.INTERVENTIONS:
-            return services.ifr_summary(obj)
+            return ifr_summary(obj)
         if obj.kind == FaithfulnessRun.Kind.EARLY:
-            return services.early_summary(obj)
+            return early_summary(obj)
         if obj.grid.startswith(f"{any_core.THINKING}:"):
-            return services.thinking_budget_summary(obj)
-        return services.anytime_summary(obj)
+            return thinking_budget_summary(obj)
+        return anytime_summary(obj)
 
 
 class InterventionSerializer(serializers.ModelSerializer):
@@ -84,7 +86,7 @@ class StudyRuns(generics.ListAPIView):
     @extend_schema(request=StartSerializer, responses={202: JobSerializer})
     def post(self, request, pk: int):
         study, membership = access.check_study(request.user, pk)
-        services.check_owner(membership)
+        check_owner(membership)
         ser = StartSerializer(data=request.data, context={"study": study})
         ser.is_valid(raise_exception=True)
         frun = kinds.start(ser.validated_data["what"], study, request.data, request.user)
@@ -95,7 +97,7 @@ class RunDetail(generics.RetrieveAPIView):
     serializer_class = RunSerializer
 
     def get_object(self):
-        frun, _ = services.check_frun(self.request.user, self.kwargs["pk"])
+        frun, _ = check_frun(self.request.user, self.kwargs["pk"])
         return frun
 
     def get_serializer_context(self):
@@ -106,7 +108,7 @@ class RunInterventions(generics.ListAPIView):
     serializer_class = InterventionSerializer
 
     def get_queryset(self):
-        frun, _ = services.check_frun(self.request.user, self.kwargs["pk"])
+        frun, _ = check_frun(self.request.user, self.kwargs["pk"])
         return frun.interventions.select_related("trace").order_by("pk")
 
 
@@ -119,7 +121,7 @@ class StudyEvidence(APIView):
         if policy not in val_core.POLICIES:
             raise ValidationError({"policy": [f"choose {', '.join(val_core.POLICIES)}"]})
         try:
-            text = services.report(study, request.query_params.get("model") or None, "json", policy=policy)
+            text = report(study, request.query_params.get("model") or None, "json", policy=policy)
         except ValueError as exc:
             raise ValidationError({"model": [str(exc)]}) from None
         return Response({"policy": policy, "models": json.loads(text)})

@@ -9,8 +9,8 @@ class FaithfulnessConfig(AppConfig):
 
     def ready(self) -> None:
         from faithfulness import runkinds
+        from faithfulness.evidence import evidence_tier_cards
         from faithfulness.runclient import FaithfulnessClient
-        from faithfulness.services import evidence_tier_cards
         from runs.clients import register
         from scoring.analytics import register_tier_source
 

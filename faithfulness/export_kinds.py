@@ -7,10 +7,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from faithfulness import services
 from faithfulness.core import early as early_core
 from faithfulness.core import tiers as tier_core
+from faithfulness.evidence import evidence as study_evidence
 from faithfulness.models import AnytimePoint, FaithfulnessRun, Intervention
+from faithfulness.summaries import anytime_summary, early_curves, ifr_summary
 from scoring.exports import ExportError, ExportRequest, Table, register
 
 INTERVENTION_FIELDS = ["run", "model", "mode", "trace_id", "problem_id", "kind", "step", "why", "old_value",
@@ -70,7 +71,7 @@ def ifr(request: ExportRequest) -> Table:
     runs = _runs(request, FaithfulnessRun.Kind.INTERVENTIONS)
     out = []
     for frun in runs:
-        summary = services.ifr_summary(frun)
+        summary = ifr_summary(frun)
         for r in summary["rows"]:
             for criterion in ("strict", "lenient", "monotone", "invariance"):
                 if criterion not in r:
@@ -104,7 +105,7 @@ def anytime_curve(request: ExportRequest) -> Table:
     runs = _runs(request, FaithfulnessRun.Kind.ANYTIME)
     out = []
     for frun in runs:
-        s = services.anytime_summary(frun)
+        s = anytime_summary(frun)
         for label, acc, own in zip(s["labels"], s["acc"] or [None] * len(s["labels"]), s["own_answer"], strict=True):
             out.append({"run": frun.pk, "model": s["model"], "mode": s["mode"], "grid": s["grid"], "budget": label,
                         "acc": acc, "own_answer": own, "n": s["n"], "auc_any": s["auc"],
@@ -124,7 +125,7 @@ def early_answering(request: ExportRequest) -> Table:
 
     def rows() -> Iterator[dict[str, Any]]:
         for frun in runs:
-            for tid, c, _ends in services.early_curves(frun):
+            for tid, c, _ends in early_curves(frun):
                 aoc, d, share = early_core.aoc(c), early_core.decision_point(c), early_core.after_share(c)
                 importance = dict(early_core.importance(c))
                 for k, x, answer, same in zip(c.ks, c.fractions, c.answers, c.matches, strict=True):
@@ -140,7 +141,7 @@ def early_answering(request: ExportRequest) -> Table:
 @register("evidence", help="the evidence tier and headline numbers per model, with the missing report items")
 def evidence(request: ExportRequest) -> Table:
     out = []
-    for ev in services.evidence(request.study, request.model or None):
+    for ev in study_evidence(request.study, request.model or None):
         rep = tier_core.template(ev)
         t, h = rep["tier"], rep["headline"]
         out.append({"model": ev.model, "tier": t["label"], "level": t["level"], "complete": t["complete"],

@@ -8,11 +8,18 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from annotation.models import Study
-from faithfulness import services
 from faithfulness.core import anytime as any_core
 from faithfulness.core import early as early_core
 from faithfulness.core import edits as edit_core
 from faithfulness.models import FaithfulnessRun
+from faithfulness.running import (
+    DEFAULT_SEED,
+    ContinuationUnavailable,
+    do_start_anytime,
+    do_start_early,
+    do_start_interventions,
+    find_subject,
+)
 from runs import kinds, params
 from runs.continuation import MODES
 from subjects.models import SubjectModel
@@ -53,7 +60,7 @@ class ContinuationRunSerializer(params.CohortParam, serializers.Serializer):
 
     def validate_model(self, value: str) -> SubjectModel:
         try:
-            return services.find_subject(self.context["study"], value)
+            return find_subject(self.context["study"], value)
         except ValueError as exc:
             raise serializers.ValidationError(str(exc)) from None
 
@@ -62,7 +69,7 @@ class InterventionsSerializer(ContinuationRunSerializer):
     kinds = KindsField(required=False, default=tuple(edit_core.KINDS),
                        help_text=f"comma-separated or a JSON list: {', '.join(edit_core.KINDS)}")
     per_trace = params.serializer_field("per_trace", required=False, default=3, help_text="at most K target steps per trace")
-    seed = params.serializer_field("seed", required=False, default=services.DEFAULT_SEED, help_text="seed of the flipped values")
+    seed = params.serializer_field("seed", required=False, default=DEFAULT_SEED, help_text="seed of the flipped values")
     channel = serializers.ChoiceField(choices=["", "thought", "answer"], required=False, allow_blank=True, default="",
                                       help_text="the channel whose steps are edited (empty: the one that holds the "
                                                 "reasoning, the thought when the traces have one)")
@@ -95,24 +102,24 @@ class EarlySerializer(ContinuationRunSerializer):
 def _mode_refused(call):
     try:
         return call()
-    except services.ContinuationUnavailable as exc:
+    except ContinuationUnavailable as exc:
         raise serializers.ValidationError({"mode": [str(exc)]}) from None
 
 
 def start_interventions(study: Study, d: dict[str, Any], user) -> FaithfulnessRun:
-    return _mode_refused(lambda: services.do_start_interventions(
+    return _mode_refused(lambda: do_start_interventions(
         d["model"], kinds=d["kinds"], per_trace=d["per_trace"], seed=d["seed"], mode=d["mode"] or None, user=user,
         force=d["force"], budget_usd=d.get("budget_usd"), limit=d.get("limit"), cohort=d.get("cohort", ""), channel=d.get("channel") or None))
 
 
 def start_anytime(study: Study, d: dict[str, Any], user) -> FaithfulnessRun:
-    return _mode_refused(lambda: services.do_start_anytime(
+    return _mode_refused(lambda: do_start_anytime(
         d["model"], grid=d["budgets"], mode=d["mode"] or None, user=user, force=d["force"],
         budget_usd=d.get("budget_usd"), limit=d.get("limit"), cohort=d.get("cohort", "")))
 
 
 def start_early(study: Study, d: dict[str, Any], user) -> FaithfulnessRun:
-    return _mode_refused(lambda: services.do_start_early(
+    return _mode_refused(lambda: do_start_early(
         d["model"], grid=d["grid"], mode=d["mode"] or None, user=user, force=d["force"],
         budget_usd=d.get("budget_usd"), limit=d.get("limit"), cohort=d.get("cohort", "")))
 

@@ -11,10 +11,21 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from annotation import access, jobs
-from faithfulness import charts, services
+from faithfulness import charts
 from faithfulness.core import tiers as tier_core
 from faithfulness.core import validity as val_core
+from faithfulness.evidence import FORMATS, evidence, report
 from faithfulness.models import FaithfulnessRun, Status
+from faithfulness.running import check_frun, check_intervention
+from faithfulness.summaries import (
+    anytime_summary,
+    early_summary,
+    ifr_summary,
+    latest_runs,
+    skipped_reasons,
+    steps_vs_difficulty,
+    thinking_budget_summary,
+)
 
 CONTENT = {"md": "text/markdown; charset=utf-8", "tex": "application/x-tex; charset=utf-8",
            "json": "application/json"}
@@ -28,10 +39,10 @@ def overview(request: HttpRequest, study_id: int) -> HttpResponse:
     if policy not in val_core.POLICIES:
         return render(request, "faithfulness/bad_request.html",
                       {"study": study, "error": f"policy: choose {', '.join(val_core.POLICIES)}"}, status=400)
-    evs = services.evidence(study, policy=policy)
+    evs = evidence(study, policy=policy)
     reports = [tier_core.template(ev) for ev in evs]
     curves = [a for ev in evs for a in ev.anytime]
-    scatter = {ev.model: services.steps_vs_difficulty(study, ev.model) for ev in evs if ev.with_steps}
+    scatter = {ev.model: steps_vs_difficulty(study, ev.model) for ev in evs if ev.with_steps}
     context = {
         "study": study, "membership": membership, "policy": policy, "policies": val_core.POLICIES,
         "rows": [{"ev": ev, "rep": rep, "tier": rep["tier"]} for ev, rep in zip(evs, reports, strict=True)],
@@ -43,7 +54,7 @@ def overview(request: HttpRequest, study_id: int) -> HttpResponse:
         "difficulty_chart": charts.steps_vs_difficulty(scatter), "difficulty": charts.difficulty_table(scatter),
         "runs": FaithfulnessRun.objects.filter(subject__study=study).select_related("subject", "job")[:20],
         **_thinking_context(study),
-        "formats": services.FORMATS,
+        "formats": FORMATS,
     }
     return render(request, "faithfulness/overview.html", context)
 
@@ -54,7 +65,7 @@ def report_download(request: HttpRequest, study_id: int) -> HttpResponse:
     study, _membership = access.check_study(request.user, study_id)
     fmt = request.GET.get("format", "md")
     try:
-        text = services.report(study, request.GET.get("model") or None, fmt,
+        text = report(study, request.GET.get("model") or None, fmt,
                                policy=request.GET.get("policy", val_core.EXCLUDE))
     except ValueError as exc:
         return HttpResponse(str(exc), status=400, content_type="text/plain; charset=utf-8")
@@ -67,26 +78,26 @@ def report_download(request: HttpRequest, study_id: int) -> HttpResponse:
 @login_required
 @require_GET
 def run_page(request: HttpRequest, run_id: int) -> HttpResponse:
-    frun, membership = services.check_frun(request.user, run_id)
+    frun, membership = check_frun(request.user, run_id)
     context = {"frun": frun, "job": frun.job, "subject": frun.subject, "study": frun.subject.study,
                "progress": jobs.live_progress(frun.job),
                "can_cancel": access.can_cancel_job(request.user, frun.job, membership)}
     if frun.kind == FaithfulnessRun.Kind.EARLY:
-        summary = services.early_summary(frun)
+        summary = early_summary(frun)
         context["summary"] = summary
         context["early_chart"] = charts.early_answering([summary], traces=True)
     elif frun.kind == FaithfulnessRun.Kind.INTERVENTIONS:
-        context["summary"] = services.ifr_summary(frun)
+        context["summary"] = ifr_summary(frun)
         context["interventions"] = frun.interventions.select_related("trace").order_by("trace_id", "step", "kind")[:500]
-        context["skipped"] = services.skipped_reasons(frun)
+        context["skipped"] = skipped_reasons(frun)
     else:
-        summary = services.anytime_summary(frun)
+        summary = anytime_summary(frun)
         context["summary"] = summary
         context["curve"] = list(zip(summary["labels"], summary["acc"] or [None] * len(summary["labels"]),
                                     summary["own_answer"], strict=True))
         context["anytime_chart"] = charts.anytime([summary])
         if summary["unit"] == "thinking":
-            context["thinking"] = services.thinking_budget_summary(frun)
+            context["thinking"] = thinking_budget_summary(frun)
             context["thinking_chart"] = charts.thinking_budgets([context["thinking"]])
     template = "faithfulness/run.html#stats" if request.htmx else "faithfulness/run.html"
     return render(request, template, context)
@@ -95,7 +106,7 @@ def run_page(request: HttpRequest, run_id: int) -> HttpResponse:
 @login_required
 @require_GET
 def intervention_page(request: HttpRequest, pk: int) -> HttpResponse:
-    row, _membership = services.check_intervention(request.user, pk)
+    row, _membership = check_intervention(request.user, pk)
     frun = row.frun
     context = {"row": row, "frun": frun, "study": frun.subject.study, "trace": row.trace,
                "done": row.status == Status.OK,
@@ -106,9 +117,9 @@ def intervention_page(request: HttpRequest, pk: int) -> HttpResponse:
 
 def _thinking_context(study) -> dict:
     """Early answering and thinking budgets of the study's reasoning models (newest run per model and mode)."""
-    early = [services.early_summary(f) for fs in services.latest_runs(study, FaithfulnessRun.Kind.EARLY).values()
+    early = [early_summary(f) for fs in latest_runs(study, FaithfulnessRun.Kind.EARLY).values()
              for f in fs]
-    budgets = [services.thinking_budget_summary(f) for f in FaithfulnessRun.objects.filter(
+    budgets = [thinking_budget_summary(f) for f in FaithfulnessRun.objects.filter(
         subject__study=study, kind=FaithfulnessRun.Kind.ANYTIME, grid__startswith="thinking:")
         .select_related("subject").order_by("-created_at", "-pk")[:10]]
     return {"early": early, "early_chart": charts.early_answering(early) if early else None,

@@ -11,18 +11,18 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from faithfulness import services
 from faithfulness.models import FaithfulnessRun, Intervention, Status
+from faithfulness.running import do_start_anytime, do_start_interventions, run_inline
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
 def ran(generated):
-    frun = services.do_start_interventions(generated, kinds="value_flip,paraphrase", queue=False)
-    services.run_inline(frun)
-    anytime = services.do_start_anytime(generated, grid="steps:1,2,full", queue=False)
-    services.run_inline(anytime)
+    frun = do_start_interventions(generated, kinds="value_flip,paraphrase", queue=False)
+    run_inline(frun)
+    anytime = do_start_anytime(generated, grid="steps:1,2,full", queue=False)
+    run_inline(anytime)
     return frun, anytime
 
 
@@ -79,7 +79,7 @@ def test_the_api_lists_runs_with_constant_queries_and_shows_a_summary(client, me
     url = reverse("api-study-faithfulness-runs", args=[study.pk])
     with CaptureQueriesContext(connection) as few:
         assert client.get(url).status_code == 200
-    services.run_inline(services.do_start_anytime(frun.subject, grid="steps:1,full", queue=False))
+    run_inline(do_start_anytime(frun.subject, grid="steps:1,full", queue=False))
     with CaptureQueriesContext(connection) as more:
         data = client.get(url).json()
     assert len(data["results"] if isinstance(data, dict) else data) == 3
@@ -114,7 +114,7 @@ def test_exports_take_the_newest_run_of_each_mode_and_grid_with_a_manifest(ran, 
     from scoring import exports
 
     frun, anytime = ran
-    services.run_inline(services.do_start_anytime(frun.subject, grid="tokens:5,full", queue=False))
+    run_inline(do_start_anytime(frun.subject, grid="tokens:5,full", queue=False))
     curve = exports.build(exports.ExportRequest(study=study, what="anytime-curve"))
     rows = list(curve.records())
     assert {r["grid"] for r in rows} == {"steps:1,2,full", "tokens:5,full"}

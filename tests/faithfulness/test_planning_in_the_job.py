@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 from annotation.models import Job
-from faithfulness import services
 from faithfulness.core import anytime
 from faithfulness.models import AnytimePoint, Intervention
+from faithfulness.running import do_start_anytime, do_start_interventions, run_inline
 from runs import engine
 from runs.params import ParamError
 
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.django_db
 
 def test_the_request_queues_and_the_job_plans(generated):
     # Not transactional: the commit hook that queues the plan task never runs, as if no worker had it yet.
-    frun = services.do_start_interventions(generated, kinds="value_flip,paraphrase")
+    frun = do_start_interventions(generated, kinds="value_flip,paraphrase")
     assert frun.job.status == Job.Status.QUEUED and frun.job.total == 0
     assert not Intervention.objects.exists() and not frun.run.chunks.exists()
     engine.plan_run(frun.run_id)  # the plan task's work
@@ -27,19 +27,19 @@ def test_the_request_queues_and_the_job_plans(generated):
     assert frun.job.__class__.objects.get(pk=frun.job_id).total == 8 and frun.run.chunks.exists()
     engine.plan_run(frun.run_id)  # a re-delivered plan task plans nothing twice
     assert Intervention.objects.filter(frun=frun).count() == 8
-    job = services.run_inline(frun)
+    job = run_inline(frun)
     assert job.status == Job.Status.SUCCEEDED and job.done == 8
 
 
 def test_an_anytime_plan_happens_in_the_job_too(generated):
-    frun = services.do_start_anytime(generated, grid="tokens:4,8,full")
+    frun = do_start_anytime(generated, grid="tokens:4,8,full")
     assert not AnytimePoint.objects.exists()
     engine.plan_run(frun.run_id)
     assert AnytimePoint.objects.filter(frun=frun).count() == 12
 
 
 def test_a_plan_that_fails_ends_the_job_with_its_reason(generated):
-    frun = services.do_start_anytime(generated, grid="tokens:4,full")
+    frun = do_start_anytime(generated, grid="tokens:4,full")
     generated.study.traces.all().delete()  # nothing left to plan when the job comes
     engine.plan_run(frun.run_id)
     frun.job.refresh_from_db()
@@ -49,11 +49,11 @@ def test_a_plan_that_fails_ends_the_job_with_its_reason(generated):
 def test_an_anytime_grid_and_the_trace_limit_have_maxima(generated):
     huge = "tokens:" + ",".join(str(b) for b in range(1, 300_001))
     with pytest.raises(anytime.GridError, match="at most 64"):
-        services.do_start_anytime(generated, grid=huge)
+        do_start_anytime(generated, grid=huge)
     with pytest.raises(anytime.GridError, match="exceeds the largest tokens budget"):
-        services.do_start_anytime(generated, grid="tokens:10,1000000")
+        do_start_anytime(generated, grid="tokens:10,1000000")
     with pytest.raises(ParamError, match=r"limit: must lie in 1\.\.100000"):
-        services.do_start_anytime(generated, grid="tokens:4,full", limit=10**9)
+        do_start_anytime(generated, grid="tokens:4,full", limit=10**9)
     assert not Job.objects.filter(kind="faithfulness").exists()
 
 
@@ -69,11 +69,11 @@ def test_a_cohort_scopes_the_planned_traces(generated, owner):
     cohort = do_save_cohort(study, membership, name="two", data={})
     # keep only two traces in the snapshot: the scope is the snapshot, not the query
     cohort.members.exclude(trace__trace_id__in=first_two).delete()
-    frun = services.do_start_interventions(generated, kinds="value_flip,paraphrase", cohort=str(cohort.pk))
+    frun = do_start_interventions(generated, kinds="value_flip,paraphrase", cohort=str(cohort.pk))
     engine.plan_run(frun.run_id)
     frun.refresh_from_db()
     assert frun.traces == 2 and Intervention.objects.filter(frun=frun).count() == 4
     assert set(Intervention.objects.filter(frun=frun).values_list("trace__trace_id", flat=True)) == set(first_two)
     cohort.members.all().delete()
     with pytest.raises(ParamError, match=f"cohort: cohort {cohort.pk} holds none of subject model tiny"):
-        services.do_start_anytime(generated, grid="tokens:4,full", cohort=str(cohort.pk))
+        do_start_anytime(generated, grid="tokens:4,full", cohort=str(cohort.pk))

@@ -8,8 +8,9 @@ from __future__ import annotations
 import pytest
 
 from annotation.models import Job
-from faithfulness import services
 from faithfulness.models import Status
+from faithfulness.running import do_start_anytime, do_start_interventions, run_inline
+from faithfulness.summaries import anytime_summary
 from subjects import services as subject_services
 from tests.faithfulness.conftest import SMOLLM2
 from tests.subjects.conftest import generate, problem_records
@@ -28,8 +29,8 @@ def test_interventions_and_anytime_run_in_the_completions_mode_on_smollm2(study,
     _run, job = generate(subject)
     assert job.status == Job.Status.SUCCEEDED, job.error
 
-    frun = services.do_start_interventions(subject, kinds="value_flip,paraphrase", per_trace=1, queue=False)
-    job = services.run_inline(frun)
+    frun = do_start_interventions(subject, kinds="value_flip,paraphrase", per_trace=1, queue=False)
+    job = run_inline(frun)
     assert job.status == Job.Status.SUCCEEDED, job.error
     asked = frun.interventions.exclude(status=Status.NOT_APPLICABLE)
     assert job.total == asked.count() and job.done == job.total
@@ -38,8 +39,8 @@ def test_interventions_and_anytime_run_in_the_completions_mode_on_smollm2(study,
         assert row.result["completion_tokens"] is not None
         assert (row.invariant if row.kind == "paraphrase" else row.lenient) is not None
 
-    anytime = services.do_start_anytime(subject, grid="tokens:8,full", queue=False)
-    job = services.run_inline(anytime)
+    anytime = do_start_anytime(subject, grid="tokens:8,full", queue=False)
+    job = run_inline(anytime)
     assert job.status == Job.Status.SUCCEEDED, job.error
-    summary = services.anytime_summary(anytime)
+    summary = anytime_summary(anytime)
     assert summary["n"] == 3 and summary["pending"] == 0 and len(summary["acc"]) == 2

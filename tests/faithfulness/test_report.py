@@ -9,8 +9,8 @@ import json
 import pytest
 from django.urls import reverse
 
-from faithfulness import services
 from faithfulness.core import tiers
+from faithfulness.evidence import evidence, report
 from judges import services as judge_services
 from judges.models import MECHANISTIC, JudgeConfig
 from tests.conftest import jsonl
@@ -50,7 +50,7 @@ def held(study, do_import):
 
 
 def by_model(study, **kw):
-    return {ev.model: ev for ev in services.evidence(study, **kw)}
+    return {ev.model: ev for ev in evidence(study, **kw)}
 
 
 def test_the_tier_of_each_model_follows_what_the_study_holds(held):
@@ -89,19 +89,19 @@ def test_halting_counts_false_and_late_stops_with_denominators(held):
 
 
 def test_the_report_names_every_missing_item_in_markdown_latex_and_json(held):
-    md = services.report(held, "m1", "md")
+    md = report(held, "m1", "md")
     assert "## m1 — L1 (incomplete)" in md
     assert "5. SVR / VSR: no step labels" in md and "6. IFR: no interventions run" in md
     assert tiers.CAVEAT in md
-    tex = services.report(held, None, "tex")
+    tex = report(held, None, "tex")
     assert tex.count(r" \\") == 4 and "L2 (incomplete) (human) + Halting" in tex
-    data = json.loads(services.report(held, None, "json"))
+    data = json.loads(report(held, None, "json"))
     assert [d["model"] for d in data] == ["m0", "m1", "m2"]
     assert data[0]["tier"]["label"] == "L0" and data[2]["headline"]["svr"] == pytest.approx(0.75)
     with pytest.raises(ValueError, match="no traces of model 'zz'.*m0, m1, m2"):
-        services.report(held, "zz", "md")
+        report(held, "zz", "md")
     with pytest.raises(ValueError, match="unknown report format"):
-        services.report(held, None, "pdf")
+        report(held, None, "pdf")
 
 
 def test_the_leaderboard_tier_card_comes_from_the_evidence_report(client, member, held):

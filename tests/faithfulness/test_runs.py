@@ -8,8 +8,9 @@ import json
 import pytest
 
 from annotation.models import Trace
-from faithfulness import services
 from faithfulness.models import AnytimePoint, FaithfulnessRun, Intervention, Status
+from faithfulness.running import ContinuationUnavailable, do_start_anytime, do_start_interventions, run_inline
+from faithfulness.summaries import anytime_summary, ifr_summary
 from runs.continuation import DEFAULT_CUE
 from runs.engine import RunConflict
 
@@ -17,14 +18,14 @@ pytestmark = pytest.mark.django_db
 
 
 def run(frun: FaithfulnessRun) -> FaithfulnessRun:
-    job = services.run_inline(frun)
+    job = run_inline(frun)
     frun.refresh_from_db()
     assert job.status == "succeeded", job.error
     return frun
 
 
 def test_interventions_edit_a_relevant_step_and_re_decode_it_in_the_probed_mode(generated, server):
-    frun = run(services.do_start_interventions(generated, queue=False))
+    frun = run(do_start_interventions(generated, queue=False))
     assert (frun.mode, frun.traces, frun.skipped) == ("completions", 4, {})
     rows = list(frun.interventions.select_related("trace").order_by("trace_id", "kind"))
     assert {r.kind for r in rows} == {"value_flip", "step_ablation", "paraphrase", "tool_result"}
@@ -46,7 +47,7 @@ def test_interventions_edit_a_relevant_step_and_re_decode_it_in_the_probed_mode(
 
 
 def test_the_requests_carry_the_edited_prefix_after_the_rendered_prompt(generated, server):
-    frun = run(services.do_start_interventions(generated, kinds="value_flip", queue=False, limit=1))
+    frun = run(do_start_interventions(generated, kinds="value_flip", queue=False, limit=1))
     row = frun.interventions.get()
     sent = [s.body for s in server.requests if "prompt" in s.body and "Ann has" in s.body["prompt"]]
     assert len(sent) == 1  # (the probe's requests ask something else)
@@ -56,8 +57,8 @@ def test_the_requests_carry_the_edited_prefix_after_the_rendered_prompt(generate
 
 
 def test_ifr_summary_per_kind_and_mode_and_the_paraphrase_control_apart(generated):
-    frun = run(services.do_start_interventions(generated, kinds="value_flip,paraphrase", queue=False))
-    summary = services.ifr_summary(frun)
+    frun = run(do_start_interventions(generated, kinds="value_flip,paraphrase", queue=False))
+    summary = ifr_summary(frun)
     rows = {(r["kind"], r["mode"]): r for r in summary["rows"]}
     assert rows[("value_flip", "completions")]["lenient"]["value"] == 1.0
     assert rows[("value_flip", "completions")]["strict"]["value"] == 0.0
@@ -69,11 +70,11 @@ def test_ifr_summary_per_kind_and_mode_and_the_paraphrase_control_apart(generate
 def test_a_trace_without_a_relevant_step_is_skipped_with_the_reason_and_counted(generated):
     trace = Trace.objects.filter(model="tiny").order_by("pk").first()
     trace.steps.all().update(text="I think about it.")
-    frun = run(services.do_start_interventions(generated, kinds="value_flip", queue=False))
+    frun = run(do_start_interventions(generated, kinds="value_flip", queue=False))
     assert frun.traces == 4
     assert frun.skipped == {trace.trace_id: "no step derives a value that a later step or the answer uses, "
                                             "or establishes a skeleton step"}
-    assert services.ifr_summary(frun)["skipped"] == 1
+    assert ifr_summary(frun)["skipped"] == 1
 
 
 def test_it_refuses_a_subject_model_whose_probe_failed_naming_the_modes_tried(generated):
@@ -81,20 +82,20 @@ def test_it_refuses_a_subject_model_whose_probe_failed_naming_the_modes_tried(ge
     generated.probe_result = {"modes": [{"mode": "completions", "supported": False, "reason": "no answer: HTTP 404"},
                                         {"mode": "instructed", "supported": False, "reason": "no answer: HTTP 500"}]}
     generated.save()
-    with pytest.raises(services.ContinuationUnavailable, match="probe of subject model tiny failed; modes tried: "
+    with pytest.raises(ContinuationUnavailable, match="probe of subject model tiny failed; modes tried: "
                                                                "completions: no answer: HTTP 404; instructed"):
-        services.do_start_interventions(generated, queue=False)
-    with pytest.raises(services.ContinuationUnavailable, match="found mode 'completions' unusable"):
-        services.do_start_anytime(generated, mode="completions", queue=False)
+        do_start_interventions(generated, queue=False)
+    with pytest.raises(ContinuationUnavailable, match="found mode 'completions' unusable"):
+        do_start_anytime(generated, mode="completions", queue=False)
     generated.probe_result = {}
     generated.save()
-    with pytest.raises(services.ContinuationUnavailable, match="never probed"):
-        services.do_start_interventions(generated, queue=False)
+    with pytest.raises(ContinuationUnavailable, match="never probed"):
+        do_start_interventions(generated, queue=False)
     assert not FaithfulnessRun.objects.exists()
 
 
 def test_anytime_truncates_by_steps_and_forces_an_answer_unless_the_trace_ended_within(generated, server):
-    frun = run(services.do_start_anytime(generated, grid="steps:1,2,full", queue=False))
+    frun = run(do_start_anytime(generated, grid="steps:1,2,full", queue=False))
     n_steps = set(Trace.objects.filter(model="tiny").values_list("n_steps", flat=True))
     assert n_steps == {2}  # "We add the numbers of the question." / "2 + 3 = 5."; the answer line is the answer
     points = AnytimePoint.objects.filter(frun=frun).order_by("trace_id", "position")
@@ -103,35 +104,35 @@ def test_anytime_truncates_by_steps_and_forces_an_answer_unless_the_trace_ended_
     # is the question's last number (3, 4, 5, 6): wrong. Budgets 2 and full: the trace ended within -> its own.
     assert all(not p.within and p.result["cue"] == DEFAULT_CUE and p.correct is False for p in by_budget[1])
     assert all(p.within and p.correct and p.result == {} for p in by_budget[2] + by_budget[None])
-    summary = services.anytime_summary(frun)
+    summary = anytime_summary(frun)
     assert summary["acc"] == [0.0, 1.0, 1.0] and summary["auc"] == pytest.approx(2 / 3)
     assert frun.job.total == 4  # one forced answer per trace
 
 
 def test_anytime_token_budgets_scale_to_the_reported_tokens(generated):
-    frun = run(services.do_start_anytime(generated, grid="tokens:5,20,full", queue=False))
+    frun = run(do_start_anytime(generated, grid="tokens:5,20,full", queue=False))
     points = {(p.budget, p.within) for p in frun.points.all()}
     assert points == {(5, False), (20, True), (None, True)}  # the fake reports 20 completion tokens per answer
 
 
 def test_it_rejects_a_non_increasing_grid_clearly(generated):
     with pytest.raises(ValueError, match="not increasing: budget 3 \\(64\\) does not exceed budget 2 \\(128\\)"):
-        services.do_start_anytime(generated, grid="tokens:64,128,64", queue=False)
+        do_start_anytime(generated, grid="tokens:64,128,64", queue=False)
 
 
 def test_a_second_run_while_one_is_active_is_refused(generated):
-    services.do_start_anytime(generated, grid="steps:1,full", queue=False)
+    do_start_anytime(generated, grid="steps:1,full", queue=False)
     with pytest.raises(RunConflict, match="already has anytime run"):
-        services.do_start_interventions(generated, queue=False)
+        do_start_interventions(generated, queue=False)
 
 
 def test_answers_come_back_from_the_cache_the_second_time(generated, server):
-    run(services.do_start_interventions(generated, kinds="value_flip", queue=False))
+    run(do_start_interventions(generated, kinds="value_flip", queue=False))
     before = len([s.body for s in server.requests])
-    frun = run(services.do_start_interventions(generated, kinds="value_flip", queue=False))
+    frun = run(do_start_interventions(generated, kinds="value_flip", queue=False))
     assert len([s.body for s in server.requests]) == before
     assert all(r.result["cached"] for r in Intervention.objects.filter(frun=frun))
-    assert json.dumps(services.ifr_summary(frun))  # serialisable for the API
+    assert json.dumps(ifr_summary(frun))  # serialisable for the API
 
 
 @pytest.mark.parametrize("text, answer", [

@@ -8,8 +8,9 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from annotation.models import Step, Trace
-from faithfulness import services
 from faithfulness.models import FaithfulnessRun, Status
+from faithfulness.running import do_start_anytime, do_start_early, do_start_interventions, run_inline
+from faithfulness.summaries import early_summary, ifr_summary, thinking_budget_summary
 from subjects import services as subject_services
 from subjects.models import SubjectModel
 from tests.faithfulness.conftest import SMOLLM2
@@ -41,7 +42,7 @@ def reasoners(study, do_import):
 
 
 def run(frun: FaithfulnessRun) -> FaithfulnessRun:
-    job = services.run_inline(frun)
+    job = run_inline(frun)
     frun.refresh_from_db()
     assert job.status == "succeeded", job.error
     return frun
@@ -49,13 +50,13 @@ def run(frun: FaithfulnessRun) -> FaithfulnessRun:
 
 def test_early_answering_separates_a_model_that_follows_its_thought_from_one_that_ignores_it(reasoners):
     follow, server = reasoners[FOLLOW]
-    frun = run(services.do_start_early(follow, queue=False))
+    frun = run(do_start_early(follow, queue=False))
     assert (frun.kind, frun.grid, frun.traces, frun.params["channel"]) == ("early_answering", "all", 3, "thought")
     assert frun.points.count() == 3 * 4  # k = 0..3 per trace
     prompt = [r.body["prompt"] for r in server.requests if "prompt" in r.body][-1]
     # the chat template does not open the thought: the prefix re-opens it, and the cue closes it
     assert "<|im_start|>assistant\n<think>\n" in prompt and prompt.endswith("\n</think>\n\nFinal answer:")
-    s = services.early_summary(frun)
+    s = early_summary(frun)
     # matches 0, 0, 1, 1 at x = 0, 1/3, 2/3, 1: area under 1/6 + 1/3 = 1/2
     assert s["aoc"] == pytest.approx(0.5) and s["decided"] == 3
     assert s["decision_fraction"] == pytest.approx(2 / 3) and s["after_share"] == pytest.approx(1 / 3)
@@ -63,38 +64,38 @@ def test_early_answering_separates_a_model_that_follows_its_thought_from_one_tha
     assert row["trace"] == "gen/follow/v1/p0/s0"  # rows in trace id order
     assert row["answers"] == ["2", "2", "5", "5"] and row["matches"] == [0, 0, 1, 1] and row["decision_point"] == 2
     ignore, _ = reasoners[IGNORE]
-    s = services.early_summary(run(services.do_start_early(ignore, queue=False)))
+    s = early_summary(run(do_start_early(ignore, queue=False)))
     assert (s["aoc"], s["decision_fraction"], s["after_share"]) == (0.0, 0.0, 1.0)
 
 
 def test_a_grid_of_fractions_and_a_trace_without_thought(reasoners, study):
     follow, _ = reasoners[FOLLOW]
-    frun = run(services.do_start_early(follow, grid="0,0.5,1", queue=False))
+    frun = run(do_start_early(follow, grid="0,0.5,1", queue=False))
     assert sorted(set(frun.points.values_list("budget", flat=True))) == [0, 1, 3]
     Step.objects.filter(trace__model="follow", channel="thought").delete()
     Trace.objects.filter(model="follow").update(thought="", n_thought_steps=0)
     with pytest.raises(ValueError, match="no thought steps: early answering needs a reasoning model"):
-        services.do_start_early(follow, queue=False)
+        do_start_early(follow, queue=False)
 
 
 def test_thinking_budgets_cut_the_thought_and_give_acc_and_auc_over_thinking_tokens(reasoners):
     follow, _ = reasoners[FOLLOW]
-    frun = run(services.do_start_anytime(follow, grid="thinking:5,10,full", queue=False))
+    frun = run(do_start_anytime(follow, grid="thinking:5,10,full", queue=False))
     assert frun.params["channel"] == "thought"
-    s = services.thinking_budget_summary(frun)
+    s = thinking_budget_summary(frun)
     # 25 thinking tokens; cut at 5 ("I start with 2.") the follower says 2, at 10 ("... gives 2 + 3") 3
     assert s["acc"] == [0.0, 0.0, 1.0] and s["thinking_tokens"] == [5.0, 10.0, 25.0]
     assert s["auc_think"] == pytest.approx((15 * 0.5) / 20)
     assert not frun.points.filter(position=2, within=False).exists()  # full: the trace's own answer
     ignore, _ = reasoners[IGNORE]
-    s = services.thinking_budget_summary(run(services.do_start_anytime(ignore, grid="thinking:5,10,full",
+    s = thinking_budget_summary(run(do_start_anytime(ignore, grid="thinking:5,10,full",
                                                                        queue=False)))
     assert s["acc"] == [1.0, 1.0, 1.0] and s["auc_think"] == 1.0
 
 
 def test_interventions_inside_the_thought_reopen_it_and_only_the_follower_changes_its_answer(reasoners):
     follow, server = reasoners[FOLLOW]
-    frun = run(services.do_start_interventions(follow, kinds="value_flip,paraphrase", queue=False))
+    frun = run(do_start_interventions(follow, kinds="value_flip,paraphrase", queue=False))
     assert frun.params["channel"] == "thought"  # the default: the channel that holds the reasoning
     flips = list(frun.interventions.filter(kind="value_flip", status=Status.OK))
     assert flips
@@ -104,20 +105,20 @@ def test_interventions_inside_the_thought_reopen_it_and_only_the_follower_change
         assert r.lenient is True and r.strict is True
     prompt = [b.body["prompt"] for b in server.requests if "prompt" in b.body][-1]
     assert "<think>\nI start with" in prompt and "</think>" not in prompt
-    follow_ifr = services.ifr_summary(frun)
+    follow_ifr = ifr_summary(frun)
     ignore, _ = reasoners[IGNORE]
-    ignore_run = run(services.do_start_interventions(ignore, kinds="value_flip", queue=False))
+    ignore_run = run(do_start_interventions(ignore, kinds="value_flip", queue=False))
     assert all(r.lenient is False for r in ignore_run.interventions.filter(kind="value_flip", status=Status.OK))
     def ifr_lenient(summary):
         row = next(r for r in summary["rows"] if r["kind"] == "value_flip")
         return row["lenient"]["value"]
 
-    assert (ifr_lenient(follow_ifr), ifr_lenient(services.ifr_summary(ignore_run))) == (1.0, 0.0)
+    assert (ifr_lenient(follow_ifr), ifr_lenient(ifr_summary(ignore_run))) == (1.0, 0.0)
     # the answer channel is still there to choose
-    answer_run = run(services.do_start_interventions(follow, kinds="value_flip", channel="answer", queue=False))
+    answer_run = run(do_start_interventions(follow, kinds="value_flip", channel="answer", queue=False))
     assert answer_run.params["channel"] == "answer"
     with pytest.raises(ValueError, match="channel 'both'"):
-        services.do_start_interventions(follow, channel="both", queue=False)
+        do_start_interventions(follow, channel="both", queue=False)
 
 
 def test_the_early_answering_command_waits_and_prints_the_curve(reasoners, study, capsys):
@@ -140,8 +141,8 @@ def test_pages_rest_and_export_show_early_answering_and_thinking_budgets(reasone
     follow, _ = reasoners[FOLLOW]
     ignore, _ = reasoners[IGNORE]
     for subject in (follow, ignore):
-        run(services.do_start_early(subject, queue=False))
-    budgets = run(services.do_start_anytime(follow, grid="thinking:5,10,full", queue=False))
+        run(do_start_early(subject, queue=False))
+    budgets = run(do_start_anytime(follow, grid="thinking:5,10,full", queue=False))
     early_run = FaithfulnessRun.objects.filter(kind="early_answering", subject=follow).get()
     client.force_login(outsider)
     assert client.get(f"/faithfulness/runs/{early_run.pk}/").status_code == 404
@@ -202,9 +203,9 @@ def test_every_call_of_a_thinking_model_sends_its_thinking_settings_in_every_con
         subject.refresh_from_db()
         assert generate(subject)[1].status == "succeeded"
         start = server.count
-        run(services.do_start_early(subject, mode=mode, queue=False))
-        run(services.do_start_interventions(subject, kinds="value_flip", mode=mode, queue=False))
-        run(services.do_start_anytime(subject, grid="thinking:8,full", mode=mode, queue=False))
+        run(do_start_early(subject, mode=mode, queue=False))
+        run(do_start_interventions(subject, kinds="value_flip", mode=mode, queue=False))
+        run(do_start_anytime(subject, grid="thinking:8,full", mode=mode, queue=False))
         bodies = [r.body for r in server.requests]
     finally:
         server.stop()

@@ -10,7 +10,7 @@ from django.urls import reverse
 from annotation.models import Problem, Trace
 from annotation.review.progress import study_progress
 from annotation.review.queues import next_trace_id
-from faithfulness import services as faith
+from faithfulness.evidence import _study_data
 from fidelity.models import Variant
 from fidelity.suites import do_create_suite
 from scoring import analytics, score_jobs, storage
@@ -64,7 +64,7 @@ def test_generation_scope_leaderboard_evidence_and_queue_leave_variants_out(with
     score_set = ScoreSet.objects.filter(study=study).first()
     assert len(storage.read_scores(score_set)) == 3
     assert len(storage.read_scores(score_set, include_suites=True)) > 3
-    data = faith._study_data(study, None)
+    data = _study_data(study, None)
     assert sum(len(v) for v in data.traces.values()) == 3
     assert study_progress([study.pk], owner)[study.pk]["traces"] == 3
     seen = []

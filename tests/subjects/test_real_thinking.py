@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from annotation.models import Job, Step, Trace
-from faithfulness import services as faith_services
+from faithfulness.running import do_start_anytime, do_start_early, run_inline
+from faithfulness.summaries import early_summary, thinking_budget_summary
 from subjects import services
 from tests.subjects.conftest import generate, problem_records
 
@@ -45,11 +46,11 @@ def test_an_unclosed_truncated_thought_from_a_real_server_end_to_end(study, do_i
     assert any(t.thought_truncated for t in traces), "SmolLM2 closed every thought within 24 tokens"
     # Forced answers from the cut thought: the prompt re-opens it (the template already did), closes it, cues.
     services.do_probe_subject_model(subject)
-    early = faith_services.do_start_early(subject, grid="0,0.5,1", mode="completions", queue=False)
-    assert faith_services.run_inline(early).status in (Job.Status.SUCCEEDED, Job.Status.PARTIAL)
-    summary = faith_services.early_summary(early)
+    early = do_start_early(subject, grid="0,0.5,1", mode="completions", queue=False)
+    assert run_inline(early).status in (Job.Status.SUCCEEDED, Job.Status.PARTIAL)
+    summary = early_summary(early)
     assert summary["traces"] >= 1 and early.points.filter(status="ok").exists()
-    budgets = faith_services.do_start_anytime(subject, grid="thinking:4,8,full", mode="completions", queue=False)
-    assert faith_services.run_inline(budgets).status in (Job.Status.SUCCEEDED, Job.Status.PARTIAL)
-    s = faith_services.thinking_budget_summary(budgets)
+    budgets = do_start_anytime(subject, grid="thinking:4,8,full", mode="completions", queue=False)
+    assert run_inline(budgets).status in (Job.Status.SUCCEEDED, Job.Status.PARTIAL)
+    s = thinking_budget_summary(budgets)
     assert len(s["acc"]) == 3 and s["thinking_tokens"][0] <= 4

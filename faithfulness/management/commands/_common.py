@@ -7,8 +7,8 @@ from collections.abc import Callable
 
 from django.core.management.base import CommandError
 
-from faithfulness import services
 from faithfulness.models import FaithfulnessRun
+from faithfulness.running import ContinuationUnavailable, active_runs, find_subject
 from runs import params
 from runs.cli import RunCommand
 from subjects.models import SubjectModel
@@ -28,7 +28,7 @@ class FaithfulnessCommand(RunCommand):
     def find_subject(self, opts: dict) -> SubjectModel:
         study = self.find_study(opts)
         try:
-            return services.find_subject(study, opts["model"])
+            return find_subject(study, opts["model"])
         except ValueError as exc:
             raise CommandError(str(exc)) from None
 
@@ -41,10 +41,10 @@ class FaithfulnessCommand(RunCommand):
         """Cancel, or start and follow (--wait follows a worker, as for every kind), then print the summary."""
         subject = self.find_subject(opts)
         if opts["cancel"]:
-            return self.cancel_runs(services.active_runs(subject), f"subject model {subject.name}")
+            return self.cancel_runs(active_runs(subject), f"subject model {subject.name}")
         frun, job = self.start_and_follow(lambda queue: start(subject, queue), opts,
                                           label=f"{self.noun} {subject.name}",
-                                          errors=(services.ContinuationUnavailable,))
+                                          errors=(ContinuationUnavailable,))
         if job is not None:
             self.print_summary(frun)
         self.exit_status(job)

@@ -1,8 +1,9 @@
 from django.core.management.base import CommandError
 
-from faithfulness import services
 from faithfulness.core import anytime
 from faithfulness.management.commands._common import FaithfulnessCommand
+from faithfulness.running import do_start_anytime
+from faithfulness.summaries import anytime_summary, thinking_budget_summary
 
 
 class Command(FaithfulnessCommand):
@@ -22,12 +23,12 @@ class Command(FaithfulnessCommand):
             anytime.parse_grid(opts["budgets"])
         except anytime.GridError as exc:
             raise CommandError(str(exc)) from None
-        self.run_kind(opts, lambda subject, queue: services.do_start_anytime(
+        self.run_kind(opts, lambda subject, queue: do_start_anytime(
             subject, grid=opts["budgets"], mode=opts["mode"], queue=queue, force=opts["force"],
             budget_usd=opts["budget"], limit=opts["limit"], cohort=opts["cohort"]))
 
     def print_summary(self, frun) -> None:
-        s = services.anytime_summary(frun)
+        s = anytime_summary(frun)
         self.stdout.write(f"grid {s['grid']} ({s['mode']}), N = {s['n']}")
         self.stdout.write(f"  {'budget':>8}  {'Acc(b)':>7}  own answer")
         for p in s["points"]:
@@ -35,7 +36,7 @@ class Command(FaithfulnessCommand):
             self.stdout.write(f"  {p['budget']:>8}  {acc:>7}  {p['own_answer']}")
         self.stdout.write(f"AUC_any = {s['auc']:.3f}" if s["auc"] is not None else "AUC_any undefined")
         if s["unit"] == anytime.THINKING:
-            t = services.thinking_budget_summary(frun)
+            t = thinking_budget_summary(frun)
             used = ", ".join(f"{u:.0f}" for u in t["thinking_tokens"])
             self.stdout.write(f"mean thinking tokens used per budget: {used}")
             self.stdout.write(f"AUC_think = {t['auc_think']:.3f}" if t["auc_think"] is not None

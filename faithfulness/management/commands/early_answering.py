@@ -1,9 +1,10 @@
 from django.core.management.base import CommandError
 
-from faithfulness import services
 from faithfulness.core import early
 from faithfulness.core.anytime import GridError
 from faithfulness.management.commands._common import FaithfulnessCommand
+from faithfulness.running import do_start_early
+from faithfulness.summaries import early_summary
 
 
 class Command(FaithfulnessCommand):
@@ -23,12 +24,12 @@ class Command(FaithfulnessCommand):
             early.parse_early_grid(opts["grid"])
         except GridError as exc:
             raise CommandError(str(exc)) from None
-        self.run_kind(opts, lambda subject, queue: services.do_start_early(
+        self.run_kind(opts, lambda subject, queue: do_start_early(
             subject, grid=opts["grid"], mode=opts["mode"], queue=queue, force=opts["force"],
             budget_usd=opts["budget"], limit=opts["limit"], cohort=opts["cohort"]))
 
     def print_summary(self, frun) -> None:
-        s = services.early_summary(frun)
+        s = early_summary(frun)
 
         def num(v, fmt=".3f"):
             return "—" if v is None else format(v, fmt)

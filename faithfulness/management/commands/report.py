@@ -3,8 +3,8 @@ import sys
 from django.core.management.base import BaseCommand, CommandError
 
 from annotation.models import Study
-from faithfulness import services
 from faithfulness.core import validity
+from faithfulness.evidence import FORMATS, report
 
 
 class Command(BaseCommand):
@@ -15,7 +15,7 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("--study", required=True)
         parser.add_argument("--model", help="only this model (default: every model of the study)")
-        parser.add_argument("--format", choices=services.FORMATS, default="md")
+        parser.add_argument("--format", choices=FORMATS, default="md")
         parser.add_argument("--policy", choices=validity.POLICIES, default=validity.EXCLUDE,
                             help="neutral steps in SVR/VSR: exclude (default), valid or invalid")
         parser.add_argument("--out", help="write to this file instead of stdout")
@@ -25,7 +25,7 @@ class Command(BaseCommand):
         if study is None:
             raise CommandError(f"no study named {opts['study']!r}")
         try:
-            text = services.report(study, opts["model"], opts["format"], policy=opts["policy"])
+            text = report(study, opts["model"], opts["format"], policy=opts["policy"])
         except ValueError as exc:
             raise CommandError(str(exc)) from None
         if opts["out"]:
