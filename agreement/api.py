@@ -1,6 +1,6 @@
 """REST API of agreement, calibration studies and export jobs
 (docs/agreement.md, docs/exports.md): thin views over
-agreement.services, agreement.calibration and agreement.exports."""
+agreement.services, agreement.calibration, agreement.exports (kinds) and scoring.export_jobs."""
 
 from __future__ import annotations
 
@@ -19,13 +19,13 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agreement import calibration
-from agreement import exports as agreement_exports
 from agreement import services as svc
 from agreement.models import CalibrationStudy
 from annotation import access
 from annotation.api.serializers import JobSerializer
 from annotation.models import Membership, Trace
 from scoring import exports
+from scoring.export_jobs import NotReady, check_download, do_queue_export, open_download
 
 REFERENCE = OpenApiParameter("reference", str, description="reference label source (default human): human, final, "
                                                             "adjudicated, judge:NAME or annotator:USERNAME")
@@ -278,7 +278,7 @@ class StudyExports(APIView):
         ser = ExportSerializer(data=request.data)
         ser.is_valid(raise_exception=True)
         try:
-            job = agreement_exports.do_queue_export(study, membership, ser.validated_data, user=request.user,
+            job = do_queue_export(study, membership, ser.validated_data, user=request.user,
                                                     base_url=request.build_absolute_uri("/"))
         except exports.ExportError as exc:
             m = re.match(r"^-*([a-z_]+): (.*)$", str(exc), re.S)
@@ -294,9 +294,9 @@ class ExportDownload(APIView):
                                "and adjudicators); 409 while it runs or when it failed.")
     def get(self, request, pk: int):
         try:
-            job = agreement_exports.check_download(request.user, pk)
-        except agreement_exports.NotReady as exc:
+            job = check_download(request.user, pk)
+        except NotReady as exc:
             return JsonResponse({"detail": str(exc), "errors": []}, status=409)
-        fh, name, ctype = agreement_exports.open_download(job, manifest=request.query_params.get("manifest") in (
+        fh, name, ctype = open_download(job, manifest=request.query_params.get("manifest") in (
             "1", "true", "yes"))
         return FileResponse(fh, as_attachment=True, filename=name, content_type=ctype)

@@ -17,12 +17,12 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from agreement import charts as agreement_charts
-from agreement import exports as agreement_exports
 from agreement import services as svc
 from agreement.models import CalibrationStudy
 from annotation import access, jobs
 from annotation.models import Job, Membership, Study, Trace
 from scoring import exports
+from scoring.export_jobs import NotReady, check_download, do_queue_export, open_download
 
 AGREEMENT_PAGES = [
     ("scoring-agreement", "Judge vs reference"),
@@ -141,7 +141,7 @@ def annotators(request: HttpRequest, study_id: int) -> HttpResponse:
 def export_create(request: HttpRequest, study_id: int) -> HttpResponse:
     study, membership = access.check_study(request.user, study_id)
     try:
-        job = agreement_exports.do_queue_export(study, membership, request.POST, user=request.user,
+        job = do_queue_export(study, membership, request.POST, user=request.user,
                                                 base_url=request.build_absolute_uri("/"))
     except exports.ExportError as exc:
         return HttpResponse(str(exc), status=400, content_type="text/plain")
@@ -173,8 +173,8 @@ def export_job(request: HttpRequest, study_id: int, job_id: int) -> HttpResponse
 def export_download(request: HttpRequest, study_id: int, job_id: int) -> HttpResponse:
     study, membership, job = _export_job(request, study_id, job_id)
     try:
-        job = agreement_exports.check_download(request.user, job.pk)
-    except agreement_exports.NotReady as exc:
+        job = check_download(request.user, job.pk)
+    except NotReady as exc:
         return HttpResponse(str(exc), status=409, content_type="text/plain")
-    fh, name, ctype = agreement_exports.open_download(job, manifest=request.GET.get("manifest") == "1")
+    fh, name, ctype = open_download(job, manifest=request.GET.get("manifest") == "1")
     return FileResponse(fh, as_attachment=True, filename=name, content_type=ctype)

@@ -281,16 +281,29 @@ def test_the_web_export_job_page(client, worked, owner, member, django_capture_o
 
 
 def test_a_job_whose_creator_lost_the_role_fails(worked, owner, adjudicator, django_capture_on_commit_callbacks):
-    from agreement import exports as agreement_exports
+    from scoring.export_jobs import do_queue_export, run_export_job
 
-    job = agreement_exports.do_queue_export(worked, worked.memberships.get(user=adjudicator), {"what": "labels"},
+    job = do_queue_export(worked, worked.memberships.get(user=adjudicator), {"what": "labels"},
                                             user=adjudicator)
     annotation_services.do_add_member(worked, adjudicator.username, "annotator")
-    agreement_exports.run_export_job(job.pk)
+    run_export_job(job.pk)
     job.refresh_from_db()
     assert job.status == "failed" and "owners and adjudicators" in job.error
     assert StepLabel.objects.filter(step__trace__study=worked).count() == 20  # nothing touched
 
+
+
+def test_an_export_queued_under_the_tasks_old_name_still_runs(worked, adjudicator):
+    # The task moved from agreement.tasks to scoring.tasks; jobs queued before a deploy wait in the broker under
+    # the old name, which stays registered (eager here: queue_task runs the real task in-process).
+    from annotation import jobs
+    from scoring.export_jobs import do_queue_export
+
+    job = do_queue_export(worked, worked.memberships.get(user=adjudicator), {"what": "labels"}, user=adjudicator)
+    jobs.queue_task("agreement.tasks.run_export", job.pk)
+    job.refresh_from_db()
+    assert job.status == Job.Status.SUCCEEDED, job.error
+    assert job.result["rows"] == StepLabel.objects.filter(step__trace__study=worked).count() > 0
 
 
 def test_the_agreement_export_is_tidy_one_row_per_metric_and_group(worked):

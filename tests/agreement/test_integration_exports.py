@@ -1,5 +1,5 @@
 """An export job through the real stack: the API queues the task by its
-name (``agreement.tasks.run_export``, annotation.jobs.queue_task) and a Celery worker
+name (``scoring.tasks.run_export``, annotation.jobs.queue_task) and a Celery worker
 process runs it (PostgreSQL, Redis, a worker)."""
 
 from __future__ import annotations
