@@ -15,7 +15,6 @@ NOTE_MAX = 5000
 UNSET = object()
 
 
-
 class ReviewError(ValueError):
     """Bad input; ``errors`` are (field, message) pairs."""
 
