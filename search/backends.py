@@ -155,11 +155,16 @@ def step_snippets(query: Query, trace_ids: list[int], *, channel: str = "",
             return [(a, b, c, d, h.replace(_LT, "<").replace(_GT, ">")) for a, b, c, d, h in cursor.fetchall()]
         else:
             placeholders = ", ".join(["%s"] * len(trace_ids))
+            # The page's steps lie between the lowest and highest step id of its traces: FTS5 seeks to
+            # that rowid range instead of listing every match of the study and probing each step for
+            # its trace (55-90 ms for a common word at 100,000 traces; 0.2-4 ms within the range).
+            span = f"SELECT {{}}(id) FROM annotation_step WHERE trace_id IN ({placeholders})"
             cursor.execute(
                 f"SELECT s.id, s.trace_id, s.\"index\", s.channel, snippet({STEPS.fts}, 0, %s, %s, '…', 24) "
                 f"FROM {STEPS.fts} CROSS JOIN annotation_step s ON s.id = {STEPS.fts}.rowid "
-                f"WHERE {STEPS.fts} MATCH %s AND s.trace_id IN ({placeholders}){only} "
+                f"WHERE {STEPS.fts} MATCH %s AND {STEPS.fts}.rowid BETWEEN ({span.format('MIN')}) "
+                f"AND ({span.format('MAX')}) AND s.trace_id IN ({placeholders}){only} "
                 f"ORDER BY s.trace_id, s.\"index\"",
-                [START, STOP, query.fts5(), *trace_ids, *extra],
+                [START, STOP, query.fts5(), *trace_ids, *trace_ids, *trace_ids, *extra],
             )
         return [tuple(row) for row in cursor.fetchall()]
