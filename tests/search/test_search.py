@@ -183,6 +183,30 @@ def test_thought_steps_are_searched_and_the_channel_filter_narrows(study, owner_
     assert (hit.kind, hit.step, hit.channel) == ("step", 2, "thought")
 
 
+def test_label_filters_keep_to_the_study(study, owner, owner_m, traces, do_import):
+    """The label filters select trace ids from the labels of every study (one pass, no join through the
+    trace's study): the search's own study condition must keep another study's labelled traces out."""
+    from annotation import services as annotation_services
+    from tests.search.conftest import seed_search
+
+    other, _ = annotation_services.do_get_or_create_study("Study B", owner=owner)
+    theirs = seed_search(other, lambda data: do_import(data, target=other))
+    label(theirs["t1"], 1, verdict="invalid", user=owner)
+    label(traces["t4"], 3, verdict="invalid", user=owner)
+    for params in ({"verdict": "invalid"}, {"labelled": "true"}, {"first_error_max": 3},
+                   {"first_error_rel_min": "0.1"}):
+        assert ids(study, owner_m, **params) == ["t4"], params
+    assert ids(study, owner_m, labelled="false") == ["t1", "t2", "t3"]
+
+
+def test_the_paginator_pages_only_in_id_order(study, member_m, traces):
+    from search.services import SearchPaginator
+
+    s = services.search(study, member_m, {"q": "wait"})
+    with pytest.raises(ValueError, match="ordered by pk"):
+        SearchPaginator(s.traces.order_by("-pk"), 2).get_page(1)
+
+
 @pytest.mark.parametrize("per_page", [1, 2, 3, 50])
 def test_the_one_query_paginator_pages_as_djangos_does(study, member_m, traces, per_page, django_assert_max_num_queries):
     """SearchPaginator (count and the page's ids in one query) gives Django's pages, count and clamping."""
