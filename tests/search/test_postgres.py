@@ -38,3 +38,12 @@ def test_headlines_mark_matches_and_escape_the_text(study, owner_m, traces):
     assert "<mark>" in hit.html
     # ts_headline ends a fragment on a word: the full stop may go.
     assert re.sub(r"</?mark>", "", hit.html).startswith("Let me check again &lt;b&gt;bold")
+
+
+def test_the_trace_ids_of_a_study_have_an_index_a_text_query_reads_alone():
+    """search.0004: (study_id) INCLUDE (id, problem_id), so the text query's trace side is an index-only scan."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT indexdef FROM pg_indexes WHERE tablename = 'annotation_trace' "
+                       "AND indexname = 'search_trace_study_ids'")
+        (indexdef,) = cursor.fetchone()
+    assert "(study_id) INCLUDE (id, problem_id)" in indexdef
