@@ -12,7 +12,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from annotation.models import Job, Problem, Study, StudyScopedQuerySet, Trace
-from runs.models import Run
+from runs.models import Run, RunRecord
 
 
 class Benchmark(models.Model):
@@ -131,7 +131,7 @@ class AbstractionRunQuerySet(StudyScopedQuerySet):
     study_path = "benchmark__study"
 
 
-class AbstractionRun(models.Model):
+class AbstractionRun(RunRecord):
     """One run of a subject model over (a subsample of) a benchmark in one or two prompting modes; the
     engine's side is ``run`` (runs.Run of kind "abstraction")."""
 
@@ -144,16 +144,15 @@ class AbstractionRun(models.Model):
     judge = models.ForeignKey("judges.JudgeConfig", null=True, blank=True, on_delete=models.SET_NULL,
                               related_name="+")
     results_created = models.PositiveIntegerField(default=0)
-    failures = models.JSONField(default=dict, blank=True)
-    created_at = models.DateTimeField(default=timezone.now)
 
     objects = AbstractionRunQuerySet.as_manager()
-
-    class Meta:
-        ordering = ["-created_at", "-pk"]
 
     def __str__(self) -> str:
         return f"abstraction run {self.pk} of {self.subject}"
 
     def get_absolute_url(self) -> str:
         return reverse("abstraction-table", args=[self.benchmark.study_id])
+
+    def counters(self) -> dict:
+        return {"subject_model": self.subject.name, "benchmark": self.benchmark.name, "modes": self.modes,
+                "checker": self.checker, "results": self.results_created}

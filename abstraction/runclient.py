@@ -37,7 +37,6 @@ from subjects.runclient import Completion, cache_scope, endpoint_of, parse_compl
 
 KIND = "abstraction"
 JOB_KIND = "abstraction"
-MAX_FAILURES_KEPT = 50
 ITEMS_PER_CHUNK = 24
 
 
@@ -73,15 +72,15 @@ def judge_scope(judge: JudgeConfig) -> str:
 
 
 class AbstractionWork(ChunkWork):
-    def __init__(self, arun: AbstractionRun) -> None:
-        self.arun = arun
-        self.subject = arun.subject
-        self.config: dict[str, Any] = arun.run.config
+    def __init__(self, record: AbstractionRun) -> None:
+        self.record = record
+        self.subject = record.subject
+        self.config: dict[str, Any] = record.run.config
         self.pools: list[ModelPool] = []
         self.items: dict[int, Item] = {}
 
     def load(self, items: Sequence[int]) -> list[Item]:
-        found = {i.pk: i for i in Item.objects.filter(pk__in=items, benchmark=self.arun.benchmark)}
+        found = {i.pk: i for i in Item.objects.filter(pk__in=items, benchmark=self.record.benchmark)}
         self.items = found
         return [found[pk] for pk in items if pk in found]
 
@@ -106,7 +105,7 @@ class AbstractionWork(ChunkWork):
                              api="chat"), messages_hash(msgs))
 
     def execute(self, inputs: Sequence[Item], control: Control) -> Iterator[ItemOutcome]:
-        force = self.arun.run.force
+        force = self.record.run.force
         pool = ModelPool(subject_endpoint(self.subject), cache_scope(self.subject),
                          run_cache.DbStore(cache_scope(self.subject), force=force), force=force)
         self.pools.append(pool)
@@ -142,14 +141,14 @@ class AbstractionWork(ChunkWork):
                     outcomes[pk].status = "skipped"
             yield from (o for o in outcomes.values())
             raise
-        if self.arun.judge_id:
+        if self.record.judge_id:
             self._judge(finished, control)
         yield from finished
 
     def _judge(self, finished: list[ItemOutcome], control: Control) -> None:
         """The published LLM checker over every answer of the chunk (spec §7)."""
-        judge = self.arun.judge
-        force = self.arun.run.force
+        judge = self.record.judge
+        force = self.record.run.force
         pool = ModelPool(judge_endpoint(judge), judge_scope(judge), run_cache.DbStore(judge_scope(judge), force=force),
                          force=force)
         self.pools.append(pool)
@@ -171,7 +170,7 @@ class AbstractionWork(ChunkWork):
             # A checker that failed counts as "incorrect", as the repository's does; the verdict stays null.
 
     def commit(self, outcomes: Sequence[ItemOutcome]) -> None:
-        write_results(self.arun, outcomes, self.items)
+        write_results(self.record, outcomes, self.items)
 
     def close(self) -> None:
         for pool in self.pools:
@@ -193,10 +192,10 @@ def trace_regime(cfg: dict[str, Any], mr: ModeResult) -> dict[str, Any]:
     )
 
 
-def write_results(arun: AbstractionRun, outcomes: Sequence[ItemOutcome], items: dict[int, Item]) -> None:
-    cfg = arun.run.config
-    study = arun.benchmark.study
-    bench = arun.benchmark.name
+def write_results(record: AbstractionRun, outcomes: Sequence[ItemOutcome], items: dict[int, Item]) -> None:
+    cfg = record.run.config
+    study = record.benchmark.study
+    bench = record.benchmark.name
     records: list[ProblemIn | TraceIn] = []
     needs_problem = [items[o.item] for o in outcomes if o.modes and items[o.item].problem_id is None]
     for item in needs_problem:
@@ -219,10 +218,10 @@ def write_results(arun: AbstractionRun, outcomes: Sequence[ItemOutcome], items: 
                                                          "mode": mr.mode}},
                                    regime=trace_regime(cfg, mr)))
             rows.append((item, mr, tid, det))
-    _record_failures(arun, outcomes, items)
+    record.add_failures({str(items[o.item]): o.reason for o in outcomes if o.status == "failed"})
     if not records:
         return
-    write_records(study, records, actor=arun.job.created_by)
+    write_records(study, records, actor=record.job.created_by)
     if needs_problem:
         pks = pk_map(Problem, "problem_id", [f"abs/{bench}/{i.sub_dataset}/{i.instance}" for i in needs_problem],
                      study=study.pk)
@@ -243,20 +242,7 @@ def write_results(arun: AbstractionRun, outcomes: Sequence[ItemOutcome], items: 
     Result.objects.bulk_create(results, update_conflicts=True, unique_fields=["item", "model", "mode"],
                                update_fields=["trace", "output", "extracted", "det_correct", "llm_correct",
                                               "llm_output", "correct", "checker", "regime"])
-    AbstractionRun.objects.filter(pk=arun.pk).update(results_created=F("results_created") + len(results))
-
-
-def _record_failures(arun: AbstractionRun, outcomes: Sequence[ItemOutcome], items: dict[int, Item]) -> None:
-    failures = {str(items[o.item]): o.reason for o in outcomes if o.status == "failed"}
-    if not failures:
-        return
-    # The chunk's transaction holds the row: read-modify-write is safe.
-    current = AbstractionRun.objects.select_for_update().values_list("failures", flat=True).get(pk=arun.pk) or {}
-    for key, reason in failures.items():
-        if len(current) >= MAX_FAILURES_KEPT:
-            break
-        current[key] = reason[:1000]
-    AbstractionRun.objects.filter(pk=arun.pk).update(failures=current)
+    AbstractionRun.objects.filter(pk=record.pk).update(results_created=F("results_created") + len(results))
 
 
 class AbstractionClient(RunClient):
@@ -269,29 +255,18 @@ class AbstractionClient(RunClient):
 
         return reverse("abstraction-table", args=[run.job.study_id])
 
-    @staticmethod
-    def arun(run: Run) -> AbstractionRun:
-        return (AbstractionRun.objects.select_related("subject", "benchmark__study", "judge", "job__created_by", "run")
-                .get(run=run))
+    record_model = AbstractionRun
+    record_related = ("subject", "benchmark__study", "judge")
 
     def sizing(self, run: Run) -> Sizing:
         # Both modes of an item are its requests, yet a chunk holds ITEMS_PER_CHUNK items whatever the modes.
-        return Sizing(concurrency=self.arun(run).subject.concurrency, target_requests=ITEMS_PER_CHUNK)
+        return Sizing(concurrency=self.record(run).subject.concurrency, target_requests=ITEMS_PER_CHUNK)
 
     def open(self, run: Run) -> AbstractionWork:
-        return AbstractionWork(self.arun(run))
-
-    def failure_reasons(self, run: Run, limit: int) -> list[str]:
-        failures = AbstractionRun.objects.filter(run=run).values_list("failures", flat=True).first() or {}
-        return [f"{key}: {reason}" for key, reason in list(failures.items())[:limit]]
-
-    def summary(self, run: Run) -> dict:
-        arun = self.arun(run)
-        return {"run": arun.pk, "subject_model": arun.subject.name, "benchmark": arun.benchmark.name,
-                "modes": arun.modes, "checker": arun.checker, **run.summary(), "results": arun.results_created}
+        return AbstractionWork(self.record(run))
 
     def finished(self, run: Run) -> None:
-        arun = self.arun(run)
-        if arun.results_created:
-            study = arun.benchmark.study
+        record = self.record(run)
+        if record.results_created:
+            study = record.benchmark.study
             transaction.on_commit(lambda: signals.data_changed.send(sender=Study, study=study, reason="abstraction"))

@@ -11,10 +11,9 @@ from __future__ import annotations
 
 from django.db import models
 from django.urls import reverse
-from django.utils import timezone
 
 from annotation.models import Job, StudyScopedQuerySet, Trace
-from runs.models import Run
+from runs.models import Run, RunRecord
 from subjects.models import SubjectModel
 
 
@@ -22,7 +21,7 @@ class RunQuerySet(StudyScopedQuerySet):
     study_path = "subject__study"
 
 
-class FaithfulnessRun(models.Model):
+class FaithfulnessRun(RunRecord):
     class Kind(models.TextChoices):
         INTERVENTIONS = "interventions"
         ANYTIME = "anytime"
@@ -42,18 +41,18 @@ class FaithfulnessRun(models.Model):
     params = models.JSONField(default=dict, blank=True)
     traces = models.PositiveIntegerField(default=0)  # traces considered (the denominator)
     skipped = models.JSONField(default=dict, blank=True)  # {trace_id: reason} for traces with no target
-    created_at = models.DateTimeField(default=timezone.now)
 
     objects = RunQuerySet.as_manager()
-
-    class Meta:
-        ordering = ["-created_at", "-pk"]
 
     def __str__(self) -> str:
         return f"{self.kind} run {self.pk} of {self.subject}"
 
     def get_absolute_url(self) -> str:
         return reverse("faithfulness-run", args=[self.pk])
+
+    def counters(self) -> dict:
+        return {"kind": self.kind, "subject_model": self.subject.name, "mode": self.mode, "grid": self.grid,
+                "traces": self.traces, "skipped": len(self.skipped)}
 
 
 class ItemQuerySet(StudyScopedQuerySet):

@@ -48,8 +48,8 @@ SLACK_TOKENS = 64  # re-decoding cap: the original trace's completion tokens plu
 TARGET_REQUESTS_PER_CHUNK = 50
 
 
-def cache_scope(frun: FaithfulnessRun) -> str:
-    return f"faithfulness:subject:{frun.subject_id}:v{frun.config_version}:{frun.mode}"
+def cache_scope(record: FaithfulnessRun) -> str:
+    return f"faithfulness:subject:{record.subject_id}:v{record.config_version}:{record.mode}"
 
 
 def forced_answer_text(text: str) -> str:
@@ -112,9 +112,9 @@ class Outcome(Accounting):
 
 
 class FaithfulnessWork(ChunkWork):
-    def __init__(self, frun: FaithfulnessRun) -> None:
-        self.frun = frun
-        self.subject = frun.subject
+    def __init__(self, record: FaithfulnessRun) -> None:
+        self.record = record
+        self.subject = record.subject
         self.server = self.subject.server()
         self.pool: ModelPool | None = None
         self.specs: dict[int, ContinuationSpec] = {}
@@ -139,12 +139,12 @@ class FaithfulnessWork(ChunkWork):
 
     @property
     def channel(self) -> str:
-        return self.frun.params.get("channel") or ANSWER
+        return self.record.params.get("channel") or ANSWER
 
     def _thought_open(self, messages: Sequence[dict[str, str]]) -> str:
         """What re-opens the thought before its prefix: nothing when the model's chat template already
         opens it in the completions mode's prompt (R1, Qwen3), else the opening tag."""
-        if self.frun.mode == COMPLETIONS and self.server.chat_template.strip():
+        if self.record.mode == COMPLETIONS and self.server.chat_template.strip():
             try:
                 # Rendered as the request renders it (thinking settings included: enable_thinking can decide
                 # whether the template opens the thought).
@@ -161,11 +161,11 @@ class FaithfulnessWork(ChunkWork):
         return forced_answer_spec(messages, self._thought_open(messages) + thought_prefix.rstrip(), cue=cue, seed=seed)
 
     def load(self, items: Sequence[int]) -> list[Item]:
-        model = Intervention if self.frun.kind == FaithfulnessRun.Kind.INTERVENTIONS else AnytimePoint
-        rows = {r.pk: r for r in model.objects.filter(frun=self.frun, pk__in=items, status=Status.PENDING)}
+        model = Intervention if self.record.kind == FaithfulnessRun.Kind.INTERVENTIONS else AnytimePoint
+        rows = {r.pk: r for r in model.objects.filter(frun=self.record, pk__in=items, status=Status.PENDING)}
         traces = {t.pk: t for t in load_traces({r.trace_id for r in rows.values()}, with_generation=True,
                                                channel=self.channel)}
-        cfg = self.frun.params.get("decoding", {})
+        cfg = self.record.params.get("decoding", {})
         out = []
         for pk in items:
             row = rows.get(pk)
@@ -205,19 +205,19 @@ class FaithfulnessWork(ChunkWork):
     # -- requests --------------------------------------------------------------
 
     def execute(self, inputs: Sequence[Item], control: Control) -> Iterator[Outcome]:
-        scope = cache_scope(self.frun)
-        force = self.frun.run.force
+        scope = cache_scope(self.record)
+        force = self.record.run.force
         self.pool = ModelPool(self.server.endpoint(), scope, run_cache.DbStore(scope, force=force), force=force)
         requests = []
         by_pk = {i.pk: i for i in inputs}
         for item in inputs:
             try:
-                requests.append(continuation_request(item.pk, self.server, item.spec, self.frun.mode))
+                requests.append(continuation_request(item.pk, self.server, item.spec, self.record.mode))
             except ContinuationError as exc:
-                raise FatalRunError(f"continuation mode {self.frun.mode!r}: {exc}") from None
+                raise FatalRunError(f"continuation mode {self.record.mode!r}: {exc}") from None
         for outcome in self.pool.run(requests, control):
             item = by_pk[outcome.request.item]
-            result = result_from_outcome(outcome, self.server, item.spec, self.frun.mode)
+            result = result_from_outcome(outcome, self.server, item.spec, self.record.mode)
             status = "ok" if result.ok else ("failed" if outcome.status == "failed" else "skipped")
             yield Outcome(item=item.pk, status=status, reason=result.error, calls=list(outcome.calls),
                           cached=result.cached, result=result, gold=item.gold,
@@ -229,7 +229,7 @@ class FaithfulnessWork(ChunkWork):
         done = [o for o in outcomes if o.status in ("ok", "failed") and o.result is not None]
         if not done:
             return
-        if self.frun.kind == FaithfulnessRun.Kind.INTERVENTIONS:
+        if self.record.kind == FaithfulnessRun.Kind.INTERVENTIONS:
             rows = {r.pk: r for r in Intervention.objects.filter(pk__in=[o.item for o in done])}
             for o in done:
                 row = rows[o.item]
@@ -266,29 +266,20 @@ class FaithfulnessClient(RunClient):
     label = "Faithfulness"
     url_name = "faithfulness-run"
     noun = "continuation"
-
-    @staticmethod
-    def frun(run: Run) -> FaithfulnessRun:
-        return FaithfulnessRun.objects.select_related("subject__study", "subject__prompt_template", "job", "run") \
-            .get(run=run)
+    record_model = FaithfulnessRun
+    record_related = ("subject__study", "subject__prompt_template")
 
     def sizing(self, run: Run) -> Sizing:
-        return Sizing(concurrency=self.frun(run).subject.concurrency, target_requests=TARGET_REQUESTS_PER_CHUNK)
+        return Sizing(concurrency=self.record(run).subject.concurrency, target_requests=TARGET_REQUESTS_PER_CHUNK)
 
     def plan(self, run: Run) -> list[int]:
-        return planning.plan(self.frun(run))
+        return planning.plan(self.record(run))
 
     def open(self, run: Run) -> FaithfulnessWork:
-        return FaithfulnessWork(self.frun(run))
+        return FaithfulnessWork(self.record(run))
 
     def failure_reasons(self, run: Run, limit: int) -> list[str]:
-        frun = self.frun(run)
-        rows = frun.interventions if frun.kind == FaithfulnessRun.Kind.INTERVENTIONS else frun.points
+        record = self.record(run)
+        rows = record.interventions if record.kind == FaithfulnessRun.Kind.INTERVENTIONS else record.points
         return [f"{t}: {r}" for t, r in rows.filter(status=Status.FAILED).values_list("trace__trace_id", "reason")[:limit]]
-
-    def summary(self, run: Run) -> dict:
-        frun = self.frun(run)
-        return {"faithfulness_run": frun.pk, "kind": frun.kind, "subject_model": frun.subject.name,
-                "mode": frun.mode, "grid": frun.grid, "traces": frun.traces, "skipped": len(frun.skipped),
-                **run.summary()}
 

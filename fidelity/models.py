@@ -15,7 +15,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from annotation.models import Job, Problem, StudyScopedQuerySet, Trace
-from runs.models import Run
+from runs.models import Run, RunRecord
 from subjects.models import SubjectModel
 
 
@@ -87,7 +87,7 @@ class FidelityRunQuerySet(StudyScopedQuerySet):
     study_path = "suite__study"
 
 
-class FidelityRun(models.Model):
+class FidelityRun(RunRecord):
     """A subject model over a suite: forward traces of the originals and variants, and backward
     reconstructions of the originals. The engine's side is ``run`` (runs.Run of kind "fidelity")."""
 
@@ -97,13 +97,8 @@ class FidelityRun(models.Model):
     run = models.OneToOneField(Run, on_delete=models.CASCADE, related_name="fidelity_run")
     axes = models.JSONField(default=list)
     config_version = models.PositiveIntegerField()
-    failures = models.JSONField(default=dict, blank=True)
-    created_at = models.DateTimeField(default=timezone.now)
 
     objects = FidelityRunQuerySet.as_manager()
-
-    class Meta:
-        ordering = ["-created_at", "-pk"]
 
     def __str__(self) -> str:
         return f"fidelity run {self.pk} of {self.subject} on {self.suite}"

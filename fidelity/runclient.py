@@ -75,17 +75,17 @@ class ItemOutcome(Accounting):
 
 
 class FidelityWork(ChunkWork):
-    def __init__(self, fid_run: FidelityRun) -> None:
-        self.fid_run = fid_run
-        self.subject: SubjectModel = fid_run.subject
-        self.config: dict[str, Any] = fid_run.run.config
+    def __init__(self, record: FidelityRun) -> None:
+        self.record = record
+        self.subject: SubjectModel = record.subject
+        self.config: dict[str, Any] = record.run.config
         self.pool: ModelPool | None = None
         self.ids: dict[int, str] = {}
 
     def load(self, items: Sequence[int]) -> list[ItemInput]:
         rows = {pk: (pid, st) for pk, pid, st in Problem.objects.filter(
             pk__in=items, study_id=self.subject.study_id).values_list("pk", "problem_id", "statement")}
-        originals = set(self.config.get("originals", [])) if "backward" in self.fid_run.axes else set()
+        originals = set(self.config.get("originals", [])) if "backward" in self.record.axes else set()
         out = []
         for pk in items:
             if pk in rows:
@@ -125,7 +125,7 @@ class FidelityWork(ChunkWork):
 
     def execute(self, inputs: Sequence[ItemInput], control: Control) -> Iterator[ItemOutcome]:
         scope = cache_scope(self.subject)
-        force = self.fid_run.run.force
+        force = self.record.run.force
         self.pool = ModelPool(endpoint_of(self.subject), scope, run_cache.DbStore(scope, force=force), force=force)
         cfg = self.config
         outcomes = {i.pk: ItemOutcome(item=i.pk) for i in inputs}
@@ -153,7 +153,7 @@ class FidelityWork(ChunkWork):
         yield from outcomes.values()
 
     def commit(self, outcomes: Sequence[ItemOutcome]) -> None:
-        write_outputs(self.fid_run, outcomes, self.ids)
+        write_outputs(self.record, outcomes, self.ids)
 
     def close(self) -> None:
         if self.pool is not None:
@@ -166,9 +166,9 @@ def answer_text(completion: Completion, *, opened: bool) -> str:
                           cut=completion.finish_reason == "length").answer
 
 
-def write_outputs(fid_run: FidelityRun, outcomes: Sequence[ItemOutcome], ids: dict[int, str]) -> None:
+def write_outputs(record: FidelityRun, outcomes: Sequence[ItemOutcome], ids: dict[int, str]) -> None:
     """Forward completions as traces (the import pipeline) and every answer as an Output row."""
-    subject, cfg, version = fid_run.subject, fid_run.run.config, fid_run.config_version
+    subject, cfg, version = record.subject, record.run.config, record.config_version
     records, rows = [], []
     # As in generation (subjects.runclient.write_generations): a chat template that opens <think> makes the
     # completion start mid-thought, and the import must know it to split thought from answer.
@@ -177,7 +177,7 @@ def write_outputs(fid_run: FidelityRun, outcomes: Sequence[ItemOutcome], ids: di
         if out.forward is not None:
             c: Completion = out.forward.completion
             tid = trace_id(subject.name, version, ids[out.item])
-            meta: dict[str, Any] = {"finish_reason": c.finish_reason, "fidelity_run": fid_run.pk}
+            meta: dict[str, Any] = {"finish_reason": c.finish_reason, "fidelity_run": record.pk}
             if c.finish_reason == "length":
                 meta["truncated"] = True
             if opened:
@@ -192,22 +192,16 @@ def write_outputs(fid_run: FidelityRun, outcomes: Sequence[ItemOutcome], ids: di
             rows.append((out.item, Output.Role.BACKWARD, out.backward, None))
     traces: dict[str, int] = {}
     if records:
-        write_records(subject.study, records, actor=fid_run.job.created_by)
+        write_records(subject.study, records, actor=record.job.created_by)
         traces = pk_map(Trace, "trace_id",
                         [r[3] for r in rows if r[3]], study=subject.study_id)
     Output.objects.bulk_create(
-        [Output(fid_run=fid_run, problem_id=pk, role=role, trace_id=traces.get(tid) if tid else None,
+        [Output(fid_run=record, problem_id=pk, role=role, trace_id=traces.get(tid) if tid else None,
                 text=r.completion.text, finish_reason=r.completion.finish_reason, cached=r.cached)
          for pk, role, r, tid in rows],
         ignore_conflicts=True,
     )
-    failures = {ids.get(o.item, str(o.item)): o.reason for o in outcomes if o.status == "failed"}
-    if failures:
-        current = FidelityRun.objects.select_for_update().values_list("failures", flat=True).get(pk=fid_run.pk) or {}
-        for pid, reason in failures.items():
-            if len(current) < 50:
-                current[pid] = reason[:1000]
-        FidelityRun.objects.filter(pk=fid_run.pk).update(failures=current)
+    record.add_failures({ids.get(o.item, str(o.item)): o.reason for o in outcomes if o.status == "failed"})
 
 
 class FidelityClient(RunClient):
@@ -215,6 +209,8 @@ class FidelityClient(RunClient):
     noun = "problem"
     label = "Fidelity"
     url_name = "fidelity-report"
+    record_model = FidelityRun
+    record_related = ("subject__study", "suite")
 
     def __init__(self, planner: Callable[[FidelityRun], list[int]] | None = None) -> None:
         # The planning of a queued run (fidelity.running.plan_run_items), given by the app's ready():
@@ -224,21 +220,14 @@ class FidelityClient(RunClient):
     def plan(self, run: Run) -> list[int]:
         if self.planner is None:
             return super().plan(run)
-        return self.planner(self.fid_run(run))
-
-    @staticmethod
-    def fid_run(run: Run) -> FidelityRun:
-        return FidelityRun.objects.select_related("subject__study", "suite", "job__created_by", "run").get(run=run)
+        return self.planner(self.record(run))
 
     def sizing(self, run: Run) -> Sizing:
         # An original with the backward axis asks twice.
-        fid_run = self.fid_run(run)
-        return Sizing(concurrency=fid_run.subject.concurrency, target_requests=TARGET_REQUESTS_PER_CHUNK,
-                      requests_per_item=2 if "backward" in fid_run.axes else 1)
+        record = self.record(run)
+        return Sizing(concurrency=record.subject.concurrency, target_requests=TARGET_REQUESTS_PER_CHUNK,
+                      requests_per_item=2 if "backward" in record.axes else 1)
 
     def open(self, run: Run) -> FidelityWork:
-        return FidelityWork(self.fid_run(run))
+        return FidelityWork(self.record(run))
 
-    def failure_reasons(self, run: Run, limit: int) -> list[str]:
-        failures = FidelityRun.objects.filter(run=run).values_list("failures", flat=True).first() or {}
-        return [f"{pid}: {reason}" for pid, reason in list(failures.items())[:limit]]

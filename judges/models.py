@@ -20,7 +20,7 @@ from django.utils import timezone
 from annotation.models import Job, Study, StudyScopedQuerySet, Trace
 from judges.protocol import template_error
 from runs import params
-from runs.models import Run
+from runs.models import Run, RunRecord
 from runs.outbound import OutboundRefused, check_endpoint
 
 MECHANISTIC = "mechanistic"  # the built-in judge every study has
@@ -175,7 +175,7 @@ class JudgeRunQuerySet(StudyScopedQuerySet):
     study_path = "judge__study"
 
 
-class JudgeRun(models.Model):
+class JudgeRun(RunRecord):
     """One judge run: which judge, over which traces, and what it did to the
     labels. The engine's side -- chunks, leases, calls, tokens, cost, the stop
     reason -- is the ``run`` (runs.Run of kind "judge"); both belong to the same
@@ -197,12 +197,8 @@ class JudgeRun(models.Model):
     labels_changed = models.PositiveIntegerField(default=0)
     labels_unchanged = models.PositiveIntegerField(default=0)
     labels_removed = models.PositiveIntegerField(default=0)
-    created_at = models.DateTimeField(default=timezone.now)
 
     objects = JudgeRunQuerySet.as_manager()
-
-    class Meta:
-        ordering = ["-created_at", "-pk"]
 
     def __str__(self) -> str:
         return f"run {self.pk} of {self.judge}"
@@ -210,28 +206,9 @@ class JudgeRun(models.Model):
     def get_absolute_url(self) -> str:
         return reverse("judge-run", args=[self.pk])
 
-    # The engine's figures, read through (templates, the API and the CLI show them).
-    force = property(lambda self: self.run.force)
-    budget_usd = property(lambda self: self.run.budget_usd)
-    config = property(lambda self: self.run.config)
-    requests = property(lambda self: self.run.requests)
-    cache_hits = property(lambda self: self.run.cache_hits)
-    prompt_tokens = property(lambda self: self.run.prompt_tokens)
-    completion_tokens = property(lambda self: self.run.completion_tokens)
-    unknown_token_calls = property(lambda self: self.run.unknown_token_calls)
-    cost_usd = property(lambda self: self.run.cost_usd)
-    warnings = property(lambda self: self.run.warnings)
-    notes = property(lambda self: self.run.notes)
-    stop_reason = property(lambda self: self.run.stop_reason)
-    output_mode = property(lambda self: self.run.output_mode)
-    chunks = property(lambda self: self.run.chunks)
-    calls = property(lambda self: self.run.calls)
-
-    def summary(self) -> dict:
+    def counters(self) -> dict:
         return {
-            "run": self.pk,
             "judge": self.judge.name if self.judge_id else None,
-            **self.run.summary(),
             "labels_created": self.labels_created,
             "labels_changed": self.labels_changed,
             "labels_unchanged": self.labels_unchanged,

@@ -61,7 +61,7 @@ def load_inputs(trace_ids: Sequence[int]) -> tuple[list[TraceInput], dict[int, l
 
 
 
-def write_outcomes(run: JudgeRun, judge: JudgeConfig, outcomes: Sequence[TraceOutcome],
+def write_outcomes(record: JudgeRun, judge: JudgeConfig, outcomes: Sequence[TraceOutcome],
                    step_pks: dict[int, list[int]], *, actor=None) -> None:
     """Upsert the labels (one per step and judge: the unique constraint is the
     last guard against duplicates), record what changed in LabelHistory, and
@@ -81,7 +81,7 @@ def write_outcomes(run: JudgeRun, judge: JudgeConfig, outcomes: Sequence[TraceOu
     history: list[LabelHistory] = []
     unchanged = 0
 
-    def record(step_id: int, label: StepLabel | None, before, after) -> None:
+    def log_change(step_id: int, label: StepLabel | None, before, after) -> None:
         history.append(LabelHistory(step_id=step_id, label=label, kind=StepLabel.Kind.JUDGE, source_name=judge.name,
                                     actor=actor, at=now, before=before, after=after, via="judge run"))
 
@@ -99,7 +99,7 @@ def write_outcomes(run: JudgeRun, judge: JudgeConfig, outcomes: Sequence[TraceOu
                                   skeleton_refs=after["skeleton_refs"], confidence=lab.confidence, reason=lab.reason,
                                   created_at=now, updated_at=now)
                 created.append(label)
-                record(step_id, label, None, after)
+                log_change(step_id, label, None, after)
                 continue
             before = label_snapshot(old)
             if before == after:
@@ -111,13 +111,13 @@ def write_outcomes(run: JudgeRun, judge: JudgeConfig, outcomes: Sequence[TraceOu
             old.version += 1
             old.updated_at = now
             changed.append(old)
-            record(step_id, old, before, after)
+            log_change(step_id, old, before, after)
         # A step the judge left out this time keeps no stale verdict.
         for step_id in pks:
             old = existing.get(step_id)
             if step_id not in given and old is not None:
                 removed.append(old)
-                record(step_id, None, label_snapshot(old), None)
+                log_change(step_id, None, label_snapshot(old), None)
 
     StepLabel.objects.bulk_create(created, batch_size=1000)
     StepLabel.objects.bulk_update(changed, ["verdict", "skeleton_refs", "confidence", "reason", "version", "updated_at"],
@@ -128,12 +128,12 @@ def write_outcomes(run: JudgeRun, judge: JudgeConfig, outcomes: Sequence[TraceOu
 
     results = [
         JudgeTraceResult(
-            judge=judge, trace_id=o.trace_pk, run=run, status=JudgeTraceResult.Status.OK if o.status == "ok" else
+            judge=judge, trace_id=o.trace_pk, run=record, status=JudgeTraceResult.Status.OK if o.status == "ok" else
             JudgeTraceResult.Status.FAILED, reason=o.reason[:5000], warnings=o.warnings,
             answer_correct=o.answer_correct, n_labels=len(o.labels), attempts=len(o.calls), cached=o.cached,
             prompt_tokens=o.prompt_tokens, completion_tokens=o.completion_tokens,
             unknown_token_calls=o.unknown_token_calls, cost_usd=o.cost_usd,
-            judge_version=run.judge_version, prompt_version=run.prompt_version, updated_at=now,
+            judge_version=record.judge_version, prompt_version=record.prompt_version, updated_at=now,
         )
         for o in outcomes if o.status != "skipped"
     ]
@@ -143,7 +143,7 @@ def write_outcomes(run: JudgeRun, judge: JudgeConfig, outcomes: Sequence[TraceOu
                        "prompt_tokens", "completion_tokens", "unknown_token_calls", "cost_usd", "judge_version", "prompt_version",
                        "updated_at"],
     )
-    JudgeRun.objects.filter(pk=run.pk).update(
+    JudgeRun.objects.filter(pk=record.pk).update(
         labels_created=F("labels_created") + len(created),
         labels_changed=F("labels_changed") + len(changed),
         labels_unchanged=F("labels_unchanged") + unchanged,
@@ -152,9 +152,9 @@ def write_outcomes(run: JudgeRun, judge: JudgeConfig, outcomes: Sequence[TraceOu
 
 
 class JudgeWork(ChunkWork):
-    def __init__(self, judge_run: JudgeRun) -> None:
-        self.judge_run = judge_run
-        self.judge = judge_run.judge
+    def __init__(self, record: JudgeRun) -> None:
+        self.record = record
+        self.judge = record.judge
         self.step_pks: dict[int, list[int]] = {}
         self.provider: JudgeProvider | None = None
 
@@ -164,7 +164,7 @@ class JudgeWork(ChunkWork):
 
     def execute(self, inputs: Sequence[TraceInput], control: Control) -> Iterator[TraceOutcome]:
         judge = self.judge
-        run = self.judge_run.run
+        run = self.record.run
 
         def remember(output_mode: str) -> None:
             JudgeConfig.objects.filter(pk=judge.pk).update(output_mode_resolved=output_mode)
@@ -174,7 +174,7 @@ class JudgeWork(ChunkWork):
         yield from self.provider.judge(inputs, control)
 
     def commit(self, outcomes: Sequence[TraceOutcome]) -> None:
-        write_outcomes(self.judge_run, self.judge, outcomes, self.step_pks, actor=self.judge_run.job.created_by)
+        write_outcomes(self.record, self.judge, outcomes, self.step_pks, actor=self.record.job.created_by)
 
     def close(self) -> None:
         if self.provider is not None:
@@ -186,29 +186,24 @@ class JudgeClient(RunClient):
     noun = "trace"
     label = "Judge"
     url_name = "judge-run"
-
-    @staticmethod
-    def judge_run(run: Run) -> JudgeRun:
-        return JudgeRun.objects.select_related("judge__study", "job__created_by", "run").get(run=run)
+    record_model = JudgeRun
+    record_related = ("judge__study",)
 
     def sizing(self, run: Run) -> Sizing:
-        judge = self.judge_run(run).judge
+        judge = self.record(run).judge
         return provider_class(judge).sizing(judge)
 
     def open(self, run: Run) -> JudgeWork:
-        return JudgeWork(self.judge_run(run))
+        return JudgeWork(self.record(run))
 
     def failure_reasons(self, run: Run, limit: int) -> list[str]:
+        # A trace's newest result is the truth (a later run may have fixed it); the record keeps no copy.
         return list(JudgeTraceResult.objects.filter(run__run=run, status=JudgeTraceResult.Status.FAILED)
                     .order_by("trace_id").values_list("reason", flat=True)[:limit])
 
-    def summary(self, run: Run) -> dict:
-        return self.judge_run(run).summary()
-
     def finished(self, run: Run) -> None:
         """Tell scoring when labels changed."""
-        judge_run = self.judge_run(run)
-        if judge_run.labels_created or judge_run.labels_changed or judge_run.labels_removed:
-            study = judge_run.judge.study
+        record = self.record(run)
+        if record.labels_created or record.labels_changed or record.labels_removed:
+            study = record.judge.study
             transaction.on_commit(lambda: signals.data_changed.send(sender=Study, study=study, reason="judge"))
-

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from runs.transport import CallRecord, Control
 
 if TYPE_CHECKING:
-    from runs.models import Run
+    from runs.models import Run, RunRecord
 
 
 class Accounting:
@@ -99,6 +99,16 @@ class RunClient(ABC):
 
     kind: str = ""
     noun: str = "item"  # what an item is, in messages ("trace")
+    #: The kind's row of a run (a runs.models.RunRecord), and what loading it follows besides its job and run.
+    record_model: type[RunRecord] | None = None
+    record_related: tuple[str, ...] = ()
+
+    def record(self, run: Run) -> RunRecord:
+        """The kind's row of ``run``, with what its work and summary read."""
+        if self.record_model is None:
+            raise LookupError(f"runs of kind {self.kind!r} keep no record")
+        return (self.record_model._default_manager.select_related("job__created_by", "run", *self.record_related)
+                .get(run=run))
 
     def sizing(self, run: Run) -> Sizing:
         """What this run's chunk size follows from (the kind's row exists when this is asked)."""
@@ -139,12 +149,15 @@ class RunClient(ABC):
         raise NotImplementedError(f"runs of kind {self.kind!r} are given their items when they start")
 
     def failure_reasons(self, run: Run, limit: int) -> list[str]:
-        """The first reasons items of ``run`` failed, for the run's status line."""
-        return []
+        """The first reasons items of ``run`` failed, for the run's status line: the record's ``failures``."""
+        if self.record_model is None:
+            return []
+        failures = self.record_model._default_manager.filter(run=run).values_list("failures", flat=True).first()
+        return [f"{key}: {reason}" for key, reason in list((failures or {}).items())[:limit]]
 
     def summary(self, run: Run) -> dict:
-        """The job's result when the run ends."""
-        return run.summary()
+        """The job's result when the run ends: the record's summary."""
+        return self.record(run).summary() if self.record_model is not None else run.summary()
 
     def finished(self, run: Run) -> None:  # noqa: B027 - optional hook
         """Called once when the run ends (inside a transaction: queue work with on_commit)."""

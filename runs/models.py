@@ -67,6 +67,69 @@ class Run(models.Model):
         }
 
 
+#: How many item failures a run record keeps (the first ones): enough for the status line and the run page.
+MAX_FAILURES_KEPT = 50
+
+
+class RunRecord(models.Model):
+    """The kind's row of a run, beside the engine's ``run``: every kind's model (judges.JudgeRun,
+    subjects.GenerationRun, ...) inherits it. Both belong to the same Job.
+
+    A kind whose code and templates read ``job.<name>`` / ``run.<name>`` redeclares ``job`` and ``run``
+    with that related name (a reverse accessor must be unique per model); the default is
+    ``<app>_<model>``. The engine's figures are read through, so pages, the API and the CLI show a
+    record's requests, tokens and cost without knowing where they live."""
+
+    job = models.OneToOneField(Job, on_delete=models.CASCADE, related_name="%(app_label)s_%(class)s")
+    run = models.OneToOneField(Run, on_delete=models.CASCADE, related_name="%(app_label)s_%(class)s")
+    # {item key: reason} for the first MAX_FAILURES_KEPT items that failed, in the kind's own keys (problem ids, ...).
+    failures = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        abstract = True
+        ordering = ["-created_at", "-pk"]
+
+    # The engine's figures, read through (templates, the API and the CLI show them).
+    force = property(lambda self: self.run.force)
+    budget_usd = property(lambda self: self.run.budget_usd)
+    config = property(lambda self: self.run.config)
+    requests = property(lambda self: self.run.requests)
+    cache_hits = property(lambda self: self.run.cache_hits)
+    prompt_tokens = property(lambda self: self.run.prompt_tokens)
+    completion_tokens = property(lambda self: self.run.completion_tokens)
+    unknown_token_calls = property(lambda self: self.run.unknown_token_calls)
+    cost_usd = property(lambda self: self.run.cost_usd)
+    warnings = property(lambda self: self.run.warnings)
+    notes = property(lambda self: self.run.notes)
+    stop_reason = property(lambda self: self.run.stop_reason)
+    output_mode = property(lambda self: self.run.output_mode)
+    chunks = property(lambda self: self.run.chunks)
+    calls = property(lambda self: self.run.calls)
+
+    def counters(self) -> dict:
+        """The kind's own part of the job's result: what the run is of and what it made (a hook)."""
+        return {}
+
+    def summary(self) -> dict:
+        """The job's result when the run ends: the record, the engine's figures and the kind's counters."""
+        return {"run": self.pk, **self.run.summary(), **self.counters()}
+
+    def add_failures(self, reasons: dict[str, str]) -> None:
+        """Keep the first failures of a chunk, up to MAX_FAILURES_KEPT in all. Call inside the chunk's
+        transaction: the row is locked for the read-modify-write, so two lanes committing at once keep both."""
+        if not reasons:
+            return
+        rows = type(self)._base_manager.filter(pk=self.pk)
+        current = rows.select_for_update().values_list("failures", flat=True).get() or {}
+        for key, reason in reasons.items():
+            if len(current) >= MAX_FAILURES_KEPT:
+                break
+            current[str(key)] = reason[:1000]
+        rows.update(failures=current)
+        self.failures = current
+
+
 class RunChunk(models.Model):
     """A slice of a run's items: the unit of work of one task.
 

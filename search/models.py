@@ -8,6 +8,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from annotation.models import StudyScopedQuerySet
+from runs.models import RunRecord
 
 
 class Cohort(models.Model):
@@ -73,17 +74,17 @@ class Scanner(models.Model):
         return reverse("search-scanner", args=[self.pk])
 
 
-class ScannerRun(models.Model):
+class ScannerRun(RunRecord):
     """One run of a scanner over a cohort (or the whole study): the runs client of kind "scanner"."""
 
     scanner = models.ForeignKey(Scanner, on_delete=models.CASCADE, related_name="runs")
     cohort = models.ForeignKey(Cohort, null=True, blank=True, on_delete=models.SET_NULL, related_name="scanner_runs")
     job = models.OneToOneField("annotation.Job", on_delete=models.CASCADE, related_name="scanner_run")
     run = models.OneToOneField("runs.Run", on_delete=models.CASCADE, related_name="scanner_run")
-    created_at = models.DateTimeField(default=timezone.now)
 
-    class Meta:
-        ordering = ["-created_at", "-pk"]
+    def counters(self) -> dict:
+        return {"yes": self.results.filter(answer=True).count(), "no": self.results.filter(answer=False).count(),
+                "scan_failed": self.results.filter(status=ScanResult.Status.FAILED).count()}
 
 
 class ScanResult(models.Model):

@@ -55,9 +55,9 @@ def load_inputs(trace_ids: Sequence[int]) -> list[TraceIn]:
 
 
 class ScanWork(ChunkWork):
-    def __init__(self, srun: ScannerRun) -> None:
-        self.srun = srun
-        self.scanner = srun.scanner
+    def __init__(self, record: ScannerRun) -> None:
+        self.record = record
+        self.scanner = record.scanner
         self.pool: ModelPool | None = None
 
     def load(self, items: Sequence[int]) -> list[TraceIn]:
@@ -80,7 +80,7 @@ class ScanWork(ChunkWork):
         return ModelRequest(item=trace.pk, build=build, parse=parse, schema=scan.SCHEMA, schema_name="scan")
 
     def execute(self, inputs: Sequence[TraceIn], control: Control) -> Iterator[ScanOutcome]:
-        run = self.srun.run
+        run = self.record.run
         self.pool = ModelPool(endpoint(self.scanner.judge), cache_scope(self.scanner),
                               cache.DbStore(f"scanner:{self.scanner.pk}", force=run.force), force=run.force)
         requests = []
@@ -108,7 +108,7 @@ class ScanWork(ChunkWork):
                 continue
             r = o.result
             rows.append(ScanResult(
-                scanner=self.scanner, trace_id=o.item, scanner_run=self.srun,
+                scanner=self.scanner, trace_id=o.item, scanner_run=self.record,
                 status=ScanResult.Status.OK if o.status == "ok" else ScanResult.Status.FAILED,
                 answer=r.answer if r else None, cited=list(r.cited) if r else [],
                 bad_citations=list(r.bad_citations) if r else [], explanation=r.explanation if r else "",
@@ -128,26 +128,18 @@ class ScanWork(ChunkWork):
 class ScannerClient(RunClient):
     kind = KIND
     noun = "trace"
-
-    @staticmethod
-    def scanner_run(run: Run) -> ScannerRun:
-        return ScannerRun.objects.select_related("scanner__judge", "scanner__study", "run", "job").get(run=run)
+    record_model = ScannerRun
+    record_related = ("scanner__judge", "scanner__study")
 
     def chunk_size(self, run: Run) -> int:
-        return chunk_size(self.scanner_run(run).scanner.judge)
+        return chunk_size(self.record(run).scanner.judge)
 
     def open(self, run: Run) -> ScanWork:
-        return ScanWork(self.scanner_run(run))
+        return ScanWork(self.record(run))
 
     def failure_reasons(self, run: Run, limit: int) -> list[str]:
         return list(ScanResult.objects.filter(scanner_run__run=run, status=ScanResult.Status.FAILED)
                     .order_by("trace_id").values_list("reason", flat=True)[:limit])
-
-    def summary(self, run: Run) -> dict:
-        srun = self.scanner_run(run)
-        results = ScanResult.objects.filter(scanner_run=srun)
-        return {**run.summary(), "yes": results.filter(answer=True).count(), "no": results.filter(answer=False).count(),
-                "scan_failed": results.filter(status=ScanResult.Status.FAILED).count()}
 
 
 def chunk_size(judge) -> int:

@@ -19,7 +19,7 @@ from django.utils import timezone
 from annotation.models import Job, Problem, Study, StudyScopedQuerySet, Trace
 from runs import params
 from runs.continuation import ModelServer
-from runs.models import Run
+from runs.models import Run, RunRecord
 from runs.outbound import OutboundRefused, check_endpoint
 from runs.thinking import TEMPLATE as TEMPLATE_SWITCH
 from runs.thinking import ThinkingSettings
@@ -192,7 +192,7 @@ class GenerationRunQuerySet(StudyScopedQuerySet):
     study_path = "subject__study"
 
 
-class GenerationRun(models.Model):
+class GenerationRun(RunRecord):
     """One generation run: K completions for each selected problem. The
     engine's side (chunks, leases, calls, tokens, cost, stop reason) is the
     ``run`` (runs.Run of kind "generation"); both belong to the same Job."""
@@ -212,13 +212,8 @@ class GenerationRun(models.Model):
     traces_created = models.PositiveIntegerField(default=0)
     traces_unchanged = models.PositiveIntegerField(default=0)
     samples_failed = models.PositiveIntegerField(default=0)
-    failures = models.JSONField(default=dict, blank=True)  # {problem_id: reason}, the first few
-    created_at = models.DateTimeField(default=timezone.now)
 
     objects = GenerationRunQuerySet.as_manager()
-
-    class Meta:
-        ordering = ["-created_at", "-pk"]
 
     def __str__(self) -> str:
         return f"generation run {self.pk} of {self.subject}"
@@ -226,13 +221,11 @@ class GenerationRun(models.Model):
     def get_absolute_url(self) -> str:
         return reverse("generation-run", args=[self.pk])
 
-    def summary(self) -> dict:
+    def counters(self) -> dict:
         return {
-            "run": self.pk,
             "subject_model": self.subject.name,
             "config_version": self.config_version,
             "samples": self.samples,
-            **self.run.summary(),
             "traces_created": self.traces_created,
             "traces_unchanged": self.traces_unchanged,
             "samples_failed": self.samples_failed,

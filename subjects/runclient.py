@@ -52,7 +52,6 @@ KIND = "generation"
 JOB_KIND = "generation"  # Job.kind (annotation.Job.Kind lists the kinds annotation itself starts)
 TARGET_REQUESTS_PER_CHUNK = 50
 MIN_ROUNDS_PER_CHUNK = 8
-MAX_FAILURES_KEPT = 50
 
 
 # --------------------------------------------------------------------------
@@ -129,10 +128,10 @@ def cache_scope(subject: SubjectModel) -> str:
 
 
 class GenerationWork(ChunkWork):
-    def __init__(self, gen_run: GenerationRun) -> None:
-        self.gen_run = gen_run
-        self.subject = gen_run.subject
-        self.config: dict[str, Any] = gen_run.run.config
+    def __init__(self, record: GenerationRun) -> None:
+        self.record = record
+        self.subject = record.subject
+        self.config: dict[str, Any] = record.run.config
         self.pool: ModelPool | None = None
         self.problem_ids: dict[int, str] = {}
 
@@ -142,12 +141,12 @@ class GenerationWork(ChunkWork):
         problems = {pk: (pid, statement) for pk, pid, statement in
                     Problem.objects.filter(pk__in=items, study_id=self.subject.study_id)
                     .values_list("pk", "problem_id", "statement")}
-        k = self.gen_run.samples
-        forced = self.gen_run.run.force
+        k = self.record.samples
+        forced = self.record.run.force
         have: dict[int, set[int]] = {}
-        if self.gen_run.scope == GenerationRun.Scope.MISSING or forced:
+        if self.record.scope == GenerationRun.Scope.MISSING or forced:
             for problem, sample in Generation.objects.filter(
-                subject=self.subject, config_version=self.gen_run.config_version, problem_id__in=list(problems)
+                subject=self.subject, config_version=self.record.config_version, problem_id__in=list(problems)
             ).values_list("problem_id", "sample"):
                 have.setdefault(problem, set()).add(sample)
         inputs = []
@@ -180,8 +179,8 @@ class GenerationWork(ChunkWork):
         return request, digest
 
     def execute(self, inputs: Sequence[ProblemInput], control: Control) -> Iterator[ProblemOutcome]:
-        store = run_cache.DbStore(cache_scope(self.subject), force=self.gen_run.run.force)
-        self.pool = ModelPool(endpoint_of(self.subject), cache_scope(self.subject), store, force=self.gen_run.run.force)
+        store = run_cache.DbStore(cache_scope(self.subject), force=self.record.run.force)
+        self.pool = ModelPool(endpoint_of(self.subject), cache_scope(self.subject), store, force=self.record.run.force)
         requests: list[ModelRequest] = []
         meta: dict[int, tuple[int, int | None, str]] = {}  # id(request) -> (sample, seed, messages hash)
         pending: dict[int, int] = {}
@@ -232,7 +231,7 @@ class GenerationWork(ChunkWork):
     # -- writing ---------------------------------------------------------------
 
     def commit(self, outcomes: Sequence[ProblemOutcome]) -> None:
-        write_generations(self.gen_run, self.subject, outcomes, self.problem_ids)
+        write_generations(self.record, self.subject, outcomes, self.problem_ids)
 
     def close(self) -> None:
         if self.pool is not None:
@@ -326,12 +325,12 @@ def thinking_regime(subject_cfg: dict[str, Any], completion: Completion, *, open
     return out
 
 
-def write_generations(gen_run: GenerationRun, subject: SubjectModel, outcomes: Sequence[ProblemOutcome],
+def write_generations(record: GenerationRun, subject: SubjectModel, outcomes: Sequence[ProblemOutcome],
                       problem_ids: dict[int, str]) -> None:
     """The chunk's completions as traces (through the import pipeline) and
     their Generation rows, plus the run's counters. Inside the engine's transaction."""
-    cfg = gen_run.run.config
-    version = gen_run.config_version
+    cfg = record.run.config
+    version = record.config_version
     records: list[TraceIn] = []
     rows: list[tuple[int, SampleResult, str]] = []  # (problem pk, result, trace id)
     opened = prompt_opens_thought(cfg)
@@ -352,13 +351,13 @@ def write_generations(gen_run: GenerationRun, subject: SubjectModel, outcomes: S
                 # max_tokens (no tag at all) is read as an unclosed thought, not as an answer. A model that
                 # returns no thought while the regime says thinking is on is flagged by the import.
                 "prompt_opens_thought": opened,
-                "regime": trace_regime(cfg, result, gen_run.samples),
+                "regime": trace_regime(cfg, result, record.samples),
             }))
             rows.append((out.item, result, tid))
     created = unchanged = 0
     notes: list[str] = []
     if records:
-        report = write_records(subject.study, records, actor=gen_run.job.created_by)
+        report = write_records(subject.study, records, actor=record.job.created_by)
         created, unchanged = report.traces_created, report.unchanged
         # Only a forced re-run can give another text for an existing id: the first trace is kept.
         if report.rejected:
@@ -366,7 +365,7 @@ def write_generations(gen_run: GenerationRun, subject: SubjectModel, outcomes: S
         trace_pks = pk_map(Trace, "trace_id", [tid for _p, _r, tid in rows], study=subject.study_id)
         Generation.objects.bulk_create(
             [Generation(subject=subject, config_version=version, problem_id=problem, sample=r.sample,
-                        trace_id=trace_pks[tid], run=gen_run, finish_reason=r.completion.finish_reason,
+                        trace_id=trace_pks[tid], run=record, finish_reason=r.completion.finish_reason,
                         truncated=r.completion.finish_reason == "length", prompt_tokens=r.prompt_tokens,
                         completion_tokens=r.completion_tokens, latency_ms=r.latency_ms, cost_usd=r.cost_usd,
                         cached=r.cached)
@@ -377,19 +376,11 @@ def write_generations(gen_run: GenerationRun, subject: SubjectModel, outcomes: S
         for out in outcomes:
             out.notes.append(note)
             break
-    failures = {problem_ids.get(o.item, str(o.item)): o.reason for o in outcomes if o.status == "failed"}
-    GenerationRun.objects.filter(pk=gen_run.pk).update(
+    GenerationRun.objects.filter(pk=record.pk).update(
         traces_created=F("traces_created") + created, traces_unchanged=F("traces_unchanged") + unchanged,
         samples_failed=F("samples_failed") + sum(o.failed_samples for o in outcomes),
     )
-    if failures:
-        # The chunk's transaction holds the row: read-modify-write is safe.
-        current = GenerationRun.objects.select_for_update().values_list("failures", flat=True).get(pk=gen_run.pk) or {}
-        for pid, reason in failures.items():
-            if len(current) >= MAX_FAILURES_KEPT:
-                break
-            current[pid] = reason[:1000]
-        GenerationRun.objects.filter(pk=gen_run.pk).update(failures=current)
+    record.add_failures({problem_ids.get(o.item, str(o.item)): o.reason for o in outcomes if o.status == "failed"})
 
 
 class GenerationClient(RunClient):
@@ -398,27 +389,19 @@ class GenerationClient(RunClient):
     label = "Generation"
     url_name = "generation-run"
 
-    @staticmethod
-    def gen_run(run: Run) -> GenerationRun:
-        return GenerationRun.objects.select_related("subject__study", "job__created_by", "run").get(run=run)
+    record_model = GenerationRun
+    record_related = ("subject__study",)
 
     def sizing(self, run: Run) -> Sizing:
-        gen_run = self.gen_run(run)
-        return Sizing(concurrency=gen_run.subject.concurrency, requests_per_item=gen_run.samples,
+        record = self.record(run)
+        return Sizing(concurrency=record.subject.concurrency, requests_per_item=record.samples,
                       target_requests=TARGET_REQUESTS_PER_CHUNK, min_rounds=MIN_ROUNDS_PER_CHUNK)
 
     def open(self, run: Run) -> GenerationWork:
-        return GenerationWork(self.gen_run(run))
-
-    def failure_reasons(self, run: Run, limit: int) -> list[str]:
-        failures = GenerationRun.objects.filter(run=run).values_list("failures", flat=True).first() or {}
-        return [f"{pid}: {reason}" for pid, reason in list(failures.items())[:limit]]
-
-    def summary(self, run: Run) -> dict:
-        return self.gen_run(run).summary()
+        return GenerationWork(self.record(run))
 
     def finished(self, run: Run) -> None:
-        gen_run = self.gen_run(run)
-        if gen_run.traces_created:
-            study = gen_run.subject.study
+        record = self.record(run)
+        if record.traces_created:
+            study = record.subject.study
             transaction.on_commit(lambda: signals.data_changed.send(sender=Study, study=study, reason="generation"))
