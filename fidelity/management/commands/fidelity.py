@@ -4,8 +4,8 @@ from fidelity import extractor
 from fidelity.imported import pdr
 from fidelity.models import FidelityRun, Output, Suite
 from fidelity.report import Report, report
-from fidelity.running import active_runs, do_start_run
-from fidelity.suites import DEFAULT_AXES, do_create_suite, link_imports, parse_axes
+from fidelity.running import active_runs, do_queue_run
+from fidelity.suites import DEFAULT_AXES, link_imports, parse_axes
 from judges.models import JudgeConfig
 from reasonlib.selection import SYNTAX, FilterError
 from runs import params
@@ -55,48 +55,52 @@ class Command(RunCommand):
         if opts["extract_forms"]:
             return self._extract(study, subject, opts["extract_forms"], opts)
         try:
-            params.check_cohort(study, opts["cohort"])  # before the suite is made
             axes = parse_axes(opts["axes"])
-            made = do_create_suite(study, opts["suite"], axes=axes, per_problem=opts["per_problem"],
-                                            problems=opts["problems"], seed=opts["seed"])
-        except (ValueError, FilterError) as exc:
+        except ValueError as exc:
             raise CommandError(str(exc)) from None
-        skipped = sum(made.skipped.values())
-        self.stdout.write(f"suite {made.suite.name}: {made.created} new variant(s), {made.existing} kept; "
-                          f"counterfactual golds {made.derived_total} derived, {made.unknown_total} unknown "
-                          f"(lenient AA); "
-                          f"{skipped} skipped")
-        for reason, n in sorted(made.skipped.items()):
-            self.stdout.write(f"  skipped {n}: {reason}")
-        fid_run, job = self.start_and_follow(
-            lambda queue: do_start_run(made.suite, subject, axes=axes, problems=opts["problems"],
-                                                cohort=opts["cohort"],
-                                                force=opts["force"], budget_usd=opts["budget"], queue=queue),
+        # Planned in the job, as from the browser and the API: the job makes the suite's variants and picks the
+        # items (fidelity.running.plan_run_items); --wait follows it and prints the suite report from its params.
+        record, job = self.start_and_follow(
+            lambda queue: do_queue_run(study, opts["suite"], subject, axes=axes, per_problem=opts["per_problem"],
+                                       problems=opts["problems"], seed=opts["seed"], cohort=opts["cohort"],
+                                       force=opts["force"], budget_usd=opts["budget"], queue=queue),
             opts, label=f"fidelity {subject.name}", errors=(FilterError,))
         if job is not None:
-            self._summary(report(fid_run))
+            self._suite_report(record.suite.name, job.params.get("suite_report"))
+            self._summary(report(record))
         self.exit_status(job)
 
-    def describe(self, fid_run) -> str:
-        if not isinstance(fid_run, FidelityRun):  # the forms extraction's Run
-            return super().describe(fid_run)
-        return (f"fidelity run {fid_run.pk} (job {fid_run.job.pk}): {fid_run.subject.name} v{fid_run.config_version} "
-                f"on {fid_run.job.total} problem(s), axes {', '.join(fid_run.axes)}")
+    def describe(self, record) -> str:
+        if not isinstance(record, FidelityRun):  # the forms extraction's Run
+            return super().describe(record)
+        items = f"{record.job.total} problem(s)" if record.run.chunks.exists() else "problems planned in its job"
+        return (f"fidelity run {record.pk} (job {record.job.pk}): {record.subject.name} v{record.config_version} "
+                f"on {items}, axes {', '.join(record.axes)}")
+
+    def _suite_report(self, suite: str, made: dict | None) -> None:
+        if made is None:  # planning failed: the job's error says why
+            return
+        skipped = made["skipped"]
+        self.stdout.write(f"suite {suite}: {made['variants_created']} new variant(s), {made['variants_kept']} kept; "
+                          f"counterfactual golds {made['golds_derived_total']} derived, {made['golds_unknown_total']} "
+                          f"unknown (lenient AA); {sum(skipped.values())} skipped")
+        for reason, n in sorted(skipped.items()):
+            self.stdout.write(f"  skipped {n}: {reason}")
 
     def _extract(self, study, subject, judge_name: str, opts: dict) -> None:
         judge = JudgeConfig.objects.filter(study=study, name=judge_name).first()
         if judge is None:
             raise CommandError(f"no judge configuration named {judge_name!r}")
-        fid_run = FidelityRun.objects.filter(subject=subject).select_related("suite", "run").order_by("-pk").first()
-        if fid_run is None:
+        record = FidelityRun.objects.filter(subject=subject).select_related("suite", "run").order_by("-pk").first()
+        if record is None:
             raise CommandError(f"subject model {subject.name} has no fidelity run")
         self.noun = "trace"
         run, job = self.start_and_follow(
-            lambda queue: extractor.do_start_extraction(fid_run, judge, force=opts["force"], queue=queue),
+            lambda queue: extractor.do_start_extraction(record, judge, force=opts["force"], queue=queue),
             opts, label=f"forms {judge.name}")
         if job is not None:
-            n = Output.objects.filter(fid_run=fid_run, forms_source=extractor.source_name(judge)).count()
-            self.stdout.write(f"{job.status}: logical forms of {n} forward trace(s) of fidelity run {fid_run.pk} by "
+            n = Output.objects.filter(fid_run=record, forms_source=extractor.source_name(judge)).count()
+            self.stdout.write(f"{job.status}: logical forms of {n} forward trace(s) of fidelity run {record.pk} by "
                               f"{extractor.source_name(judge)}; {job.failed} failed")
         self.exit_status(job)
 

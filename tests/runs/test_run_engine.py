@@ -1,0 +1,132 @@
+"""The engine's promises for every kind, shown with stub kinds: honest statuses, exact progress, a
+displaced holder that commits nothing, and calls whose tokens are unknown. The trivial kind of
+test_kinds.py squares numbers without a model; the echo kind below asks the fake server once per item.
+What a judge run adds to these (labels, per-trace results, reasons) is tested in tests/judges."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+import pytest
+from django.core.management import call_command
+
+from annotation.models import Job
+from runs import engine
+from runs.clients import ChunkWork, ItemOutcome, RunClient, register
+from runs.models import ModelCall, Run, RunChunk
+from runs.transport import Control, Endpoint, ModelPool, ModelRequest
+from tests.runs.fake_openai import FakeOpenAI, Fault
+from tests.runs.test_kinds import SquareCommand, start_square
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def server():
+    fake = FakeOpenAI().start()
+    yield fake
+    fake.stop()
+
+
+@pytest.fixture(autouse=True)
+def quick_retries(settings):
+    settings.RUN_RETRY_BASE_SECONDS = 0.01
+    settings.RUN_RETRY_MAX_SECONDS = 0.05
+
+
+class EchoWork(ChunkWork):
+    """One chat request per item to the server the run's config names; nothing to store of its own."""
+
+    def __init__(self, run: Run) -> None:
+        self.pool = ModelPool(Endpoint(**run.config), "echo", None, force=True)
+
+    def load(self, items: Sequence[int]) -> list[int]:
+        return list(items)
+
+    def execute(self, inputs: Sequence[int], control: Control) -> Iterator[ItemOutcome]:
+        requests = [ModelRequest(item=n, build=lambda mode, n=n: {"messages": [{"role": "user", "content": f"{n}"}]})
+                    for n in inputs]
+        for done in self.pool.run(requests, control):
+            yield ItemOutcome(item=done.request.item, status=done.status, reason=done.reason, calls=done.calls)
+
+    def commit(self, outcomes: Sequence[ItemOutcome]) -> None:
+        pass
+
+    def close(self) -> None:
+        self.pool.close()
+
+
+class EchoClient(RunClient):
+    kind = "echo"
+
+    def open(self, run: Run) -> EchoWork:
+        return EchoWork(run)
+
+
+register(EchoClient())
+
+
+def start_echo(study, numbers: Sequence[int], **endpoint) -> Run:
+    return engine.start("echo", study_id=study.pk, job_kind="echo", params={}, items=numbers,
+                        record=lambda job, run: run, config=endpoint, queue=False)
+
+
+def test_a_run_with_some_failed_items_is_partial_and_the_cli_exits_non_zero(study, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        call_command(SquareCommand(), "--study", study.name, "--upto", "13", "--wait")
+    assert exit_.value.code == 1
+    out, err = capsys.readouterr()
+    assert "partial: 13 of 13 numbers done, 1 failed" in out and "1 of 13 numbers failed" in err
+    job = Job.objects.get(kind="square")
+    assert job.status == Job.Status.PARTIAL and job.error.startswith("1 of 13 numbers failed")
+
+
+def test_a_run_where_every_item_failed_is_failed(study):
+    job = engine.run_inline(start_square(study, [13], queue=False))
+    assert job.status == Job.Status.FAILED and job.error.startswith("every number failed")
+
+
+def test_progress_counts_every_item_once_across_chunks(study):
+    run = start_square(study, range(1, 9), queue=False)  # 3 numbers a chunk: three chunks
+    seen: list[tuple[int, int]] = []
+    job = engine.run_inline(run, progress=lambda done, total: seen.append((done, total)))
+    assert run.chunks.count() == 3
+    assert seen[-1] == (8, 8) and (job.done, job.total) == (8, 8)
+    assert [done for done, _ in seen] == sorted(done for done, _ in seen)  # never goes back
+
+
+def test_a_displaced_holder_stops_and_commits_nothing(study, monkeypatch):
+    original = engine.RunControl.heartbeat
+    beats = []
+
+    def stolen(self):
+        beats.append(1)
+        if len(beats) == 2:  # another worker took the chunk over while ours was at work
+            RunChunk.objects.filter(pk=self.chunk_id).update(holder="celery@other/boot/1-x")
+        self.renewed = float("-inf")  # renew now: the theft is found at this beat
+        return original(self)
+
+    monkeypatch.setattr(engine.RunControl, "heartbeat", stolen)
+    run = start_square(study, [1, 2, 3], queue=False)
+    job = engine.run_inline(run)
+    run.refresh_from_db()
+    chunk = run.chunks.get()
+    assert chunk.holder == "celery@other/boot/1-x" and chunk.status == RunChunk.Status.RUNNING
+    assert job.done == 0 and not job.finished
+    assert run.notes == {}  # the one item squared before the theft was not committed
+
+
+def test_a_timed_out_call_is_counted_as_unknown_tokens_not_zero(study, server):
+    server.inject(Fault(delay=1.0))
+    run = start_echo(study, [1, 2], base_url=server.url, model="m", concurrency=1, max_retries=1,
+                     timeout_seconds=0.3)
+    job = engine.run_inline(run)
+    run.refresh_from_db()
+    assert job.status == Job.Status.SUCCEEDED
+    assert run.unknown_token_calls == 1 and run.requests == 3
+    answered = ModelCall.objects.filter(run=run, http_status=200)
+    assert answered.count() == 2
+    assert (run.prompt_tokens, run.completion_tokens) == (sum(c.prompt_tokens for c in answered),
+                                                          sum(c.completion_tokens for c in answered))
+    timed_out = ModelCall.objects.get(run=run, http_status=None)
+    assert timed_out.prompt_tokens is None and timed_out.completion_tokens is None
