@@ -104,5 +104,5 @@ class StudyAbstractionRuns(APIView):
     def post(self, request, pk: int):
         study, membership = access.check_study(request.user, pk)
         access.check_owner(membership, "starting abstraction runs")
-        arun = kinds.start("abstraction", study, request.data, request.user)
-        return Response(JobSerializer(arun.job, context={"request": request}).data, status=status.HTTP_202_ACCEPTED)
+        record = kinds.start("abstraction", study, request.data, request.user)
+        return Response(JobSerializer(record.job, context={"request": request}).data, status=status.HTTP_202_ACCEPTED)

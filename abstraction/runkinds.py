@@ -66,10 +66,10 @@ def start(study: Study, d: dict[str, Any], user) -> AbstractionRun:
 def retry(run, user) -> AbstractionRun:
     """The same configuration again without force: a run resumes, asking only the items this
     configuration has not answered in every mode (those that failed among them)."""
-    arun = AbstractionRun.objects.select_related("subject", "benchmark", "judge", "job").get(run=run)
-    p = arun.job.params
-    return services.do_start_run(arun.subject, arun.benchmark, modes=arun.modes, categories=p.get("categories") or None,
-                                 per_sub_dataset=p.get("per_sub_dataset"), judge=arun.judge,
+    record = AbstractionRun.objects.select_related("subject", "benchmark", "judge", "job").get(run=run)
+    p = record.job.params
+    return services.do_start_run(record.subject, record.benchmark, modes=record.modes, categories=p.get("categories") or None,
+                                 per_sub_dataset=p.get("per_sub_dataset"), judge=record.judge,
                                  max_examples=p.get("max_examples"), budget_usd=run.budget_usd, user=user)
 
 

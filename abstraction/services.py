@@ -270,13 +270,13 @@ def do_start_run(subject: SubjectModel, bench: Benchmark, *, modes: Sequence[str
                 "force": force, "max_examples": max_examples, "started": timezone.now().isoformat()})
 
 
-def run_inline(arun: AbstractionRun, *, progress: Progress | None = None) -> Job:
-    return engine.run_inline(arun.run, progress=progress)
+def run_inline(record: AbstractionRun, *, progress: Progress | None = None) -> Job:
+    return engine.run_inline(record.run, progress=progress)
 
 
 def active_runs(subject: SubjectModel) -> QuerySet[AbstractionRun]:
     return AbstractionRun.objects.filter(subject=subject, job__status__in=ACTIVE).select_related("job")
 
 
-def cancel(arun: AbstractionRun) -> Job:
-    return jobs.cancel(arun.job)
+def cancel(record: AbstractionRun) -> Job:
+    return jobs.cancel(record.job)

@@ -148,9 +148,9 @@ def reasonaudit(server: FakeServer, records: list[dict], concurrency: int, proce
     try:
         before = server.stats()["count"]
         started = time.perf_counter()
-        gen_run = services.do_start_generation(subject, scope="all", samples=1, queue=True)
+        record = services.do_start_generation(subject, scope="all", samples=1, queue=True)
         while True:
-            job = Job.objects.get(pk=gen_run.job_id)
+            job = Job.objects.get(pk=record.job_id)
             if job.finished:
                 break
             time.sleep(0.05)
@@ -164,7 +164,7 @@ def reasonaudit(server: FakeServer, records: list[dict], concurrency: int, proce
     generations = Generation.objects.filter(subject=subject).count()
     assert traces == generations == len(records), (traces, generations)
     return {"tool": "ReasonAudit", "work_s": wall, "process_s": None, "requests": stats["count"] - before,
-            "stored": f"{traces} traces", "lanes": gen_run.run.lanes}
+            "stored": f"{traces} traces", "lanes": record.run.lanes}
 
 
 # --------------------------------------------------------------------------

@@ -66,8 +66,8 @@ def main() -> None:
             study, name="slip", judge_name="fake-llm",
             question=f'Does some step contain an error? (the fake server says yes when a step holds "{args.word}")')
         t0 = time.perf_counter()
-        srun = scanners.do_start_scan(scanner, cohort=cohort, queue=False)
-        job = scanners.run_inline(srun)
+        record = scanners.do_start_scan(scanner, cohort=cohort, queue=False)
+        job = scanners.run_inline(record)
         seconds = time.perf_counter() - t0
         scanners.do_draw_sample(scanner, cohort.n_traces, seed=0, cohort=cohort)
         # People's answer: some step of the trace is labelled invalid by an annotator.

@@ -89,16 +89,16 @@ class StudyRuns(generics.ListAPIView):
         check_owner(membership)
         ser = StartSerializer(data=request.data, context={"study": study})
         ser.is_valid(raise_exception=True)
-        frun = kinds.start(ser.validated_data["what"], study, request.data, request.user)
-        return Response(JobSerializer(frun.job, context={"request": request}).data, status=status.HTTP_202_ACCEPTED)
+        record = kinds.start(ser.validated_data["what"], study, request.data, request.user)
+        return Response(JobSerializer(record.job, context={"request": request}).data, status=status.HTTP_202_ACCEPTED)
 
 
 class RunDetail(generics.RetrieveAPIView):
     serializer_class = RunSerializer
 
     def get_object(self):
-        frun, _ = check_frun(self.request.user, self.kwargs["pk"])
-        return frun
+        record, _ = check_frun(self.request.user, self.kwargs["pk"])
+        return record
 
     def get_serializer_context(self):
         return {**super().get_serializer_context(), "detail": True}
@@ -108,8 +108,8 @@ class RunInterventions(generics.ListAPIView):
     serializer_class = InterventionSerializer
 
     def get_queryset(self):
-        frun, _ = check_frun(self.request.user, self.kwargs["pk"])
-        return frun.interventions.select_related("trace").order_by("pk")
+        record, _ = check_frun(self.request.user, self.kwargs["pk"])
+        return record.interventions.select_related("trace").order_by("pk")
 
 
 class StudyEvidence(APIView):

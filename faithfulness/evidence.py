@@ -145,10 +145,10 @@ def evidence(study: Study, model: str | None = None, *, policy: str = val_core.E
         .select_related("subject").order_by("-created_at", "-pk")
     anytime_by: dict[str, list[FaithfulnessRun]] = defaultdict(list)
     seen_grids: set[tuple[str, str]] = set()
-    for frun in any_runs:
-        if (frun.subject.name, frun.grid) not in seen_grids:  # the newest run per grid
-            seen_grids.add((frun.subject.name, frun.grid))
-            anytime_by[frun.subject.name].append(frun)
+    for record in any_runs:
+        if (record.subject.name, record.grid) not in seen_grids:  # the newest run per grid
+            seen_grids.add((record.subject.name, record.grid))
+            anytime_by[record.subject.name].append(record)
     tokens: dict[str, list[int]] = defaultdict(list)
     for name, n in Generation.objects.filter(subject__study=study, completion_tokens__isnull=False) \
             .values_list("subject__name", "completion_tokens"):

@@ -40,8 +40,8 @@ def _runs(request: ExportRequest, kind: str) -> list[FaithfulnessRun]:
         return list(qs)
     # The newest run per subject model, continuation mode and grid, as the study's page and the report read them.
     latest: dict[tuple[str, str, str], FaithfulnessRun] = {}
-    for frun in qs.order_by("-created_at", "-pk"):
-        latest.setdefault((frun.subject.name, frun.mode, frun.grid), frun)
+    for record in qs.order_by("-created_at", "-pk"):
+        latest.setdefault((record.subject.name, record.mode, record.grid), record)
     return list(latest.values())
 
 
@@ -50,9 +50,9 @@ def interventions(request: ExportRequest) -> Table:
     runs = _runs(request, FaithfulnessRun.Kind.INTERVENTIONS)
 
     def rows() -> Iterator[dict[str, Any]]:
-        for frun in runs:
-            for i in Intervention.objects.filter(frun=frun).select_related("trace__problem").order_by("pk"):
-                yield {"run": frun.pk, "model": frun.subject.name, "mode": frun.mode, "trace_id": i.trace.trace_id,
+        for record in runs:
+            for i in Intervention.objects.filter(frun=record).select_related("trace__problem").order_by("pk"):
+                yield {"run": record.pk, "model": record.subject.name, "mode": record.mode, "trace_id": i.trace.trace_id,
                        "problem_id": i.trace.problem.problem_id, "kind": i.kind, "step": i.step, "why": i.why,
                        "old_value": i.old_value, "new_value": i.new_value, "implied": i.implied, "status": i.status,
                        "reason": i.reason, "original_answer": i.original_answer,
@@ -60,8 +60,8 @@ def interventions(request: ExportRequest) -> Table:
                        "new_correct": i.new_correct, "strict": i.strict, "strict_computed": i.strict_computed,
                        "lenient": i.lenient, "monotone": i.monotone, "invariant": i.invariant,
                        "edited_step": i.edited_step, "original_step": i.original_step,
-                       "continuation": i.continuation, "seed": frun.params.get("seed"),
-                       "code_version": frun.params.get("code_version", "")}
+                       "continuation": i.continuation, "seed": record.params.get("seed"),
+                       "code_version": record.params.get("code_version", "")}
 
     return Table(INTERVENTION_FIELDS, rows(), meta={"runs": [f.pk for f in runs]})
 
@@ -70,15 +70,15 @@ def interventions(request: ExportRequest) -> Table:
 def ifr(request: ExportRequest) -> Table:
     runs = _runs(request, FaithfulnessRun.Kind.INTERVENTIONS)
     out = []
-    for frun in runs:
-        summary = ifr_summary(frun)
+    for record in runs:
+        summary = ifr_summary(record)
         for r in summary["rows"]:
             for criterion in ("strict", "lenient", "monotone", "invariance"):
                 if criterion not in r:
                     continue
                 rate = r[criterion]
                 ci = rate["ci"] or [None, None]
-                out.append({"run": frun.pk, "model": r["model"], "kind": r["kind"], "mode": r["mode"],
+                out.append({"run": record.pk, "model": r["model"], "kind": r["kind"], "mode": r["mode"],
                             "interventions": r["interventions"], "traces": r["traces"], "criterion": criterion,
                             "value": rate["value"], "ci_low": ci[0], "ci_high": ci[1], "n_traces": rate["traces"],
                             "n_interventions": rate["interventions"], "code_version": summary["code_version"]})
@@ -90,12 +90,12 @@ def anytime(request: ExportRequest) -> Table:
     runs = _runs(request, FaithfulnessRun.Kind.ANYTIME)
 
     def rows() -> Iterator[dict[str, Any]]:
-        for frun in runs:
-            for p in AnytimePoint.objects.filter(frun=frun).select_related("trace").order_by("pk"):
-                yield {"run": frun.pk, "model": frun.subject.name, "mode": frun.mode, "grid": frun.grid,
+        for record in runs:
+            for p in AnytimePoint.objects.filter(frun=record).select_related("trace").order_by("pk"):
+                yield {"run": record.pk, "model": record.subject.name, "mode": record.mode, "grid": record.grid,
                        "trace_id": p.trace.trace_id, "budget": "full" if p.budget is None else p.budget,
                        "within": p.within, "used": p.used, "prefix_chars": p.prefix_chars, "status": p.status,
-                       "answer": p.answer, "correct": p.correct, "code_version": frun.params.get("code_version", "")}
+                       "answer": p.answer, "correct": p.correct, "code_version": record.params.get("code_version", "")}
 
     return Table(POINT_FIELDS, rows(), meta={"runs": [f.pk for f in runs]})
 
@@ -104,10 +104,10 @@ def anytime(request: ExportRequest) -> Table:
 def anytime_curve(request: ExportRequest) -> Table:
     runs = _runs(request, FaithfulnessRun.Kind.ANYTIME)
     out = []
-    for frun in runs:
-        s = anytime_summary(frun)
+    for record in runs:
+        s = anytime_summary(record)
         for label, acc, own in zip(s["labels"], s["acc"] or [None] * len(s["labels"]), s["own_answer"], strict=True):
-            out.append({"run": frun.pk, "model": s["model"], "mode": s["mode"], "grid": s["grid"], "budget": label,
+            out.append({"run": record.pk, "model": s["model"], "mode": s["mode"], "grid": s["grid"], "budget": label,
                         "acc": acc, "own_answer": own, "n": s["n"], "auc_any": s["auc"],
                         "code_version": s["code_version"]})
     return Table(CURVE_FIELDS, out, meta={"runs": [f.pk for f in runs]})
@@ -124,16 +124,16 @@ def early_answering(request: ExportRequest) -> Table:
     runs = _runs(request, FaithfulnessRun.Kind.EARLY)
 
     def rows() -> Iterator[dict[str, Any]]:
-        for frun in runs:
-            for tid, c, _ends in early_curves(frun):
+        for record in runs:
+            for tid, c, _ends in early_curves(record):
                 aoc, d, share = early_core.aoc(c), early_core.decision_point(c), early_core.after_share(c)
                 importance = dict(early_core.importance(c))
                 for k, x, answer, same in zip(c.ks, c.fractions, c.answers, c.matches, strict=True):
-                    yield {"run": frun.pk, "model": frun.subject.name, "mode": frun.mode, "grid": frun.grid,
+                    yield {"run": record.pk, "model": record.subject.name, "mode": record.mode, "grid": record.grid,
                            "trace_id": tid, "steps": c.n_steps, "k": k, "fraction": x, "forced_answer": answer,
                            "final_answer": c.final, "same": same, "importance": importance.get(k), "aoc": aoc,
                            "decision_point": d, "after_share": share,
-                           "code_version": frun.params.get("code_version", "")}
+                           "code_version": record.params.get("code_version", "")}
 
     return Table(EARLY_FIELDS, rows(), meta={"runs": [f.pk for f in runs]})
 

@@ -125,29 +125,29 @@ def no_traces(subject: SubjectModel, cohort: str = "") -> str | None:
     return None
 
 
-def plan(frun: FaithfulnessRun) -> list[int]:
+def plan(record: FaithfulnessRun) -> list[int]:
     """The run's rows (interventions, or anytime points) from its parameters, written now; returns the
     pks of those waiting for a continuation, the run's items. Records how many traces it read and why
     some were skipped."""
-    p = frun.params
-    reason = no_traces(frun.subject, p.get("cohort") or "")
+    p = record.params
+    reason = no_traces(record.subject, p.get("cohort") or "")
     if reason:
         raise ValueError(reason)
     # The channel whose steps are edited or cut: recorded at the start (interventions: --channel, or the
     # channel that holds the reasoning; thinking budgets and early answering: the thought).
-    traces = load_traces(limited(frun.subject, p.get("limit"), p.get("cohort") or ""), channel=p.get("channel") or ANSWER)
-    if frun.kind == FaithfulnessRun.Kind.INTERVENTIONS:
+    traces = load_traces(limited(record.subject, p.get("limit"), p.get("cohort") or ""), channel=p.get("channel") or ANSWER)
+    if record.kind == FaithfulnessRun.Kind.INTERVENTIONS:
         planned = plan_interventions(traces, tuple(p["kinds"]), per_trace=p["per_trace"], seed=p["seed"])
-        Intervention.objects.bulk_create([Intervention(frun=frun, **row) for row in planned.rows], batch_size=1000)
-        FaithfulnessRun.objects.filter(pk=frun.pk).update(traces=planned.traces, skipped=planned.skipped)
-        return list(frun.interventions.filter(status=Status.PENDING).order_by("pk").values_list("pk", flat=True))
+        Intervention.objects.bulk_create([Intervention(frun=record, **row) for row in planned.rows], batch_size=1000)
+        FaithfulnessRun.objects.filter(pk=record.pk).update(traces=planned.traces, skipped=planned.skipped)
+        return list(record.interventions.filter(status=Status.PENDING).order_by("pk").values_list("pk", flat=True))
     skipped: dict[str, str] = {}
-    if frun.kind == FaithfulnessRun.Kind.EARLY:
-        points, skipped = plan_early(traces, early_core.parse_early_grid(frun.grid))
+    if record.kind == FaithfulnessRun.Kind.EARLY:
+        points, skipped = plan_early(traces, early_core.parse_early_grid(record.grid))
     else:
-        points = plan_anytime(traces, any_core.parse_grid(frun.grid))
+        points = plan_anytime(traces, any_core.parse_grid(record.grid))
     for point in points:
-        point.frun = frun
+        point.frun = record
     AnytimePoint.objects.bulk_create(points, batch_size=2000)
-    FaithfulnessRun.objects.filter(pk=frun.pk).update(traces=len(traces), skipped=skipped)
-    return list(frun.points.filter(status=Status.PENDING).order_by("pk").values_list("pk", flat=True))
+    FaithfulnessRun.objects.filter(pk=record.pk).update(traces=len(traces), skipped=skipped)
+    return list(record.points.filter(status=Status.PENDING).order_by("pk").values_list("pk", flat=True))

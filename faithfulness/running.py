@@ -197,8 +197,8 @@ def do_start_early(subject: SubjectModel, *, grid: str = early_core.DEFAULT_EARL
                   budget_usd=budget_usd, queue=queue)
 
 
-def run_inline(frun: FaithfulnessRun, *, progress: Progress | None = None) -> Job:
-    return engine.run_inline(frun.run, progress=progress)
+def run_inline(record: FaithfulnessRun, *, progress: Progress | None = None) -> Job:
+    return engine.run_inline(record.run, progress=progress)
 
 
 def active_runs(subject: SubjectModel) -> QuerySet[FaithfulnessRun]:

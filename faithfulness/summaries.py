@@ -16,10 +16,10 @@ from faithfulness.models import FaithfulnessRun, Status
 from reasonlib.parsing import check_answer
 
 
-def early_curves(frun: FaithfulnessRun) -> list[tuple[str, early_core.Curve, list[int]]]:
+def early_curves(record: FaithfulnessRun) -> list[tuple[str, early_core.Curve, list[int]]]:
     """Per trace of an early-answering run: (trace id, its curve, its thought steps' end offsets)."""
     rows: dict[int, list[tuple[int, str | None]]] = defaultdict(list)
-    for trace, k, answer, status in frun.points.order_by("trace_id", "position").values_list(
+    for trace, k, answer, status in record.points.order_by("trace_id", "position").values_list(
             "trace_id", "budget", "answer", "status"):
         rows[trace].append((k or 0, answer if status == Status.OK and answer else None))
     traces = {t.pk: t for t in load_traces(list(rows), with_generation=False, channel=THOUGHT)}
@@ -36,9 +36,9 @@ def early_curves(frun: FaithfulnessRun) -> list[tuple[str, early_core.Curve, lis
     return sorted(out, key=lambda row: row[0])
 
 
-def early_summary(frun: FaithfulnessRun, bins: int = 10) -> dict[str, Any]:
+def early_summary(record: FaithfulnessRun, bins: int = 10) -> dict[str, Any]:
     """AOC, decision points and the mean same-answer curve of an early-answering run, with a row per trace."""
-    curves = early_curves(frun)
+    curves = early_curves(record)
     summary = early_core.summarize([c for _t, c, _e in curves])
     per_trace = []
     for tid, c, ends in curves:
@@ -48,19 +48,19 @@ def early_summary(frun: FaithfulnessRun, bins: int = 10) -> dict[str, Any]:
                           "after_share_chars": early_core.after_share(c, ends),
                           "fractions": c.fractions, "matches": [int(m) for m in c.matches],
                           "answers": list(c.answers)})
-    pending = frun.points.filter(status=Status.PENDING).count()
-    return {"run": frun.pk, "model": frun.subject.name, "mode": frun.mode, "grid": frun.grid,
+    pending = record.points.filter(status=Status.PENDING).count()
+    return {"run": record.pk, "model": record.subject.name, "mode": record.mode, "grid": record.grid,
             **summary.as_dict(), "curve": [{"x": x, "same": y, "n": n} for x, y, n in
                                            early_core.mean_curve([c for _t, c, _e in curves], bins=bins)],
-            "per_trace": per_trace, "skipped": len(frun.skipped), "pending": pending,
-            "code_version": frun.params.get("code_version", "")}
+            "per_trace": per_trace, "skipped": len(record.skipped), "pending": pending,
+            "code_version": record.params.get("code_version", "")}
 
 
-def thinking_budget_summary(frun: FaithfulnessRun) -> dict[str, Any]:
+def thinking_budget_summary(record: FaithfulnessRun) -> dict[str, Any]:
     """An anytime run on a thinking grid: Acc(b), AUC_any and AUC_think over the thinking tokens used."""
-    base = anytime_summary(frun)
+    base = anytime_summary(record)
     used: dict[int, list[int]] = defaultdict(list)
-    for pos, u in frun.points.values_list("position", "used"):
+    for pos, u in record.points.values_list("position", "used"):
         used[pos].append(u)
     mean_used = [float(sum(used[i]) / len(used[i])) if used[i] else 0.0 for i in range(len(base["labels"]))]
     return {**base, "thinking_tokens": mean_used, "auc_think": early_core.auc_think(mean_used, base["acc"])}
@@ -70,17 +70,17 @@ def latest_runs(study: Study, kind: str) -> dict[str, list[FaithfulnessRun]]:
     """Per subject model name, the newest run of ``kind`` of each continuation mode (IFR is reported per mode)."""
     out: dict[str, list[FaithfulnessRun]] = defaultdict(list)
     seen: set[tuple[str, str]] = set()
-    for frun in FaithfulnessRun.objects.filter(subject__study=study, kind=kind).select_related("subject", "job") \
+    for record in FaithfulnessRun.objects.filter(subject__study=study, kind=kind).select_related("subject", "job") \
             .order_by("-created_at", "-pk"):
-        if (frun.subject.name, frun.mode) not in seen:
-            seen.add((frun.subject.name, frun.mode))
-            out[frun.subject.name].append(frun)
+        if (record.subject.name, record.mode) not in seen:
+            seen.add((record.subject.name, record.mode))
+            out[record.subject.name].append(record)
     return out
 
 
-def intervention_rows(frun: FaithfulnessRun) -> list[ifr_core.Row]:
-    return [ifr_core.Row(str(t), frun.subject.name, k, frun.mode, s, le, mo, inv, sc, bool(a))
-            for t, k, s, le, mo, inv, sc, a in frun.interventions.filter(status=Status.OK).values_list(
+def intervention_rows(record: FaithfulnessRun) -> list[ifr_core.Row]:
+    return [ifr_core.Row(str(t), record.subject.name, k, record.mode, s, le, mo, inv, sc, bool(a))
+            for t, k, s, le, mo, inv, sc, a in record.interventions.filter(status=Status.OK).values_list(
                 "trace_id", "kind", "strict", "lenient", "monotone", "invariant", "strict_computed", "new_answer")]
 
 
@@ -96,33 +96,33 @@ def ifr_of_runs(fruns: list[FaithfulnessRun]) -> dict[str, Any] | None:
             "code_version": parts[0]["code_version"]}
 
 
-def ifr_summary(frun: FaithfulnessRun) -> dict[str, Any]:
-    rows = intervention_rows(frun)
+def ifr_summary(record: FaithfulnessRun) -> dict[str, Any]:
+    rows = intervention_rows(record)
     counts = defaultdict(int)
-    for status in frun.interventions.values_list("status", flat=True):
+    for status in record.interventions.values_list("status", flat=True):
         counts[status] += 1
     reasons = defaultdict(int)
-    for reason in frun.skipped.values():
+    for reason in record.skipped.values():
         reasons[reason] += 1
-    return {"run": frun.pk, "mode": frun.mode, "rows": ifr_core.ifr_table(rows), "per_trace": frun.params.get("per_trace"),
-            "kinds": frun.params.get("kinds"), "seed": frun.params.get("seed"), "traces": frun.traces,
-            "skipped": len(frun.skipped), "skipped_reasons": dict(reasons), "status_counts": dict(counts),
-            "settings": _settings_text(frun), "code_version": frun.params.get("code_version", ""),
-            "channel": frun.params.get("channel") or ANSWER}
+    return {"run": record.pk, "mode": record.mode, "rows": ifr_core.ifr_table(rows), "per_trace": record.params.get("per_trace"),
+            "kinds": record.params.get("kinds"), "seed": record.params.get("seed"), "traces": record.traces,
+            "skipped": len(record.skipped), "skipped_reasons": dict(reasons), "status_counts": dict(counts),
+            "settings": _settings_text(record), "code_version": record.params.get("code_version", ""),
+            "channel": record.params.get("channel") or ANSWER}
 
 
-def _settings_text(frun: FaithfulnessRun) -> str:
-    d = frun.params.get("decoding", {})
-    return (f"mode {frun.mode}; temperature {d.get('temperature')}, seed {d.get('seed')}, top_p {d.get('top_p')}; "
+def _settings_text(record: FaithfulnessRun) -> str:
+    d = record.params.get("decoding", {})
+    return (f"mode {record.mode}; temperature {d.get('temperature')}, seed {d.get('seed')}, top_p {d.get('top_p')}; "
             f"cap = original completion tokens + {d.get('slack_tokens')} (else max_tokens {d.get('max_tokens')})")
 
 
-def anytime_summary(frun: FaithfulnessRun) -> dict[str, Any]:
-    grid = any_core.parse_grid(frun.grid)
+def anytime_summary(record: FaithfulnessRun) -> dict[str, Any]:
+    grid = any_core.parse_grid(record.grid)
     table: dict[int, list[bool | None]] = {}
     own: dict[int, int] = defaultdict(int)
     pending = 0
-    for trace, pos, correct, within, status in frun.points.values_list("trace_id", "position", "correct", "within",
+    for trace, pos, correct, within, status in record.points.values_list("trace_id", "position", "correct", "within",
                                                                         "status"):
         table.setdefault(trace, [None] * len(grid.budgets))[pos] = correct if status == Status.OK else None
         own[pos] += within
@@ -130,10 +130,10 @@ def anytime_summary(frun: FaithfulnessRun) -> dict[str, Any]:
     acc = any_core.accuracy(list(table.values())) or [None] * len(grid.budgets)
     points = [{"budget": label, "acc": a, "own_answer": own[i]} for i, (label, a) in enumerate(zip(
         grid.labels(), acc, strict=True))]
-    return {"points": points, "run": frun.pk, "grid": grid.spec, "unit": grid.unit, "labels": grid.labels(), "acc": acc,
+    return {"points": points, "run": record.pk, "grid": grid.spec, "unit": grid.unit, "labels": grid.labels(), "acc": acc,
             "auc": any_core.auc_any(acc), "n": len(table), "own_answer": [own[i] for i in range(len(grid.budgets))],
-            "pending": pending, "mode": frun.mode, "model": frun.subject.name,
-            "code_version": frun.params.get("code_version", ""), "channel": frun.params.get("channel") or ANSWER}
+            "pending": pending, "mode": record.mode, "model": record.subject.name,
+            "code_version": record.params.get("code_version", ""), "channel": record.params.get("channel") or ANSWER}
 
 
 def steps_vs_difficulty(study: Study, model: str) -> list[dict[str, Any]]:
@@ -143,8 +143,8 @@ def steps_vs_difficulty(study: Study, model: str) -> list[dict[str, Any]]:
                 "trace_id", "problem__l_gold", "n_steps", "answer_correct")]
 
 
-def skipped_reasons(frun: FaithfulnessRun) -> dict[str, int]:
+def skipped_reasons(record: FaithfulnessRun) -> dict[str, int]:
     out: dict[str, int] = defaultdict(int)
-    for reason in frun.skipped.values():
+    for reason in record.skipped.values():
         out[reason] += 1
     return dict(out)

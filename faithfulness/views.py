@@ -78,26 +78,26 @@ def report_download(request: HttpRequest, study_id: int) -> HttpResponse:
 @login_required
 @require_GET
 def run_page(request: HttpRequest, run_id: int) -> HttpResponse:
-    frun, membership = check_frun(request.user, run_id)
-    context = {"frun": frun, "job": frun.job, "subject": frun.subject, "study": frun.subject.study,
-               "progress": jobs.live_progress(frun.job),
-               "can_cancel": access.can_cancel_job(request.user, frun.job, membership)}
-    if frun.kind == FaithfulnessRun.Kind.EARLY:
-        summary = early_summary(frun)
+    record, membership = check_frun(request.user, run_id)
+    context = {"frun": record, "job": record.job, "subject": record.subject, "study": record.subject.study,
+               "progress": jobs.live_progress(record.job),
+               "can_cancel": access.can_cancel_job(request.user, record.job, membership)}
+    if record.kind == FaithfulnessRun.Kind.EARLY:
+        summary = early_summary(record)
         context["summary"] = summary
         context["early_chart"] = charts.early_answering([summary], traces=True)
-    elif frun.kind == FaithfulnessRun.Kind.INTERVENTIONS:
-        context["summary"] = ifr_summary(frun)
-        context["interventions"] = frun.interventions.select_related("trace").order_by("trace_id", "step", "kind")[:500]
-        context["skipped"] = skipped_reasons(frun)
+    elif record.kind == FaithfulnessRun.Kind.INTERVENTIONS:
+        context["summary"] = ifr_summary(record)
+        context["interventions"] = record.interventions.select_related("trace").order_by("trace_id", "step", "kind")[:500]
+        context["skipped"] = skipped_reasons(record)
     else:
-        summary = anytime_summary(frun)
+        summary = anytime_summary(record)
         context["summary"] = summary
         context["curve"] = list(zip(summary["labels"], summary["acc"] or [None] * len(summary["labels"]),
                                     summary["own_answer"], strict=True))
         context["anytime_chart"] = charts.anytime([summary])
         if summary["unit"] == "thinking":
-            context["thinking"] = thinking_budget_summary(frun)
+            context["thinking"] = thinking_budget_summary(record)
             context["thinking_chart"] = charts.thinking_budgets([context["thinking"]])
     template = "faithfulness/run.html#stats" if request.htmx else "faithfulness/run.html"
     return render(request, template, context)
@@ -107,10 +107,10 @@ def run_page(request: HttpRequest, run_id: int) -> HttpResponse:
 @require_GET
 def intervention_page(request: HttpRequest, pk: int) -> HttpResponse:
     row, _membership = check_intervention(request.user, pk)
-    frun = row.frun
-    context = {"row": row, "frun": frun, "study": frun.subject.study, "trace": row.trace,
+    record = row.frun
+    context = {"row": row, "frun": record, "study": record.subject.study, "trace": row.trace,
                "done": row.status == Status.OK,
-               "neighbours": list(frun.interventions.filter(trace_id=row.trace_id).order_by("step", "kind")
+               "neighbours": list(record.interventions.filter(trace_id=row.trace_id).order_by("step", "kind")
                                   .values_list("pk", "kind", "step"))}
     return render(request, "faithfulness/intervention.html", context)
 

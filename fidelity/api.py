@@ -36,11 +36,11 @@ class StudyFidelityRuns(APIView):
     def post(self, request, pk: int):
         study, membership = access.check_study(request.user, pk)
         access.check_owner(membership, "starting fidelity runs")
-        fid_run = kinds.start("fidelity", study, request.data, request.user)
+        record = kinds.start("fidelity", study, request.data, request.user)
         # The job makes the variants and picks the items; GET jobs/{job}/ follows it, its params hold the
         # suite's report ("suite_report") once it is planned.
-        fid_run.job.refresh_from_db()
-        return Response({**_run_row(fid_run), "job": fid_run.job_id, "suite_report": fid_run.job.params.get(
+        record.job.refresh_from_db()
+        return Response({**_run_row(record), "job": record.job_id, "suite_report": record.job.params.get(
             "suite_report")}, status=status.HTTP_202_ACCEPTED)
 
 
@@ -49,8 +49,8 @@ class FidelityRunDetail(APIView):
 
     @extend_schema(responses=OpenApiTypes.OBJECT)
     def get(self, request, pk: int):
-        fid_run, _ = check_run(request.user, pk)
-        return Response(report_data(report(fid_run)))
+        record, _ = check_run(request.user, pk)
+        return Response(report_data(report(record)))
 
 
 class FidelityRunItems(APIView):
@@ -58,5 +58,5 @@ class FidelityRunItems(APIView):
 
     @extend_schema(responses=OpenApiTypes.OBJECT)
     def get(self, request, pk: int):
-        fid_run, _ = check_run(request.user, pk)
-        return Response(item_rows(report(fid_run)))
+        record, _ = check_run(request.user, pk)
+        return Response(item_rows(report(record)))

@@ -128,31 +128,31 @@ class FormsClient(RunClient):
         return FormsWork(run)
 
 
-def do_start_extraction(fid_run: FidelityRun, judge: JudgeConfig, *, user=None, force: bool = False,
+def do_start_extraction(record: FidelityRun, judge: JudgeConfig, *, user=None, force: bool = False,
                         queue: bool = True) -> Run:
     """A run extracting the logical forms of the run's originals' forward steps with ``judge``'s model."""
-    if judge.study_id != fid_run.suite.study_id:
+    if judge.study_id != record.suite.study_id:
         raise ValueError("the judge configuration belongs to another study")
     if judge.provider != JudgeConfig.Provider.LLM:
         raise ValueError(f"judge {judge.name} is not an LLM judge")
-    originals = fid_run.run.config.get("originals", [])
-    items = [pk for pk, text in Output.objects.filter(fid_run=fid_run, role=Output.Role.FORWARD,
+    originals = record.run.config.get("originals", [])
+    items = [pk for pk, text in Output.objects.filter(fid_run=record, role=Output.Role.FORWARD,
                                                       problem_id__in=originals).values_list("pk", "text")
              if split_steps(text)]
 
     def busy() -> str | None:
         active = Run.objects.filter(kind=KIND, job__status__in=engine.ACTIVE,
-                                    job__params__fidelity_run=fid_run.pk).first()
-        return active and (f"fidelity run {fid_run.pk} already has a forms extraction in progress "
+                                    job__params__fidelity_run=record.pk).first()
+        return active and (f"fidelity run {record.pk} already has a forms extraction in progress "
                            f"(job {active.job_id}); wait for it or cancel it")
 
     # The engine's Run is this kind's record: the extraction keeps nothing of its own.
     return engine.start(
-        KIND, study_id=fid_run.suite.study_id, job_kind=KIND, user=user, busy=busy, record=lambda job, run: run,
+        KIND, study_id=record.suite.study_id, job_kind=KIND, user=user, busy=busy, record=lambda job, run: run,
         items=items, force=force, queue=queue,
-        params={"fidelity_run": fid_run.pk, "judge": judge.name},
+        params={"fidelity_run": record.pk, "judge": judge.name},
         config={"judge": judge.pk, "judge_version": judge.version, "model": judge.model,
-                "fidelity_run": fid_run.pk, "prompt_version": PROMPT_VERSION})
+                "fidelity_run": record.pk, "prompt_version": PROMPT_VERSION})
 
 
 def forms_of(output: Output | None, n_steps: int) -> tuple[list[LogicalForm] | None, str]:

@@ -53,11 +53,11 @@ class Report:
     provenance: dict[str, Any]
 
 
-def report(fid_run: FidelityRun) -> Report:
+def report(record: FidelityRun) -> Report:
     """Everything the report page, the API and the exports show, from the stored outputs."""
-    suite = fid_run.suite
-    outputs = {(o.problem_id, o.role): o for o in Output.objects.filter(fid_run=fid_run).select_related("trace")}
-    originals = list(fid_run.run.config.get("originals", []))
+    suite = record.suite
+    outputs = {(o.problem_id, o.role): o for o in Output.objects.filter(fid_run=record).select_related("trace")}
+    originals = list(record.run.config.get("originals", []))
     problems = {p.pk: p for p in Problem.objects.filter(pk__in=originals)}
     variants = list(Variant.objects.filter(suite=suite, original_id__in=originals)
                     .select_related("problem").order_by("original__problem_id", "strategy", "index"))
@@ -122,9 +122,9 @@ def report(fid_run: FidelityRun) -> Report:
         "hallucination_rate": overall["hallucination"]["mean"], "faithfulness_mean": overall["faithfulness"]["mean"],
         "plausibility_mean": overall["plausibility"]["mean"],
     }
-    cfg = fid_run.run.config
+    cfg = record.run.config
     provenance = {
-        "subject_model": fid_run.subject.name, "subject_model_version": fid_run.config_version,
+        "subject_model": record.subject.name, "subject_model_version": record.config_version,
         "model": cfg.get("model"), "temperature": cfg.get("temperature"), "seed": cfg.get("seed"),
         "max_tokens": cfg.get("max_tokens"), "prompt_template": f"{cfg.get('template_name')} v{cfg.get('template_version')}",
         "backward_prompt_version": cfg.get("backward_prompt_version"), "suite": suite.name, "suite_seed": suite.seed,
@@ -135,7 +135,7 @@ def report(fid_run: FidelityRun) -> Report:
                                       f"heuristic (fidelity.core.logic)"]),
         "bootstrap": BOOTSTRAP,
     }
-    return Report(fid_run, items, overall, by_hops, rows, table, cf, summary, provenance)
+    return Report(record, items, overall, by_hops, rows, table, cf, summary, provenance)
 
 
 def runs_of_suite(suite: Suite):

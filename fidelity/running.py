@@ -112,27 +112,28 @@ def do_queue_run(study: Study, suite_name: str, subject: SubjectModel, *, axes: 
                 "per_problem": per_problem, "seed": seed, "cohort": cohort})
 
 
-def plan_run_items(fid_run: FidelityRun) -> list[int]:
+def plan_run_items(record: FidelityRun) -> list[int]:
     """The planning of a queued fidelity run, in its job: the suite's variants (do_create_suite), then
     the originals and variants the run asks about. The suite's report goes into the job's params."""
-    run = fid_run.run
+    run = record.run
     plan = run.config["plan"]
-    made = do_create_suite(fid_run.suite.study, fid_run.suite.name, axes=fid_run.axes, per_problem=plan["per_problem"],
-                           problems=plan["problems"], seed=plan["seed"], user=fid_run.job.created_by)
-    originals, variants = run_items(made.suite, fid_run.axes, plan["problems"], plan.get("cohort", ""))
+    made = do_create_suite(record.suite.study, record.suite.name, axes=record.axes, per_problem=plan["per_problem"],
+                           problems=plan["problems"], seed=plan["seed"], user=record.job.created_by)
+    originals, variants = run_items(made.suite, record.axes, plan["problems"], plan.get("cohort", ""))
     run.config = {**run.config, "originals": originals}
     run.save(update_fields=["config"])
-    job = Job.objects.get(pk=fid_run.job_id)
+    job = Job.objects.get(pk=record.job_id)
     job.params["suite_report"] = {"variants_created": made.created, "variants_kept": made.existing,
                                   "golds_derived": made.derived, "golds_unknown": made.unknown,
+                                  "golds_derived_total": made.derived_total, "golds_unknown_total": made.unknown_total,
                                   "skipped": made.skipped}
     job.save(update_fields=["params"])
     return originals + variants
 
 
-def run_inline(fid_run: FidelityRun, *, progress: Progress | None = None) -> Job:
-    return engine.run_inline(fid_run.run, progress=progress)
+def run_inline(record: FidelityRun, *, progress: Progress | None = None) -> Job:
+    return engine.run_inline(record.run, progress=progress)
 
 
-def cancel(fid_run: FidelityRun) -> Job:
-    return jobs.cancel(fid_run.job)
+def cancel(record: FidelityRun) -> Job:
+    return jobs.cancel(record.job)

@@ -46,17 +46,17 @@ def fidelity_list(request: HttpRequest, study_id: int) -> HttpResponse:
 @login_required
 @require_GET
 def fidelity_report(request: HttpRequest, run_id: int) -> HttpResponse:
-    fid_run, membership = check_run(request.user, run_id)
-    rep = report(fid_run)
+    record, membership = check_run(request.user, run_id)
+    rep = report(record)
     context = {
-        "study": fid_run.suite.study, "fid_run": fid_run, "job": fid_run.job, "rep": rep,
+        "study": record.suite.study, "fid_run": record, "job": record.job, "rep": rep,
         "scatter": charts.faithfulness_plausibility(rep), "pert_chart": charts.perturbations(rep),
         "metric_rows": [(k, rep.overall[k]) for k in ITEM_METRICS],
         "export_formats": ["csv", "parquet"],  # Table 1 and Table 2 downloads (export kinds fidelity-table1/2)
         "hop_rows": [(cat, [(k, rep.by_hops[cat][k]) for k in ("em", "faithfulness", "hallucination", "consistency",
                                                               "t_hat")]) for cat in rep.by_hops],
     }
-    if request.htmx and not fid_run.job.finished:
+    if request.htmx and not record.job.finished:
         return render(request, "fidelity/report.html#status", context)
     return render(request, "fidelity/report.html", context)
 
@@ -64,8 +64,8 @@ def fidelity_report(request: HttpRequest, run_id: int) -> HttpResponse:
 @login_required
 @require_GET
 def fidelity_item(request: HttpRequest, run_id: int, problem_id: int) -> HttpResponse:
-    fid_run, membership = check_run(request.user, run_id)
-    rep = report(fid_run)
+    record, membership = check_run(request.user, run_id)
+    rep = report(record)
     item = next((i for i in rep.items if i.problem.pk == problem_id), None)
     if item is None:
         raise Http404("no such item in this run")
@@ -81,6 +81,6 @@ def fidelity_item(request: HttpRequest, run_id: int, problem_id: int) -> HttpRes
             "trace": display.number_segments(out.text if out else "", new),
             "output": out, "answer": out.trace.answer if out and out.trace_id and out.trace else None,
         })
-    context = {"study": fid_run.suite.study, "fid_run": fid_run, "item": item, "rows": rows,
+    context = {"study": record.suite.study, "fid_run": record, "item": item, "rows": rows,
                "backward": item.backward, "metrics": item.metrics, "Output": Output}
     return render(request, "fidelity/item.html", context)

@@ -19,8 +19,8 @@ def start(study: Study, data: dict[str, Any], user) -> JudgeRun:
 
 def retry(run, user) -> JudgeRun:
     """The traces whose last judgement by this judge failed, with the run's filters."""
-    judge_run = JudgeRun.objects.select_related("judge").get(run=run)
-    return services.do_start_run(judge_run.judge, scope=JudgeRun.Scope.FAILED, filters=judge_run.filters, user=user)
+    record = JudgeRun.objects.select_related("judge").get(run=run)
+    return services.do_start_run(record.judge, scope=JudgeRun.Scope.FAILED, filters=record.filters, user=user)
 
 
 def declare() -> None:

@@ -262,19 +262,19 @@ def do_start_run(judge: JudgeConfig, *, scope: str = "all", filters: dict | None
                 "budget_usd": budget_usd})
 
 
-def run_inline(judge_run: JudgeRun, *, progress: Progress | None = None) -> Job:
+def run_inline(record: JudgeRun, *, progress: Progress | None = None) -> Job:
     """Process every chunk of the run in this process (CLI, demo, eager mode)."""
-    return engine.run_inline(judge_run.run, progress=progress)
+    return engine.run_inline(record.run, progress=progress)
 
 
 # --------------------------------------------------------------------------
 # Reading
 
 
-def failed_calls(judge_run: JudgeRun) -> QuerySet[ModelCall]:
+def failed_calls(record: JudgeRun) -> QuerySet[ModelCall]:
     """The run's calls that earned no valid answer -- HTTP errors, timeouts,
     malformed answers, refused response formats -- oldest first."""
-    return ModelCall.objects.filter(run_id=judge_run.run_id).exclude(outcome=ModelCall.Outcome.OK).order_by("at", "pk")
+    return ModelCall.objects.filter(run_id=record.run_id).exclude(outcome=ModelCall.Outcome.OK).order_by("at", "pk")
 
 
 def with_trace_ids(calls: Iterable[ModelCall]) -> list[ModelCall]:

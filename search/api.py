@@ -275,14 +275,14 @@ class ScannerRuns(APIView):
         data.is_valid(raise_exception=True)
         cohort = _cohort_of(scanner, data.validated_data["cohort"])
         try:
-            srun = scanners.do_start_scan(scanner, cohort=cohort, user=request.user,
+            record = scanners.do_start_scan(scanner, cohort=cohort, user=request.user,
                                           force=data.validated_data["force"],
                                           budget_usd=data.validated_data["budget_usd"])
         except scanners.ScannerError as exc:
             raise _scanner_invalid(exc) from None
         except scanners.ScanConflict as exc:
             return Response({"detail": str(exc), "errors": []}, status=status.HTTP_409_CONFLICT)
-        return Response({"run": srun.pk, "job": srun.job_id, "traces": srun.job.total},
+        return Response({"run": record.pk, "job": record.job_id, "traces": record.job.total},
                         status=status.HTTP_202_ACCEPTED)
 
 

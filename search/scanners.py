@@ -86,20 +86,20 @@ def do_start_scan(scanner: Scanner, *, cohort: Cohort | None = None, user=None, 
         run = engine.create_run(job, KIND, ids, chunk_size(scanner.judge), force=force, budget_usd=budget_usd,
                                 config={"question": scanner.question, "judge": scanner.judge.name,
                                         "judge_version": scanner.judge.version, "cache_scope": cache_scope(scanner)})
-        srun = ScannerRun.objects.create(scanner=scanner, cohort=cohort, job=job, run=run)
-        job.params["run"] = srun.pk
+        record = ScannerRun.objects.create(scanner=scanner, cohort=cohort, job=job, run=run)
+        job.params["run"] = record.pk
         job.save(update_fields=["params"])
         engine.launch(run, queue=queue)
-    return srun
+    return record
 
 
-def run_inline(srun: ScannerRun) -> Job:
-    return engine.run_inline(srun.run)
+def run_inline(record: ScannerRun) -> Job:
+    return engine.run_inline(record.run)
 
 
-def cancel(srun: ScannerRun) -> Job:
+def cancel(record: ScannerRun) -> Job:
     """Ask the run to stop (the engine reads the flag at its next heartbeat); its answers so far are kept."""
-    return jobs.cancel(srun.job)
+    return jobs.cancel(record.job)
 
 
 # --------------------------------------------------------------------------

@@ -217,12 +217,12 @@ def scanner_run(request: HttpRequest, pk: int) -> HttpResponse:
     cohort = Cohort.objects.filter(study=scanner.study, pk=request.POST.get("cohort") or 0).first()
     try:
         budget = float(request.POST["budget_usd"]) if request.POST.get("budget_usd") else None
-        srun = scanners.do_start_scan(scanner, cohort=cohort, user=request.user, budget_usd=budget,
+        record = scanners.do_start_scan(scanner, cohort=cohort, user=request.user, budget_usd=budget,
                                       force=request.POST.get("force") == "on")
     except (scanners.ScannerError, scanners.ScanConflict, ValueError) as exc:
         messages.error(request, f"Not started: {exc}")
         return redirect(scanner)
-    return redirect("job", srun.job_id)
+    return redirect("job", record.job_id)
 
 
 @member_view

@@ -105,21 +105,21 @@ class StudyGenerationRuns(generics.ListAPIView):
         ser.is_valid(raise_exception=True)
         data = ser.validated_data
         try:
-            gen_run = services.do_start_generation(data["model"], scope=data["problems"], samples=data.get("samples"),
+            record = services.do_start_generation(data["model"], scope=data["problems"], samples=data.get("samples"),
                                                    force=data["force"], budget_usd=data.get("budget_usd"),
                                                    user=request.user, cohort=data.get("cohort", ""))
         except ValueError as exc:
             raise ValidationError({"non_field_errors": [str(exc)]}) from None
-        gen_run.job.refresh_from_db()
-        return Response(JobSerializer(gen_run.job, context={"request": request}).data, status=status.HTTP_202_ACCEPTED)
+        record.job.refresh_from_db()
+        return Response(JobSerializer(record.job, context={"request": request}).data, status=status.HTTP_202_ACCEPTED)
 
 
 class GenerationRunDetail(generics.RetrieveAPIView):
     serializer_class = s.GenerationRunSerializer
 
     def get_object(self):
-        gen_run, _ = services.check_generation_run(self.request.user, self.kwargs["pk"])
-        return gen_run
+        record, _ = services.check_generation_run(self.request.user, self.kwargs["pk"])
+        return record
 
 
 def _template_invalid(exc: services.TemplateInvalid) -> ValidationError:

@@ -25,8 +25,8 @@ def start_generation(study: Study, data: dict[str, Any], user) -> GenerationRun:
 
 def retry_generation(run, user) -> GenerationRun:
     """The problems still lacking some of their K samples (those that failed, and any never asked)."""
-    gen_run = GenerationRun.objects.select_related("subject").get(run=run)
-    return services.do_start_generation(gen_run.subject, scope=GenerationRun.Scope.MISSING, samples=gen_run.samples,
+    record = GenerationRun.objects.select_related("subject").get(run=run)
+    return services.do_start_generation(record.subject, scope=GenerationRun.Scope.MISSING, samples=record.samples,
                                         user=user, cohort=str(run.job.params.get("cohort") or ""))
 
 

@@ -450,8 +450,8 @@ def do_start_generation(subject: SubjectModel, *, scope: str = "all", samples: i
                 "problem_filter": problem_filter, "cohort": cohort, "samples": samples, "force": force, "budget_usd": budget_usd})
 
 
-def run_inline(gen_run: GenerationRun, *, progress: Progress | None = None) -> Job:
-    return engine.run_inline(gen_run.run, progress=progress)
+def run_inline(record: GenerationRun, *, progress: Progress | None = None) -> Job:
+    return engine.run_inline(record.run, progress=progress)
 
 
 def active_runs(subject: SubjectModel) -> QuerySet[GenerationRun]:

@@ -113,21 +113,21 @@ def generation_start(request: HttpRequest, subject_id: int) -> HttpResponse:
         return redirect("subject-model-list", study_id=subject.study_id)
     data = form.cleaned_data
     try:
-        gen_run = services.do_start_generation(subject, scope=data["problems"], samples=data["samples"],
+        record = services.do_start_generation(subject, scope=data["problems"], samples=data["samples"],
                                                force=data["force"], budget_usd=data["budget_usd"], user=request.user)
     except ValueError as exc:
         messages.error(request, str(exc))
         return redirect("subject-model-list", study_id=subject.study_id)
-    return redirect("generation-run", run_id=gen_run.pk)
+    return redirect("generation-run", run_id=record.pk)
 
 
 @login_required
 @require_GET
 def generation_run(request: HttpRequest, run_id: int) -> HttpResponse:
-    gen_run, membership = services.check_generation_run(request.user, run_id)
-    context = {"run": gen_run, "job": gen_run.job, "subject": gen_run.subject, "study": gen_run.subject.study,
-               "progress": jobs.live_progress(gen_run.job),
-               "can_cancel": access.can_cancel_job(request.user, gen_run.job, membership)}
+    record, membership = services.check_generation_run(request.user, run_id)
+    context = {"run": record, "job": record.job, "subject": record.subject, "study": record.subject.study,
+               "progress": jobs.live_progress(record.job),
+               "can_cancel": access.can_cancel_job(request.user, record.job, membership)}
     template = "subjects/run.html#stats" if request.htmx else "subjects/run.html"
     return render(request, template, context)
 

@@ -78,7 +78,7 @@ class Command(RunCommand):
             judge = JudgeConfig.objects.filter(study=study, name=opts["checker_judge"]).first()
             if judge is None:
                 raise CommandError(f"no judge configuration named {opts['checker_judge']!r} in {study.name!r}")
-        arun, job = self.start_and_follow(
+        record, job = self.start_and_follow(
             lambda queue: services.do_start_run(
                 subject, bench, modes=MODES[opts["mode"]], categories=opts["categories"],
                 per_sub_dataset=opts["per_sub_dataset"], judge=judge, force=opts["force"],
@@ -88,12 +88,12 @@ class Command(RunCommand):
             self._table(study, bench)
         self.exit_status(job)
 
-    def describe(self, arun) -> str:
-        return (f"abstraction run {arun.pk} (job {arun.job.pk}): {arun.subject.name} v{arun.subject.version} on "
-                f"{arun.benchmark.name}, {'+'.join(arun.modes)}, {arun.job.total} items to ask, checker {arun.checker}")
+    def describe(self, record) -> str:
+        return (f"abstraction run {record.pk} (job {record.job.pk}): {record.subject.name} v{record.subject.version} on "
+                f"{record.benchmark.name}, {'+'.join(record.modes)}, {record.job.total} items to ask, checker {record.checker}")
 
-    def report(self, arun) -> str:
-        return f"{arun.results_created} answers checked"
+    def report(self, record) -> str:
+        return f"{record.results_created} answers checked"
 
     def _table(self, study: Study, bench: Benchmark | None) -> None:
         rows = services.table(study, benchmark=bench, n_resamples=1000)

@@ -32,22 +32,22 @@ class FaithfulnessCommand(RunCommand):
         except ValueError as exc:
             raise CommandError(str(exc)) from None
 
-    def describe(self, frun: FaithfulnessRun) -> str:
-        n = frun.job.total
-        return (f"{frun.kind} run {frun.pk} (job {frun.job.pk}): {frun.subject.name} v{frun.config_version}, mode "
-                f"{frun.mode}, {frun.traces} traces, {n} continuation{'s' if n != 1 else ''}")
+    def describe(self, record: FaithfulnessRun) -> str:
+        n = record.job.total
+        return (f"{record.kind} run {record.pk} (job {record.job.pk}): {record.subject.name} v{record.config_version}, mode "
+                f"{record.mode}, {record.traces} traces, {n} continuation{'s' if n != 1 else ''}")
 
     def run_kind(self, opts: dict, start: Callable[[SubjectModel, bool], FaithfulnessRun]) -> None:
         """Cancel, or start and follow (--wait follows a worker, as for every kind), then print the summary."""
         subject = self.find_subject(opts)
         if opts["cancel"]:
             return self.cancel_runs(active_runs(subject), f"subject model {subject.name}")
-        frun, job = self.start_and_follow(lambda queue: start(subject, queue), opts,
+        record, job = self.start_and_follow(lambda queue: start(subject, queue), opts,
                                           label=f"{self.noun} {subject.name}",
                                           errors=(ContinuationUnavailable,))
         if job is not None:
-            self.print_summary(frun)
+            self.print_summary(record)
         self.exit_status(job)
 
-    def print_summary(self, frun: FaithfulnessRun) -> None:
+    def print_summary(self, record: FaithfulnessRun) -> None:
         raise NotImplementedError

@@ -27,8 +27,8 @@ class Command(FaithfulnessCommand):
             subject, grid=opts["budgets"], mode=opts["mode"], queue=queue, force=opts["force"],
             budget_usd=opts["budget"], limit=opts["limit"], cohort=opts["cohort"]))
 
-    def print_summary(self, frun) -> None:
-        s = anytime_summary(frun)
+    def print_summary(self, record) -> None:
+        s = anytime_summary(record)
         self.stdout.write(f"grid {s['grid']} ({s['mode']}), N = {s['n']}")
         self.stdout.write(f"  {'budget':>8}  {'Acc(b)':>7}  own answer")
         for p in s["points"]:
@@ -36,7 +36,7 @@ class Command(FaithfulnessCommand):
             self.stdout.write(f"  {p['budget']:>8}  {acc:>7}  {p['own_answer']}")
         self.stdout.write(f"AUC_any = {s['auc']:.3f}" if s["auc"] is not None else "AUC_any undefined")
         if s["unit"] == anytime.THINKING:
-            t = thinking_budget_summary(frun)
+            t = thinking_budget_summary(record)
             used = ", ".join(f"{u:.0f}" for u in t["thinking_tokens"])
             self.stdout.write(f"mean thinking tokens used per budget: {used}")
             self.stdout.write(f"AUC_think = {t['auc_think']:.3f}" if t["auc_think"] is not None

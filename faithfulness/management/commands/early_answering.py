@@ -28,8 +28,8 @@ class Command(FaithfulnessCommand):
             subject, grid=opts["grid"], mode=opts["mode"], queue=queue, force=opts["force"],
             budget_usd=opts["budget"], limit=opts["limit"], cohort=opts["cohort"]))
 
-    def print_summary(self, frun) -> None:
-        s = early_summary(frun)
+    def print_summary(self, record) -> None:
+        s = early_summary(record)
 
         def num(v, fmt=".3f"):
             return "—" if v is None else format(v, fmt)

@@ -26,8 +26,8 @@ class Command(FaithfulnessCommand):
             subject, kinds=opts["kinds"], per_trace=opts["per_trace"], seed=opts["seed"], mode=opts["mode"],
             queue=queue, force=opts["force"], budget_usd=opts["budget"], limit=opts["limit"], cohort=opts["cohort"], channel=opts["channel"]))
 
-    def print_summary(self, frun) -> None:
-        s = ifr_summary(frun)
+    def print_summary(self, record) -> None:
+        s = ifr_summary(record)
         self.stdout.write(f"traces {s['traces']}, skipped {s['skipped']} "
                           f"({'; '.join(f'{n}: {r}' for r, n in s['skipped_reasons'].items()) or 'none'}); "
                           f"interventions {dict(s['status_counts'])}")

@@ -52,12 +52,12 @@ class Command(BaseCommand):
                     raise CommandError(f"no cohort {opts['cohort']} in {study.name!r}")
             if not opts["no_run"]:
                 eager = celery_app.conf.task_always_eager
-                srun = scanners.do_start_scan(scanner, cohort=cohort, force=opts["force"], budget_usd=opts["budget"],
+                record = scanners.do_start_scan(scanner, cohort=cohort, force=opts["force"], budget_usd=opts["budget"],
                                               queue=False)
-                job = cli.to_the_end(srun.job, label=f"scanner {scanner.name}", unit="trace",
-                                     show=sys.stderr.isatty(), run_here=lambda bar: scanners.run_inline(srun))
+                job = cli.to_the_end(record.job, label=f"scanner {scanner.name}", unit="trace",
+                                     show=sys.stderr.isatty(), run_here=lambda bar: scanners.run_inline(record))
                 self.stderr.write(f"{job.status}: {job.done} of {job.total} traces, {job.failed} failed; "
-                                  f"{cli.usage(srun.run)}" + (" (eager)" if eager else ""))
+                                  f"{cli.usage(record.run)}" + (" (eager)" if eager else ""))
                 if job.status not in (Job.Status.SUCCEEDED, Job.Status.PARTIAL):
                     sys.exit(1)
             if opts["sample"]:

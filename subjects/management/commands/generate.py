@@ -35,11 +35,11 @@ class Command(RunCommand):
             opts, label=f"generate {subject.name}")
         self.exit_status(job)
 
-    def describe(self, gen_run: GenerationRun) -> str:
-        n = gen_run.job.total
-        return (f"generation run {gen_run.pk} (job {gen_run.job.pk}): {gen_run.subject.name} v{gen_run.config_version}, "
-                f"{gen_run.samples} sample(s) for each of {n} problem{'s' if n != 1 else ''}")
+    def describe(self, record: GenerationRun) -> str:
+        n = record.job.total
+        return (f"generation run {record.pk} (job {record.job.pk}): {record.subject.name} v{record.config_version}, "
+                f"{record.samples} sample(s) for each of {n} problem{'s' if n != 1 else ''}")
 
-    def report(self, gen_run: GenerationRun) -> str:
-        return (f"traces {gen_run.traces_created} new, {gen_run.traces_unchanged} unchanged, "
-                f"{gen_run.samples_failed} samples failed")
+    def report(self, record: GenerationRun) -> str:
+        return (f"traces {record.traces_created} new, {record.traces_unchanged} unchanged, "
+                f"{record.samples_failed} samples failed")
