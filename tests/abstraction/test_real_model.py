@@ -19,9 +19,9 @@ def test_a_dp_probe_on_smollm2_checks_every_item(study, llama):
     subject, _ = subject_services.do_save_subject(study, {"name": "smollm2", "model": "smollm2", "base_url": llama,
                                                           "max_tokens": 24, "concurrency": 1, "timeout_seconds": 120})
     bench = services.do_generate_benchmark(study, categories=["BC"], per_sub_dataset=1)
-    arun = services.do_start_run(subject, bench, modes=("dp", "cot"), per_sub_dataset=1, max_examples=2,
+    record = services.do_start_run(subject, bench, modes=("dp", "cot"), per_sub_dataset=1, max_examples=2,
                                  queue=False)
-    job = services.run_inline(arun)
+    job = services.run_inline(record)
     assert job.status in (Job.Status.SUCCEEDED, Job.Status.PARTIAL), job.error
     results = Result.objects.filter(item__benchmark=bench)
     assert job.total == 4 and results.count() == 2 * (job.total - job.failed)

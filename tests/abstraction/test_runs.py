@@ -41,10 +41,10 @@ def _answer(server: FakeOpenAI, items, right) -> None:
 
 
 def _run(subject, bench, **kwargs):
-    arun = services.do_start_run(subject, bench, queue=False, **kwargs)
-    job = services.run_inline(arun)
-    arun.refresh_from_db()
-    return arun, job
+    record = services.do_start_run(subject, bench, queue=False, **kwargs)
+    job = services.run_inline(record)
+    record.refresh_from_db()
+    return record, job
 
 
 def test_a_dp_run_checks_every_answer_and_gives_the_paired_delta(study, subject, server):
@@ -54,7 +54,7 @@ def test_a_dp_run_checks_every_answer_and_gives_the_paired_delta(study, subject,
     assert len(items) == 8
     # raw: both right; all: none; num: one (instance 0); op: both.
     _answer(server, items, lambda i: i.variant in ("raw", "op") or (i.variant == "num" and i.instance == 0))
-    arun, job = _run(subject, bench, categories=["EC", "SR"], per_sub_dataset=2)
+    record, job = _run(subject, bench, categories=["EC", "SR"], per_sub_dataset=2)
     assert job.status == Job.Status.SUCCEEDED and job.total == 2 * (16 + 42)
     assert Result.objects.filter(item__benchmark=bench).count() == job.total
     rows = services.table(study, benchmark=bench, n_resamples=100)
@@ -85,15 +85,15 @@ def test_a_second_run_asks_only_for_what_is_missing_and_force_asks_the_cache(stu
     bench = services.do_generate_benchmark(study, categories=["BC"], per_sub_dataset=2)
     _run(subject, bench, per_sub_dataset=1)
     assert len(server.requests) == 4
-    arun, job = _run(subject, bench, per_sub_dataset=2)
+    record, job = _run(subject, bench, per_sub_dataset=2)
     assert job.total == 4 and len(server.requests) == 8  # the 4 answered items are not asked again
-    arun, job = _run(subject, bench, force=True)
+    record, job = _run(subject, bench, force=True)
     assert job.total == 8 and len(server.requests) == 16
 
 
 def test_both_modes_are_two_requests_of_one_item_and_cot_gets_the_cue(study, subject, server):
     bench = services.do_generate_benchmark(study, categories=["NBR"], per_sub_dataset=1)
-    arun, job = _run(subject, bench, modes=("dp", "cot"))
+    record, job = _run(subject, bench, modes=("dp", "cot"))
     assert job.total == 12 and len(server.requests) == 24
     cot = [s.body for s in server.requests if s.body["messages"][0]["content"] == prompts.SYSTEM_COT]
     assert len(cot) == 12 and all(b["messages"][-1]["content"].endswith(prompts.COT_CUE) for b in cot)
@@ -107,8 +107,8 @@ def test_the_llm_checker_verdict_is_kept_beside_the_deterministic_one(study, sub
                                        max_retries=1, timeout_seconds=5.0)
     server.rule(lambda body: "Judje result" in body["messages"][-1]["content"],
                 Fault(content="The answer is correct."))
-    arun, job = _run(subject, bench, judge=judge)
-    assert job.status == Job.Status.SUCCEEDED and arun.checker == "llm"
+    record, job = _run(subject, bench, judge=judge)
+    assert job.status == Job.Status.SUCCEEDED and record.checker == "llm"
     results = Result.objects.filter(item__benchmark=bench)
     assert results.count() == 4
     assert all(r.llm_correct is True and r.correct is True and r.det_correct is False for r in results)
@@ -119,10 +119,10 @@ def test_the_llm_checker_verdict_is_kept_beside_the_deterministic_one(study, sub
 def test_a_failing_server_fails_the_items_and_keeps_nothing_half_done(study, subject, server):
     bench = services.do_generate_benchmark(study, categories=["BC"], per_sub_dataset=1)
     server.rule(lambda body: True, Fault(status=500, message="boom"))
-    arun, job = _run(subject, bench)
+    record, job = _run(subject, bench)
     assert job.status == Job.Status.FAILED and "HTTP 500: boom" in job.error
     assert not Result.objects.filter(item__benchmark=bench).exists()
-    assert len(arun.failures) == 4
+    assert len(record.failures) == 4
 
 
 def test_the_command_generates_runs_and_prints_the_table(study, subject, server, settings):
@@ -163,14 +163,14 @@ def test_a_thinking_subject_model_sends_its_thinking_settings_and_the_regime_rec
         "timeout_seconds": 5.0, "thinking": "on", "thinking_switch": "both", "reasoning_effort": "low",
         "thinking_budget": 128})
     bench = services.do_generate_benchmark(study, categories=["EC"], per_sub_dataset=1)
-    arun, job = _run(subject, bench, categories=["EC"], per_sub_dataset=1, modes=["dp", "cot"])
+    record, job = _run(subject, bench, categories=["EC"], per_sub_dataset=1, modes=["dp", "cot"])
     assert job.status == Job.Status.SUCCEEDED and server.count == 2 * job.total > 0  # both modes of each item
     for seen in server.requests:  # the openai client sends extra_body's keys at the top level
         body = seen.body
         assert body["chat_template_kwargs"] == {"enable_thinking": True}
         assert (body["reasoning_effort"], body["thinking_budget"]) == ("low", 128)
         assert body["messages"][-1]["content"].endswith(" /think")
-    assert arun.run.config["thinking"] == "on"
+    assert record.run.config["thinking"] == "on"
     regime = Trace.objects.filter(model__startswith="qwen").first().regime
     assert (regime["thinking"], regime["thinking_switch"], regime["reasoning_effort"],
             regime["thinking_budget"]) == ("on", "both", "low", 128)

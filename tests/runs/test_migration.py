@@ -77,8 +77,8 @@ def test_judge_runs_chunks_calls_and_cached_answers_move_to_runs_without_loss(st
     assert (moved.prompt_tokens, moved.completion_tokens, moved.cost_usd, moved.warnings) == (500, 80, 0.0123, 2)
     assert moved.stop_reason == "every trace failed" and moved.config["concurrency"] == 4
     assert moved.output_mode == "json_object" and moved.unknown_token_calls == 0
-    judge_run = new.get_model("judges", "JudgeRun").objects.get(pk=run.pk)
-    assert (judge_run.run_id, judge_run.job_id, judge_run.labels_created, judge_run.judge_version) == (run.pk, job.pk,
+    record = new.get_model("judges", "JudgeRun").objects.get(pk=run.pk)
+    assert (record.run_id, record.job_id, record.labels_created, record.judge_version) == (run.pk, job.pk,
                                                                                                        6, 3)
     chunks = list(new.get_model("runs", "RunChunk").objects.filter(run_id=run.pk).order_by("index").values(
         "pk", "items", "status", "holder", "lease_until", "attempts"))

@@ -56,13 +56,13 @@ def world(study, owner, make_problems, subject, do_import):  # noqa: F811 - fixt
 def test_the_page_lists_every_kind_with_who_started_it(world, study, owner, member):
     tiny, judge = world
     generate(tiny)
-    judge_run = judge_services.do_start_run(judge, queue=False, user=owner)
-    judge_services.run_inline(judge_run)
+    record = judge_services.do_start_run(judge, queue=False, user=owner)
+    judge_services.run_inline(record)
     page = web(member).get(f"/studies/{study.pk}/runs/")
     text = page.content.decode()
     assert page.status_code == 200
     assert "Generation" in text and "Judge" in text and "olivia" in text
-    assert f"/generation-runs/{GenerationRun.objects.get().pk}/" in text and f"/judge-runs/{judge_run.pk}/" in text
+    assert f"/generation-runs/{GenerationRun.objects.get().pk}/" in text and f"/judge-runs/{record.pk}/" in text
     assert "Start a run" not in text  # an annotator cannot start runs
     assert "Start a run" in web(owner).get(f"/studies/{study.pk}/runs/").content.decode()
 
@@ -87,10 +87,10 @@ def test_a_generation_run_starts_from_the_page_with_a_problem_filter(world, stud
     r = web(owner).post(f"/studies/{study.pk}/runs/", {"kind": "generation", "model": "tiny", "problems": "first:2",
                                                        "samples": "1"})
     assert r.status_code == 302, r.content.decode()[:2000]
-    gen_run = GenerationRun.objects.get()
-    assert r["Location"] == f"/jobs/{gen_run.job_id}/"
-    assert gen_run.problem_filter == "first:2" and gen_run.job.total == 2
-    assert gen_run.job.created_by == owner
+    record = GenerationRun.objects.get()
+    assert r["Location"] == f"/jobs/{record.job_id}/"
+    assert record.problem_filter == "first:2" and record.job.total == 2
+    assert record.job.created_by == owner
 
 
 @pytest.mark.parametrize(("data", "field"), [
@@ -150,11 +150,11 @@ def test_with_the_broker_down_every_kind_ends_its_job_failed(world, study, owner
 
 def test_cancel_and_retry_from_the_page(world, study, owner, member, server):
     tiny, judge = world
-    gen_run = services.do_start_generation(tiny, queue=False, user=owner)
-    assert web(member).post(f"/studies/{study.pk}/runs/{gen_run.run_id}/cancel/").status_code == 403
-    assert web(owner).post(f"/studies/{study.pk}/runs/{gen_run.run_id}/cancel/").status_code == 302
-    gen_run.job.refresh_from_db()
-    assert gen_run.job.status == Job.Status.CANCELLED
+    record = services.do_start_generation(tiny, queue=False, user=owner)
+    assert web(member).post(f"/studies/{study.pk}/runs/{record.run_id}/cancel/").status_code == 403
+    assert web(owner).post(f"/studies/{study.pk}/runs/{record.run_id}/cancel/").status_code == 302
+    record.job.refresh_from_db()
+    assert record.job.status == Job.Status.CANCELLED
     # A run with failures: one problem the fake server cannot answer.
     server.rule(lambda body: "Ann has 2 apples" in json.dumps(body), Fault(status=400, message="refused"))
     failed, job = generate(tiny)
@@ -163,15 +163,15 @@ def test_cancel_and_retry_from_the_page(world, study, owner, member, server):
     assert "Retry failed items" in web(owner).get(f"/studies/{study.pk}/runs/").content.decode()
     r = web(owner).post(f"/studies/{study.pk}/runs/{failed.run_id}/retry/")
     assert r.status_code == 302
-    again = GenerationRun.objects.exclude(pk__in=[gen_run.pk, failed.pk]).get()
+    again = GenerationRun.objects.exclude(pk__in=[record.pk, failed.pk]).get()
     assert again.scope == GenerationRun.Scope.MISSING and again.job.total == 1
 
 
 def test_the_job_page_links_to_the_kind_page_of_its_run(world, study, owner):
     tiny, judge = world
-    gen_run, _ = generate(tiny)
-    page = web(owner).get(f"/jobs/{gen_run.job_id}/").content.decode()
-    assert f"/generation-runs/{gen_run.pk}/" in page
+    record, _ = generate(tiny)
+    page = web(owner).get(f"/jobs/{record.job_id}/").content.decode()
+    assert f"/generation-runs/{record.pk}/" in page
 
 
 def test_abstraction_has_a_rest_endpoint(world, study, owner, member):
@@ -184,12 +184,12 @@ def test_abstraction_has_a_rest_endpoint(world, study, owner, member):
 
 def test_one_code_version_for_regimes_and_manifests(world):
     tiny, _ = world
-    gen_run, _ = generate(tiny)
-    trace = gen_run.subject.study.traces.exclude(model="m1").first()
+    record, _ = generate(tiny)
+    trace = record.subject.study.traces.exclude(model="m1").first()
     assert export_code_version is code_version
     assert trace.regime["code_version"] == code_version() and code_version().startswith("reasonaudit ")
     assert Problem.objects.count() == 4
-    assert Run.objects.get(pk=gen_run.run_id).kind == "generation"
+    assert Run.objects.get(pk=record.run_id).kind == "generation"
 
 
 def test_force_on_an_unchanged_subject_model_means_new_samples(world, study):

@@ -41,13 +41,13 @@ def scanner(study, owner, traces, server):
 
 
 def run(scanner, **kwargs):
-    srun = scanners.do_start_scan(scanner, queue=False, **kwargs)
-    job = scanners.run_inline(srun)
-    return srun, job
+    record = scanners.do_start_scan(scanner, queue=False, **kwargs)
+    job = scanners.run_inline(record)
+    return record, job
 
 
 def test_a_scan_answers_per_trace_with_validated_citations(scanner, traces, server):
-    srun, job = run(scanner)
+    record, job = run(scanner)
     assert job.status == Job.Status.SUCCEEDED and job.done == 4
     got = {r.trace.trace_id: (r.answer, r.cited) for r in ScanResult.objects.select_related("trace")}
     assert got == {"t1": (True, [2]), "t2": (False, []), "t3": (True, [2]), "t4": (False, [])}
@@ -57,25 +57,25 @@ def test_a_scan_answers_per_trace_with_validated_citations(scanner, traces, serv
 
 def test_cited_steps_that_do_not_exist_are_set_apart(scanner, server):
     server.cite_missing = True
-    srun, job = run(scanner)
+    record, job = run(scanner)
     r = ScanResult.objects.get(trace__trace_id="t1")
     assert r.cited == [2] and r.bad_citations == [999]
-    srun.run.refresh_from_db()
-    assert srun.run.warnings == 4  # every answer cited 999: a warning per trace
+    record.run.refresh_from_db()
+    assert record.run.warnings == 4  # every answer cited 999: a warning per trace
 
 
 def test_a_second_run_is_answered_from_the_cache_and_resumable_runs_are_the_engines(scanner, server):
     run(scanner)
     n = len(server.requests)
-    srun, job = run(scanner)
-    assert len(server.requests) == n and Run.objects.get(pk=srun.run_id).cache_hits == 4
-    srun, job = run(scanner, force=True)
+    record, job = run(scanner)
+    assert len(server.requests) == n and Run.objects.get(pk=record.run_id).cache_hits == 4
+    record, job = run(scanner, force=True)
     assert len(server.requests) == n + 4
 
 
 def test_a_scan_of_a_cohort_scans_its_traces_only(study, owner_m, scanner, server):
     cohort = services.do_save_cohort(study, owner_m, name="m2", data={"model": "m2"})
-    srun, job = run(scanner, cohort=cohort)
+    record, job = run(scanner, cohort=cohort)
     assert job.total == 2
     assert sorted(ScanResult.objects.values_list("trace__trace_id", flat=True)) == ["t3", "t4"]
 
@@ -83,10 +83,10 @@ def test_a_scan_of_a_cohort_scans_its_traces_only(study, owner_m, scanner, serve
 def test_a_budget_stops_the_run(scanner, server):
     scanner.judge.price_input_per_mtok = 1_000_000.0  # 100 prompt tokens: $100 a request
     scanner.judge.save()
-    srun, job = run(scanner, budget_usd=150.0)
+    record, job = run(scanner, budget_usd=150.0)
     assert ScanResult.objects.count() < 4 and job.status in (Job.Status.PARTIAL, Job.Status.FAILED,
                                                               Job.Status.CANCELLED, Job.Status.SUCCEEDED)
-    assert Run.objects.get(pk=srun.run_id).stop_reason
+    assert Run.objects.get(pk=record.run_id).stop_reason
 
 
 def test_one_run_at_a_time(scanner):

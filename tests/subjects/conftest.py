@@ -46,8 +46,8 @@ def subject(study, server):
 
 def generate(subject: SubjectModel, **kwargs) -> tuple[GenerationRun, Job]:
     """Start a generation run and process it in this process, as a worker would."""
-    gen_run = services.do_start_generation(subject, queue=False, **kwargs)
-    job = services.run_inline(gen_run)
-    gen_run.refresh_from_db()
-    gen_run.run.refresh_from_db()
-    return gen_run, job
+    record = services.do_start_generation(subject, queue=False, **kwargs)
+    job = services.run_inline(record)
+    record.refresh_from_db()
+    record.run.refresh_from_db()
+    return record, job

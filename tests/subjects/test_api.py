@@ -86,12 +86,12 @@ def test_a_run_is_a_202_job_and_listed(study, owner, member, make_problems, subj
 def test_an_outsider_gets_404_on_every_url(study, owner, outsider, make_problems, subject, server):
     make_problems(1)
     tiny = subject()
-    gen_run = services.do_start_generation(tiny, queue=False)
+    record = services.do_start_generation(tiny, queue=False)
     for method, url in [
         ("get", f"/api/v1/studies/{study.pk}/subject-models/"), ("post", f"/api/v1/studies/{study.pk}/subject-models/"),
         ("get", f"/api/v1/subject-models/{tiny.pk}/"), ("patch", f"/api/v1/subject-models/{tiny.pk}/"),
         ("get", f"/api/v1/studies/{study.pk}/generation-runs/"),
-        ("post", f"/api/v1/studies/{study.pk}/generation-runs/"), ("get", f"/api/v1/generation-runs/{gen_run.pk}/"),
+        ("post", f"/api/v1/studies/{study.pk}/generation-runs/"), ("get", f"/api/v1/generation-runs/{record.pk}/"),
     ]:
         assert getattr(api(outsider), method)(url, {}, format="json").status_code == 404, (method, url)
     web = Client()
@@ -100,7 +100,7 @@ def test_an_outsider_gets_404_on_every_url(study, owner, outsider, make_problems
         ("get", f"/studies/{study.pk}/subject-models/"), ("get", f"/studies/{study.pk}/subject-models/new/"),
         ("post", f"/studies/{study.pk}/subject-models/new/"), ("get", f"/subject-models/{tiny.pk}/edit/"),
         ("post", f"/subject-models/{tiny.pk}/edit/"), ("post", f"/subject-models/{tiny.pk}/generate/"),
-        ("get", f"/generation-runs/{gen_run.pk}/"),
+        ("get", f"/generation-runs/{record.pk}/"),
     ]:
         assert getattr(web, method)(url).status_code == 404, (method, url)
     assert GenerationRun.objects.count() == 1 and Job.objects.filter(kind="generation").count() == 1

@@ -24,10 +24,10 @@ pytestmark = pytest.mark.django_db
 def test_k_samples_per_problem_become_checked_segmented_traces(make_problems, subject, server):
     make_problems(3)
     tiny = subject(n_samples=2, seed=10, temperature=0.7, price_input_per_mtok=1.0, price_output_per_mtok=2.0)
-    gen_run, job = generate(tiny)
+    record, job = generate(tiny)
     assert job.status == Job.Status.SUCCEEDED and (job.done, job.failed, job.total) == (3, 0, 3)
     traces = Trace.objects.filter(model="tiny").order_by("trace_id")
-    assert traces.count() == 6 and server.count == 6 and gen_run.traces_created == 6
+    assert traces.count() == 6 and server.count == 6 and record.traces_created == 6
     t = traces.get(trace_id="gen/tiny/v1/p1/s0")
     # segmented, answer extracted and checked exactly as an imported trace
     assert t.n_steps == 2 and t.answer == "7" and t.answer_correct is True and t.answer_origin == "automatic"
@@ -44,7 +44,7 @@ def test_k_samples_per_problem_become_checked_segmented_traces(make_problems, su
     g = Generation.objects.get(trace=t)
     assert (g.prompt_tokens, g.completion_tokens, g.truncated, g.cached) == (100, 20, False, False)
     assert g.cost_usd == pytest.approx((100 * 1.0 + 20 * 2.0) / 1e6)
-    assert gen_run.run.requests == 6 and gen_run.run.prompt_tokens == 600
+    assert record.run.requests == 6 and record.run.prompt_tokens == 600
     sent = server.requests[0].body
     assert "_sample" not in sent and sent["max_tokens"] == 512 and sent["messages"][-1]["role"] == "user"
 
@@ -53,13 +53,13 @@ def test_a_rerun_or_redelivery_never_duplicates(make_problems, subject, server):
     make_problems(2)
     tiny = subject(n_samples=2, temperature=1.0)
     generate(tiny)
-    gen_run, job = generate(tiny)
+    record, job = generate(tiny)
     assert job.status == Job.Status.SUCCEEDED
     assert Trace.objects.filter(model="tiny").count() == 4 and Generation.objects.count() == 4
     assert server.count == 4  # the second run came from the cache (samples differ in the key)
-    assert (gen_run.traces_created, gen_run.traces_unchanged, gen_run.run.cache_hits) == (0, 4, 2)
+    assert (record.traces_created, record.traces_unchanged, record.run.cache_hits) == (0, 4, 2)
     # a chunk delivered again after it was done does nothing
-    chunk = gen_run.run.chunks.first()
+    chunk = record.run.chunks.first()
     assert engine.process_chunk(chunk.pk, "another/boot/1") is None
     assert Trace.objects.filter(model="tiny").count() == 4
 
@@ -68,13 +68,13 @@ def test_problems_missing_completes_a_run_after_server_errors(make_problems, sub
     make_problems(4)
     tiny = subject(n_samples=2, max_retries=1)
     server.rule(lambda body: "has 3 apples" in body["messages"][-1]["content"], Fault(status=500, message="boom"))
-    gen_run, job = generate(tiny)
+    record, job = generate(tiny)
     assert job.status == Job.Status.PARTIAL and (job.done, job.failed) == (4, 1)
     assert re.search(r"first reasons: p1: sample [01]: HTTP 500: boom \(gave up after 2 attempts\)$", job.error)
     assert Trace.objects.filter(model="tiny").count() == 6
     server.rules.clear()
     before = server.count
-    gen_run, job = generate(tiny, scope="missing")
+    record, job = generate(tiny, scope="missing")
     assert job.status == Job.Status.SUCCEEDED and job.total == 1
     assert server.count - before == 2  # only p1's two samples were asked for
     assert Trace.objects.filter(model="tiny").count() == 8 and Generation.objects.count() == 8
@@ -84,7 +84,7 @@ def test_problems_missing_completes_a_run_after_server_errors(make_problems, sub
 def test_a_completion_cut_by_max_tokens_is_kept_and_flagged(make_problems, subject, server):
     make_problems(1)
     tiny = subject(max_tokens=8)
-    gen_run, job = generate(tiny)
+    record, job = generate(tiny)
     assert job.status == Job.Status.SUCCEEDED
     t = Trace.objects.get(model="tiny")
     assert t.raw == "We add the numbers of the question." and t.meta["truncated"] is True
@@ -109,8 +109,8 @@ def test_the_reasoning_channel_is_kept_in_thought(make_problems, subject, server
     assert "_sample" not in server.requests[0].body and "sample" not in server.requests[0].body
     # A cache hit replays the completion exactly: text, reasoning, the model the server named, finish reason.
     Trace.objects.all().delete()
-    gen_run, _job = generate(tiny)
-    assert server.count == 1 and gen_run.run.cache_hits == 1
+    record, _job = generate(tiny)
+    assert server.count == 1 and record.run.cache_hits == 1
     again = Trace.objects.get(model="tiny")
     assert (again.thought, again.raw, again.regime["model"], again.meta["finish_reason"]) == first
     assert first[2] == "tiny-model-served"
@@ -119,17 +119,17 @@ def test_the_reasoning_channel_is_kept_in_thought(make_problems, subject, server
 def test_retry_after_of_a_429_is_honoured(make_problems, subject, server):
     make_problems(1)
     server.inject(Fault(status=429, retry_after="1"))
-    gen_run, job = generate(subject(concurrency=1))
+    record, job = generate(subject(concurrency=1))
     assert job.status == Job.Status.SUCCEEDED
     assert [r.status for r in server.requests] == [429, 200]
     assert server.requests[1].started - server.requests[0].finished >= 0.95
-    assert ModelCall.objects.filter(run=gen_run.run, http_status=429).count() == 1
+    assert ModelCall.objects.filter(run=record.run, http_status=429).count() == 1
 
 
 def test_k_shot_template_and_completions_api(make_problems, subject, server, study):
     make_problems(1)
     tiny = subject(api="completions", prompt_template=services.find_template(study, "gsm8k-8shot-cot"))
-    gen_run, job = generate(tiny)
+    record, job = generate(tiny)
     assert job.status == Job.Status.SUCCEEDED
     prompt = server.requests[0].body["prompt"]
     assert prompt.startswith("Q: There are 15 trees in the grove.") and prompt.count("The answer is") == 8
@@ -169,14 +169,14 @@ def test_a_server_that_dies_mid_run_fails_items_with_the_reason_and_missing_resu
             server.down = True  # from the third request on, connections are dropped
 
     server.on_request = die_after_two
-    gen_run, job = generate(tiny)
+    record, job = generate(tiny)
     assert job.status == Job.Status.PARTIAL and (job.done, job.failed) == (3, 1)
     assert job.error.endswith(f"p2: sample 0: could not connect to {server.url}: Server disconnected without "
                               "sending a response. (gave up after 2 attempts)")
     kept = set(Trace.objects.filter(model="tiny").values_list("trace_id", flat=True))
     assert len(kept) == 2  # nothing generated was lost
     server.down, server.on_request = False, None
-    gen_run, job = generate(tiny, scope="missing")
+    record, job = generate(tiny, scope="missing")
     assert job.status == Job.Status.SUCCEEDED and job.total == 1
     assert Trace.objects.filter(model="tiny").count() == 3 and kept < set(
         Trace.objects.filter(model="tiny").values_list("trace_id", flat=True))
@@ -185,29 +185,29 @@ def test_a_server_that_dies_mid_run_fails_items_with_the_reason_and_missing_resu
 def test_an_empty_completion_is_retried_then_fails_the_problem(make_problems, subject, server):
     make_problems(1)
     server.inject(Fault(content=""), Fault(content=""))
-    gen_run, job = generate(subject(max_retries=1))
+    record, job = generate(subject(max_retries=1))
     assert job.status == Job.Status.FAILED
     assert "malformed answer: empty completion (gave up after 2 attempts)" in job.error
     assert not Trace.objects.filter(model="tiny").exists()
-    assert list(ModelCall.objects.filter(run=gen_run.run).values_list("outcome", flat=True)) == ["malformed"] * 2
+    assert list(ModelCall.objects.filter(run=record.run).values_list("outcome", flat=True)) == ["malformed"] * 2
 
 
 def test_a_timeout_is_retried(make_problems, subject, server):
     make_problems(1)
     server.inject(Fault(delay=1.5))
-    gen_run, job = generate(subject(timeout_seconds=0.5, max_retries=2))
+    record, job = generate(subject(timeout_seconds=0.5, max_retries=2))
     assert job.status == Job.Status.SUCCEEDED and Trace.objects.filter(model="tiny").count() == 1
-    timeout = ModelCall.objects.get(run=gen_run.run, outcome="error")
+    timeout = ModelCall.objects.get(run=record.run, outcome="error")
     assert "timed out" in timeout.error and timeout.completion_tokens is None
-    assert gen_run.run.unknown_token_calls == 1
+    assert record.run.unknown_token_calls == 1
 
 
 def test_no_response_format_is_sent_and_calls_say_plain_text(make_problems, subject, server):
     make_problems(1)
-    gen_run, _job = generate(subject())
+    record, _job = generate(subject())
     assert "response_format" not in server.requests[0].body
-    assert list(ModelCall.objects.filter(run=gen_run.run).values_list("output_mode", flat=True)) == ["prompt"]
-    assert gen_run.run.output_mode == ""
+    assert list(ModelCall.objects.filter(run=record.run).values_list("output_mode", flat=True)) == ["prompt"]
+    assert record.run.output_mode == ""
 
 
 def test_lanes_share_the_concurrency_and_every_problem_is_generated_once(make_problems, subject, server, settings):
@@ -217,8 +217,8 @@ def test_lanes_share_the_concurrency_and_every_problem_is_generated_once(make_pr
     make_problems(30)
     server.latency = 0.05
     tiny = subject(concurrency=4)
-    gen_run, job = generate(tiny, samples=4)
-    run = gen_run.run
+    record, job = generate(tiny, samples=4)
+    run = record.run
     assert run.lanes == 2 and job.status == Job.Status.SUCCEEDED and job.done == 30
     lanes = list(run.chunks.order_by("index").values_list("lane", flat=True))
     assert lanes == [i % 2 for i in range(len(lanes))] and len(lanes) >= 2

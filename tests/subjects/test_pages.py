@@ -55,15 +55,15 @@ def test_start_a_run_follow_it_and_cancel(study, owner, member, make_problems, s
     make_problems(1)
     tiny = subject()
     assert web(member).post(f"/subject-models/{tiny.pk}/generate/", {"problems": "all"}).status_code == 403
-    gen_run = services.do_start_generation(tiny, queue=False, user=owner)
-    page = web(owner).get(f"/generation-runs/{gen_run.pk}/")
+    record = services.do_start_generation(tiny, queue=False, user=owner)
+    page = web(owner).get(f"/generation-runs/{record.pk}/")
     html = page.content.decode()
     assert page.status_code == 200 and 'hx-get="/generation-runs/' in html and "Cancel" in html
-    assert "Cancel" not in web(member).get(f"/generation-runs/{gen_run.pk}/").content.decode()
-    partial = web(owner).get(f"/generation-runs/{gen_run.pk}/", HTTP_HX_REQUEST="true")
+    assert "Cancel" not in web(member).get(f"/generation-runs/{record.pk}/").content.decode()
+    partial = web(owner).get(f"/generation-runs/{record.pk}/", HTTP_HX_REQUEST="true")
     assert partial.content.decode().lstrip().startswith('<section class="card" id="run-stats"')
-    r = web(owner).post(f"/jobs/{gen_run.job_id}/")
-    assert r.status_code == 200 and Job.objects.get(pk=gen_run.job_id).status == Job.Status.CANCELLED
+    r = web(owner).post(f"/jobs/{record.job_id}/")
+    assert r.status_code == 200 and Job.objects.get(pk=record.job_id).status == Job.Status.CANCELLED
     # a new run from the list page's form lands on its page
     r = web(owner).post(f"/subject-models/{tiny.pk}/generate/", {"problems": "all", "samples": "2"})
     newest = GenerationRun.objects.order_by("-pk").first()

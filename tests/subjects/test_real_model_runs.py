@@ -39,8 +39,8 @@ def test_a_generation_run_gives_every_problem_its_trace_with_the_regime(study, l
     subject, _ = services.do_save_subject(study, {
         "name": "smollm2", "model": "smollm2", "base_url": llama, "temperature": 0.0, "seed": 0, "max_tokens": 192,
         "concurrency": 1, "timeout_seconds": 120.0, "max_retries": 1})
-    gen_run, job = generate(subject)
-    print(job.status, job.done, job.failed, gen_run.run.requests, gen_run.run.completion_tokens)
+    record, job = generate(subject)
+    print(job.status, job.done, job.failed, record.run.requests, record.run.completion_tokens)
     assert job.status == Job.Status.SUCCEEDED, job.error
     traces = Trace.objects.filter(study=study, model="smollm2")
     assert traces.count() == Problem.objects.filter(study=study).count() == 20

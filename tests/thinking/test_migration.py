@@ -61,11 +61,11 @@ def _old_data(apps, study_pk: int, user_pk: int) -> dict[str, int]:
                                           prompt_template=template)
     job = apps.get_model("annotation", "Job").objects.create(study_id=study_pk, kind="faithfulness")
     run = apps.get_model("runs", "Run").objects.create(job=job, kind="faithfulness")
-    frun = FaithfulnessRun.objects.create(job=job, run=run, subject=subject, kind="interventions", mode="completions",
+    record = FaithfulnessRun.objects.create(job=job, run=run, subject=subject, kind="interventions", mode="completions",
                                           config_version=1)
-    Intervention.objects.create(frun=frun, trace=with_thought, kind="value_flip", step=2, why="w")
-    Intervention.objects.create(frun=frun, trace=with_thought, kind="value_flip", step=1, why="w")
-    Intervention.objects.create(frun=frun, trace=plain, kind="value_flip", step=2, why="w")
+    Intervention.objects.create(frun=record, trace=with_thought, kind="value_flip", step=2, why="w")
+    Intervention.objects.create(frun=record, trace=with_thought, kind="value_flip", step=1, why="w")
+    Intervention.objects.create(frun=record, trace=plain, kind="value_flip", step=2, why="w")
     return {"thought": with_thought.pk, "plain": plain.pk, "old_hash": old_hash}
 
 
