@@ -9,7 +9,7 @@ from django.db.models import Exists, OuterRef
 
 from annotation.models import Job, StepLabel, Study, Trace
 from reasonaudit.celery import app as celery_app
-from runs import cli
+from runs import cli, params
 from search import scanners
 from search.models import Cohort, ScanLabel, Scanner
 
@@ -26,7 +26,8 @@ class Command(BaseCommand):
         parser.add_argument("--judge", help="create it with this LLM judge configuration (name)")
         parser.add_argument("--cohort", type=int, help="only this cohort's traces (id)")
         parser.add_argument("--force", action="store_true", help="ask again even where a cached answer exists")
-        parser.add_argument("--budget", type=float, help="stop once the estimated cost reaches this many USD")
+        parser.add_argument("--budget", type=params.cli_type("budget_usd"),
+                            help=f"stop once the estimated cost reaches this many USD ({params.range_text('budget_usd')})")
         parser.add_argument("--no-run", action="store_true", help="do not run; sample and report only")
         parser.add_argument("--sample", type=int, default=0, help="draw this many answered traces into the sample")
         parser.add_argument("--seed", type=int, default=0)
