@@ -153,6 +153,9 @@ class AbstractionRun(RunRecord):
     def get_absolute_url(self) -> str:
         return reverse("abstraction-table", args=[self.benchmark.study_id])
 
+    def changed_data(self) -> bool:
+        return self.results_created > 0
+
     def counters(self) -> dict:
         return {"subject_model": self.subject.name, "benchmark": self.benchmark.name, "modes": self.modes,
                 "checker": self.checker, "results": self.results_created}

@@ -13,17 +13,15 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from django.db import transaction
 from django.db.models import F
 
 from abstraction.core import checker
 from abstraction.models import AbstractionRun, Item, Result
 from abstraction.prompting import instance_of, render
-from annotation import signals
 from annotation.importing.pipeline import pk_map, write_records
 from annotation.importing.records import ProblemIn, TraceIn
 from annotation.importing.regime import host_of, messages_hash, regime
-from annotation.models import Problem, Study, Trace
+from annotation.models import Problem, Trace
 from judges.models import JudgeConfig
 from judges.providers.openai_compat import endpoint as judge_endpoint
 from runs import cache as run_cache
@@ -264,9 +262,3 @@ class AbstractionClient(RunClient):
 
     def open(self, run: Run) -> AbstractionWork:
         return AbstractionWork(self.record(run))
-
-    def finished(self, run: Run) -> None:
-        record = self.record(run)
-        if record.results_created:
-            study = record.benchmark.study
-            transaction.on_commit(lambda: signals.data_changed.send(sender=Study, study=study, reason="abstraction"))

@@ -206,6 +206,9 @@ class JudgeRun(RunRecord):
     def get_absolute_url(self) -> str:
         return reverse("judge-run", args=[self.pk])
 
+    def changed_data(self) -> bool:
+        return bool(self.labels_created or self.labels_changed or self.labels_removed)
+
     def counters(self) -> dict:
         return {
             "judge": self.judge.name if self.judge_id else None,

@@ -7,13 +7,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from annotation import signals
 from annotation.importing.pipeline import label_snapshot
-from annotation.models import LabelHistory, SkeletonStep, Step, StepLabel, Study, Trace
+from annotation.models import LabelHistory, SkeletonStep, Step, StepLabel, Trace
 from judges.models import JudgeConfig, JudgeRun, JudgeTraceResult
 from judges.providers import JudgeProvider, TraceInput, TraceOutcome, get_provider, provider_class
 from runs import cache
@@ -200,10 +198,3 @@ class JudgeClient(RunClient):
         # A trace's newest result is the truth (a later run may have fixed it); the record keeps no copy.
         return list(JudgeTraceResult.objects.filter(run__run=run, status=JudgeTraceResult.Status.FAILED)
                     .order_by("trace_id").values_list("reason", flat=True)[:limit])
-
-    def finished(self, run: Run) -> None:
-        """Tell scoring when labels changed."""
-        record = self.record(run)
-        if record.labels_created or record.labels_changed or record.labels_removed:
-            study = record.judge.study
-            transaction.on_commit(lambda: signals.data_changed.send(sender=Study, study=study, reason="judge"))

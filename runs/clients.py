@@ -15,6 +15,10 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from django.db import transaction
+
+from annotation import signals
+from annotation.models import Study
 from runs.transport import CallRecord, Control
 
 if TYPE_CHECKING:
@@ -159,8 +163,15 @@ class RunClient(ABC):
         """The job's result when the run ends: the record's summary."""
         return self.record(run).summary() if self.record_model is not None else run.summary()
 
-    def finished(self, run: Run) -> None:  # noqa: B027 - optional hook
-        """Called once when the run ends (inside a transaction: queue work with on_commit)."""
+    def finished(self, run: Run) -> None:
+        """Called once when the run ends (inside a transaction: queue work with on_commit). By default,
+        when the record says the run changed the study's data, scoring is told once the end commits."""
+        if self.record_model is None:
+            return
+        record = self.record(run)
+        if record.changed_data():
+            study = record.job.study
+            transaction.on_commit(lambda: signals.data_changed.send(sender=Study, study=study, reason=self.kind))
 
 
 _CLIENTS: dict[str, RunClient] = {}

@@ -111,6 +111,11 @@ class RunRecord(models.Model):
         """The kind's own part of the job's result: what the run is of and what it made (a hook)."""
         return {}
 
+    def changed_data(self) -> bool:
+        """Whether the run changed what scoring reads (labels, traces, results): then scoring is told
+        when it ends (RunClient.finished). A hook; the counters are final when it is asked."""
+        return False
+
     def summary(self) -> dict:
         """The job's result when the run ends: the record, the engine's figures and the kind's counters."""
         return {"run": self.pk, **self.run.summary(), **self.counters()}

@@ -221,6 +221,9 @@ class GenerationRun(RunRecord):
     def get_absolute_url(self) -> str:
         return reverse("generation-run", args=[self.pk])
 
+    def changed_data(self) -> bool:
+        return self.traces_created > 0
+
     def counters(self) -> dict:
         return {
             "subject_model": self.subject.name,

@@ -19,14 +19,12 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db import transaction
 from django.db.models import F
 
-from annotation import signals
 from annotation.importing.pipeline import pk_map, write_records
 from annotation.importing.records import TraceIn
 from annotation.importing.regime import host_of, messages_hash, regime
-from annotation.models import Problem, Study, Trace
+from annotation.models import Problem, Trace
 from reasonlib.thinking import split_thinking
 from runs import cache as run_cache
 from runs.chat_template import ChatTemplateError, render_chat
@@ -399,9 +397,3 @@ class GenerationClient(RunClient):
 
     def open(self, run: Run) -> GenerationWork:
         return GenerationWork(self.record(run))
-
-    def finished(self, run: Run) -> None:
-        record = self.record(run)
-        if record.traces_created:
-            study = record.subject.study
-            transaction.on_commit(lambda: signals.data_changed.send(sender=Study, study=study, reason="generation"))
