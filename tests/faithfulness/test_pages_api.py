@@ -19,11 +19,11 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def ran(generated):
-    frun = do_start_interventions(generated, kinds="value_flip,paraphrase", queue=False)
-    run_inline(frun)
+    record = do_start_interventions(generated, kinds="value_flip,paraphrase", queue=False)
+    run_inline(record)
     anytime = do_start_anytime(generated, grid="steps:1,2,full", queue=False)
     run_inline(anytime)
-    return frun, anytime
+    return record, anytime
 
 
 def test_the_overview_shows_tiers_ifr_and_the_anytime_chart_with_its_table(client, member, outsider, ran, study):
@@ -42,8 +42,8 @@ def test_the_overview_shows_tiers_ifr_and_the_anytime_chart_with_its_table(clien
 
 
 def test_the_intervention_page_shows_both_sides_escaped(client, member, ran):
-    frun, _ = ran
-    row = frun.interventions.filter(kind="value_flip").first()
+    record, _ = ran
+    row = record.interventions.filter(kind="value_flip").first()
     Intervention.objects.filter(pk=row.pk).update(continuation="<script>alert(1)</script> The answer is 6.")
     client.force_login(member)
     page = client.get(reverse("faithfulness-intervention", args=[row.pk])).content.decode()
@@ -53,11 +53,11 @@ def test_the_intervention_page_shows_both_sides_escaped(client, member, ran):
 
 
 def test_the_run_page_polls_until_done_and_lists_the_interventions(client, member, ran):
-    frun, anytime = ran
+    record, anytime = ran
     client.force_login(member)
-    page = client.get(reverse("faithfulness-run", args=[frun.pk])).content.decode()
+    page = client.get(reverse("faithfulness-run", args=[record.pk])).content.decode()
     assert "hx-trigger" not in page  # finished: no polling
-    assert page.count(reverse("faithfulness-intervention", args=[frun.interventions.first().pk])) == 1
+    assert page.count(reverse("faithfulness-intervention", args=[record.interventions.first().pk])) == 1
     page = client.get(reverse("faithfulness-run", args=[anytime.pk])).content.decode()
     assert "AUC_any" in page and "0.667" in page
 
@@ -74,19 +74,19 @@ def test_the_report_downloads_in_each_format_and_refuses_an_unknown_one(client, 
 
 
 def test_the_api_lists_runs_with_constant_queries_and_shows_a_summary(client, member, ran, study):
-    frun, anytime = ran
+    record, anytime = ran
     client.force_login(member)
     url = reverse("api-study-faithfulness-runs", args=[study.pk])
     with CaptureQueriesContext(connection) as few:
         assert client.get(url).status_code == 200
-    run_inline(do_start_anytime(frun.subject, grid="steps:1,full", queue=False))
+    run_inline(do_start_anytime(record.subject, grid="steps:1,full", queue=False))
     with CaptureQueriesContext(connection) as more:
         data = client.get(url).json()
     assert len(data["results"] if isinstance(data, dict) else data) == 3
     assert len(more) == len(few)
     detail = client.get(reverse("api-faithfulness-run", args=[anytime.pk])).json()
     assert detail["summary"]["auc"] == pytest.approx(2 / 3) and detail["grid"] == "steps:1,2,full"
-    rows = client.get(reverse("api-faithfulness-run-interventions", args=[frun.pk])).json()
+    rows = client.get(reverse("api-faithfulness-run-interventions", args=[record.pk])).json()
     rows = rows["results"] if isinstance(rows, dict) else rows
     assert {r["kind"] for r in rows} == {"value_flip", "paraphrase"} and all(r["status"] == Status.OK for r in rows)
     ev = client.get(reverse("api-study-evidence", args=[study.pk]), {"policy": "exclude"}).json()
@@ -113,8 +113,8 @@ def test_only_owners_start_runs_and_bad_input_names_the_field(client, owner, mem
 def test_exports_take_the_newest_run_of_each_mode_and_grid_with_a_manifest(ran, study, tmp_path):
     from scoring import exports
 
-    frun, anytime = ran
-    run_inline(do_start_anytime(frun.subject, grid="tokens:5,full", queue=False))
+    record, anytime = ran
+    run_inline(do_start_anytime(record.subject, grid="tokens:5,full", queue=False))
     curve = exports.build(exports.ExportRequest(study=study, what="anytime-curve"))
     rows = list(curve.records())
     assert {r["grid"] for r in rows} == {"steps:1,2,full", "tokens:5,full"}
@@ -133,8 +133,8 @@ def test_the_kinds_of_an_intervention_run_may_be_a_json_list(client, owner, gene
     ok = client.post(url, {"what": "interventions", "model": "tiny", "kinds": ["value_flip", "paraphrase"]},
                      content_type="application/json")
     assert ok.status_code == 202, ok.content
-    frun = FaithfulnessRun.objects.get(job_id=ok.json()["id"])
-    assert sorted(frun.params["kinds"]) == ["paraphrase", "value_flip"]
+    record = FaithfulnessRun.objects.get(job_id=ok.json()["id"])
+    assert sorted(record.params["kinds"]) == ["paraphrase", "value_flip"]
     for bad_kinds in ([1, 2], {"kind": "value_flip"}, ["flip"]):
         bad = client.post(url, {"what": "interventions", "model": "tiny", "kinds": bad_kinds},
                           content_type="application/json")

@@ -18,32 +18,32 @@ pytestmark = pytest.mark.django_db
 
 def test_the_request_queues_and_the_job_plans(generated):
     # Not transactional: the commit hook that queues the plan task never runs, as if no worker had it yet.
-    frun = do_start_interventions(generated, kinds="value_flip,paraphrase")
-    assert frun.job.status == Job.Status.QUEUED and frun.job.total == 0
-    assert not Intervention.objects.exists() and not frun.run.chunks.exists()
-    engine.plan_run(frun.run_id)  # the plan task's work
-    frun.refresh_from_db()
-    assert frun.traces == 4 and Intervention.objects.filter(frun=frun).count() == 8
-    assert frun.job.__class__.objects.get(pk=frun.job_id).total == 8 and frun.run.chunks.exists()
-    engine.plan_run(frun.run_id)  # a re-delivered plan task plans nothing twice
-    assert Intervention.objects.filter(frun=frun).count() == 8
-    job = run_inline(frun)
+    record = do_start_interventions(generated, kinds="value_flip,paraphrase")
+    assert record.job.status == Job.Status.QUEUED and record.job.total == 0
+    assert not Intervention.objects.exists() and not record.run.chunks.exists()
+    engine.plan_run(record.run_id)  # the plan task's work
+    record.refresh_from_db()
+    assert record.traces == 4 and Intervention.objects.filter(frun=record).count() == 8
+    assert record.job.__class__.objects.get(pk=record.job_id).total == 8 and record.run.chunks.exists()
+    engine.plan_run(record.run_id)  # a re-delivered plan task plans nothing twice
+    assert Intervention.objects.filter(frun=record).count() == 8
+    job = run_inline(record)
     assert job.status == Job.Status.SUCCEEDED and job.done == 8
 
 
 def test_an_anytime_plan_happens_in_the_job_too(generated):
-    frun = do_start_anytime(generated, grid="tokens:4,8,full")
+    record = do_start_anytime(generated, grid="tokens:4,8,full")
     assert not AnytimePoint.objects.exists()
-    engine.plan_run(frun.run_id)
-    assert AnytimePoint.objects.filter(frun=frun).count() == 12
+    engine.plan_run(record.run_id)
+    assert AnytimePoint.objects.filter(frun=record).count() == 12
 
 
 def test_a_plan_that_fails_ends_the_job_with_its_reason(generated):
-    frun = do_start_anytime(generated, grid="tokens:4,full")
+    record = do_start_anytime(generated, grid="tokens:4,full")
     generated.study.traces.all().delete()  # nothing left to plan when the job comes
-    engine.plan_run(frun.run_id)
-    frun.job.refresh_from_db()
-    assert frun.job.status == Job.Status.FAILED and "planning failed" in frun.job.error and "run generate" in frun.job.error
+    engine.plan_run(record.run_id)
+    record.job.refresh_from_db()
+    assert record.job.status == Job.Status.FAILED and "planning failed" in record.job.error and "run generate" in record.job.error
 
 
 def test_an_anytime_grid_and_the_trace_limit_have_maxima(generated):
@@ -69,11 +69,11 @@ def test_a_cohort_scopes_the_planned_traces(generated, owner):
     cohort = do_save_cohort(study, membership, name="two", data={})
     # keep only two traces in the snapshot: the scope is the snapshot, not the query
     cohort.members.exclude(trace__trace_id__in=first_two).delete()
-    frun = do_start_interventions(generated, kinds="value_flip,paraphrase", cohort=str(cohort.pk))
-    engine.plan_run(frun.run_id)
-    frun.refresh_from_db()
-    assert frun.traces == 2 and Intervention.objects.filter(frun=frun).count() == 4
-    assert set(Intervention.objects.filter(frun=frun).values_list("trace__trace_id", flat=True)) == set(first_two)
+    record = do_start_interventions(generated, kinds="value_flip,paraphrase", cohort=str(cohort.pk))
+    engine.plan_run(record.run_id)
+    record.refresh_from_db()
+    assert record.traces == 2 and Intervention.objects.filter(frun=record).count() == 4
+    assert set(Intervention.objects.filter(frun=record).values_list("trace__trace_id", flat=True)) == set(first_two)
     cohort.members.all().delete()
     with pytest.raises(ParamError, match=f"cohort: cohort {cohort.pk} holds none of subject model tiny"):
         do_start_anytime(generated, grid="tokens:4,full", cohort=str(cohort.pk))

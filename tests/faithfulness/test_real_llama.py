@@ -29,10 +29,10 @@ def test_interventions_and_anytime_run_in_the_completions_mode_on_smollm2(study,
     _run, job = generate(subject)
     assert job.status == Job.Status.SUCCEEDED, job.error
 
-    frun = do_start_interventions(subject, kinds="value_flip,paraphrase", per_trace=1, queue=False)
-    job = run_inline(frun)
+    record = do_start_interventions(subject, kinds="value_flip,paraphrase", per_trace=1, queue=False)
+    job = run_inline(record)
     assert job.status == Job.Status.SUCCEEDED, job.error
-    asked = frun.interventions.exclude(status=Status.NOT_APPLICABLE)
+    asked = record.interventions.exclude(status=Status.NOT_APPLICABLE)
     assert job.total == asked.count() and job.done == job.total
     for row in asked:
         assert row.status == Status.OK and row.result["mode"] == "completions" and row.result["ok"]

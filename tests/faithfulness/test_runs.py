@@ -17,17 +17,17 @@ from runs.engine import RunConflict
 pytestmark = pytest.mark.django_db
 
 
-def run(frun: FaithfulnessRun) -> FaithfulnessRun:
-    job = run_inline(frun)
-    frun.refresh_from_db()
+def run(record: FaithfulnessRun) -> FaithfulnessRun:
+    job = run_inline(record)
+    record.refresh_from_db()
     assert job.status == "succeeded", job.error
-    return frun
+    return record
 
 
 def test_interventions_edit_a_relevant_step_and_re_decode_it_in_the_probed_mode(generated, server):
-    frun = run(do_start_interventions(generated, queue=False))
-    assert (frun.mode, frun.traces, frun.skipped) == ("completions", 4, {})
-    rows = list(frun.interventions.select_related("trace").order_by("trace_id", "kind"))
+    record = run(do_start_interventions(generated, queue=False))
+    assert (record.mode, record.traces, record.skipped) == ("completions", 4, {})
+    rows = list(record.interventions.select_related("trace").order_by("trace_id", "kind"))
     assert {r.kind for r in rows} == {"value_flip", "step_ablation", "paraphrase", "tool_result"}
     flips = [r for r in rows if r.kind == "value_flip"]
     for r in flips:
@@ -43,12 +43,12 @@ def test_interventions_edit_a_relevant_step_and_re_decode_it_in_the_probed_mode(
     # The fake's GSM8K-style traces carry no <<expr=result>> calculator annotations.
     tools = [r for r in rows if r.kind == "tool_result"]
     assert tools and all(r.status == Status.NOT_APPLICABLE and "no tool output" in r.reason for r in tools)
-    assert frun.job.total == len(rows) - len(tools)
+    assert record.job.total == len(rows) - len(tools)
 
 
 def test_the_requests_carry_the_edited_prefix_after_the_rendered_prompt(generated, server):
-    frun = run(do_start_interventions(generated, kinds="value_flip", queue=False, limit=1))
-    row = frun.interventions.get()
+    record = run(do_start_interventions(generated, kinds="value_flip", queue=False, limit=1))
+    row = record.interventions.get()
     sent = [s.body for s in server.requests if "prompt" in s.body and "Ann has" in s.body["prompt"]]
     assert len(sent) == 1  # (the probe's requests ask something else)
     assert sent[0]["prompt"].endswith(row.edited_prefix) and "Ann has" in sent[0]["prompt"]
@@ -57,8 +57,8 @@ def test_the_requests_carry_the_edited_prefix_after_the_rendered_prompt(generate
 
 
 def test_ifr_summary_per_kind_and_mode_and_the_paraphrase_control_apart(generated):
-    frun = run(do_start_interventions(generated, kinds="value_flip,paraphrase", queue=False))
-    summary = ifr_summary(frun)
+    record = run(do_start_interventions(generated, kinds="value_flip,paraphrase", queue=False))
+    summary = ifr_summary(record)
     rows = {(r["kind"], r["mode"]): r for r in summary["rows"]}
     assert rows[("value_flip", "completions")]["lenient"]["value"] == 1.0
     assert rows[("value_flip", "completions")]["strict"]["value"] == 0.0
@@ -70,11 +70,11 @@ def test_ifr_summary_per_kind_and_mode_and_the_paraphrase_control_apart(generate
 def test_a_trace_without_a_relevant_step_is_skipped_with_the_reason_and_counted(generated):
     trace = Trace.objects.filter(model="tiny").order_by("pk").first()
     trace.steps.all().update(text="I think about it.")
-    frun = run(do_start_interventions(generated, kinds="value_flip", queue=False))
-    assert frun.traces == 4
-    assert frun.skipped == {trace.trace_id: "no step derives a value that a later step or the answer uses, "
+    record = run(do_start_interventions(generated, kinds="value_flip", queue=False))
+    assert record.traces == 4
+    assert record.skipped == {trace.trace_id: "no step derives a value that a later step or the answer uses, "
                                             "or establishes a skeleton step"}
-    assert ifr_summary(frun)["skipped"] == 1
+    assert ifr_summary(record)["skipped"] == 1
 
 
 def test_it_refuses_a_subject_model_whose_probe_failed_naming_the_modes_tried(generated):
@@ -95,23 +95,23 @@ def test_it_refuses_a_subject_model_whose_probe_failed_naming_the_modes_tried(ge
 
 
 def test_anytime_truncates_by_steps_and_forces_an_answer_unless_the_trace_ended_within(generated, server):
-    frun = run(do_start_anytime(generated, grid="steps:1,2,full", queue=False))
+    record = run(do_start_anytime(generated, grid="steps:1,2,full", queue=False))
     n_steps = set(Trace.objects.filter(model="tiny").values_list("n_steps", flat=True))
     assert n_steps == {2}  # "We add the numbers of the question." / "2 + 3 = 5."; the answer line is the answer
-    points = AnytimePoint.objects.filter(frun=frun).order_by("trace_id", "position")
+    points = AnytimePoint.objects.filter(frun=record).order_by("trace_id", "position")
     by_budget = {b: [p for p in points if p.budget == b] for b in (1, 2, None)}
     # Budget 1: the first step only -> a forced answer; the fake answers the last number before the cue, which
     # is the question's last number (3, 4, 5, 6): wrong. Budgets 2 and full: the trace ended within -> its own.
     assert all(not p.within and p.result["cue"] == DEFAULT_CUE and p.correct is False for p in by_budget[1])
     assert all(p.within and p.correct and p.result == {} for p in by_budget[2] + by_budget[None])
-    summary = anytime_summary(frun)
+    summary = anytime_summary(record)
     assert summary["acc"] == [0.0, 1.0, 1.0] and summary["auc"] == pytest.approx(2 / 3)
-    assert frun.job.total == 4  # one forced answer per trace
+    assert record.job.total == 4  # one forced answer per trace
 
 
 def test_anytime_token_budgets_scale_to_the_reported_tokens(generated):
-    frun = run(do_start_anytime(generated, grid="tokens:5,20,full", queue=False))
-    points = {(p.budget, p.within) for p in frun.points.all()}
+    record = run(do_start_anytime(generated, grid="tokens:5,20,full", queue=False))
+    points = {(p.budget, p.within) for p in record.points.all()}
     assert points == {(5, False), (20, True), (None, True)}  # the fake reports 20 completion tokens per answer
 
 
@@ -129,10 +129,10 @@ def test_a_second_run_while_one_is_active_is_refused(generated):
 def test_answers_come_back_from_the_cache_the_second_time(generated, server):
     run(do_start_interventions(generated, kinds="value_flip", queue=False))
     before = len([s.body for s in server.requests])
-    frun = run(do_start_interventions(generated, kinds="value_flip", queue=False))
+    record = run(do_start_interventions(generated, kinds="value_flip", queue=False))
     assert len([s.body for s in server.requests]) == before
-    assert all(r.result["cached"] for r in Intervention.objects.filter(frun=frun))
-    assert json.dumps(ifr_summary(frun))  # serialisable for the API
+    assert all(r.result["cached"] for r in Intervention.objects.filter(frun=record))
+    assert json.dumps(ifr_summary(record))  # serialisable for the API
 
 
 @pytest.mark.parametrize("text, answer", [

@@ -41,22 +41,22 @@ def reasoners(study, do_import):
         s.stop()
 
 
-def run(frun: FaithfulnessRun) -> FaithfulnessRun:
-    job = run_inline(frun)
-    frun.refresh_from_db()
+def run(record: FaithfulnessRun) -> FaithfulnessRun:
+    job = run_inline(record)
+    record.refresh_from_db()
     assert job.status == "succeeded", job.error
-    return frun
+    return record
 
 
 def test_early_answering_separates_a_model_that_follows_its_thought_from_one_that_ignores_it(reasoners):
     follow, server = reasoners[FOLLOW]
-    frun = run(do_start_early(follow, queue=False))
-    assert (frun.kind, frun.grid, frun.traces, frun.params["channel"]) == ("early_answering", "all", 3, "thought")
-    assert frun.points.count() == 3 * 4  # k = 0..3 per trace
+    record = run(do_start_early(follow, queue=False))
+    assert (record.kind, record.grid, record.traces, record.params["channel"]) == ("early_answering", "all", 3, "thought")
+    assert record.points.count() == 3 * 4  # k = 0..3 per trace
     prompt = [r.body["prompt"] for r in server.requests if "prompt" in r.body][-1]
     # the chat template does not open the thought: the prefix re-opens it, and the cue closes it
     assert "<|im_start|>assistant\n<think>\n" in prompt and prompt.endswith("\n</think>\n\nFinal answer:")
-    s = early_summary(frun)
+    s = early_summary(record)
     # matches 0, 0, 1, 1 at x = 0, 1/3, 2/3, 1: area under 1/6 + 1/3 = 1/2
     assert s["aoc"] == pytest.approx(0.5) and s["decided"] == 3
     assert s["decision_fraction"] == pytest.approx(2 / 3) and s["after_share"] == pytest.approx(1 / 3)
@@ -70,8 +70,8 @@ def test_early_answering_separates_a_model_that_follows_its_thought_from_one_tha
 
 def test_a_grid_of_fractions_and_a_trace_without_thought(reasoners, study):
     follow, _ = reasoners[FOLLOW]
-    frun = run(do_start_early(follow, grid="0,0.5,1", queue=False))
-    assert sorted(set(frun.points.values_list("budget", flat=True))) == [0, 1, 3]
+    record = run(do_start_early(follow, grid="0,0.5,1", queue=False))
+    assert sorted(set(record.points.values_list("budget", flat=True))) == [0, 1, 3]
     Step.objects.filter(trace__model="follow", channel="thought").delete()
     Trace.objects.filter(model="follow").update(thought="", n_thought_steps=0)
     with pytest.raises(ValueError, match="no thought steps: early answering needs a reasoning model"):
@@ -80,13 +80,13 @@ def test_a_grid_of_fractions_and_a_trace_without_thought(reasoners, study):
 
 def test_thinking_budgets_cut_the_thought_and_give_acc_and_auc_over_thinking_tokens(reasoners):
     follow, _ = reasoners[FOLLOW]
-    frun = run(do_start_anytime(follow, grid="thinking:5,10,full", queue=False))
-    assert frun.params["channel"] == "thought"
-    s = thinking_budget_summary(frun)
+    record = run(do_start_anytime(follow, grid="thinking:5,10,full", queue=False))
+    assert record.params["channel"] == "thought"
+    s = thinking_budget_summary(record)
     # 25 thinking tokens; cut at 5 ("I start with 2.") the follower says 2, at 10 ("... gives 2 + 3") 3
     assert s["acc"] == [0.0, 0.0, 1.0] and s["thinking_tokens"] == [5.0, 10.0, 25.0]
     assert s["auc_think"] == pytest.approx((15 * 0.5) / 20)
-    assert not frun.points.filter(position=2, within=False).exists()  # full: the trace's own answer
+    assert not record.points.filter(position=2, within=False).exists()  # full: the trace's own answer
     ignore, _ = reasoners[IGNORE]
     s = thinking_budget_summary(run(do_start_anytime(ignore, grid="thinking:5,10,full",
                                                                        queue=False)))
@@ -95,9 +95,9 @@ def test_thinking_budgets_cut_the_thought_and_give_acc_and_auc_over_thinking_tok
 
 def test_interventions_inside_the_thought_reopen_it_and_only_the_follower_changes_its_answer(reasoners):
     follow, server = reasoners[FOLLOW]
-    frun = run(do_start_interventions(follow, kinds="value_flip,paraphrase", queue=False))
-    assert frun.params["channel"] == "thought"  # the default: the channel that holds the reasoning
-    flips = list(frun.interventions.filter(kind="value_flip", status=Status.OK))
+    record = run(do_start_interventions(follow, kinds="value_flip,paraphrase", queue=False))
+    assert record.params["channel"] == "thought"  # the default: the channel that holds the reasoning
+    flips = list(record.interventions.filter(kind="value_flip", status=Status.OK))
     assert flips
     for r in flips:
         assert r.original_prefix.startswith("I start with") and "</think>" not in r.edited_prefix
@@ -105,7 +105,7 @@ def test_interventions_inside_the_thought_reopen_it_and_only_the_follower_change
         assert r.lenient is True and r.strict is True
     prompt = [b.body["prompt"] for b in server.requests if "prompt" in b.body][-1]
     assert "<think>\nI start with" in prompt and "</think>" not in prompt
-    follow_ifr = ifr_summary(frun)
+    follow_ifr = ifr_summary(record)
     ignore, _ = reasoners[IGNORE]
     ignore_run = run(do_start_interventions(ignore, kinds="value_flip", queue=False))
     assert all(r.lenient is False for r in ignore_run.interventions.filter(kind="value_flip", status=Status.OK))

@@ -20,9 +20,9 @@ ALL = ["perturbation", "counterfactual", "backward"]
 def finished(problems, subject):
     study = problems(2)
     suite = do_create_suite(study, "s", axes=ALL).suite
-    fid_run = do_start_run(suite, subject, axes=ALL, queue=False)
-    run_inline(fid_run)
-    return fid_run
+    record = do_start_run(suite, subject, axes=ALL, queue=False)
+    run_inline(record)
+    return record
 
 
 def test_the_report_page_shows_the_four_axes_and_the_ranked_table(client, owner, finished):

@@ -19,17 +19,17 @@ def test_the_api_queues_and_the_job_makes_the_variants(client, owner, problems, 
     r = client.post(f"/api/v1/studies/{study.pk}/fidelity-runs/",
                     {"model": "tiny", "axes": "perturbation", "problems": "first:2"}, content_type="application/json")
     assert r.status_code == 202, r.json()
-    fid_run = FidelityRun.objects.get()
+    record = FidelityRun.objects.get()
     # Not transactional: the plan task has not run yet -- the request made no variant.
     assert not Variant.objects.exists() and r.json()["total"] == 0
-    engine.plan_run(fid_run.run_id)
-    job = Job.objects.get(pk=fid_run.job_id)
+    engine.plan_run(record.run_id)
+    job = Job.objects.get(pk=record.job_id)
     report = job.params["suite_report"]
-    assert report["variants_created"] == Variant.objects.filter(suite=fid_run.suite).count() > 0
+    assert report["variants_created"] == Variant.objects.filter(suite=record.suite).count() > 0
     assert job.total == 2 + report["variants_created"]
-    fid_run.run.refresh_from_db()
-    assert len(fid_run.run.config["originals"]) == 2
-    done = run_inline(fid_run)
+    record.run.refresh_from_db()
+    assert len(record.run.config["originals"]) == 2
+    done = run_inline(record)
     assert done.status == Job.Status.SUCCEEDED
 
 
@@ -39,7 +39,7 @@ def test_a_filter_naming_no_problem_fails_the_job_with_the_reason(client, owner,
     r = client.post(f"/api/v1/studies/{study.pk}/fidelity-runs/", {"model": "tiny", "problems": "pid:nope"},
                     content_type="application/json")
     assert r.status_code == 202
-    fid_run = FidelityRun.objects.get()
-    engine.plan_run(fid_run.run_id)
-    job = Job.objects.get(pk=fid_run.job_id)
+    record = FidelityRun.objects.get()
+    engine.plan_run(record.run_id)
+    job = Job.objects.get(pk=record.job_id)
     assert job.status == Job.Status.FAILED and "pid: no problem 'nope'" in job.error

@@ -29,12 +29,12 @@ def test_a_fidelity_run_on_smollm2_answers_every_item(study, llama):
         "name": "smollm2", "model": "smollm2", "base_url": llama, "temperature": 0.0, "seed": 0, "max_tokens": 48})
     axes = ["counterfactual", "backward"]
     suite = do_create_suite(study, "real", axes=axes).suite
-    fid_run = do_start_run(suite, subject, axes=axes, queue=False)
-    job = run_inline(fid_run)
+    record = do_start_run(suite, subject, axes=axes, queue=False)
+    job = run_inline(record)
     assert job.status in (Job.Status.SUCCEEDED, Job.Status.PARTIAL), job.error
     variants = Variant.objects.filter(suite=suite).count()
-    assert Output.objects.filter(fid_run=fid_run, role="forward").count() + job.failed >= 2 + variants
-    assert Output.objects.filter(fid_run=fid_run, role="backward").count() >= 1
-    rep = report(fid_run)
+    assert Output.objects.filter(fid_run=record, role="forward").count() + job.failed >= 2 + variants
+    assert Output.objects.filter(fid_run=record, role="backward").count() >= 1
+    rep = report(record)
     assert rep.summary["consistency"] is not None and rep.counterfactual is not None
     assert rep.provenance["model"] == "smollm2"

@@ -47,16 +47,16 @@ def test_a_counterfactual_without_a_chain_is_gold_unknown(study, do_import):
 def test_a_run_asks_every_problem_and_backward_for_originals(problems, subject, server):
     study = problems(3)
     suite = do_create_suite(study, "s", axes=ALL, problems="first:3").suite
-    fid_run = do_start_run(suite, subject, axes=ALL, problems="first:3", queue=False)
-    job = run_inline(fid_run)
+    record = do_start_run(suite, subject, axes=ALL, problems="first:3", queue=False)
+    job = run_inline(record)
     assert job.status == "succeeded", job.error
     n_variants = Variant.objects.filter(suite=suite).count()
-    assert Output.objects.filter(fid_run=fid_run, role="forward").count() == 3 + n_variants
-    assert Output.objects.filter(fid_run=fid_run, role="backward").count() == 3
+    assert Output.objects.filter(fid_run=record, role="forward").count() == 3 + n_variants
+    assert Output.objects.filter(fid_run=record, role="backward").count() == 3
     assert server.count == 3 + n_variants + 3
     t = Trace.objects.get(trace_id="fid/tiny/v1/p0")
     assert t.answer_correct is True and t.regime["subject_model"] == "tiny"
-    rep = report(fid_run)
+    rep = report(record)
     # the fake adds the question's numbers: every counterfactual answer is the derived gold
     assert rep.summary["aa"] == 1.0 and rep.summary["golds_derived"] == 9
     assert rep.counterfactual.overall.aa_strict_n == 9
@@ -133,8 +133,8 @@ def test_a_chat_template_that_opens_the_thought_gives_fidelity_traces_split_as_g
             "api": "completions", "chat_template": THINKING_TEMPLATE, "eos_token": "<|im_end|>", "thinking": "on",
             "max_tokens": max_tokens})
         suite = do_create_suite(study, "s", axes=["backward"], problems="first:1").suite
-        fid_run = do_start_run(suite, subject, axes=["backward"], problems="first:1", queue=False)
-        job = run_inline(fid_run)
+        record = do_start_run(suite, subject, axes=["backward"], problems="first:1", queue=False)
+        job = run_inline(record)
         assert job.status == "succeeded", job.error
         prompts = [r.body["prompt"] for r in server.requests]
     finally:

@@ -42,15 +42,15 @@ def test_generation_over_a_cohort_asks_only_its_traces_problems(study, subject, 
     assert len(every) == 2
     scoped = services.problems_in_scope(made, "all", 1, cohort=str(cohort.pk))
     assert scoped == [Problem.objects.get(study=study, problem_id="apples").pk]
-    gen_run = services.do_start_generation(made, cohort=str(cohort.pk), queue=False)
-    assert gen_run.job.params["cohort"] == str(cohort.pk)
-    assert gen_run.job.total == 1
+    record = services.do_start_generation(made, cohort=str(cohort.pk), queue=False)
+    assert record.job.params["cohort"] == str(cohort.pk)
+    assert record.job.total == 1
 
 
 def test_generation_started_through_the_kind_keeps_the_cohort(study, subject, cohort, owner):
     made = subject()
-    gen_run = kinds.start("generation", study, {"model": made.name, "cohort": str(cohort.pk)}, owner)
-    assert gen_run.job.params["cohort"] == str(cohort.pk)
+    record = kinds.start("generation", study, {"model": made.name, "cohort": str(cohort.pk)}, owner)
+    assert record.job.params["cohort"] == str(cohort.pk)
 
 
 def test_the_cli_refuses_an_unknown_cohort_naming_the_field(study, subject):

@@ -29,7 +29,7 @@ def test_an_unclosed_truncated_thought_from_a_real_server_end_to_end(study, do_i
         "name": "smol-think", "model": "smollm2", "base_url": llama, "api": "completions", "temperature": 0.0,
         "seed": 0, "max_tokens": 24, "concurrency": 1, "timeout_seconds": 120.0, "max_retries": 1,
         "chat_template": TEMPLATE, "eos_token": "<|im_end|>", "thinking": "on"})
-    gen_run, job = generate(subject)
+    record, job = generate(subject)
     assert job.status == Job.Status.SUCCEEDED, job.error
     traces = list(Trace.objects.filter(study=study, model="smol-think"))
     assert len(traces) == 3
