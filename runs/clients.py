@@ -111,7 +111,7 @@ class RunClient(ABC):
         """The kind's row of ``run``, with what its work and summary read."""
         if self.record_model is None:
             raise LookupError(f"runs of kind {self.kind!r} keep no record")
-        return (self.record_model._default_manager.select_related("job__created_by", "run", *self.record_related)
+        return (self.record_model._default_manager.select_related("job__study", "job__created_by", "run", *self.record_related)
                 .get(run=run))
 
     def sizing(self, run: Run) -> Sizing:
