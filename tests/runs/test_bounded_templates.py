@@ -11,7 +11,7 @@ from rest_framework.test import APIClient
 
 from judges import protocol
 from judges import services as judge_services
-from runs import templating
+from runs import chat_template, templating
 from runs.chat_template import ChatTemplateError, render_chat
 from subjects import prompts
 from tests.conftest import jsonl
@@ -36,7 +36,10 @@ def render(template: str, problem: str = "What is 2+2?", exemplars: list | None 
     ("{% with a=problem|add:problem %}" * 1 + "{{ a }}{% endwith %}", None),
     ('{{ 1|divisibleby:0 }}', "ZeroDivisionError"),
 ])
-def test_prompt_templates_are_bounded_and_fail_with_their_own_error(template, message):
+def test_prompt_templates_are_bounded_and_fail_with_their_own_error(template, message, monkeypatch):
+    # The step bound is what is tested here: on a loaded machine the time bound (2 s) could fire
+    # first, with its own message, so it is moved out of the way (it has a test of its own below).
+    monkeypatch.setattr(templating, "MAX_SECONDS", 600.0)
     if message is None:
         assert render(template) == "What is 2+2?What is 2+2?"
         return
@@ -94,7 +97,8 @@ CHAT = [{"role": "user", "content": "hi"}]
     ("{% macro f(n) %}{{ f(n) }}{% endmacro %}{{ f(1) }}", "failed"),
     ("{{ 1 // 0 }}", "ZeroDivisionError"),
 ])
-def test_chat_templates_are_bounded_and_fail_with_their_own_error(template, message):
+def test_chat_templates_are_bounded_and_fail_with_their_own_error(template, message, monkeypatch):
+    monkeypatch.setattr(chat_template, "MAX_SECONDS", 600.0)  # the step bound, not the clock (as above)
     with pytest.raises(ChatTemplateError, match=message):
         render_chat(template, CHAT)
 
@@ -129,3 +133,13 @@ def test_the_judge_prompt_preview_is_for_owners_and_shows_the_error(client, stud
     client.force_login(owner)
     page = client.post(url, body).content.decode()
     assert "ljust filter&#x27;s argument is 300000000" in page
+
+
+def test_a_template_past_its_time_bound_stops_with_its_own_error(monkeypatch):
+    # A deadline already passed: the first check (every 256 steps) stops the render.
+    monkeypatch.setattr(templating, "MAX_SECONDS", 0.0)
+    with pytest.raises(templating.PromptTemplateError, match="longer than 0 s"):
+        render(NESTED_FOR, problem="x" * 100)
+    monkeypatch.setattr(chat_template, "MAX_SECONDS", 0.0)
+    with pytest.raises(ChatTemplateError, match="longer than 0 s"):
+        render_chat("{% for a in range(100000) %}{% for b in range(100000) %}{% endfor %}{% endfor %}", CHAT)
