@@ -53,7 +53,11 @@ SEGMENTERS: tuple[str, ...] = ("lines", "paragraphs", "markers", "sentences")
 _NEWLINE = r"(?:\r\n|\r(?!\n)|\n)"
 _LINE_RE = re.compile(r"[^\r\n]+")
 # A blank line is a newline, optional horizontal whitespace, another newline.
-_PARAGRAPH_BREAK_RE = re.compile(_NEWLINE + r"[^\S\r\n]*" + _NEWLINE + r"\s*")
+_PARAGRAPH_BREAK = _NEWLINE + r"[^\S\r\n]*" + _NEWLINE + r"\s*"
+# Captured, so that re.split keeps the breaks (_paragraph_segments counts offsets with them); the second is the
+# same break in a text without "\r", where _NEWLINE can only match "\n".
+_PARAGRAPH_SPLIT_RE = re.compile(f"({_PARAGRAPH_BREAK})")
+_PARAGRAPH_SPLIT_LF_RE = re.compile(r"(\n[^\S\r\n]*\n\s*)")
 # Markers only count at the start of a line (after optional markdown such as
 # `**`, `###`, `-`, `>`) so prose like "as shown in Step 1: ..." does not split.
 # Possessive (*+, ++): a run of markdown characters is taken once, never split again ("(?:[#>*_-]+...)*"
@@ -98,29 +102,28 @@ def _spans_to_segments(
     return out
 
 
-def _segments_between(raw: str, breaks: re.Pattern[str], offset: int) -> list[Segment]:
-    """``_spans_to_segments(raw, _split_spans(raw, breaks), offset)`` in one pass (paragraphs of long thoughts)."""
+def _paragraph_segments(raw: str, offset: int) -> list[Segment]:
+    """The paragraphs of ``raw`` as stripped segments, in one pass (a long thought has hundreds).
+
+    The text is cut by ``re.split`` with the break captured (the pieces alternate paragraph, break), so
+    offsets are running sums of lengths; the loop does no match-object calls and no slicing. A text
+    without "\r" is cut by the same pattern for "\n" only, which the regular expression engine finds by
+    its first character instead of trying the newline alternation at every position."""
     out: list[Segment] = []
-    pos = 0
-    for m in breaks.finditer(raw):
-        seg = _strip_span(raw, pos, m.start(), offset)
-        if seg is not None:
-            out.append(seg)
-        pos = m.end()
-    seg = _strip_span(raw, pos, len(raw), offset)
-    if seg is not None:
-        out.append(seg)
+    append = out.append
+    # tuple.__new__ builds the named tuple in C; Segment(...) runs its generated __new__ in Python.
+    new = tuple.__new__
+    pieces = (_PARAGRAPH_SPLIT_RE if "\r" in raw else _PARAGRAPH_SPLIT_LF_RE).split(raw)
+    pos = offset
+    it = iter(pieces)
+    for chunk in it:
+        text = chunk.strip()
+        if text:
+            # Most paragraphs need no stripping: skip the second scan then.
+            start = pos if len(text) == len(chunk) else pos + len(chunk) - len(chunk.lstrip())
+            append(new(Segment, (text, start, start + len(text))))
+        pos += len(chunk) + len(next(it, ""))  # the paragraph and the break after it
     return out
-
-
-def _split_spans(raw: str, breaks: re.Pattern[str]) -> list[tuple[int, int]]:
-    spans: list[tuple[int, int]] = []
-    pos = 0
-    for m in breaks.finditer(raw):
-        spans.append((pos, m.start()))
-        pos = m.end()
-    spans.append((pos, len(raw)))
-    return spans
 
 
 def _line_spans(raw: str) -> list[tuple[int, int]]:
@@ -179,7 +182,7 @@ def segment(raw: str, method: str = "lines", offset: int = 0) -> list[Segment]:
     if method == "lines":
         spans = _line_spans(raw)
     elif method == "paragraphs":
-        return _segments_between(raw, _PARAGRAPH_BREAK_RE, offset)
+        return _paragraph_segments(raw, offset)
     elif method == "markers":
         spans = _marker_spans(raw)
     elif method == "sentences":

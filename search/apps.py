@@ -17,10 +17,14 @@ class SearchConfig(AppConfig):
         # (search.backends); this puts back what is missing, once per migrate.
         post_migrate.connect(_ensure_index, sender=self, dispatch_uid="search.ensure_index")
         from annotation import scopes
+        from annotation.importing.pipeline import register_import_wrapper
         from runs import clients
+        from search.backends import steps_indexed_after
         from search.runclient import ScannerClient
         from search.services import cohort_scope
 
         clients.register(ScannerClient())
         # A cohort as the scope of exports and calibration samples (agreement asks annotation, not search).
         scopes.register_scope("cohort", cohort_scope)
+        # An import's steps join the SQLite index by one statement at its end, not a trigger run per row.
+        register_import_wrapper(steps_indexed_after)

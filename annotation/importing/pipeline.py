@@ -14,7 +14,7 @@ import hashlib
 import logging
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import asdict, dataclass, field
 from itertools import chain
 from typing import IO, Any
@@ -39,7 +39,6 @@ from annotation.models import (
     TraceReview,
 )
 from reasonlib import parsing, thinking
-from search.backends import steps_indexed_after
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +98,19 @@ class _KnownProblem:
     statement_hash: str
     gold_answer: str
     has_skeleton: bool
+
+
+# What higher apps wrap around an import's writes, registered from their AppConfig.ready (annotation may not
+# import them, docs/architecture.md): search keeps its SQLite index of the imported steps by one statement at
+# the end instead of a trigger run per row (search.backends.steps_indexed_after). Each is entered inside the
+# import's transaction and left before it commits; an exception inside rolls back what it did.
+ImportWrapper = Callable[[], AbstractContextManager[object]]
+_IMPORT_WRAPPERS: list[ImportWrapper] = []
+
+
+def register_import_wrapper(wrapper: ImportWrapper) -> None:
+    if wrapper not in _IMPORT_WRAPPERS:
+        _IMPORT_WRAPPERS.append(wrapper)
 
 
 _UNSET = object()
@@ -802,10 +814,11 @@ def import_stream(
         return report
 
     with _startup_objects_frozen(), transaction.atomic():
-        # The search index of the steps written here is kept by one statement at their end, in the same
-        # transaction (search.backends.steps_indexed_after). Its savepoint closes before the rollback below
-        # is asked for, so that rollback stays the whole import's.
-        with steps_indexed_after():
+        # The registered wrappers (the search index) close before the rollback below is asked for, so a
+        # savepoint of theirs does not take that rollback as its own: it stays the whole import's.
+        with ExitStack() as wrappers:
+            for wrapper in _IMPORT_WRAPPERS:
+                wrappers.enter_context(wrapper())
             writer = _Writer(study, report, actor, skip_invalid=skip_invalid)
             lines_seen = -1
             for line, item in adapters.records(stream, fmt):
