@@ -76,6 +76,12 @@ class RunCommand(BaseCommand):
     requires_system_checks: list[str] = []
     noun = "item"  # what an item is, in the progress bar and the report
     done_word = "done"  # "4 of 4 traces judged"
+    # A command whose stdout is data (scan prints its validation report there as JSON, for scripts and jq)
+    # writes the run's lines (what was started, "queued", the report) to stderr instead.
+    data_on_stdout = False
+
+    def say(self, line: str) -> None:
+        (self.stderr if self.data_on_stdout else self.stdout).write(line)
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("--study", required=True)
@@ -98,10 +104,10 @@ class RunCommand(BaseCommand):
     def cancel_runs(self, rows: Iterable[Any], what: str) -> None:
         rows = list(rows)
         if not rows:
-            self.stdout.write(f"{what} has no run in progress")
+            self.say(f"{what} has no run in progress")
         for row in rows:
             job = jobs.cancel(row.job)
-            self.stdout.write(f"run {row.pk} (job {job.pk}): {'cancelled' if job.finished else 'cancel requested'}")
+            self.say(f"run {row.pk} (job {job.pk}): {'cancelled' if job.finished else 'cancel requested'}")
 
     def describe(self, row: Any) -> str:
         return f"{run_of(row).kind} run {row.pk} (job {row.job.pk}): {row.job.total} {self.noun}s"
@@ -122,16 +128,16 @@ class RunCommand(BaseCommand):
         except (RunConflict, ValueError, *errors) as exc:
             raise CommandError(str(exc)) from None
         run = run_of(row)
-        self.stdout.write(self.describe(row))
+        self.say(self.describe(row))
         if not (opts["wait"] or eager):
-            self.stdout.write(f"queued; follow it with --wait, or on the web page of job {row.job.pk}")
+            self.say(f"queued; follow it with --wait, or on the web page of job {row.job.pk}")
             return row, None
         job = to_the_end(row.job, label=label, unit=self.noun, show=sys.stderr.isatty() or opts["wait"],
                          run_here=(lambda bar: engine.run_inline(run, progress=bar)) if eager else None)
         row.refresh_from_db()
         run.refresh_from_db()
         extra = self.report(row)
-        self.stdout.write(f"{job.status}: {job.done} of {job.total} {self.noun}s {self.done_word}, {job.failed} failed; "
+        self.say(f"{job.status}: {job.done} of {job.total} {self.noun}s {self.done_word}, {job.failed} failed; "
                           f"{extra + '; ' if extra else ''}{usage(run)}")
         for note, n in run.notes.items():
             self.stderr.write(f"warning: {note} ({n} {self.noun}{'s' if n != 1 else ''})")

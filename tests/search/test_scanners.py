@@ -3,7 +3,12 @@ results as a filter and a cohort, and the validation loop (tests/search/fake_sca
 
 from __future__ import annotations
 
+import io
+import json
+
 import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
 from rest_framework.test import APIClient
 
 from annotation.access import AccessDenied
@@ -13,7 +18,9 @@ from runs.models import Run
 from search import scanners, services
 from search.core import scan
 from search.core.validation import validate
-from search.models import ScanLabel, ScanResult
+from search.models import ScanLabel, ScannerRun, ScanResult
+from tests.runs.fake_openai import Fault
+from tests.search.conftest import label
 from tests.search.fake_scanner import FakeScanner
 
 pytestmark = pytest.mark.django_db
@@ -197,13 +204,6 @@ def test_an_outsider_gets_404(client, outsider, scanner):
 
 
 def test_the_scan_command_runs_samples_and_reports(study, owner, scanner, traces):
-    import io
-    import json
-
-    from django.core.management import call_command
-
-    from tests.search.conftest import label
-
     label(traces["t2"], 2, verdict="invalid", user=owner)
     for tid in ("t1", "t3", "t4"):
         label(traces[tid], 1, verdict="valid", user=owner)
@@ -213,3 +213,91 @@ def test_the_scan_command_runs_samples_and_reports(study, owner, scanner, traces
     report = json.loads(out.getvalue())
     assert report["counts"]["yes"] == 2 and report["pending"] == 0
     assert report["dev"]["n"] + report["test"]["n"] == 4
+
+
+def test_the_readme_scan_command_creates_runs_samples_and_reports(study, scanner):
+    out, err = io.StringIO(), io.StringIO()
+    call_command("scan", "--study", study.name, "--scanner", "says wait", "--judge", "gpt", "--question", QUESTION,
+                 "--sample", "3", stdout=out, stderr=err)
+    report = json.loads(out.getvalue())  # stdout is the report alone; the run's lines went to stderr
+    assert report["scanner"] == "says wait" and report["counts"]["yes"] == 2 and report["pending"] == 3
+    assert "succeeded: 4 of 4 traces scanned, 0 failed; 2 yes, 2 no; 4 requests" in err.getvalue()
+
+
+def test_scan_wait_ends_with_the_report_and_the_runs_status(study, scanner, server):
+    out, err = io.StringIO(), io.StringIO()
+    call_command("scan", "--study", study.name, "--scanner", "waits", "--wait", stdout=out, stderr=err)
+    record = ScannerRun.objects.get(scanner=scanner)
+    assert record.job.status == Job.Status.SUCCEEDED
+    lines = err.getvalue()
+    assert f"scanner run {record.pk} (job {record.job_id}): waits over 4 traces of the study" in lines
+    assert "succeeded: 4 of 4 traces scanned, 0 failed; 2 yes, 2 no; 4 requests, 0 cache hits" in lines
+    report = json.loads(out.getvalue())
+    assert report["counts"] == {"yes": 2, "no": 2, "uncited": 2, "failed": 0} and report["pending"] == 0
+    # --budget and --force are the shared ones: asked again despite the cache, under a budget.
+    call_command("scan", "--study", study.name, "--scanner", "waits", "--wait", "--force", "--budget", "5",
+                 stdout=io.StringIO(), stderr=io.StringIO())
+    again = ScannerRun.objects.filter(scanner=scanner).first()
+    assert again.force and again.budget_usd == 5.0 and again.requests == 4 and len(server.requests) == 8
+
+
+@pytest.fixture
+def not_eager():
+    """Celery as with a worker (the tests' settings run tasks eagerly); the test's transaction is rolled
+    back, so the chunks queued on commit never reach a broker."""
+    from reasonaudit.celery import app as celery_app
+
+    old = celery_app.conf.task_always_eager
+    celery_app.conf.task_always_eager = False
+    yield
+    celery_app.conf.task_always_eager = old
+
+
+def test_scan_without_wait_only_queues_the_run(study, scanner, not_eager):
+    # With a worker (not eager) the command queues the run and ends; there is no report of a run not yet done.
+    out, err = io.StringIO(), io.StringIO()
+    call_command("scan", "--study", study.name, "--scanner", "waits", stdout=out, stderr=err)
+    record = ScannerRun.objects.get(scanner=scanner)
+    assert out.getvalue() == "" and f"queued; follow it with --wait, or on the web page of job {record.job_id}" \
+        in err.getvalue()
+    assert record.job.status == Job.Status.QUEUED
+    # --no-run reports at once, without starting anything.
+    out = io.StringIO()
+    call_command("scan", "--study", study.name, "--scanner", "waits", "--no-run", stdout=out, stderr=io.StringIO())
+    assert json.loads(out.getvalue())["counts"]["yes"] == 0 and ScannerRun.objects.count() == 1
+
+
+def test_scan_cancel_stops_the_run_in_progress(study, scanner):
+    record = scanners.do_start_scan(scanner, queue=False)
+    with pytest.raises(CommandError, match=f"already has run {record.pk} in progress"):
+        call_command("scan", "--study", study.name, "--scanner", "waits", "--wait")
+    out, err = io.StringIO(), io.StringIO()
+    call_command("scan", "--study", study.name, "--scanner", "waits", "--cancel", stdout=out, stderr=err)
+    assert f"run {record.pk} (job {record.job_id}): cancelled" in err.getvalue() and out.getvalue() == ""
+    assert Job.objects.get(pk=record.job_id).status == Job.Status.CANCELLED
+    err = io.StringIO()
+    call_command("scan", "--study", study.name, "--scanner", "waits", "--cancel", stdout=io.StringIO(), stderr=err)
+    assert "scanner waits has no run in progress" in err.getvalue()
+    with pytest.raises(CommandError, match="no scanner named 'nope'"):  # --cancel never creates a scanner
+        call_command("scan", "--study", study.name, "--scanner", "nope", "--judge", "gpt", "--question", QUESTION,
+                     "--cancel")
+
+
+def test_scan_exits_1_when_the_run_failed(study, scanner, server):
+    server.rule(lambda body: True, Fault(status=400, message="bad request"))
+    out, err = io.StringIO(), io.StringIO()
+    with pytest.raises(SystemExit) as stop:
+        call_command("scan", "--study", study.name, "--scanner", "waits", "--sample", "2", stdout=out, stderr=err)
+    assert stop.value.code == 1
+    assert "failed: 4 of 4 traces scanned, 4 failed; 0 yes, 0 no" in err.getvalue()
+    assert "HTTP 400: bad request" in err.getvalue()  # the job's error names the reasons
+    report = json.loads(out.getvalue())  # the report still comes, and nothing was drawn from a failed run
+    assert report["counts"]["failed"] == 4 and not ScanLabel.objects.exists()
+
+
+def test_scan_refuses_a_bad_sample_before_running(study, scanner):
+    with pytest.raises(CommandError, match=r"--sample: must lie in 1\.\.2000"):
+        call_command("scan", "--study", study.name, "--scanner", "waits", "--sample", "-1")
+    with pytest.raises(CommandError, match="--answers-from-labels: choose"):
+        call_command("scan", "--study", study.name, "--scanner", "waits", "--answers-from-labels", "nobody")
+    assert not ScannerRun.objects.exists()

@@ -1,33 +1,31 @@
 """Run a scanner over a study or a cohort and report its validation (docs/search.md)."""
 
 import json
-import sys
 from dataclasses import asdict
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from django.db.models import Exists, OuterRef
 
 from annotation.models import Job, StepLabel, Study, Trace
-from reasonaudit.celery import app as celery_app
-from runs import cli, params
+from runs.cli import RunCommand
+from runs.engine import ACTIVE
 from search import scanners
-from search.models import Cohort, ScanLabel, Scanner
+from search.models import Cohort, ScanLabel, Scanner, ScannerRun
 
 
-class Command(BaseCommand):
-    requires_system_checks: list[str] = []
-    help = ("Create (with --question and --judge) or reuse a scanner, run it over the study or a cohort, "
-            "optionally draw a validation sample, and print its validation report as JSON.")
+class Command(RunCommand):
+    help = ("Create (with --question and --judge) or reuse a scanner and queue a run of it over the study or a cohort; "
+            "--wait follows it to the end, then the validation report is printed as JSON (exit 1 unless every trace "
+            "succeeded). --sample and --answers-from-labels wait for the run too: they need its answers.")
+    noun = "trace"
+    done_word = "scanned"
+    data_on_stdout = True  # stdout is the JSON report; the run's lines go to stderr
 
-    def add_arguments(self, parser):
-        parser.add_argument("--study", required=True)
+    def add_kind_arguments(self, parser) -> None:
         parser.add_argument("--scanner", required=True, help="the scanner's name")
         parser.add_argument("--question", help="create the scanner with this question")
         parser.add_argument("--judge", help="create it with this LLM judge configuration (name)")
         parser.add_argument("--cohort", type=int, help="only this cohort's traces (id)")
-        parser.add_argument("--force", action="store_true", help="ask again even where a cached answer exists")
-        parser.add_argument("--budget", type=params.cli_type("budget_usd"),
-                            help=f"stop once the estimated cost reaches this many USD ({params.range_text('budget_usd')})")
         parser.add_argument("--no-run", action="store_true", help="do not run; sample and report only")
         parser.add_argument("--sample", type=int, default=0, help="draw this many answered traces into the sample")
         parser.add_argument("--seed", type=int, default=0)
@@ -35,47 +33,76 @@ class Command(BaseCommand):
                             help="answer the sample from stored labels when the question is 'does some step have an "
                                  "invalid label': yes iff a label of this kind (human, adjudication) says invalid")
 
-    def handle(self, *args, **opts):
-        study = Study.objects.filter(name=opts["study"]).first()
-        if study is None:
-            raise CommandError(f"no study named {opts['study']!r}")
+    def handle(self, *args, **opts) -> None:
+        study = self.find_study(opts)
         scanner = Scanner.objects.filter(study=study, name=opts["scanner"]).select_related("judge").first()
-        try:
+        if opts["cancel"]:
             if scanner is None:
-                if not (opts["question"] and opts["judge"]):
-                    raise CommandError(f"no scanner named {opts['scanner']!r}; give --question and --judge to create it")
-                scanner = scanners.do_create_scanner(study, name=opts["scanner"], question=opts["question"],
-                                                     judge_name=opts["judge"])
-            cohort = None
-            if opts["cohort"] is not None:
-                cohort = Cohort.objects.filter(study=study, pk=opts["cohort"]).first()
-                if cohort is None:
-                    raise CommandError(f"no cohort {opts['cohort']} in {study.name!r}")
-            if not opts["no_run"]:
-                eager = celery_app.conf.task_always_eager
-                record = scanners.do_start_scan(scanner, cohort=cohort, force=opts["force"], budget_usd=opts["budget"],
-                                              queue=False)
-                job = cli.to_the_end(record.job, label=f"scanner {scanner.name}", unit="trace",
-                                     show=sys.stderr.isatty(), run_here=lambda bar: scanners.run_inline(record))
-                self.stderr.write(f"{job.status}: {job.done} of {job.total} traces, {job.failed} failed; "
-                                  f"{cli.usage(record.run)}" + (" (eager)" if eager else ""))
-                if job.status not in (Job.Status.SUCCEEDED, Job.Status.PARTIAL):
-                    sys.exit(1)
-            if opts["sample"]:
+                raise CommandError(f"no scanner named {opts['scanner']!r} in {study.name!r}")
+            return self.cancel_runs(ScannerRun.objects.filter(scanner=scanner, job__status__in=ACTIVE)
+                                    .select_related("job"), f"scanner {scanner.name}")
+        # Refuse what would fail after the run (which may cost money) before starting it.
+        if opts["sample"] and not 1 <= opts["sample"] <= scanners.MAX_SAMPLE:
+            raise CommandError(f"--sample: must lie in 1..{scanners.MAX_SAMPLE}")
+        if opts["answers_from_labels"] and opts["answers_from_labels"] not in StepLabel.Kind.values:
+            raise CommandError(f"--answers-from-labels: choose {', '.join(StepLabel.Kind.values)}")
+        scanner, cohort = self._scanner_and_cohort(study, scanner, opts)
+        job = None
+        if not opts["no_run"]:
+            # What comes after the run (a sample of its answers, answers from labels, the report of both) needs
+            # the run's end: asking for it waits as --wait does, so `scan ... --sample 50` reports as it always has.
+            wait = opts["wait"] or bool(opts["sample"]) or bool(opts["answers_from_labels"])
+            _, job = self.start_and_follow(
+                lambda queue: scanners.do_start_scan(scanner, cohort=cohort, force=opts["force"],
+                                                     budget_usd=opts["budget"], queue=queue),
+                {**opts, "wait": wait}, label=f"scanner {scanner.name}", errors=(scanners.ScanConflict,))
+            if job is None:  # queued: the report would not hold this run's answers yet
+                return
+        # A failed or cancelled run answered nothing worth sampling; the report shows the scanner as it stands.
+        if opts["sample"] and (job is None or job.status in (Job.Status.SUCCEEDED, Job.Status.PARTIAL)):
+            try:
                 scanners.do_draw_sample(scanner, opts["sample"], seed=opts["seed"], cohort=cohort)
-        except (scanners.ScannerError, scanners.ScanConflict) as exc:
-            raise CommandError(str(exc)) from None
+            except scanners.ScannerError as exc:
+                raise CommandError(str(exc)) from None
         if opts["answers_from_labels"]:
             self._answer_from_labels(scanner, opts["answers_from_labels"])
-        report = scanners.validation_report(scanner)
-        out = {"scanner": scanner.name, "counts": scanners.counts(scanner), "pending": report["pending"],
-               **{split: asdict(report[split]) for split in ("dev", "test")}}
-        self.stdout.write(json.dumps(out, indent=2))
+        self.stdout.write(json.dumps(self._report(scanner), indent=2))
+        self.exit_status(job)
 
     @staticmethod
-    def _answer_from_labels(scanner: Scanner, kind: str) -> None:
-        if kind not in StepLabel.Kind.values:
-            raise CommandError(f"--answers-from-labels: choose {', '.join(StepLabel.Kind.values)}")
+    def _scanner_and_cohort(study: Study, scanner: Scanner | None, opts: dict) -> tuple[Scanner, Cohort | None]:
+        if scanner is None:
+            if not (opts["question"] and opts["judge"]):
+                raise CommandError(f"no scanner named {opts['scanner']!r}; give --question and --judge to create it")
+            try:
+                scanner = scanners.do_create_scanner(study, name=opts["scanner"], question=opts["question"],
+                                                     judge_name=opts["judge"])
+            except scanners.ScannerError as exc:
+                raise CommandError(str(exc)) from None
+        cohort = None
+        if opts["cohort"] is not None:
+            cohort = Cohort.objects.filter(study=study, pk=opts["cohort"]).first()
+            if cohort is None:
+                raise CommandError(f"no cohort {opts['cohort']} in {study.name!r}")
+        return scanner, cohort
+
+    @staticmethod
+    def _report(scanner: Scanner) -> dict:
+        report = scanners.validation_report(scanner)
+        return {"scanner": scanner.name, "counts": scanners.counts(scanner), "pending": report["pending"],
+                **{split: asdict(report[split]) for split in ("dev", "test")}}
+
+    def describe(self, record: ScannerRun) -> str:
+        n = record.job.total
+        scope = f"cohort {record.cohort.name!r}" if record.cohort else "the study"
+        return (f"scanner run {record.pk} (job {record.job.pk}): {record.scanner.name} over "
+                f"{n} trace{'s' if n != 1 else ''} of {scope}")
+
+    def report(self, record: ScannerRun) -> str:
+        c = record.counters()
+        return f"{c['yes']} yes, {c['no']} no"
+
+    def _answer_from_labels(self, scanner: Scanner, kind: str) -> None:
         labelled = StepLabel.objects.filter(step__trace=OuterRef("pk"), kind=kind)
         invalid = labelled.filter(verdict="invalid")
         traces = (Trace.objects.filter(scan_labels__scanner=scanner, scan_labels__answer__isnull=True)
@@ -84,4 +111,4 @@ class Command(BaseCommand):
             scanners.do_answer(scanner, trace, None, trace.bad)
         left = ScanLabel.objects.filter(scanner=scanner, answer__isnull=True).count()
         if left:
-            sys.stderr.write(f"{left} sampled traces have no {kind} label and stay unanswered\n")
+            self.stderr.write(f"{left} sampled traces have no {kind} label and stay unanswered")
