@@ -138,7 +138,7 @@ class RunCommand(BaseCommand):
         run.refresh_from_db()
         extra = self.report(row)
         self.say(f"{job.status}: {job.done} of {job.total} {self.noun}s {self.done_word}, {job.failed} failed; "
-                          f"{extra + '; ' if extra else ''}{usage(run)}")
+                 f"{extra + '; ' if extra else ''}{usage(run)}")
         for note, n in run.notes.items():
             self.stderr.write(f"warning: {note} ({n} {self.noun}{'s' if n != 1 else ''})")
         if job.error:
