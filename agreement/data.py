@@ -29,7 +29,7 @@ import pandas as pd
 from django.contrib.auth import get_user_model
 from django.db.models import Count, Max
 
-from annotation.models import Step, StepLabel, Study, Trace, TraceReview
+from annotation.models import Step, StepLabel, Study, StudySummary, Trace, TraceReview
 from scoring import sources, storage
 from scoring.core.labels import final_labels, human_consensus
 from scoring.core.scores import estimate_hazard, score_traces
@@ -269,10 +269,16 @@ def data_version(study: Study, scope_key: str = "") -> str:
     """A cheap fingerprint of everything agreement reads (label and review
     counts and last changes, score-set tokens, trace count): a cache key part
     that moves whenever a number could."""
+    sets = list(ScoreSet.objects.filter(study=study).order_by("pk").values_list("pk", "token"))
+    judges = list(study.judges.order_by("pk").values_list("pk", "name"))
+    # The study's stored summary (annotation.study_summary) exists only while no label, review or trace
+    # changed since the score job wrote it (data_changed deletes it): its time stands for the counts,
+    # which group every label of the study (seconds at a million labels).
+    stored = StudySummary.objects.filter(study=study).values_list("computed_at", flat=True).first()
+    if stored is not None:
+        return repr(("summary", stored.isoformat(), sets, judges, study.primary_judge_id, scope_key))
     labels = StepLabel.objects.filter(step__trace__study=study).aggregate(n=Count("id"), last=Max("updated_at"))
     reviews = TraceReview.objects.filter(trace__study=study).aggregate(n=Count("id"), last=Max("updated_at"))
-    sets = list(ScoreSet.objects.filter(study=study).order_by("pk").values_list("pk", "token"))
     traces = Trace.objects.filter(study=study).aggregate(n=Count("id"), last=Max("id"))
-    judges = list(study.judges.order_by("pk").values_list("pk", "name"))
     return repr((labels["n"], labels["last"], reviews["n"], reviews["last"], sets, traces["n"], traces["last"],
                  judges, study.primary_judge_id, scope_key))

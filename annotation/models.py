@@ -516,3 +516,34 @@ class Job(models.Model):
     @property
     def percent(self) -> int:
         return int(100 * self.done / self.total) if self.total else (100 if self.finished else 0)
+
+
+class StudySummary(models.Model):
+    """Counts over every trace and label of a study (annotation.study_summary): traces, traces reviewed
+    completely by anyone, traces a judge labelled, open disagreements. Written by the score job
+    (which every change of the data queues) and deleted by the change itself (signals.data_changed),
+    so the study list and the study page read one row instead of grouping a million labels; with no
+    row they count from the data."""
+
+    study = models.OneToOneField(Study, on_delete=models.CASCADE, primary_key=True, related_name="summary")
+    counts = models.JSONField()
+    computed_at = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return f"summary of study {self.study_id}"
+
+
+class SummaryDisagreement(models.Model):
+    """A step whose labels disagree (annotation.review.disagreement_step_ids, adjudicated or not),
+    stored with its study's StudySummary by the same job and current exactly when that row exists:
+    the adjudication page and the disagreement filter read these instead of grouping every label."""
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="+")
+    # A derived table rewritten whole by each job: no database foreign key to check per row.
+    step = models.ForeignKey(Step, on_delete=models.DO_NOTHING, db_constraint=False, related_name="+")
+
+    class Meta:
+        indexes = [models.Index(fields=["study", "step"], name="summary_disagreement_idx")]
+
+    def __str__(self) -> str:
+        return f"step {self.step_id} of study {self.study_id}"

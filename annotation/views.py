@@ -29,7 +29,7 @@ from django.utils.text import capfirst
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect, HttpResponseClientRefresh
 
-from annotation import access, errors, jobs, members, services, skeletons
+from annotation import access, errors, jobs, members, services, skeletons, study_summary
 from annotation.forms import AccountForm, AssignForm, ImportForm, MemberForm, StudyForm, parse_skeleton_rows
 from annotation.importing.regime import REGIME_KEYS
 from annotation.models import (
@@ -129,16 +129,10 @@ def study(request: HttpRequest, study_id: int) -> HttpResponse:
 
 def _study_context(request: HttpRequest, study: Study, membership: Membership,
                    import_form: ImportForm | None = None) -> dict:
-    # Steps are counted through a join; do it separately so traces count once.
+    # Stored by the score job with the review progress when current (annotation.study_summary).
+    counts = study_summary.stored_by_model(study)
     model_rows = []
-    step_counts = dict(
-        Step.objects.filter(trace__in=Trace.objects.filter(study=study).own()).values("trace__model")
-        .annotate(n=Count("id")).values_list("trace__model", "n")
-    )
-    for row in Trace.objects.filter(study=study).own().values("model").annotate(
-        traces=Count("id"), correct=Count("id", filter=Q(answer_correct=True))
-    ).order_by("model"):
-        row["steps"] = step_counts.get(row["model"], 0)
+    for row in counts["models"]:
         row["accuracy"] = row["correct"] / row["traces"] if row["traces"] else None
         model_rows.append(row)
     recent_jobs = Job.objects.filter(study=study).order_by("-created_at")[:10]
@@ -146,7 +140,7 @@ def _study_context(request: HttpRequest, study: Study, membership: Membership,
         "study": study,
         "membership": membership,
         "model_rows": model_rows,
-        "n_problems": Problem.objects.filter(study=study).own().count(),
+        "n_problems": counts["problems"],
         "progress": study_progress([study.pk], request.user)[study.pk],
         "jobs": [(job, jobs.live_progress(job)) for job in recent_jobs],
         "import_form": (import_form or ImportForm()) if membership.is_owner else None,

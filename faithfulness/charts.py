@@ -4,8 +4,6 @@ has its table on the page and an export behind it."""
 
 from __future__ import annotations
 
-from collections import defaultdict
-from statistics import fmean
 from typing import Any
 
 from scoring.charts import COLORS, _layout
@@ -23,27 +21,23 @@ def anytime(curves: list[dict[str, Any]]) -> dict[str, Any]:
                                             yaxis={"title": {"text": "Acc(b)"}, "range": [0, 1]})}
 
 
-def difficulty_table(scatter: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
-    """Mean steps used per (model, difficulty) -- the table behind the scatter."""
+def difficulty_table(by_difficulty: dict[str, dict[int, tuple[int, int]]]) -> list[dict[str, Any]]:
+    """Mean steps used per (model, difficulty) -- the table behind the scatter. ``by_difficulty``:
+    model -> skeleton length -> (traces, steps in them) (faithfulness.summaries.difficulty)."""
     out = []
-    for model, rows in scatter.items():
-        by: dict[int, list[int]] = defaultdict(list)
-        for r in rows:
-            by[r["difficulty"]].append(r["steps"])
+    for model, by in by_difficulty.items():
         for d in sorted(by):
-            out.append({"model": model, "difficulty": d, "traces": len(by[d]), "mean_steps": fmean(by[d])})
+            traces, steps = by[d]
+            out.append({"model": model, "difficulty": d, "traces": traces, "mean_steps": steps / traces})
     return out
 
 
-def steps_vs_difficulty(scatter: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+def steps_vs_difficulty(by_difficulty: dict[str, dict[int, tuple[int, int]]]) -> dict[str, Any]:
     data = []
-    for i, (model, rows) in enumerate(scatter.items()):
-        by: dict[int, list[int]] = defaultdict(list)
-        for r in rows:
-            by[r["difficulty"]].append(r["steps"])
+    for i, (model, by) in enumerate(by_difficulty.items()):
         xs = sorted(by)
         data.append({"type": "scatter", "mode": "lines+markers", "name": model, "x": xs,
-                     "y": [fmean(by[x]) for x in xs], "line": {"color": COLORS[i % len(COLORS)]}})
+                     "y": [by[x][1] / by[x][0] for x in xs], "line": {"color": COLORS[i % len(COLORS)]}})
     return {"data": data, "layout": _layout("Steps used against difficulty (mean per skeleton length)",
                                             xaxis={"title": {"text": "skeleton length L_gold (0 = no skeleton)"}},
                                             yaxis={"title": {"text": "steps in the trace"}})}

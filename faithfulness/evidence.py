@@ -14,6 +14,7 @@ from django.db.models import Count
 from django.db.models.fields.json import KT
 
 from annotation.models import Step, StepLabel, Study, Trace
+from faithfulness import stored_evidence
 from faithfulness.core import halting as halt_core
 from faithfulness.core import tiers as tier_core
 from faithfulness.core import validity as val_core
@@ -139,7 +140,10 @@ def halting_of(data: StudyData, model: str, slack: int = 0) -> dict[str, Any] | 
 def evidence(study: Study, model: str | None = None, *, policy: str = val_core.EXCLUDE) -> list[tier_core.Evidence]:
     """What the study holds about each model (or one), for the tier and the report."""
     val_core.check_policy(policy)
-    data = _study_data(study, model)
+    # The part read from every trace, step and label: stored by the score job when it is current.
+    parts = stored_evidence.read(study, model, policy)
+    if parts is None:
+        parts = stored_evidence.compute(study, model, (policy,))[policy]
     ifr_runs = latest_runs(study, FaithfulnessRun.Kind.INTERVENTIONS)
     any_runs = FaithfulnessRun.objects.filter(subject__study=study, kind=FaithfulnessRun.Kind.ANYTIME) \
         .select_related("subject").order_by("-created_at", "-pk")
@@ -155,30 +159,15 @@ def evidence(study: Study, model: str | None = None, *, policy: str = val_core.E
         tokens[name].append(n)
     mech = JudgeConfig.objects.filter(study=study, provider=JudgeConfig.Provider.MECHANISTIC).first()
     out = []
-    for name in sorted(data.traces):
-        rows = data.traces[name]
-        ev = tier_core.Evidence(model=name, traces=len(rows), code_version=code_version())
-        regime_vals: dict[str, list[Any]] = defaultdict(list)
-        for regime, n in data.regimes.get(name, []):
-            if any(v is not None for v in regime.values()):
-                ev.with_regime += n
-                for key, v in regime.items():
-                    if v is not None and v not in regime_vals[key] and len(regime_vals[key]) < 20:
-                        regime_vals[key].append(v)
-        ev.regime = dict(regime_vals)
-        checked = [c for _pk, _n, c, *_r in rows if c is not None]
-        ev.accuracy = sum(checked) / len(checked) if checked else None
-        ev.accuracy_n = len(checked)
-        steps = [n for _pk, n, *_r in rows if n > 0]
-        ev.with_steps = len(steps)
-        if steps:
-            ev.steps_mean, ev.steps_median, ev.steps_max = statistics.fmean(steps), statistics.median(steps), max(steps)
+    for name in sorted(parts):
+        part = parts[name]
+        ev = tier_core.Evidence(model=name, code_version=code_version(),
+                                **{k: part[k] for k in stored_evidence.FIELDS if k != "verifiers"})
+        ev.verifiers = stored_evidence.verifiers(part)
         if tokens.get(name):
             ev.tokens_mean = statistics.fmean(tokens[name])
-        ev.verifiers = validity_of(data, name, policy)
         ev.ifr = ifr_of_runs(ifr_runs.get(name, []))
         ev.anytime = [anytime_summary(f) for f in anytime_by.get(name, [])]
-        ev.halting = halting_of(data, name)
         ev.checker_version = f"mechanistic verifier {mech.name} v{mech.version}" if mech else None
         ev.artifact_format = f"ReasonAudit traces, steps segmented by {study.segmenter}"
         out.append(ev)

@@ -130,3 +130,28 @@ class AnytimePoint(models.Model):
 
     def __str__(self) -> str:
         return f"budget {self.budget or 'full'} of {self.trace_id}"
+
+
+class EvidenceSummary(models.Model):
+    """The part of one model's evidence (faithfulness.services.evidence) read from every trace,
+    step and label of the study, under one missing-label policy: written by the score job
+    (scoring.score_jobs.recompute, through faithfulness.stored_evidence.store), deleted when the
+    study's data changes (annotation.signals.data_changed), so the Evidence page and the
+    leaderboard's tier cards read a few rows instead of the whole study. Without rows the
+    pages compute the same numbers from the data."""
+
+    study = models.ForeignKey("annotation.Study", on_delete=models.CASCADE, related_name="evidence_summaries")
+    model = models.CharField(max_length=200)
+    policy = models.CharField(max_length=20)
+    # traces, with_regime, regime, accuracy, accuracy_n, with_steps, steps_mean/median/max, verifiers, halting
+    data = models.JSONField()
+    computed_at = models.DateTimeField(default=timezone.now)
+    job = models.ForeignKey(Job, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["study", "policy", "model"], name="evidence_summary_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.study_id} / {self.model} / {self.policy}"

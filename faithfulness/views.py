@@ -11,7 +11,7 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from annotation import access, jobs
-from faithfulness import charts
+from faithfulness import charts, stored_evidence
 from faithfulness.core import tiers as tier_core
 from faithfulness.core import validity as val_core
 from faithfulness.evidence import FORMATS, evidence, report
@@ -23,7 +23,6 @@ from faithfulness.summaries import (
     ifr_summary,
     latest_runs,
     skipped_reasons,
-    steps_vs_difficulty,
     thinking_budget_summary,
 )
 
@@ -42,7 +41,7 @@ def overview(request: HttpRequest, study_id: int) -> HttpResponse:
     evs = evidence(study, policy=policy)
     reports = [tier_core.template(ev) for ev in evs]
     curves = [a for ev in evs for a in ev.anytime]
-    scatter = {ev.model: steps_vs_difficulty(study, ev.model) for ev in evs if ev.with_steps}
+    scatter = stored_evidence.difficulty(study, [ev.model for ev in evs if ev.with_steps])
     context = {
         "study": study, "membership": membership, "policy": policy, "policies": val_core.POLICIES,
         "rows": [{"ev": ev, "rep": rep, "tier": rep["tier"]} for ev, rep in zip(evs, reports, strict=True)],

@@ -18,10 +18,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from django.core.cache import cache
-from django.db.models import Count, Q
 
-from annotation import access
-from annotation.models import Membership, Study, Trace
+from annotation import access, study_summary
+from annotation.models import Membership, Study
 from scoring import services, sources, storage
 from scoring.core import aggregate
 from scoring.core import scores as core_scores
@@ -145,18 +144,12 @@ def select(study: Study, params, membership: Membership | None = None) -> Select
 # Trace counts (fresh) and the filter choices
 # ---------------------------------------------------------------------------
 def trace_counts(study: Study) -> pd.DataFrame:
-    """model, domain, traces, correct, with_steps: one grouped query."""
-    rows = (
-        Trace.objects.filter(study=study).own()  # suite variants' traces belong to their suite
-        .values_list("model", "problem__domain")
-        .annotate(
-            traces=Count("id"),
-            correct=Count("id", filter=Q(answer_correct=True)),
-            with_steps=Count("id", filter=Q(n_steps__gt=0)),
-        )
-        .order_by()
-    )
-    df = pd.DataFrame.from_records(list(rows), columns=["model", "domain", "traces", "correct", "with_steps"])
+    """model, domain, traces, correct, with_steps: stored with the study's review progress by the
+    score job when current (annotation.study_summary), else one grouped query."""
+    rows = study_summary.stored_by_model_and_domain(study)
+    if rows is None:
+        rows = study_summary.by_model_and_domain(study)
+    df = pd.DataFrame.from_records(rows, columns=["model", "domain", "traces", "correct", "with_steps"])
     return df.astype({"traces": "int64", "correct": "int64", "with_steps": "int64"})
 
 

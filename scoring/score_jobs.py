@@ -40,6 +40,18 @@ class JobCancelled(Exception):
     pass
 
 
+#: Stored aggregates of other apps that the score job refreshes with the scores (same data, same
+#: job that every change of the data queues): ``fn(study, job, whole)``; ``whole`` is False when
+#: the job recomputes only some profiles (a profile changed, the data did not). Registered in the
+#: apps' ready() (faithfulness: the per-model evidence), so scoring imports none of them.
+SUMMARIES: list[Callable[[Study, Job | None, bool], Any]] = []
+
+
+def register_summary(fn: Callable[[Study, Job | None, bool], Any]) -> None:
+    if fn not in SUMMARIES:
+        SUMMARIES.append(fn)
+
+
 def run_score_job(job_id: int, *, progress: Callable[[int, int], None] | None = None,
                   final_attempt: bool = True) -> dict[str, Any] | None:
     """The body of every recompute (Celery task and ``score --inline``).
@@ -187,6 +199,10 @@ def recompute(study: Study, *, profiles: Iterable[str] | None = None, progress=N
     stale_sources = ScoreSet.objects.filter(study=study, profile_id__in=keep_profiles).exclude(source__in=src_names)
     storage.delete_sets(list(stale.values_list("pk", flat=True)) + list(stale_sources.values_list("pk", flat=True)))
     timings["cleanup"] = time.perf_counter() - tc
+    ts = time.perf_counter()
+    for summary in SUMMARIES:
+        summary(study, job, profiles is None)
+    timings["summaries"] = time.perf_counter() - ts
     timings["total"] = time.perf_counter() - t0
     if warm:
         tw = time.perf_counter()

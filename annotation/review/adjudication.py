@@ -38,8 +38,7 @@ def disagreement_step_ids(study: Study, *, open_only: bool = True) -> QuerySet:
 
 def disagreement_steps(study: Study, status: str = "open") -> QuerySet[Step]:
     """``status``: "open" (not adjudicated), "resolved" (adjudicated) or "all"."""
-    ids = disagreement_step_ids(study, open_only=False)
-    qs = Step.objects.filter(pk__in=ids)
+    qs = Step.objects.filter(pk__in=_all_disagreement_ids(study))
     adjudicated = Exists(StepLabel.objects.filter(step=OuterRef("pk"), kind=StepLabel.Kind.ADJUDICATION))
     if status == "open":
         qs = qs.exclude(adjudicated)
@@ -49,7 +48,16 @@ def disagreement_steps(study: Study, status: str = "open") -> QuerySet[Step]:
 
 
 def traces_with_disagreement(study: Study) -> QuerySet:
-    return Step.objects.filter(pk__in=disagreement_step_ids(study, open_only=False)).values("trace")
+    return Step.objects.filter(pk__in=_all_disagreement_ids(study)).values("trace")
+
+
+def _all_disagreement_ids(study: Study) -> QuerySet:
+    """Every disagreement step (adjudicated or not): stored by the score job when current
+    (annotation.study_summary), else grouped from the labels."""
+    from annotation import study_summary
+
+    stored = study_summary.stored_disagreements(study)
+    return stored if stored is not None else disagreement_step_ids(study, open_only=False)
 
 
 def _adjudication_conflict(label: StepLabel, sent: int) -> str:

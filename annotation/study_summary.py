@@ -1,0 +1,154 @@
+"""The review progress of studies (the study list and the study page): traces, traces reviewed
+completely by me and by anyone, traces a judge labelled, open disagreements.
+
+Only "mine" depends on who asks. The other four group every trace and label of the study
+(seconds at a million labels), so the score job, which every change of the data queues, stores
+them (``refresh``, hooked in by scoring.apps) in a StudySummary row, and the change itself
+deletes the row (``invalidate``, on annotation.signals.data_changed): a page reads the row when
+there is one and counts from the data when there is none, never numbers older than the data.
+"""
+
+from __future__ import annotations
+
+from django.db import transaction
+from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet, Sum
+from django.utils import timezone
+
+from annotation.models import (
+    Job,
+    Problem,
+    Step,
+    StepLabel,
+    Study,
+    StudySummary,
+    SummaryDisagreement,
+    Trace,
+    TraceReview,
+)
+
+#: The counts a StudySummary holds (every key of a study's progress but "mine").
+STORED = ("traces", "anyone", "judged", "disagreements")
+
+
+def study_progress(study_ids: list[int], user) -> dict[int, dict[str, int]]:
+    """Per study: the STORED counts (from its summary, else counted) and "mine".
+    A fixed number of grouped queries."""
+    out: dict[int, dict[str, int]] = {
+        sid: {"traces": 0, "mine": 0, "anyone": 0, "judged": 0, "disagreements": 0} for sid in study_ids
+    }
+    if not study_ids:
+        return out
+    stored = dict(StudySummary.objects.filter(study_id__in=study_ids).values_list("study_id", "counts"))
+    for sid, counts in stored.items():
+        out[sid].update({key: counts[key] for key in STORED})
+    live = [sid for sid in study_ids if sid not in stored]
+    if live:
+        for sid, counts in count(live).items():
+            out[sid].update(counts)
+    complete = TraceReview.objects.filter(trace__study_id__in=study_ids, complete=True)
+    for sid, n in complete.filter(annotator=user).values("trace__study").annotate(n=Count("pk")).values_list("trace__study", "n"):
+        out[sid]["mine"] = n
+    return out
+
+
+def count(study_ids: list[int]) -> dict[int, dict[str, int]]:
+    """The STORED counts of each study, from the data."""
+    out = {sid: dict.fromkeys(STORED, 0) for sid in study_ids}
+    for sid, n in Trace.objects.filter(study_id__in=study_ids).own().values("study").annotate(n=Count("pk")) \
+            .values_list("study", "n"):
+        out[sid]["traces"] = n
+    complete = TraceReview.objects.filter(trace__study_id__in=study_ids, complete=True)
+    for sid, n in complete.values("trace__study").annotate(n=Count("trace", distinct=True)).values_list("trace__study", "n"):
+        out[sid]["anyone"] = n
+    judged = Trace.objects.filter(study_id__in=study_ids).filter(
+        Exists(StepLabel.objects.filter(step__trace=OuterRef("pk"), kind=StepLabel.Kind.JUDGE))
+    )
+    for sid, n in judged.values("study").annotate(n=Count("pk")).values_list("study", "n"):
+        out[sid]["judged"] = n
+    # One query for every study: steps whose human labels (and the study's
+    # primary judge) disagree on the verdict, not yet adjudicated.
+    steps = (
+        StepLabel.objects.filter(step__trace__study_id__in=study_ids)
+        .filter(Q(kind=StepLabel.Kind.HUMAN) | Q(kind=StepLabel.Kind.JUDGE, judge_id=F("step__trace__study__primary_judge")))
+        .exclude(Exists(StepLabel.objects.filter(step=OuterRef("step"), kind=StepLabel.Kind.ADJUDICATION)))
+        .values("step")
+        .annotate(n_verdicts=Count("verdict", distinct=True), n_human=Count("pk", filter=Q(kind=StepLabel.Kind.HUMAN)))
+        .filter(n_verdicts__gt=1, n_human__gte=1)
+        .values("step")
+    )
+    for sid, n in Step.objects.filter(pk__in=steps).values("trace__study").annotate(n=Count("pk")).values_list("trace__study", "n"):
+        out[sid]["disagreements"] = n
+    return out
+
+
+def stored_disagreements(study: Study) -> QuerySet | None:
+    """The stored disagreement steps of the study as a ``values("step")`` subquery, or None when
+    none are current (no StudySummary: never stored, or the data changed since)."""
+    if not StudySummary.objects.filter(study=study).exists():
+        return None
+    return SummaryDisagreement.objects.filter(study=study).values("step")
+
+
+def by_model_and_domain(study: Study) -> list[tuple[str, str, int, int, int]]:
+    """(model, domain, traces, answers correct, traces with steps) of the study's own traces."""
+    return [tuple(row) for row in (
+        Trace.objects.filter(study=study).own()  # suite variants' traces belong to their suite
+        .values_list("model", "problem__domain")
+        .annotate(traces=Count("id"), correct=Count("id", filter=Q(answer_correct=True)),
+                  with_steps=Count("id", filter=Q(n_steps__gt=0)))
+        .order_by()
+    )]
+
+
+def by_model(study: Study) -> dict:
+    """The study page's table: per model its own traces, answers correct and steps (each trace's
+    n_steps, both channels, as the review checks completeness against: not a join of every step
+    row), and the number of the study's own problems."""
+    rows = list(Trace.objects.filter(study=study).own().values("model").annotate(
+        traces=Count("id"), correct=Count("id", filter=Q(answer_correct=True)), steps=Sum("n_steps")
+    ).order_by("model"))
+    for row in rows:
+        row["steps"] = row["steps"] or 0
+    return {"models": rows, "problems": Problem.objects.filter(study=study).own().count()}
+
+
+def stored_by_model(study: Study) -> dict:
+    """by_model as the score job stored it when current, else counted."""
+    counts = StudySummary.objects.filter(study=study).values_list("counts", flat=True).first()
+    return counts["by_model"] if counts is not None else by_model(study)
+
+
+def stored_by_model_and_domain(study: Study) -> list[tuple[str, str, int, int, int]] | None:
+    """by_model_and_domain as the score job stored it, or None when none is current."""
+    counts = StudySummary.objects.filter(study=study).values_list("counts", flat=True).first()
+    return None if counts is None else [tuple(row) for row in counts["by_model_and_domain"]]
+
+
+def store(study: Study) -> dict[str, int]:
+    from annotation.review.adjudication import disagreement_step_ids
+
+    counts: dict = {**count([study.pk])[study.pk], "by_model_and_domain": by_model_and_domain(study),
+                    "by_model": by_model(study)}
+    steps = list(disagreement_step_ids(study, open_only=False).values_list("step", flat=True))
+    with transaction.atomic():
+        SummaryDisagreement.objects.filter(study=study).delete()
+        SummaryDisagreement.objects.bulk_create([SummaryDisagreement(study=study, step_id=s) for s in steps],
+                                                batch_size=5000)
+        # A new time on every write: agreement.data.data_version keys its cache by it.
+        StudySummary.objects.update_or_create(study=study, defaults={"counts": counts, "computed_at": timezone.now()})
+    return counts
+
+
+def refresh(study: Study, job: Job | None, whole: bool) -> None:
+    """The score job's hook (scoring.score_jobs.register_summary): a job that recomputes every
+    profile (each change of the data queues one) stores anew; one for some profiles only (the
+    data unchanged) stores when nothing is stored."""
+    if whole or not StudySummary.objects.filter(study=study).exists():
+        store(study)
+
+
+def invalidate(sender, study: Study, **kwargs) -> None:
+    """Receiver of annotation.signals.data_changed: the stored counts describe older data."""
+    with transaction.atomic():
+        StudySummary.objects.filter(study=study).delete()
+        SummaryDisagreement.objects.filter(study=study).delete()

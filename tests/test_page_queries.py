@@ -1,0 +1,107 @@
+"""Every page of a study uses a number of queries that does not grow with the data (issue 19
+part 6; benchmarks/page_speed.py times the same pages at 5k and 100k traces).
+
+A study in use (two annotators' labels with disagreements, the mechanistic judge's run, the
+score job's scores and stored evidence, a subject model, a cohort) at 3 problems, then grown to
+12 with more labels: each page must not issue more queries than it did at 3.
+tests/review/test_query_counts.py covers the review lists and the API the same way."""
+
+from __future__ import annotations
+
+import pytest
+from django.urls import reverse
+
+from annotation import services
+from annotation.models import Job, Membership, Trace
+from judges import services as judge_services
+from judges.models import JudgeConfig, JudgeRun
+from scoring import score_jobs
+from search import services as search_services
+from search.models import Cohort
+from subjects import services as subject_services
+from subjects.models import SubjectModel
+from tests.conftest import jsonl
+
+pytestmark = pytest.mark.django_db
+
+STUDY_PAGES = [
+    "study", "problem-list", "trace-list", "queue", "adjudication", "scoring-leaderboard", "scoring-hazard",
+    "scoring-distributions", "scoring-lucky", "scoring-ablations", "scoring-profiles", "scoring-agreement",
+    "scoring-annotators", "scoring-calibrations", "faithfulness", "fidelity-list", "abstraction-table",
+    "judge-list", "subject-model-list", "prompt-template-list", "study-runs", "search", "search-cohorts",
+    "search-scanners", "study-members",
+]
+
+
+def _records(start: int, n: int) -> list[dict]:
+    """Problems with a checkable skeleton; four models' traces, one of three with a wrong sum;
+    two annotators on the first model's trace (they disagree where the sum is wrong)."""
+    records: list[dict] = []
+    for p in range(start, start + n):
+        a, b = 3 + p, 5 + 2 * p
+        records.append({"kind": "problem", "problem_id": f"g{p}", "domain": ("arithmetic", "algebra")[p % 2],
+                        "statement": f"Tom has {a} apples and buys {b} more. How many?", "gold_answer": str(a + b),
+                        "skeleton": [{"text": f"{a} + {b} = {a + b}", "check": f"{a}+{b}={a + b}"}]})
+        for m in range(4):
+            total = a + b + (m % 3 == 0)
+            steps = [f"Tom starts with {a} apples.", f"He buys {b} more.", f"{a} + {b} = {total}",
+                     f"The answer is {total}."]
+            labels = [{"step": k, "annotator": who, "note": "",
+                       "verdict": "invalid" if k == 3 and total != a + b and who == "ann1" else "valid"}
+                      for who in (("ann1", "ann2") if m == 0 else ()) for k in range(1, 5)]
+            records.append({"kind": "trace", "problem_id": f"g{p}", "model": f"model-{m}", "trace_id": f"g{p}/{m}",
+                            "steps": steps, "answer": str(total), "regime": {"temperature": 0.0},
+                            "labels": labels})
+    return records
+
+
+def _grow(study, do_import, start: int, n: int) -> None:
+    """Import, judge, score: what the import's, the judge's and the score's jobs leave behind."""
+    report = do_import(jsonl(*_records(start, n)))
+    assert report.committed, report.rejected
+    judge = judge_services.ensure_mechanistic(study)
+    run = judge_services.do_start_run(judge, scope=JudgeRun.Scope.UNLABELLED, queue=False)
+    judge_services.run_inline(run)
+    score_jobs.recompute(study)
+
+
+def _pages(study) -> list[str]:
+    trace = Trace.objects.filter(study=study).order_by("pk").first()
+    judge = JudgeConfig.objects.get(study=study)
+    urls = [reverse("studies"), reverse("profile")]
+    urls += [reverse(name, args=[study.pk]) for name in STUDY_PAGES]
+    urls += [reverse("search", args=[study.pk]) + "?q=apples",
+             reverse("problem", args=[trace.problem_id]), reverse("trace", args=[trace.pk]),
+             reverse("judge", args=[judge.pk]), reverse("judge-disagreements", args=[judge.pk]),
+             reverse("judge-run", args=[JudgeRun.objects.filter(judge=judge).latest("pk").pk]),
+             reverse("subject-model", args=[SubjectModel.objects.get(study=study).pk]),
+             reverse("search-cohort", args=[Cohort.objects.get(study=study).pk]),
+             reverse("job", args=[Job.objects.filter(study=study).earliest("pk").pk])]
+    return urls
+
+
+def _count(client, url: str, django_assert_max_num_queries, limit: int = 60) -> int:
+    with django_assert_max_num_queries(limit) as ctx:
+        response = client.get(url)
+    assert response.status_code == 200, (url, response.status_code)
+    return len(ctx.captured_queries)
+
+
+def test_every_page_of_a_study_uses_as_many_queries_at_12_problems_as_at_3(
+        client, django_assert_max_num_queries, study, do_import, owner):
+    for name in ("ann1", "ann2"):
+        services.do_add_member(study, name, Membership.Role.ANNOTATOR, password="pw-annotator-1")
+    _grow(study, do_import, 0, 3)
+    subject_services.ensure_builtin_templates(study)
+    subject_services.do_save_subject(study, {"name": "local", "base_url": "http://127.0.0.1:8080/v1",
+                                             "model": "local", "seed": 0})
+    membership = Membership.objects.get(study=study, user=owner)
+    search_services.do_save_cohort(study, membership, name="wrong", data={"answer_correct": "false"})
+    client.force_login(owner)
+    urls = _pages(study)
+    small = {url: _count(client, url, django_assert_max_num_queries) for url in urls}
+    _grow(study, do_import, 3, 9)
+    assert Trace.objects.filter(study=study).count() == 48
+    grown = {url: _count(client, url, django_assert_max_num_queries) for url in urls}
+    more = {url: (small[url], grown[url]) for url in urls if grown[url] > small[url]}
+    assert not more, f"queries that grew with the data (3 -> 12 problems): {more}"
