@@ -1,11 +1,14 @@
-"""The review progress of studies (the study list and the study page): traces, traces reviewed
-completely by me and by anyone, traces a judge labelled, open disagreements.
+"""Counts over every trace and label of a study that pages need on each request: the review
+progress of the study list and the study page (traces, reviewed completely by me and by anyone,
+judged, open disagreements), the disagreement steps (adjudication, the disagreement filter), the
+traces per model and domain (analytics, the study page's table) and each judge's labels and
+disagreements (the judges' pages).
 
-Only "mine" depends on who asks. The other four group every trace and label of the study
-(seconds at a million labels), so the score job, which every change of the data queues, stores
-them (``refresh``, hooked in by scoring.apps) in a StudySummary row, and the change itself
-deletes the row (``invalidate``, on annotation.signals.data_changed): a page reads the row when
-there is one and counts from the data when there is none, never numbers older than the data.
+Only "mine" depends on who asks. The rest group every trace and label of the study (seconds at a
+million labels), so the score job, which every change of the data queues, stores them (``refresh``,
+hooked in by scoring.apps) in a StudySummary row, and the change itself deletes the row
+(``invalidate``, on annotation.signals.data_changed): a page reads the row when there is one and
+counts from the data when there is none, never numbers older than the data.
 """
 
 from __future__ import annotations
@@ -118,6 +121,28 @@ def stored_by_model(study: Study) -> dict:
     return counts["by_model"] if counts is not None else by_model(study)
 
 
+def judge_counts(study: Study) -> dict[str, list[int]]:
+    """Judge id (as text: a JSON key) -> [its labels, the steps where its verdict differs from at
+    least one annotator's] (judges.services.judge_list and a judge's page)."""
+    labels = StepLabel.objects.filter(kind=StepLabel.Kind.JUDGE, judge__study=study)
+    out = {str(judge): [n, 0] for judge, n in labels.values("judge").annotate(n=Count("pk")).values_list("judge", "n")}
+    human_differs = StepLabel.objects.filter(step=OuterRef("step"), kind=StepLabel.Kind.HUMAN).exclude(
+        verdict=OuterRef("verdict"))
+    for judge, n in labels.filter(Exists(human_differs)).values("judge").annotate(n=Count("pk")) \
+            .values_list("judge", "n"):
+        out.setdefault(str(judge), [0, 0])[1] = n
+    return out
+
+
+def stored_judge_counts(study: Study) -> dict[int, tuple[int, int]] | None:
+    """judge_counts as the score job stored them when current (a judge without labels has no
+    entry), else None."""
+    counts = StudySummary.objects.filter(study=study).values_list("counts", flat=True).first()
+    if counts is None or "judges" not in counts:  # none current, or written before judges were counted
+        return None
+    return {int(k): (v[0], v[1]) for k, v in counts["judges"].items()}
+
+
 def stored_by_model_and_domain(study: Study) -> list[tuple[str, str, int, int, int]] | None:
     """by_model_and_domain as the score job stored it, or None when none is current."""
     counts = StudySummary.objects.filter(study=study).values_list("counts", flat=True).first()
@@ -128,7 +153,7 @@ def store(study: Study) -> dict[str, int]:
     from annotation.review.adjudication import disagreement_step_ids
 
     counts: dict = {**count([study.pk])[study.pk], "by_model_and_domain": by_model_and_domain(study),
-                    "by_model": by_model(study)}
+                    "by_model": by_model(study), "judges": judge_counts(study)}
     steps = list(disagreement_step_ids(study, open_only=False).values_list("step", flat=True))
     with transaction.atomic():
         SummaryDisagreement.objects.filter(study=study).delete()

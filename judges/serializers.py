@@ -55,7 +55,7 @@ class JudgeDetailSerializer(JudgeSerializer):
     def get_disagreements(self, obj: JudgeConfig) -> int:
         from judges import services
 
-        return services.disagreements(obj.study, obj).count()
+        return services.disagreement_count(obj)
 
 
 class JudgeRunRequestSerializer(serializers.Serializer):

@@ -20,7 +20,7 @@ from typing import Any
 from django.db import transaction
 from django.db.models import Count, Exists, Max, Min, OuterRef, QuerySet, Subquery
 
-from annotation import access
+from annotation import access, study_summary
 from annotation.models import Job, Membership, Step, StepLabel, Study, Trace
 from judges import protocol
 from judges.models import MECHANISTIC, JudgeConfig, JudgeRun, JudgeTraceResult, PromptVersion
@@ -307,27 +307,30 @@ def disagreements(study: Study, judge: JudgeConfig) -> QuerySet[Step]:
 
 def disagreement_counts(study: Study) -> dict[int, int]:
     """{judge id: steps where it disagrees with an annotator} in one query."""
-    human_differs = StepLabel.objects.filter(step=OuterRef("step"), kind=StepLabel.Kind.HUMAN).exclude(
-        verdict=OuterRef("verdict")
-    )
-    rows = (
-        StepLabel.objects.filter(kind=StepLabel.Kind.JUDGE, judge__study=study)
-        .filter(Exists(human_differs))
-        .values("judge")
-        .annotate(n=Count("pk"))
-        .values_list("judge", "n")
-    )
-    return dict(rows)
+    return {int(judge): n for judge, (_labels, n) in study_summary.judge_counts(study).items() if n}
+
+
+def disagreement_count(judge: JudgeConfig) -> int:
+    """Steps where ``judge`` disagrees with an annotator: stored by the score job when current
+    (annotation.study_summary), else counted."""
+    stored = study_summary.stored_judge_counts(judge.study)
+    if stored is not None:
+        return stored.get(judge.pk, (0, 0))[1]
+    return disagreements(judge.study, judge).count()
 
 
 def judge_list(study: Study) -> list[JudgeConfig]:
-    """The study's judges with label and failure counts and their newest run, in a fixed number of queries."""
+    """The study's judges with label and failure counts and their newest run, in a fixed number of queries.
+    The label and disagreement counts group every judge label: stored by the score job when current."""
     newest = JudgeRun.objects.filter(judge=OuterRef("pk")).order_by("-created_at", "-pk")
-    judges = list(
-        JudgeConfig.objects.filter(study=study)
-        .annotate(
+    stored = study_summary.stored_judge_counts(study)
+    judges = JudgeConfig.objects.filter(study=study)
+    if stored is None:
+        judges = judges.annotate(
             n_labels=Subquery(StepLabel.objects.filter(kind=StepLabel.Kind.JUDGE, judge=OuterRef("pk")).order_by()
-                              .values("judge").annotate(n=Count("pk")).values("n")[:1]),
+                              .values("judge").annotate(n=Count("pk")).values("n")[:1]))
+    judges = list(
+        judges.annotate(
             n_failed=Subquery(JudgeTraceResult.objects.filter(judge=OuterRef("pk"), status="failed").order_by()
                               .values("judge").annotate(n=Count("pk")).values("n")[:1]),
             last_run_id=Subquery(newest.values("pk")[:1]),
@@ -336,11 +339,11 @@ def judge_list(study: Study) -> list[JudgeConfig]:
     )
     runs = {r.pk: r for r in JudgeRun.objects.filter(pk__in=[j.last_run_id for j in judges if j.last_run_id])
             .select_related("job", "run")}
-    counts = disagreement_counts(study)
+    counts = disagreement_counts(study) if stored is None else {pk: n for pk, (_l, n) in stored.items()}
     for judge in judges:
         judge.last_run = runs.get(judge.last_run_id)
         judge.n_disagreements = counts.get(judge.pk, 0)
-        judge.n_labels = judge.n_labels or 0
+        judge.n_labels = (judge.n_labels if stored is None else stored.get(judge.pk, (0, 0))[0]) or 0
         judge.n_failed = judge.n_failed or 0
     return judges
 

@@ -91,7 +91,7 @@ def judge_detail(request: HttpRequest, judge_id: int) -> HttpResponse:
         "runs": [(run, jobs.live_progress(run.job)) for run in runs],
         "failed": failed,
         "n_failed": JudgeTraceResult.objects.filter(judge=judge, status=JudgeTraceResult.Status.FAILED).count(),
-        "n_disagreements": services.disagreements(judge.study, judge).count(),
+        "n_disagreements": services.disagreement_count(judge),
         "run_form": RunForm(models=_models(judge.study)) if membership.is_owner else None,
         "estimate": (services.estimate_run(judge, Trace.objects.filter(study=judge.study))
                      if membership.is_owner else None),
@@ -203,5 +203,9 @@ def judge_disagreements(request: HttpRequest, judge_id: int) -> HttpResponse:
         Prefetch("labels", queryset=StepLabel.objects.filter(kind=StepLabel.Kind.HUMAN).select_related("annotator"),
                  to_attr="human_labels")
     )
-    page = Paginator(steps, 50).get_page(request.GET.get("page"))
+    paginator = Paginator(steps, 50)
+    # The number of pages from the count the score job stored when current (grouping every judge
+    # label otherwise): the same number disagreements().count() gives.
+    paginator.count = services.disagreement_count(judge)
+    page = paginator.get_page(request.GET.get("page"))
     return render(request, "judges/disagreements.html", {"study": judge.study, "judge": judge, "page": page})

@@ -105,3 +105,39 @@ def test_every_page_of_a_study_uses_as_many_queries_at_12_problems_as_at_3(
     grown = {url: _count(client, url, django_assert_max_num_queries) for url in urls}
     more = {url: (small[url], grown[url]) for url in urls if grown[url] > small[url]}
     assert not more, f"queries that grew with the data (3 -> 12 problems): {more}"
+
+
+def test_the_stored_summaries_hold_what_the_pages_count_and_go_when_the_data_changes(study, do_import, owner):
+    """What the score job stores (annotation.study_summary, faithfulness.stored_evidence) equals what
+    the pages compute from the data without it; a change of the data deletes it."""
+    from annotation import signals, study_summary
+    from annotation.models import StudySummary
+    from faithfulness import stored_evidence
+    from faithfulness.evidence import evidence
+    from faithfulness.models import EvidenceSummary
+    from judges.services import judge_list
+
+    for name in ("ann1", "ann2"):
+        services.do_add_member(study, name, Membership.Role.ANNOTATOR, password="pw-annotator-1")
+    report = do_import(jsonl(*_records(0, 4)))
+    assert report.committed, report.rejected
+    judge = judge_services.ensure_mechanistic(study)
+    judge_services.run_inline(judge_services.do_start_run(judge, queue=False))
+    live_progress = study_summary.study_progress([study.pk], owner)[study.pk]
+    live_evidence = evidence(study)
+    live_judges = [(j.name, j.n_labels, j.n_disagreements) for j in judge_list(study)]
+    live_by_model = study_summary.by_model(study)
+    assert not StudySummary.objects.exists() and not EvidenceSummary.objects.exists()
+    assert live_progress["disagreements"] > 0 and live_judges[0][2] > 0  # the sums of model-0 are wrong
+
+    score_jobs.recompute(study)
+    assert StudySummary.objects.filter(study=study).exists()
+    assert stored_evidence.read(study, None, "exclude") is not None
+    assert study_summary.study_progress([study.pk], owner)[study.pk] == live_progress
+    assert evidence(study) == live_evidence
+    assert [(j.name, j.n_labels, j.n_disagreements) for j in judge_list(study)] == live_judges
+    assert study_summary.stored_by_model(study) == live_by_model
+
+    signals.data_changed.send(sender=type(study), study=study, reason="labels")
+    assert not StudySummary.objects.filter(study=study).exists()
+    assert not EvidenceSummary.objects.filter(study=study).exists()
