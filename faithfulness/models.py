@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from django.db import models
 from django.urls import reverse
+from django.utils import timezone
 
 from annotation.models import Job, StudyScopedQuerySet, Trace
 from runs.models import Run, RunRecord

@@ -9,7 +9,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('annotation', '0007_segment_thoughts'),
-        ('faithfulness', '0003_faithfulness_run_early_answering'),
+        ('faithfulness', '0004_faithfulnessrun_failures'),
     ]
 
     operations = [
