@@ -33,15 +33,17 @@ from annotation.models import (
 STORED = ("traces", "anyone", "judged", "disagreements")
 
 
-def study_progress(study_ids: list[int], user) -> dict[int, dict[str, int]]:
+def study_progress(study_ids: list[int], user, stored: dict[int, dict] | None = None) -> dict[int, dict[str, int]]:
     """Per study: the STORED counts (from its summary, else counted) and "mine".
-    A fixed number of grouped queries."""
+    A fixed number of grouped queries. ``stored``: the studies' summaries (study id -> counts)
+    when the caller has read them already (stored_counts)."""
     out: dict[int, dict[str, int]] = {
         sid: {"traces": 0, "mine": 0, "anyone": 0, "judged": 0, "disagreements": 0} for sid in study_ids
     }
     if not study_ids:
         return out
-    stored = dict(StudySummary.objects.filter(study_id__in=study_ids).values_list("study_id", "counts"))
+    if stored is None:
+        stored = dict(StudySummary.objects.filter(study_id__in=study_ids).values_list("study_id", "counts"))
     for sid, counts in stored.items():
         out[sid].update({key: counts[key] for key in STORED})
     live = [sid for sid in study_ids if sid not in stored]
@@ -115,10 +117,10 @@ def by_model(study: Study) -> dict:
     return {"models": rows, "problems": Problem.objects.filter(study=study).own().count()}
 
 
-def stored_by_model(study: Study) -> dict:
-    """by_model as the score job stored it when current, else counted."""
-    counts = StudySummary.objects.filter(study=study).values_list("counts", flat=True).first()
-    return counts["by_model"] if counts is not None else by_model(study)
+def stored_counts(study: Study) -> dict | None:
+    """The study's summary as the score job stored it (every count of this module), or None when
+    none is current."""
+    return StudySummary.objects.filter(study=study).values_list("counts", flat=True).first()
 
 
 def judge_counts(study: Study) -> dict[str, list[int]]:

@@ -130,7 +130,8 @@ def study(request: HttpRequest, study_id: int) -> HttpResponse:
 def _study_context(request: HttpRequest, study: Study, membership: Membership,
                    import_form: ImportForm | None = None) -> dict:
     # Stored by the score job with the review progress when current (annotation.study_summary).
-    counts = study_summary.stored_by_model(study)
+    stored = study_summary.stored_counts(study)  # read once for the table and the progress
+    counts = stored["by_model"] if stored is not None else study_summary.by_model(study)
     model_rows = []
     for row in counts["models"]:
         row["accuracy"] = row["correct"] / row["traces"] if row["traces"] else None
@@ -141,7 +142,8 @@ def _study_context(request: HttpRequest, study: Study, membership: Membership,
         "membership": membership,
         "model_rows": model_rows,
         "n_problems": counts["problems"],
-        "progress": study_progress([study.pk], request.user)[study.pk],
+        "progress": study_summary.study_progress([study.pk], request.user,
+                                                 stored={study.pk: stored} if stored is not None else {})[study.pk],
         "jobs": [(job, jobs.live_progress(job)) for job in recent_jobs],
         "import_form": (import_form or ImportForm()) if membership.is_owner else None,
     }

@@ -127,6 +127,7 @@ def test_the_stored_summaries_hold_what_the_pages_count_and_go_when_the_data_cha
     live_evidence = evidence(study)
     live_judges = [(j.name, j.n_labels, j.n_disagreements) for j in judge_list(study)]
     live_by_model = study_summary.by_model(study)
+    assert study_summary.stored_counts(study) is None
     assert not StudySummary.objects.exists() and not EvidenceSummary.objects.exists()
     assert live_progress["disagreements"] > 0 and live_judges[0][2] > 0  # the sums of model-0 are wrong
 
@@ -136,7 +137,7 @@ def test_the_stored_summaries_hold_what_the_pages_count_and_go_when_the_data_cha
     assert study_summary.study_progress([study.pk], owner)[study.pk] == live_progress
     assert evidence(study) == live_evidence
     assert [(j.name, j.n_labels, j.n_disagreements) for j in judge_list(study)] == live_judges
-    assert study_summary.stored_by_model(study) == live_by_model
+    assert study_summary.stored_counts(study)["by_model"] == live_by_model
 
     signals.data_changed.send(sender=type(study), study=study, reason="labels")
     assert not StudySummary.objects.filter(study=study).exists()
