@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('annotation', '0007_segment_thoughts'),
+        ('annotation', '0008_step_trace_no_index'),
     ]
 
     operations = [
