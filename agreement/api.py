@@ -22,7 +22,7 @@ from agreement import calibration
 from agreement import services as svc
 from agreement.models import CalibrationStudy
 from annotation import access
-from annotation.api.serializers import JobSerializer
+from annotation.api.serializers import JobSerializer, annotators_per_trace_field
 from annotation.models import Membership, Trace
 from scoring import exports
 from scoring.export_jobs import NotReady, check_download, do_queue_export, open_download
@@ -227,7 +227,7 @@ class CalibrationTuning(APIView):
 
 class QueueSerializer(serializers.Serializer):
     annotators = serializers.ListField(child=serializers.CharField(max_length=150), min_length=1)
-    k = serializers.IntegerField(min_value=1, max_value=20, default=1)
+    k = annotators_per_trace_field()
 
 
 class CalibrationQueue(APIView):

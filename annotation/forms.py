@@ -3,6 +3,7 @@ from django import forms
 from annotation.importing.adapters import PATH_FORMAT_NEEDS_MODEL, PATH_FORMATS, UPLOAD_FORMATS
 from annotation.importing.archives import is_archive
 from annotation.models import Study
+from annotation.review import queues
 from annotation.services import upload_too_large
 
 #: Human names of the import formats (docs/import-format.md); a format another app registers without one here
@@ -120,8 +121,10 @@ class AccountForm(forms.Form):
 
 class AssignForm(forms.Form):
     annotators = forms.MultipleChoiceField(widget=forms.CheckboxSelectMultiple, help_text="whose queues get the traces")
-    k = forms.IntegerField(min_value=1, max_value=20, initial=1, label="Annotators per trace",
-                           help_text="more than 1 gives overlap for agreement")
+    k = forms.IntegerField(min_value=queues.ANNOTATORS_PER_TRACE[0], max_value=queues.ANNOTATORS_PER_TRACE[1],
+                           initial=1, label="Annotators per trace",
+                           help_text=f"{queues.ANNOTATORS_PER_TRACE[0]} to {queues.ANNOTATORS_PER_TRACE[1]}; "
+                                     "more than 1 gives overlap for agreement")
     stratify = forms.BooleanField(required=False, initial=True, label="Stratify by model",
                                   help_text="everyone gets the same share of each model's traces")
     only_unassigned = forms.BooleanField(required=False, initial=True, label="Only traces nobody has yet")

@@ -15,7 +15,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from annotation import access
-from annotation.api.serializers import TraceListSerializer
+from annotation.api.serializers import TraceListSerializer, annotators_per_trace_field
 from annotation.api.views import StudyTraces
 from annotation.models import Trace
 from annotation.review.queues import AssignError
@@ -143,7 +143,7 @@ class CohortCompare(APIView):
 
 class AssignIn(serializers.Serializer):
     annotators = serializers.ListField(child=serializers.CharField(), min_length=1)
-    k = serializers.IntegerField(min_value=1, default=1)
+    k = annotators_per_trace_field()
 
 
 class CohortAssign(APIView):

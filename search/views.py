@@ -13,6 +13,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from annotation import access
 from annotation.jobs import RunConflict
 from annotation.models import Membership, Trace, Verdict
+from annotation.review import queues
 from annotation.review.filters import study_models
 from annotation.review.queues import AssignError
 from annotation.review.visibility import sees_everything
@@ -105,7 +106,8 @@ def cohort_detail(request: HttpRequest, pk: int) -> HttpResponse:
     context = {"study": cohort.study, "membership": membership, "cohort": cohort, "page": page,
                "search_link": link.urlencode(), "judges": cohort.study.judges.order_by("name"),
                "members": Membership.objects.filter(study=cohort.study).select_related("user").order_by("user__username"),
-               "others": Cohort.objects.filter(study=cohort.study).exclude(pk=cohort.pk).order_by("name")}
+               "others": Cohort.objects.filter(study=cohort.study).exclude(pk=cohort.pk).order_by("name"),
+               "k_range": queues.ANNOTATORS_PER_TRACE}
     return render(request, "search/cohort.html", context)
 
 

@@ -7,6 +7,7 @@ from rest_framework import serializers
 from annotation import jobs
 from annotation.importing.adapters import UPLOAD_FORMATS
 from annotation.models import Job, Membership, Problem, Skeleton, SkeletonStep, Step, Study, Trace
+from annotation.review import queues
 from annotation.services import upload_too_large
 
 
@@ -267,9 +268,16 @@ class DisagreementSerializer(serializers.Serializer):
     html_url = serializers.CharField()
 
 
+def annotators_per_trace_field() -> serializers.IntegerField:
+    """``k`` of every assignment endpoint (a study's queues, a cohort, a calibration sample), in the one
+    range of annotation.queues.ANNOTATORS_PER_TRACE."""
+    low, high = queues.ANNOTATORS_PER_TRACE
+    return serializers.IntegerField(min_value=low, max_value=high, default=1, help_text=queues.ANNOTATORS_PER_TRACE_HELP)
+
+
 class AssignmentRequestSerializer(serializers.Serializer):
     annotators = serializers.ListField(child=serializers.CharField(), allow_empty=False, help_text="usernames")
-    k = serializers.IntegerField(min_value=1, default=1, help_text="annotators per trace")
+    k = annotators_per_trace_field()
     stratify = serializers.BooleanField(default=True, help_text="balance each model's traces across annotators")
     only_unassigned = serializers.BooleanField(default=True)
 

@@ -49,6 +49,14 @@ class AssignError(ValueError):
     pass
 
 
+#: Annotators per trace (``k``) in one assignment: one declaration of the range for the review page's form,
+#: the assignment endpoints (studies, cohorts, calibration samples) and ``do_assign`` itself (docs/review.md).
+#: Two or three give the overlap agreement needs; 20 is already more people than a study puts on one trace,
+#: and an unbounded k reached the service as a 10-digit number from the API.
+ANNOTATORS_PER_TRACE = (1, 20)
+ANNOTATORS_PER_TRACE_HELP = f"annotators per trace, {ANNOTATORS_PER_TRACE[0]} to {ANNOTATORS_PER_TRACE[1]}"
+
+
 @transaction.atomic
 def do_assign(study: Study, by, annotators: list, k: int = 1, *, stratify: bool = True,
               only_unassigned: bool = True, trace_ids: Sequence[int] | None = None) -> int:
@@ -65,8 +73,9 @@ def do_assign(study: Study, by, annotators: list, k: int = 1, *, stratify: bool 
     annotators = list(dict.fromkeys(annotators))
     if not annotators:
         raise AssignError("choose at least one annotator")
-    if not 1 <= k <= len(annotators):
-        raise AssignError(f"k (annotators per trace) must be between 1 and {len(annotators)}")
+    low, high = ANNOTATORS_PER_TRACE
+    if not low <= k <= min(high, len(annotators)):
+        raise AssignError(f"k (annotators per trace) must be between {low} and {min(high, len(annotators))}")
     members = set(Membership.objects.filter(study=study, user__in=annotators).values_list("user_id", flat=True))
     outsiders = [u.username for u in annotators if u.pk not in members]
     if outsiders:

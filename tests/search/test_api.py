@@ -156,3 +156,27 @@ def test_a_cohort_scopes_an_export_and_a_calibration_sample(study, owner, traces
     with pytest.raises(calibration.CalibrationError, match="no cohort"):
         calibration.do_create_calibration(study, name="x", reference="human", candidates=["judge:gpt-judge"],
                                           size=10, cohort="999")
+
+
+@pytest.mark.parametrize("k", [0, 21, 10**10])
+def test_k_out_of_its_range_is_refused_naming_k_on_every_assignment_endpoint(study, owner, member, traces, k):
+    c = client_for(owner)
+    cohort = c.post(f"/api/v1/studies/{study.pk}/cohorts/", {"name": "all", "query": {}}, format="json").json()
+    for url in (f"/api/v1/cohorts/{cohort['id']}/assignments/", f"/api/v1/studies/{study.pk}/assignments/"):
+        r = c.post(url, {"annotators": ["alice"], "k": k}, format="json")
+        assert r.status_code == 400 and r.json()["detail"].startswith("k:"), (url, r.content)
+    assert not Assignment.objects.exists()
+
+
+def test_the_service_bounds_k_by_the_declared_range_whatever_the_number_of_annotators(study, owner,
+                                                                                       django_user_model, traces):
+    from annotation.review.queues import ANNOTATORS_PER_TRACE, AssignError, do_assign
+    from annotation.services import do_add_member
+
+    people = [django_user_model.objects.create_user(f"a{i}", password="pw") for i in range(21)]
+    for person in people:
+        do_add_member(study, person.username, Membership.Role.ANNOTATOR)
+    assert ANNOTATORS_PER_TRACE == (1, 20)
+    with pytest.raises(AssignError, match="between 1 and 20"):
+        do_assign(study, owner, people, 21)
+    assert do_assign(study, owner, people, 20) > 0
