@@ -339,6 +339,32 @@ def api_leaderboard_rows(rows: list[dict[str, Any]], group: str = "model") -> li
     return [{f: r[f] for f in fields} for r in rows]
 
 
+#: The leaderboard export's columns after the group (docs/exports.md): one value per cell (an interval is two
+#: columns) and no metric twice. The endpoint's ``s_hcrs_*`` repeat ``process_*`` (P = S_HCRS on every trace
+#: with a skeleton), so the export keeps Process with ``without_skeleton``, the scored traces where the two
+#: part; S_HCRS of each trace stays in the ``scores`` export.
+LEADERBOARD_EXPORT_COLUMNS = [
+    "traces", "scored", "without_skeleton", "answer_accuracy", "process_mean", "process_ci_low", "process_ci_high",
+    "s_prm_mean", "holistic_mean", "holistic_ci_low", "holistic_ci_high", "lucky_guess_rate", "svr", "vsr",
+]
+
+
+def export_leaderboard_rows(rows: list[dict[str, Any]], group: str = "model") -> list[dict[str, Any]]:
+    """The leaderboard's rows (``leaderboard``) as the export writes them: LEADERBOARD_EXPORT_COLUMNS."""
+    out = []
+    for r in rows:
+        row = {group: r[group]}
+        for col in LEADERBOARD_EXPORT_COLUMNS:
+            stem, _, end = col.rpartition("_ci_")
+            if stem:
+                ci = r[f"{stem}_ci"]
+                row[col] = None if ci is None else ci[0 if end == "low" else 1]
+            else:
+                row[col] = r[col]
+        out.append(row)
+    return out
+
+
 def hazard_rows(sel: Selection) -> list[dict[str, Any]]:
     score_set = sel.score_set
     if score_set is None:

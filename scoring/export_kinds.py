@@ -47,8 +47,8 @@ def recovery(request: ExportRequest) -> Table:
     return Table(analytics.RECOVERY_FIELDS, analytics.recovery_rows(sel))
 
 
-@register("leaderboard", help="rows as the leaderboard endpoint, one per model")
+@register("leaderboard", help="one row per model (or domain): the leaderboard's figures, an interval as two columns")
 def leaderboard(request: ExportRequest) -> Table:
     sel = _selection(request)
-    rows = analytics.api_leaderboard_rows(analytics.leaderboard(sel), sel.group)
-    return Table([sel.group] + analytics.LEADERBOARD_FIELDS[1:], rows)
+    rows = analytics.export_leaderboard_rows(analytics.leaderboard(sel), sel.group)
+    return Table([sel.group] + analytics.LEADERBOARD_EXPORT_COLUMNS, rows)

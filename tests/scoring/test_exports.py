@@ -15,7 +15,12 @@ from django.urls import reverse
 
 from scoring import exports, score_jobs
 from tests.conftest import jsonl
-from tests.scoring.test_api import HAZARD_FIELDS, LEADERBOARD_FIELDS, SCORE_FIELDS
+from tests.scoring.test_api import HAZARD_FIELDS, SCORE_FIELDS
+
+# docs/exports.md: the leaderboard export's columns (not the endpoint's: an interval is two columns, no metric twice).
+LEADERBOARD_FIELDS = ["model", "traces", "scored", "without_skeleton", "answer_accuracy", "process_mean",
+                      "process_ci_low", "process_ci_high", "s_prm_mean", "holistic_mean", "holistic_ci_low",
+                      "holistic_ci_high", "lucky_guess_rate", "svr", "vsr"]
 
 pytestmark = pytest.mark.django_db
 
@@ -82,6 +87,32 @@ def test_hazard_leaderboard_and_lucky_guess_exports(scored):
     assert [r["model"] for r in board] == ["m1", "m2", "m3"] and list(board[0]) == LEADERBOARD_FIELDS
     lucky = [json.loads(line) for line in run(what="lucky-guesses", model="m2").splitlines()]
     assert [r["trace_id"] for r in lucky] == ["t3"]
+
+
+def test_the_leaderboard_export_has_each_figure_once_in_scalar_columns_with_the_endpoints_values(scored, owner):
+    from rest_framework.test import APIClient
+
+    board = [json.loads(line) for line in run(what="leaderboard").splitlines()]
+    assert all(list(r) == LEADERBOARD_FIELDS for r in board)
+    assert not any(col.startswith("s_hcrs") for col in board[0])  # Process = S_HCRS where both exist: once
+    client = APIClient()
+    client.force_authenticate(owner)
+    api = {r["model"]: r for r in client.get(f"/api/v1/studies/{scored.pk}/leaderboard/").json()["results"]}
+    for row in board:
+        same = api[row["model"]]
+        for metric in ("process", "holistic"):
+            ci = same[f"{metric}_ci"]
+            assert [row[f"{metric}_ci_low"], row[f"{metric}_ci_high"]] == (ci if ci is not None else [None, None])
+            assert row[f"{metric}_mean"] == same[f"{metric}_mean"]
+        assert row["answer_accuracy"] == same["answer_accuracy"] and row["traces"] == same["traces"]
+    # One trace per model here: the intervals are by domain (arith holds t1 and t3, both scored).
+    (arith,) = [json.loads(line) for line in run(what="leaderboard", group="domain").splitlines()
+                if json.loads(line)["domain"] == "arith"]
+    assert list(arith)[1:] == LEADERBOARD_FIELDS[1:] and arith["scored"] == 2
+    assert arith["process_ci_low"] <= arith["process_mean"] <= arith["process_ci_high"]
+    assert arith["process_ci_low"] < arith["process_ci_high"]
+    csv_rows = list(csv.reader(io.StringIO(run(what="leaderboard", format="csv"))))
+    assert csv_rows[0] == LEADERBOARD_FIELDS and not any(cell.startswith("[") for row in csv_rows for cell in row)
 
 
 def test_parquet_round_trips(scored, tmp_path):
