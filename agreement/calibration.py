@@ -256,8 +256,7 @@ def do_queue_calibration(calibration: CalibrationStudy, by, annotators: list, k:
     try:
         return do_assign(calibration.study, by, annotators, int(k), trace_ids=order)
     except AssignError as exc:
-        field = "k" if str(exc).startswith("k ") else "annotators"
-        raise CalibrationError(field, str(exc)) from None
+        raise CalibrationError(exc.field, str(exc)) from None
 
 
 # ---------------------------------------------------------------------------

@@ -442,7 +442,7 @@ class StudyAssignments(APIView):
             n = do_assign(study, request.user, [users[u] for u in d["annotators"]], d["k"],
                                  stratify=d["stratify"], only_unassigned=d["only_unassigned"])
         except AssignError as exc:
-            return _error(400, str(exc), [("annotators", str(exc))])
+            return _error(400, str(exc), [(exc.field, str(exc))])
         return Response({"created": n, "progress": annotator_progress(study)}, status=status.HTTP_201_CREATED)
 
 

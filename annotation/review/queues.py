@@ -46,7 +46,12 @@ def next_trace_id(study: Study, user, after: Trace | None = None) -> int | None:
 
 
 class AssignError(ValueError):
-    pass
+    """An assignment refused; ``field`` is the parameter at fault (``annotators`` or ``k``), so every road
+    names the same one."""
+
+    def __init__(self, message: str, field: str = "annotators") -> None:
+        super().__init__(message)
+        self.field = field
 
 
 #: Annotators per trace (``k``) in one assignment: one declaration of the range for the review page's form,
@@ -75,7 +80,7 @@ def do_assign(study: Study, by, annotators: list, k: int = 1, *, stratify: bool 
         raise AssignError("choose at least one annotator")
     low, high = ANNOTATORS_PER_TRACE
     if not low <= k <= min(high, len(annotators)):
-        raise AssignError(f"k (annotators per trace) must be between {low} and {min(high, len(annotators))}")
+        raise AssignError(f"k (annotators per trace) must be between {low} and {min(high, len(annotators))}", "k")
     members = set(Membership.objects.filter(study=study, user__in=annotators).values_list("user_id", flat=True))
     outsiders = [u.username for u in annotators if u.pk not in members]
     if outsiders:

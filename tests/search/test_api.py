@@ -180,3 +180,10 @@ def test_the_service_bounds_k_by_the_declared_range_whatever_the_number_of_annot
     with pytest.raises(AssignError, match="between 1 and 20"):
         do_assign(study, owner, people, 21)
     assert do_assign(study, owner, people, 20) > 0
+
+
+def test_k_beyond_the_annotators_chosen_is_refused_naming_k(study, owner, member, traces):
+    c = client_for(owner)
+    cohort = c.post(f"/api/v1/studies/{study.pk}/cohorts/", {"name": "all", "query": {}}, format="json").json()
+    r = c.post(f"/api/v1/cohorts/{cohort['id']}/assignments/", {"annotators": ["alice"], "k": 2}, format="json")
+    assert r.status_code == 400 and r.json()["detail"].startswith("k:"), r.content
