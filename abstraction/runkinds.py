@@ -19,19 +19,22 @@ MODES = {"dp": ("dp",), "cot": ("cot",), "both": ("dp", "cot")}
 
 
 class AbstractionStartSerializer(SubjectModelParam, serializers.Serializer):
-    model = serializers.CharField(help_text="name of one of the study's subject models (api=chat)")
-    benchmark = serializers.CharField(help_text="a benchmark version of the study (generate one with the "
+    model = serializers.CharField(label="Subject model",
+                                  help_text="name of one of the study's subject models (api=chat)")
+    benchmark = serializers.CharField(label="Benchmark version",
+                                      help_text="a benchmark version of the study (generate one with the "
                                                 "abstraction command or import one)")
-    mode = serializers.ChoiceField(choices=list(MODES), default="dp", help_text="prompting: dp, cot or both")
-    categories = serializers.CharField(required=False, allow_blank=True, default="",
+    mode = serializers.ChoiceField(choices=[("dp", "direct answer (DP)"), ("cot", "chain of thought (CoT)"),
+                                            ("both", "both")], default="dp", label="Prompting",
+                                   help_text="DP asks for the answer alone, CoT for reasoning first; both runs each item twice")
+    categories = serializers.CharField(required=False, allow_blank=True, default="", label="Categories",
                                        help_text=f"comma-separated, empty for all: {', '.join(gen.CATEGORIES)}")
-    per_sub_dataset = params.serializer_field("per_sub_dataset", required=False, allow_null=True,
-                                              help_text="the first N instances of every sub-dataset")
-    max_examples = params.serializer_field("max_examples", required=False, allow_null=True,
-                                           help_text="send only the first N of the 50 worked examples")
-    checker_judge = serializers.CharField(required=False, allow_blank=True, default="",
+    per_sub_dataset = params.serializer_field("per_sub_dataset", required=False, allow_null=True)
+    max_examples = params.serializer_field("max_examples", required=False, allow_null=True)
+    checker_judge = serializers.CharField(required=False, allow_blank=True, default="", label="Checker (LLM judge)",
                                           help_text="an LLM judge configuration that checks every answer too")
-    force = serializers.BooleanField(default=False, help_text="ask again even where an answer exists")
+    force = serializers.BooleanField(default=False, label="Ask again",
+                                     help_text="ask again even where an answer exists")
     budget_usd = params.serializer_field("budget_usd", required=False, allow_null=True)
 
     def validate_benchmark(self, value: str) -> Benchmark:

@@ -13,14 +13,26 @@ from annotation.models import Study, Trace
 # (study, value) -> a queryset of the scope's trace ids (values("pk")); raises ScopeError on a bad value.
 TraceScope = Callable[[Study, str], QuerySet]
 _SCOPES: dict[str, TraceScope] = {}
+# study -> the scope's values as a form offers them: (value, text) pairs.
+ScopeChoices = Callable[[Study], list[tuple[str, str]]]
+_CHOICES: dict[str, ScopeChoices] = {}
 
 
 class ScopeError(ValueError):
     """A scope value that names nothing of the study; the message says which."""
 
 
-def register_scope(name: str, scope: TraceScope) -> None:
+def register_scope(name: str, scope: TraceScope, choices: ScopeChoices | None = None) -> None:
     _SCOPES[name] = scope
+    if choices is not None:
+        _CHOICES[name] = choices
+
+
+def scope_choices(study: Study, name: str) -> list[tuple[str, str]] | None:
+    """The values of scope ``name`` in ``study`` as a menu offers them, or None when the scope lists none
+    (its app is not installed): a form then takes the value as text."""
+    choices = _CHOICES.get(name)
+    return None if choices is None else choices(study)
 
 
 def scope_trace_ids(study: Study, name: str, value: str) -> QuerySet:
@@ -33,7 +45,7 @@ def scope_trace_ids(study: Study, name: str, value: str) -> QuerySet:
 
 #: The help text of every ``cohort`` run parameter (runs page, REST, CLI).
 COHORT_HELP = ("only the traces of this saved cohort (its id; docs/search.md); runs that take problems "
-               "(generation, fidelity) ask about the problems of those traces")
+               "(generation, fidelity) ask about the problems of those traces; empty: no cohort")
 
 
 def check_cohort(study: Study, value) -> str:

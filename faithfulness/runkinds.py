@@ -50,11 +50,13 @@ class KindsField(serializers.Field):
 class ContinuationRunSerializer(params.CohortParam, serializers.Serializer):
     """What both kinds take: the subject model, the continuation mode, how many traces, cache and budget."""
 
-    model = serializers.CharField(help_text="name of one of the study's subject models")
-    mode = serializers.ChoiceField(choices=["", *MODES], required=False, allow_blank=True, default="",
-                                   help_text="continuation mode (empty: the one the probe recorded)")
-    limit = params.serializer_field("limit", required=False, allow_null=True, help_text="only the first N traces (by id)")
-    force = serializers.BooleanField(default=False, help_text="ask again even where a cached answer exists")
+    model = serializers.CharField(label="Subject model", help_text="name of one of the study's subject models")
+    mode = serializers.ChoiceField(choices=[("", "the probe's"), *((m, m) for m in MODES)], required=False,
+                                   allow_blank=True, default="", label="Continuation mode",
+                                   help_text="how the server continues a cut trace (empty: the one the probe recorded)")
+    limit = params.serializer_field("limit", required=False, allow_null=True)
+    force = serializers.BooleanField(default=False, label="Ask again",
+                                     help_text="ask again even where a cached answer exists")
     budget_usd = params.serializer_field("budget_usd", required=False, allow_null=True)
     cohort = params.cohort_serializer_field()
 
@@ -66,18 +68,20 @@ class ContinuationRunSerializer(params.CohortParam, serializers.Serializer):
 
 
 class InterventionsSerializer(ContinuationRunSerializer):
-    kinds = KindsField(required=False, default=tuple(edit_core.KINDS),
+    kinds = KindsField(required=False, default=tuple(edit_core.KINDS), label="Edits",
                        help_text=f"comma-separated or a JSON list: {', '.join(edit_core.KINDS)}")
-    per_trace = params.serializer_field("per_trace", required=False, default=3, help_text="at most K target steps per trace")
-    seed = params.serializer_field("seed", required=False, default=DEFAULT_SEED, help_text="seed of the flipped values")
-    channel = serializers.ChoiceField(choices=["", "thought", "answer"], required=False, allow_blank=True, default="",
+    per_trace = params.serializer_field("per_trace", required=False, default=3)
+    seed = params.serializer_field("seed", required=False, default=DEFAULT_SEED,
+                                   help_text="the seed of the flipped values")
+    channel = serializers.ChoiceField(choices=[("", "the reasoning's"), ("thought", "thought"), ("answer", "answer")],
+                                      required=False, allow_blank=True, default="", label="Channel",
                                       help_text="the channel whose steps are edited (empty: the one that holds the "
                                                 "reasoning, the thought when the traces have one)")
 
 
 
 class AnytimeSerializer(ContinuationRunSerializer):
-    budgets = serializers.CharField(required=False, default=any_core.DEFAULT_TOKEN_GRID,
+    budgets = serializers.CharField(required=False, default=any_core.DEFAULT_TOKEN_GRID, label="Budgets",
                                     help_text=f"tokens:B1,B2,...,full or steps:B1,...,full (at most "
                                               f"{any_core.MAX_GRID_POINTS} budgets)")
 
@@ -89,7 +93,7 @@ class AnytimeSerializer(ContinuationRunSerializer):
 
 
 class EarlySerializer(ContinuationRunSerializer):
-    grid = serializers.CharField(required=False, default=early_core.DEFAULT_EARLY_GRID,
+    grid = serializers.CharField(required=False, default=early_core.DEFAULT_EARLY_GRID, label="Cut points",
                                  help_text="'all' (after every thought step) or fractions of the thought, e.g. 0,0.5,1")
 
     def validate_grid(self, value: str) -> str:

@@ -18,14 +18,17 @@ from subjects.runkinds import SubjectModelParam
 
 
 class FidelityStartSerializer(SubjectModelParam, params.CohortParam, serializers.Serializer):
-    model = serializers.CharField(help_text="name of one of the study's subject models")
-    suite = serializers.CharField(default="fidelity", max_length=100, help_text="the suite of variants (made if new)")
-    axes = serializers.CharField(default=DEFAULT_AXES,
+    model = serializers.CharField(label="Subject model", help_text="name of one of the study's subject models")
+    suite = serializers.CharField(default="fidelity", max_length=100, label="Suite",
+                                  help_text="the suite of variants (made if new)")
+    axes = serializers.CharField(default=DEFAULT_AXES, label="Axes",
                                  help_text="comma-separated: perturbation, counterfactual, backward, imported")
-    per_problem = params.serializer_field("per_problem", default=1, help_text="variants per strategy and problem (K)")
-    problems = serializers.CharField(default="all", max_length=2000, help_text=f"which originals: {selection.SYNTAX}")
-    seed = params.serializer_field("seed", default=0, help_text="the suite's seed (a new suite only)")
-    force = serializers.BooleanField(default=False, help_text="ask again even where a cached answer exists")
+    per_problem = params.serializer_field("per_problem", default=1)
+    problems = serializers.CharField(default="all", max_length=2000, label="Problems",
+                                     help_text=f"which originals: {selection.SYNTAX}")
+    seed = params.serializer_field("seed", default=0, label="Suite seed", help_text="the seed of a new suite's variants")
+    force = serializers.BooleanField(default=False, label="Ask again",
+                                     help_text="ask again even where a cached answer exists")
     budget_usd = params.serializer_field("budget_usd", required=False, allow_null=True)
     cohort = params.cohort_serializer_field()
 

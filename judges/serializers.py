@@ -59,13 +59,19 @@ class JudgeDetailSerializer(JudgeSerializer):
 
 
 class JudgeRunRequestSerializer(serializers.Serializer):
-    judge = serializers.CharField(help_text="name of one of the study's judges")
-    traces = serializers.ChoiceField(choices=JudgeRun.Scope.choices, default=JudgeRun.Scope.ALL)
-    model = serializers.CharField(required=False, allow_blank=True)
-    domain = serializers.CharField(required=False, allow_blank=True)
-    answer_correct = serializers.BooleanField(required=False, allow_null=True, default=None)
-    trace_ids = serializers.ListField(child=serializers.CharField(), required=False, max_length=100_000)
-    force = serializers.BooleanField(default=False, help_text="ignore cached answers")
+    judge = serializers.CharField(label="Judge", help_text="name of one of the study's judges")
+    traces = serializers.ChoiceField(choices=JudgeRun.Scope.choices, default=JudgeRun.Scope.ALL, label="Traces",
+                                     help_text="which of the selected traces this judge labels")
+    model = serializers.CharField(required=False, allow_blank=True, label="Only the model",
+                                  help_text="the traces of this model only; empty: every model")
+    domain = serializers.CharField(required=False, allow_blank=True, label="Only the domain",
+                                   help_text="the traces of problems of this domain only; empty: every domain")
+    answer_correct = serializers.BooleanField(required=False, allow_null=True, default=None, label="Correct answer",
+                                              help_text="the traces whose final answer is right (yes), wrong (no) "
+                                                        "or either (any)")
+    trace_ids = serializers.ListField(child=serializers.CharField(), required=False, max_length=100_000,
+                                      label="Trace IDs", help_text="these traces only (their trace_id)")
+    force = serializers.BooleanField(default=False, label="Ask again", help_text="ignore cached answers")
     budget_usd = params.serializer_field("budget_usd", required=False, allow_null=True)
 
     def validate_judge(self, value: str) -> JudgeConfig:

@@ -12,6 +12,7 @@ from typing import Any
 
 from rest_framework import serializers
 
+from annotation import scopes
 from annotation.models import Job, Study
 from runs.params import ParamError
 
@@ -22,19 +23,21 @@ class Starter:
 
     ``start(study, data, user)`` gets the serializer's validated data and returns the row of the run
     (anything with a ``job``). ``options(study)`` lists, per field, the values the form offers
-    (subject model names, judge names, ...)."""
+    (subject model names, judge names, ...): each a value, or a (value, text) pair when the menu should
+    show something else than what is posted (a cohort's name for its id)."""
 
     name: str
     label: str
     serializer: type[serializers.Serializer]
     start: Callable[[Study, dict[str, Any], Any], Any]
     help: str = ""
-    options: Callable[[Study], dict[str, list[str]]] = field(default=lambda study: {})
+    options: Callable[[Study], dict[str, list[Any]]] = field(default=lambda study: {})
 
 
 _STARTERS: dict[str, Starter] = {}
 #: The order of the runs page's kind menu.
-ORDER = ("generation", "judge", "fidelity", "abstraction", "interventions", "anytime", "probe")
+ORDER = ("generation", "judge", "probe", "interventions", "anytime", "early_answering", "fidelity", "abstraction",
+         "scanner")
 
 
 _RETRIES: dict[str, Callable[[Any, Any], Any]] = {}
@@ -93,35 +96,56 @@ def start(kind: str, study: Study, data, user) -> Any:
         raise serializers.ValidationError({"non_field_errors": [str(exc)]}) from None
 
 
+def _pairs(values: list[Any]) -> list[tuple[str, str]]:
+    """A menu's (posted value, shown text) pairs from values or pairs."""
+    return [(str(v), str(v)) if not isinstance(v, (tuple, list)) else (str(v[0]), str(v[1])) for v in values]
+
+
+def label_of(name: str, f: serializers.Field) -> str:
+    """What the form calls a parameter: the serializer field's label when it was given one; DRF's
+    default from the name ("Budget usd") otherwise, which every kind's serializer avoids
+    (tests/runs/test_runs_page.py checks them all)."""
+    return f.label or name.replace("_", " ").capitalize()
+
+
 def form_fields(st: Starter, study: Study, values: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """What the runs page draws for each of the kind's parameters: name, label, input type, bounds,
-    choices, help and the current value (the serializer's declaration, so the page cannot drift)."""
+    choices (value, text), help and the current value (the serializer's declaration, so the page
+    cannot drift)."""
     values = values or {}
     options = st.options(study)
     out = []
     for name, f in st.serializer(context={"study": study}).fields.items():
         if f.read_only:
             continue
-        row: dict[str, Any] = {"name": name, "label": (f.label or name.replace("_", " ")).capitalize(),
+        row: dict[str, Any] = {"name": name, "label": label_of(name, f),
                                "help": f.help_text or "", "required": f.required, "type": "text",
                                "value": values.get(name, "" if f.default is serializers.empty else f.default)}
+        if isinstance(row["value"], (tuple, list)):
+            # A list parameter written as the CLI writes it ("value_flip,paraphrase"), not as a Python tuple.
+            row["value"] = ",".join(str(v) for v in row["value"])
         if isinstance(f, serializers.BooleanField) and f.allow_null:
             # Three states (any / yes / no): an unticked box would post False, not "any".
-            row["type"], row["choices"] = "select", ["", "true", "false"]
+            row["type"], row["choices"] = "select", [("", "any"), ("true", "yes"), ("false", "no")]
         elif isinstance(f, serializers.BooleanField):
             row["type"] = "checkbox"
         elif isinstance(f, serializers.ChoiceField):
-            row["type"], row["choices"] = "select", [str(c) for c in f.choices]
+            row["type"], row["choices"] = "select", _pairs(list(f.choices.items()))
         elif isinstance(f, (serializers.IntegerField, serializers.FloatField)):
             row["type"] = "number"
             row["min"], row["max"] = f.min_value, f.max_value
             row["step"] = "1" if isinstance(f, serializers.IntegerField) else "any"
         elif isinstance(f, serializers.ListField):
             row["type"] = "list"
+        if name == "cohort" and name not in options:
+            # Every kind's cohort parameter takes an id: the menu names the study's cohorts.
+            cohorts = scopes.scope_choices(study, "cohort")
+            if cohorts is not None:
+                options = {**options, "cohort": cohorts}
         if name in options:
-            row["type"], row["choices"] = "select", options[name]
+            row["type"], row["choices"] = "select", _pairs(options[name])
             if not f.required:
-                row["choices"] = ["", *options[name]]
+                row["choices"] = [("", ""), *row["choices"]]
         if row["value"] is None:
             row["value"] = ""
         out.append(row)

@@ -25,22 +25,34 @@ class Limit:
     low: float
     high: float
     why: str  # why the maximum is what it is (docs/runs.md)
+    label: str  # what a form calls the parameter
+    help: str  # what it does, in a few words (a form's help text, before the range)
 
 
 LIMITS: dict[str, Limit] = {
-    "budget_usd": Limit(float, 0, 100_000, "a typo of a few zeros should not be spendable"),
-    "samples": Limit(int, 1, 100, "K completions per problem; pass@k needs no more"),
-    "max_tokens": Limit(int, 1, 262_144, "the longest context of current open models; fits a PostgreSQL integer"),
-    "timeout_seconds": Limit(float, 0.1, 600, "one request may hold a worker slot at most ten minutes"),
-    "concurrency": Limit(int, 1, 64, "requests in flight per run"),
-    "rate_limit_per_minute": Limit(int, 1, 100_000, "requests per minute per run"),
-    "max_retries": Limit(int, 0, 20, "attempts after the first"),
-    "per_trace": Limit(int, 1, 20, "intervention targets per trace"),
-    "per_problem": Limit(int, 1, 10, "fidelity variants per strategy and problem"),
-    "per_sub_dataset": Limit(int, 1, 10_000, "abstraction instances per sub-dataset"),
-    "max_examples": Limit(int, 0, 50, "the abstraction prompt has 50 worked examples"),
-    "limit": Limit(int, 1, 100_000, "traces of a faithfulness run"),
-    "seed": Limit(int, 0, 2**31 - 1, "fits a PostgreSQL integer"),
+    "budget_usd": Limit(float, 0, 100_000, "a typo of a few zeros should not be spendable",
+                        "Budget (USD)", "stop once the estimated cost reaches this many US dollars; empty: no limit"),
+    "samples": Limit(int, 1, 100, "K completions per problem; pass@k needs no more",
+                     "Samples per problem (K)", "completions asked of each problem; empty: the subject model's"),
+    "max_tokens": Limit(int, 1, 262_144, "the longest context of current open models; fits a PostgreSQL integer",
+                        "Max tokens", "the longest answer the server may write, in tokens"),
+    "timeout_seconds": Limit(float, 0.1, 600, "one request may hold a worker slot at most ten minutes",
+                             "Timeout (seconds)", "how long one request may take"),
+    "concurrency": Limit(int, 1, 64, "requests in flight per run", "Concurrency", "requests in flight at once"),
+    "rate_limit_per_minute": Limit(int, 1, 100_000, "requests per minute per run",
+                                   "Rate limit (per minute)", "requests a minute at most"),
+    "max_retries": Limit(int, 0, 20, "attempts after the first", "Retries", "attempts after a failed request"),
+    "per_trace": Limit(int, 1, 20, "intervention targets per trace",
+                       "Targets per trace", "at most this many steps of each trace are edited"),
+    "per_problem": Limit(int, 1, 10, "fidelity variants per strategy and problem",
+                         "Variants per problem (K)", "variants of each problem for every strategy"),
+    "per_sub_dataset": Limit(int, 1, 10_000, "abstraction instances per sub-dataset",
+                             "Instances per sub-dataset", "only the first N instances of every sub-dataset; empty: all"),
+    "max_examples": Limit(int, 0, 50, "the abstraction prompt has 50 worked examples",
+                          "Worked examples", "send only the first N of the 50 worked examples; empty: all"),
+    "limit": Limit(int, 1, 100_000, "traces of a faithfulness run",
+                   "Traces (at most)", "only the first N traces, by id; empty: all"),
+    "seed": Limit(int, 0, 2**31 - 1, "fits a PostgreSQL integer", "Seed", "the seed of the random choices"),
 }
 
 
@@ -55,6 +67,25 @@ class ParamError(ValueError):
 def range_text(name: str) -> str:
     lim = LIMITS[name]
     return f"{lim.low:g}..{lim.high:g}"
+
+
+def range_words(name: str) -> str:
+    """The range as a form's help text says it: "1 to 100,000"."""
+    lim = LIMITS[name]
+
+    def fmt(v: float) -> str:
+        return f"{int(v):,}" if lim.kind is int or v == int(v) else f"{v:g}"
+
+    return f"{fmt(lim.low)} to {fmt(lim.high)}"
+
+
+def _human(name: str, kwargs: dict) -> dict:
+    """A form or serializer field's label and help text: the caller's, else the declaration's, and the
+    range in words after the help (what a person reads beside the input; the bounds are on it too)."""
+    lim = LIMITS[name]
+    kwargs.setdefault("label", lim.label)
+    kwargs["help_text"] = f"{kwargs.get('help_text') or lim.help} ({range_words(name)})"
+    return kwargs
 
 
 def check(name: str, value, *, field: str | None = None):
@@ -86,8 +117,7 @@ def form_field(name: str, **kwargs):
 
     lim = LIMITS[name]
     cls = forms.IntegerField if lim.kind is int else forms.FloatField
-    kwargs.setdefault("help_text", range_text(name))
-    return cls(min_value=lim.kind(lim.low), max_value=lim.kind(lim.high), **kwargs)
+    return cls(min_value=lim.kind(lim.low), max_value=lim.kind(lim.high), **_human(name, kwargs))
 
 
 def serializer_field(name: str, **kwargs):
@@ -95,8 +125,7 @@ def serializer_field(name: str, **kwargs):
 
     lim = LIMITS[name]
     cls = serializers.IntegerField if lim.kind is int else serializers.FloatField
-    kwargs.setdefault("help_text", range_text(name))
-    return cls(min_value=lim.kind(lim.low), max_value=lim.kind(lim.high), **kwargs)
+    return cls(min_value=lim.kind(lim.low), max_value=lim.kind(lim.high), **_human(name, kwargs))
 
 
 def cli_type(name: str) -> Callable[[str], int | float]:
@@ -139,7 +168,8 @@ def cohort_serializer_field():
 
     from annotation.scopes import COHORT_HELP
 
-    return serializers.CharField(required=False, allow_blank=True, default="", max_length=20, help_text=COHORT_HELP)
+    return serializers.CharField(required=False, allow_blank=True, default="", max_length=20, label="Cohort",
+                                 help_text=COHORT_HELP)
 
 
 class CohortParam:

@@ -33,8 +33,9 @@ class ScannerError(ValueError):
         self.field, self.message = field, message
 
 
-class ScanConflict(Exception):
-    """The scanner has a run in progress."""
+class ScanConflict(jobs.RunConflict):
+    """The scanner has a run in progress: the one conflict of every kind of run, so the API and the runs
+    page answer it with 409 as they do any other kind's."""
 
 
 def check_scanner(user, pk: int) -> tuple[Scanner, Membership]:

@@ -320,6 +320,12 @@ def compare_cohorts(a: Cohort, b: Cohort) -> dict[str, Any]:
     return {"a": _cohort_summary(a), "b": _cohort_summary(b), "shared": shared.count()}
 
 
+def cohort_choices(study: Study) -> list[tuple[str, str]]:
+    """The study's cohorts as a run form's menu offers them (annotation.scopes): id, and name with size."""
+    return [(str(pk), f"{name} ({n:,} traces)")
+            for pk, name, n in Cohort.objects.filter(study=study).order_by("name").values_list("pk", "name", "n_traces")]
+
+
 def cohort_scope(study: Study, value: str) -> QuerySet:
     """The "cohort" trace scope of annotation.scopes (exports' --cohort, calibration samples)."""
     from annotation.scopes import ScopeError

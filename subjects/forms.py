@@ -124,9 +124,9 @@ class GenerationForm(forms.Form):
     problems = forms.CharField(initial=GenerationRun.Scope.ALL, max_length=2000,
                                help_text="all, missing (lacking some of their K samples) or a filter: "
                                          "first:N, ids:A,B-C, pid:X,Y, sample:N@SEED")
-    samples = params.form_field("samples", required=False, help_text="K (default: the model's; 1..100)")
+    samples = params.form_field("samples", required=False)
     force = forms.BooleanField(required=False, help_text="ask again even where a cached answer exists")
-    budget_usd = params.form_field("budget_usd", required=False, label="Budget (USD)")
+    budget_usd = params.form_field("budget_usd", required=False)
 
     def clean_problems(self) -> str:
         try:

@@ -42,7 +42,7 @@ class SubjectModelParam:
 
 
 class ProbeRequestSerializer(SubjectModelParam, serializers.Serializer):
-    model = serializers.CharField(help_text="name of one of the study's subject models")
+    model = serializers.CharField(label="Subject model", help_text="name of one of the study's subject models")
 
 
 def declare() -> None:
@@ -52,5 +52,6 @@ def declare() -> None:
     kinds.declare(kinds.Starter(
         "probe", "Probe", ProbeRequestSerializer, lambda study, data, user: services.do_start_probe(data["model"], user=user),
         options=subject_names,
-        help="Ask the server which continuation mode it supports (a few requests; interventions and anytime need it)."))
+        help="Ask the server which continuation mode it supports (a few requests; interventions, anytime and "
+             "early answering need it)."))
     kinds.declare_retry("generation", retry_generation)

@@ -45,11 +45,13 @@ class SubjectModelSerializer(HtmlUrlMixin, serializers.ModelSerializer):
 
 
 class GenerationRunRequestSerializer(params.CohortParam, serializers.Serializer):
-    model = serializers.CharField(help_text="name of one of the study's subject models")
-    problems = serializers.CharField(default=GenerationRun.Scope.ALL, max_length=2000,
-                                     help_text="all, missing, or a filter: first:N, ids:A,B-C, pid:X,Y, sample:N@SEED")
+    model = serializers.CharField(label="Subject model", help_text="name of one of the study's subject models")
+    problems = serializers.CharField(default=GenerationRun.Scope.ALL, max_length=2000, label="Problems",
+                                     help_text="all, missing (lacking some of their K samples), or a filter: "
+                                               "first:N, ids:A,B-C, pid:X,Y, sample:N@SEED")
     samples = params.serializer_field("samples", required=False)
-    force = serializers.BooleanField(default=False, help_text="ignore cached answers")
+    force = serializers.BooleanField(default=False, label="New samples",
+                                     help_text="ask again for K new samples instead of replaying cached answers")
     budget_usd = params.serializer_field("budget_usd", required=False, allow_null=True)
     cohort = params.cohort_serializer_field()
 

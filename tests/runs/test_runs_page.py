@@ -4,6 +4,7 @@ validates exactly as the kind's REST endpoint and command do (runs.kinds, runs.p
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from django.core.management import call_command
@@ -93,19 +94,48 @@ def test_a_generation_run_starts_from_the_page_with_a_problem_filter(world, stud
     assert record.job.created_by == owner
 
 
-@pytest.mark.parametrize(("data", "field"), [
-    ({"samples": "101"}, "samples"),
-    ({"budget_usd": "1e9"}, "budget_usd"),
-    ({"problems": "first:x"}, "problems"),
-    ({"model": "nobody"}, "model"),
+@pytest.mark.parametrize(("data", "field", "label"), [
+    ({"samples": "101"}, "samples", "Samples per problem (K)"),
+    ({"budget_usd": "1e9"}, "budget_usd", "Budget (USD)"),
+    ({"problems": "first:x"}, "problems", "Problems"),
+    ({"model": "nobody"}, "model", "Subject model"),
 ])
-def test_bad_parameters_answer_400_naming_the_field_on_web_and_rest_alike(world, study, owner, data, field):
+def test_bad_parameters_answer_400_naming_the_field_on_web_and_rest_alike(world, study, owner, data, field, label):
     body = {"model": "tiny", **data}
     page = web(owner).post(f"/studies/{study.pk}/runs/", {"kind": "generation", **body})
-    assert page.status_code == 400 and f"{field}:" in page.content.decode()
+    html = page.content.decode()
+    # The page names the field as its form does, once, beside its input; the API by its name.
+    assert page.status_code == 400 and html.count(f'id="run-{field}-error">{label}: ') == 1, html
+    assert html.count('role="alert"') == 1
+    assert f'aria-describedby="run-{field}-help run-{field}-error" aria-invalid="true"' in html
     rest = api(owner).post(f"/api/v1/studies/{study.pk}/generation-runs/", body, format="json")
     assert rest.status_code == 400 and rest.json()["detail"].startswith(f"{field}:")
     assert not GenerationRun.objects.exists()
+
+
+def test_every_parameter_of_every_kind_has_a_human_label_and_help(world, study):
+    from runs import kinds
+
+    # Every kind a researcher starts, early answering and scanners included.
+    assert {s.name for s in kinds.starters()} >= {"generation", "judge", "fidelity", "abstraction", "interventions",
+                                                  "anytime", "early_answering", "probe", "scanner"}
+    for st in kinds.starters():
+        for f in kinds.form_fields(st, study):
+            where = f"{st.name}.{f['name']}"
+            # DRF's label from the name ("Budget usd", "Per trace") is what a multi-word name must not show.
+            assert "_" not in f["name"] or f["label"] != f["name"].replace("_", " ").capitalize(), where
+            assert f["help"] and not re.search(r"\d\.\.\d", f["help"]), where  # words, not "0..100000"
+            if f["type"] == "select":
+                assert all(text for value, text in f["choices"] if value), where
+
+
+def test_the_form_offers_the_studys_cohorts_by_name_and_lists_as_the_cli_writes_them(world, study, owner):
+    from search.models import Cohort
+
+    cohort = Cohort.objects.create(study=study, name="long ones", query={}, n_traces=0)
+    html = web(owner).get(f"/studies/{study.pk}/runs/?kind=interventions").content.decode()
+    assert f'<option value="{cohort.pk}">long ones (0 traces)</option>' in html
+    assert 'value="value_flip,step_ablation,paraphrase,tool_result"' in html and "(&#x27;value_flip" not in html
 
 
 def test_the_cli_refuses_what_the_web_and_rest_refuse(world, study):
@@ -228,7 +258,7 @@ def test_the_page_costs_the_same_queries_whatever_the_runs(world, study, owner):
 def test_a_judge_run_from_the_page_leaves_unset_filters_unset(world, study, owner):
     tiny, judge = world
     page = web(owner).get(f"/studies/{study.pk}/runs/?kind=judge").content.decode()
-    assert '<select id="run-answer_correct" name="answer_correct">' in page  # any / yes / no, not a checkbox
+    assert '<select id="run-answer_correct" name="answer_correct" aria-describedby="run-answer_correct-help">' in page  # any / yes / no, not a checkbox
     r = web(owner).post(f"/studies/{study.pk}/runs/", {"kind": "judge", "judge": MECHANISTIC, "traces": "all",
                                                        "answer_correct": ""})
     assert r.status_code == 302
