@@ -80,6 +80,9 @@ def options(study: Study) -> dict[str, list[str]]:
     return {
         "model": list(SubjectModel.objects.filter(study=study).order_by("name").values_list("name", flat=True)),
         "benchmark": list(Benchmark.objects.filter(study=study).order_by("name").values_list("name", flat=True)),
+        # The checker is an LLM judge: the mechanistic one cannot read free answers.
+        "checker_judge": list(JudgeConfig.objects.filter(study=study).exclude(provider=JudgeConfig.Provider.MECHANISTIC)
+                              .order_by("name").values_list("name", flat=True)),
     }
 
 

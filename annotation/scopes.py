@@ -44,8 +44,8 @@ def scope_trace_ids(study: Study, name: str, value: str) -> QuerySet:
 
 
 #: The help text of every ``cohort`` run parameter (runs page, REST, CLI).
-COHORT_HELP = ("only the traces of this saved cohort (its id; docs/search.md); runs that take problems "
-               "(generation, fidelity) ask about the problems of those traces; empty: no cohort")
+COHORT_HELP = ("only the traces of this saved cohort (by its id in the API and the commands; docs/search.md); runs "
+               "that take problems (generation, fidelity) ask about the problems of those traces; empty: no cohort")
 
 
 def check_cohort(study: Study, value) -> str:

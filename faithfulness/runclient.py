@@ -269,6 +269,12 @@ class FaithfulnessClient(RunClient):
     record_model = FaithfulnessRun
     record_related = ("subject__study", "subject__prompt_template")
 
+    #: The runs page's name of each kind of start (runs.kinds' labels), from the run's configuration.
+    LABELS = {"interventions": "Interventions", "anytime": "Anytime profile", "early_answering": "Early answering"}
+
+    def label_for(self, run: Run) -> str:
+        return self.LABELS.get((run.config or {}).get("kind"), self.label)
+
     def sizing(self, run: Run) -> Sizing:
         return Sizing(concurrency=self.record(run).subject.concurrency, target_requests=TARGET_REQUESTS_PER_CHUNK)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from annotation.models import Study
+from annotation.models import Problem, Study, Trace
 from judges import services
 from judges.models import JudgeConfig, JudgeRun
 from judges.serializers import JudgeRunRequestSerializer
@@ -23,10 +23,19 @@ def retry(run, user) -> JudgeRun:
     return services.do_start_run(record.judge, scope=JudgeRun.Scope.FAILED, filters=record.filters, user=user)
 
 
+def options(study: Study) -> dict[str, list[str]]:
+    """The judges, and the models and domains the traces filters can name (one DISTINCT query each)."""
+    return {
+        "judge": list(JudgeConfig.objects.filter(study=study).order_by("name").values_list("name", flat=True)),
+        "model": list(Trace.objects.filter(study=study).order_by("model").values_list("model", flat=True).distinct()),
+        "domain": [d for d in Problem.objects.filter(study=study).order_by("domain")
+                   .values_list("domain", flat=True).distinct() if d],
+    }
+
+
 def declare() -> None:
     kinds.declare(kinds.Starter(
         "judge", "Judge", JudgeRunRequestSerializer, start,
-        options=lambda study: {"judge": list(JudgeConfig.objects.filter(study=study).order_by("name")
-                                             .values_list("name", flat=True))},
+        options=options,
         help="Label every step of the selected traces with a judge configuration."))
     kinds.declare_retry("judge", retry)

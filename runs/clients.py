@@ -135,6 +135,11 @@ class RunClient(ABC):
     url_name: str = ""
     label: str = ""  # the kind in lists ("Judge"); default: the kind
 
+    def label_for(self, run: Run) -> str:
+        """The kind as the runs page lists ``run`` (no query: what the run row holds). A client that serves
+        several kinds of start says which one this run was."""
+        return self.label or self.kind
+
     def page(self, run: Run) -> str | None:
         """The kind's page of ``run`` (the job page and the runs page link to it), or None."""
         from django.urls import reverse

@@ -41,6 +41,8 @@ ORDER = ("generation", "judge", "probe", "interventions", "anytime", "early_answ
 
 
 _RETRIES: dict[str, Callable[[Any, Any], Any]] = {}
+#: Parameters every kind shares, drawn after the kind's own (a serializer's mixins put them first).
+LAST = ("force", "budget_usd", "cohort")
 
 
 def declare(starter: Starter) -> None:
@@ -149,4 +151,4 @@ def form_fields(st: Starter, study: Study, values: dict[str, Any] | None = None)
         if row["value"] is None:
             row["value"] = ""
         out.append(row)
-    return out
+    return sorted(out, key=lambda r: LAST.index(r["name"]) + 1 if r["name"] in LAST else 0)

@@ -48,7 +48,7 @@ def _rows(study: Study, user, membership: Membership, page_number: Any) -> tuple
         except LookupError:
             client = None
         rows.append({
-            "run": run, "job": job, "kind": (client.label if client and client.label else run.kind),
+            "run": run, "job": job, "kind": client.label_for(run) if client else run.kind,
             "noun": client.noun if client else "item", "progress": jobs.live_progress(job),
             "page": client.page(run) if client else None,
             "can_cancel": not job.finished and access.can_cancel_job(user, job, membership),

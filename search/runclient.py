@@ -127,9 +127,17 @@ class ScanWork(ChunkWork):
 
 class ScannerClient(RunClient):
     kind = KIND
+    label = "Scanner"
     noun = "trace"
     record_model = ScannerRun
     record_related = ("scanner__judge", "scanner__study")
+
+    def page(self, run: Run) -> str | None:
+        """The scanner's page (its runs, answers and validation): a scanner run has no page of its own."""
+        from django.urls import reverse
+
+        scanner = run.job.params.get("scanner_id")
+        return reverse("search-scanner", args=[scanner]) if scanner else None
 
     def chunk_size(self, run: Run) -> int:
         return chunk_size(self.record(run).scanner.judge)
