@@ -73,11 +73,15 @@ def shot(page: Page, name: str) -> None:
 
 
 def choose_kind(page: Page, base: str, study_id: int, kind: str) -> None:
-    """Open the runs page and pick the kind from its menu (htmx swaps the form in)."""
+    """Open the runs page and pick the kind from its menu. htmx swaps the kind's form in: wait for that
+    answer, or what is typed next may go into the form it replaces (the page opens on the first kind, so
+    the hidden ``kind`` alone cannot tell the swap has happened)."""
     if f"/studies/{study_id}/runs/" not in page.url:
         page.goto(f"{base}/studies/{study_id}/runs/")
-    page.select_option("#run-kind", kind)
+    with page.expect_response(lambda r: "part=start" in r.url and f"kind={kind}" in r.url):
+        page.select_option("#run-kind", kind)
     expect(page.locator('#run-start input[name="kind"]')).to_have_value(kind)
+    page.wait_for_function("() => !document.querySelector('#run-start.htmx-settling, #run-start .htmx-settling')")
 
 
 def fill(page: Page, values: dict[str, str | bool]) -> None:
