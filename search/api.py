@@ -294,8 +294,6 @@ class ScannerRuns(APIView):
                                           budget_usd=data.validated_data["budget_usd"])
         except scanners.ScannerError as exc:
             raise _scanner_invalid(exc) from None
-        except scanners.ScanConflict as exc:
-            return Response({"detail": str(exc), "errors": []}, status=status.HTTP_409_CONFLICT)
         return Response({"run": record.pk, "job": record.job_id, "traces": record.job.total},
                         status=status.HTTP_202_ACCEPTED)
 

@@ -19,7 +19,7 @@ from runs.engine import ACTIVE
 from search.core.validation import Validation, validate
 from search.errors import bad
 from search.models import Cohort, CohortTrace, ScanLabel, Scanner, ScannerRun, ScanResult
-from search.runclient import KIND, cache_scope, chunk_size
+from search.runclient import KIND, cache_scope
 
 # Half of the hand-labelled traces are kept for the test split, by a hash of (scanner, trace): the split of
 # a trace never changes, whether it was drawn in a sample or answered on its review page.
@@ -31,11 +31,6 @@ class ScannerError(ValueError):
     def __init__(self, field: str, message: str) -> None:
         super().__init__(f"{field}: {message}")
         self.field, self.message = field, message
-
-
-class ScanConflict(jobs.RunConflict):
-    """The scanner has a run in progress: the one conflict of every kind of run, so the API and the runs
-    page answer it with 409 as they do any other kind's."""
 
 
 def check_scanner(user, pk: int) -> tuple[Scanner, Membership]:
@@ -72,25 +67,23 @@ def do_start_scan(scanner: Scanner, *, cohort: Cohort | None = None, user=None, 
         raise ScannerError("cohort", "the cohort belongs to another study")
     if budget_usd is not None and budget_usd < 0:
         raise ScannerError("budget_usd", "the budget must not be negative")
-    with transaction.atomic():
+    def busy() -> str | None:
         active = ScannerRun.objects.filter(scanner=scanner, job__status__in=ACTIVE).first()
-        if active is not None:
-            raise ScanConflict(f"scanner {scanner.name} already has run {active.pk} in progress (job {active.job_id}); "
-                               "wait for it or cancel it")
-        traces = (Trace.objects.filter(cohort_memberships__cohort=cohort) if cohort is not None
-                  else Trace.objects.filter(study_id=scanner.study_id))
-        ids = list(traces.order_by("pk").values_list("pk", flat=True))
-        job = Job.objects.create(study_id=scanner.study_id, kind=KIND, created_by=user, total=len(ids),
-                                 params={"scanner": scanner.name, "scanner_id": scanner.pk,
-                                         "cohort": cohort.pk if cohort else None, "force": force,
-                                         "budget_usd": budget_usd})
-        run = engine.create_run(job, KIND, ids, chunk_size(scanner.judge), force=force, budget_usd=budget_usd,
-                                config={"question": scanner.question, "judge": scanner.judge.name,
-                                        "judge_version": scanner.judge.version, "cache_scope": cache_scope(scanner)})
-        record = ScannerRun.objects.create(scanner=scanner, cohort=cohort, job=job, run=run)
-        job.params["run"] = record.pk
-        job.save(update_fields=["params"])
-        engine.launch(run, queue=queue)
+        return (f"scanner {scanner.name} already has run {active.pk} in progress (job {active.job_id}); "
+                "wait for it or cancel it") if active is not None else None
+
+    traces = (Trace.objects.filter(cohort_memberships__cohort=cohort) if cohort is not None
+              else Trace.objects.filter(study_id=scanner.study_id))
+    # The one start of every kind (runs.engine.start): conflict, job, run, record, chunks, queueing and
+    # the broker-down behaviour; the trace ids are read inside its transaction, after the conflict check.
+    record = engine.start(
+        KIND, study_id=scanner.study_id, job_kind=KIND, user=user, force=force, budget_usd=budget_usd, queue=queue,
+        params={"scanner": scanner.name, "scanner_id": scanner.pk, "cohort": cohort.pk if cohort else None,
+                "force": force, "budget_usd": budget_usd},
+        config={"question": scanner.question, "judge": scanner.judge.name,
+                "judge_version": scanner.judge.version, "cache_scope": cache_scope(scanner)},
+        busy=busy, record=lambda job, run: ScannerRun.objects.create(scanner=scanner, cohort=cohort, job=job, run=run),
+        items=lambda record: list(traces.order_by("pk").values_list("pk", flat=True)))
     return record
 
 

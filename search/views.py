@@ -221,7 +221,7 @@ def scanner_run(request: HttpRequest, pk: int) -> HttpResponse:
         budget = float(request.POST["budget_usd"]) if request.POST.get("budget_usd") else None
         record = scanners.do_start_scan(scanner, cohort=cohort, user=request.user, budget_usd=budget,
                                       force=request.POST.get("force") == "on")
-    except (scanners.ScannerError, scanners.ScanConflict, ValueError) as exc:
+    except (scanners.ScannerError, RunConflict, ValueError) as exc:
         messages.error(request, f"Not started: {exc}")
         return redirect(scanner)
     return redirect("job", record.job_id)

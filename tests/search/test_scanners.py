@@ -12,6 +12,7 @@ from django.core.management.base import CommandError
 from rest_framework.test import APIClient
 
 from annotation.access import AccessDenied
+from annotation.jobs import RunConflict
 from annotation.models import Job
 from judges import services as judge_services
 from runs.models import Run
@@ -98,7 +99,7 @@ def test_a_budget_stops_the_run(scanner, server):
 
 def test_one_run_at_a_time(scanner):
     scanners.do_start_scan(scanner, queue=False)
-    with pytest.raises(scanners.ScanConflict):
+    with pytest.raises(RunConflict):
         scanners.do_start_scan(scanner, queue=False)
 
 

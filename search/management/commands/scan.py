@@ -55,7 +55,7 @@ class Command(RunCommand):
             _, job = self.start_and_follow(
                 lambda queue: scanners.do_start_scan(scanner, cohort=cohort, force=opts["force"],
                                                      budget_usd=opts["budget"], queue=queue),
-                {**opts, "wait": wait}, label=f"scanner {scanner.name}", errors=(scanners.ScanConflict,))
+                {**opts, "wait": wait}, label=f"scanner {scanner.name}")
             if job is None:  # queued: the report would not hold this run's answers yet
                 return
         # A failed or cancelled run answered nothing worth sampling; the report shows the scanner as it stands.
