@@ -5,8 +5,8 @@ traces per model and domain (analytics, the study page's table) and each judge's
 disagreements (the judges' pages).
 
 Only "mine" depends on who asks. The rest group every trace and label of the study (seconds at a
-million labels), so the score job, which every change of the data queues, stores them (``refresh``,
-hooked in by scoring.apps) in a StudySummary row, and the change itself deletes the row
+million labels), so the score job, which every change of the data queues, stores them
+(annotation.study_summary_writer.refresh, hooked in by scoring.apps) in a StudySummary row, and the change itself deletes the row
 (``invalidate``, on annotation.signals.data_changed): a page reads the row when there is one and
 counts from the data when there is none, never numbers older than the data.
 """
@@ -15,10 +15,8 @@ from __future__ import annotations
 
 from django.db import transaction
 from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet, Sum
-from django.utils import timezone
 
 from annotation.models import (
-    Job,
     Problem,
     Step,
     StepLabel,
@@ -149,29 +147,6 @@ def stored_by_model_and_domain(study: Study) -> list[tuple[str, str, int, int, i
     """by_model_and_domain as the score job stored it, or None when none is current."""
     counts = StudySummary.objects.filter(study=study).values_list("counts", flat=True).first()
     return None if counts is None else [tuple(row) for row in counts["by_model_and_domain"]]
-
-
-def store(study: Study) -> dict[str, int]:
-    from annotation.review.adjudication import disagreement_step_ids
-
-    counts: dict = {**count([study.pk])[study.pk], "by_model_and_domain": by_model_and_domain(study),
-                    "by_model": by_model(study), "judges": judge_counts(study)}
-    steps = list(disagreement_step_ids(study, open_only=False).values_list("step", flat=True))
-    with transaction.atomic():
-        SummaryDisagreement.objects.filter(study=study).delete()
-        SummaryDisagreement.objects.bulk_create([SummaryDisagreement(study=study, step_id=s) for s in steps],
-                                                batch_size=5000)
-        # A new time on every write: agreement.data.data_version keys its cache by it.
-        StudySummary.objects.update_or_create(study=study, defaults={"counts": counts, "computed_at": timezone.now()})
-    return counts
-
-
-def refresh(study: Study, job: Job | None, whole: bool) -> None:
-    """The score job's hook (scoring.score_jobs.register_summary): a job that recomputes every
-    profile (each change of the data queues one) stores anew; one for some profiles only (the
-    data unchanged) stores when nothing is stored."""
-    if whole or not StudySummary.objects.filter(study=study).exists():
-        store(study)
 
 
 def invalidate(sender, study: Study, **kwargs) -> None:

@@ -10,7 +10,7 @@ class FaithfulnessConfig(AppConfig):
     def ready(self) -> None:
         from annotation.signals import data_changed
         from faithfulness import runkinds, stored_evidence
-        from faithfulness.evidence import evidence_tier_cards
+        from faithfulness.evidence import evidence_tier_cards, refresh_summaries
         from faithfulness.runclient import FaithfulnessClient
         from runs.clients import register
         from scoring.analytics import register_tier_source
@@ -21,5 +21,5 @@ class FaithfulnessConfig(AppConfig):
         # The leaderboard's tier card comes from the evidence report (one source of the tiers).
         register_tier_source(evidence_tier_cards)
         # Its per-model evidence is stored by the score job and dropped when the data changes.
-        register_summary(stored_evidence.refresh)
+        register_summary(refresh_summaries)
         data_changed.connect(stored_evidence.invalidate, dispatch_uid="faithfulness.evidence_on_data_changed")

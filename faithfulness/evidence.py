@@ -7,19 +7,20 @@ from __future__ import annotations
 import json
 import statistics
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
+from django.db import transaction
 from django.db.models import Count
 from django.db.models.fields.json import KT
 
-from annotation.models import Step, StepLabel, Study, Trace
+from annotation.models import Job, Step, StepLabel, Study, Trace
 from faithfulness import stored_evidence
 from faithfulness.core import halting as halt_core
 from faithfulness.core import tiers as tier_core
 from faithfulness.core import validity as val_core
 from faithfulness.core.numbers import to_fraction
-from faithfulness.models import FaithfulnessRun
+from faithfulness.models import EvidenceSummary, FaithfulnessRun
 from faithfulness.summaries import anytime_summary, ifr_of_runs, latest_runs
 from judges.models import JudgeConfig
 from runs.version import code_version
@@ -143,7 +144,7 @@ def evidence(study: Study, model: str | None = None, *, policy: str = val_core.E
     # The part read from every trace, step and label: stored by the score job when it is current.
     parts = stored_evidence.read(study, model, policy)
     if parts is None:
-        parts = stored_evidence.compute(study, model, (policy,))[policy]
+        parts = compute_summaries(study, model, (policy,))[policy]
     ifr_runs = latest_runs(study, FaithfulnessRun.Kind.INTERVENTIONS)
     any_runs = FaithfulnessRun.objects.filter(subject__study=study, kind=FaithfulnessRun.Kind.ANYTIME) \
         .select_related("subject").order_by("-created_at", "-pk")
@@ -208,3 +209,66 @@ def report(study: Study, model: str | None = None, fmt: str = "md", *, policy: s
     if fmt == "tex":
         return tier_core.to_latex(reps)
     return tier_core.to_markdown(reps, study.name)
+
+
+# Stored per-model evidence (faithfulness.stored_evidence holds what pages read of it): computed from the same
+# reading as the live evidence above, written by the score job.
+
+def compute_summaries(study: Study, model: str | None = None,
+                      policies: tuple[str, ...] = val_core.POLICIES) -> dict[str, dict[str, dict[str, Any]]]:
+    """policy -> model -> the FIELDS (faithfulness.stored_evidence) of its evidence, from the data (one read for every
+    policy): what the score job stores, and what a page computes when nothing is stored."""
+    data = _study_data(study, model)
+    out: dict[str, dict[str, dict[str, Any]]] = {policy: {} for policy in policies}
+    for name in sorted(data.traces):
+        rows = data.traces[name]
+        part: dict[str, Any] = {"traces": len(rows), "with_regime": 0, "steps_mean": None, "steps_median": None,
+                                "steps_max": None}
+        regime_vals: dict[str, list[Any]] = defaultdict(list)
+        for regime, n in data.regimes.get(name, []):
+            if any(v is not None for v in regime.values()):
+                part["with_regime"] += n
+                for key, v in regime.items():
+                    if v is not None and v not in regime_vals[key] and len(regime_vals[key]) < 20:
+                        regime_vals[key].append(v)
+        part["regime"] = dict(regime_vals)
+        checked = [c for _pk, _n, c, *_r in rows if c is not None]
+        part["accuracy"] = sum(checked) / len(checked) if checked else None
+        part["accuracy_n"] = len(checked)
+        steps = [n for _pk, n, *_r in rows if n > 0]
+        part["with_steps"] = len(steps)
+        if steps:
+            part["steps_mean"], part["steps_median"] = statistics.fmean(steps), statistics.median(steps)
+            part["steps_max"] = max(steps)
+        part["halting"] = halting_of(data, name)
+        by: dict[int, list[int]] = {}
+        for _pk, n, _c, l_gold, _gold in rows:
+            cell = by.setdefault(l_gold, [0, 0])
+            cell[0], cell[1] = cell[0] + 1, cell[1] + n
+        part["difficulty"] = by  # skeleton length -> [traces, steps in them]: the Evidence page's chart
+        for policy in policies:
+            out[policy][name] = {**part, "verifiers": [asdict(v) for v in validity_of(data, name, policy)]}
+    return out
+
+
+def store_summaries(study: Study, job: Job | None = None) -> int:
+    """Recompute and replace the study's summaries (every model, every policy); the number of rows."""
+    computed = compute_summaries(study)
+    rows = [EvidenceSummary(study=study, model=name, policy=policy, data=part, job=job)
+            for policy, per_model in computed.items() for name, part in per_model.items()]
+    with transaction.atomic():
+        EvidenceSummary.objects.filter(study=study).delete()
+        if rows:
+            EvidenceSummary.objects.bulk_create(rows)
+        else:
+            # A study without traces: one marker row says "computed: no models", so the pages need not read.
+            EvidenceSummary.objects.create(study=study, model="", policy="", data={}, job=job)
+    return len(rows)
+
+
+def refresh_summaries(study: Study, job: Job | None, whole: bool) -> None:
+    """The score job's hook (scoring.score_jobs.register_summary): every job that recomputes all
+    profiles (each change of the data queues one) stores anew; a job for some profiles only
+    (the data unchanged) stores when there is nothing stored."""
+    if whole or not EvidenceSummary.objects.filter(study=study).exists():
+        store_summaries(study, job)

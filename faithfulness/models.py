@@ -136,7 +136,7 @@ class AnytimePoint(models.Model):
 class EvidenceSummary(models.Model):
     """The part of one model's evidence (faithfulness.services.evidence) read from every trace,
     step and label of the study, under one missing-label policy: written by the score job
-    (scoring.score_jobs.recompute, through faithfulness.stored_evidence.store), deleted when the
+    (scoring.score_jobs.recompute, through faithfulness.evidence.store_summaries), deleted when the
     study's data changes (annotation.signals.data_changed), so the Evidence page and the
     leaderboard's tier cards read a few rows instead of the whole study. Without rows the
     pages compute the same numbers from the data."""

@@ -9,7 +9,7 @@ class ScoringConfig(AppConfig):
     export_kinds = "scoring.export_kinds"
 
     def ready(self) -> None:
-        from annotation import signals, study_summary
+        from annotation import signals, study_summary_writer
         from annotation.review.filters import register_trace_condition
         from scoring.filters import lucky_guess
         from scoring.receivers import on_data_changed
@@ -18,4 +18,4 @@ class ScoringConfig(AppConfig):
         signals.data_changed.connect(on_data_changed, dispatch_uid="scoring.recompute_on_data_changed")
         register_trace_condition("lucky_guess", lucky_guess)
         # The score job stores the review progress of the study list with the scores.
-        register_summary(study_summary.refresh)
+        register_summary(study_summary_writer.refresh)
