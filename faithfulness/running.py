@@ -113,6 +113,21 @@ def _start(subject: SubjectModel, kind: str, mode: str, params: dict[str, Any], 
         config={"subject_model": subject.name, "version": subject.version, "mode": mode, "kind": kind, **params})
 
 
+def _checked(subject: SubjectModel, mode: str | None, limit: int | None,
+             cohort: str) -> tuple[str, int | None, str]:
+    """What every faithfulness start checks the same way: the continuation mode, the trace limit, the cohort,
+    and that the subject model (within the cohort) has traces to work on."""
+    limit = check_param("limit", limit)
+    cohort = check_cohort(subject.study, cohort)
+    mode = continuation_mode(subject, mode)
+    reason = planning.no_traces(subject)
+    if reason:
+        raise ValueError(reason)
+    if cohort and (reason := planning.no_traces(subject, cohort)):
+        raise ParamError("cohort", reason)
+    return mode, limit, cohort
+
+
 def do_start_interventions(subject: SubjectModel, *, kinds: Iterable[str] | str = edit_core.KINDS,
                            per_trace: int = 3, seed: int = DEFAULT_SEED, mode: str | None = None, user=None,
                            queue: bool = True, force: bool = False, budget_usd: float | None = None,
@@ -122,15 +137,8 @@ def do_start_interventions(subject: SubjectModel, *, kinds: Iterable[str] | str 
     kinds = edit_core.parse_kinds(kinds)
     per_trace = check_param("per_trace", per_trace)
     seed = check_param("seed", seed)
-    limit = check_param("limit", limit)
-    cohort = check_cohort(subject.study, cohort)
+    mode, limit, cohort = _checked(subject, mode, limit, cohort)
     channel = check_channel(subject, channel)
-    mode = continuation_mode(subject, mode)
-    reason = planning.no_traces(subject)
-    if reason:
-        raise ValueError(reason)
-    if cohort and (reason := planning.no_traces(subject, cohort)):
-        raise ParamError("cohort", reason)
     params = {"kinds": list(kinds), "per_trace": per_trace, "seed": seed, "limit": limit, "cohort": cohort,
               "edits_version": edit_core.EDITS_VERSION, "decoding": _decoding(subject), "code_version": code_version(),
               "channel": channel}
@@ -143,14 +151,7 @@ def do_start_anytime(subject: SubjectModel, *, grid: str = any_core.DEFAULT_TOKE
                      limit: int | None = None, cohort: str = "") -> FaithfulnessRun:
     """Validate and queue an anytime run; its truncations are planned in the job (faithfulness.planning)."""
     parsed = any_core.parse_grid(grid)
-    limit = check_param("limit", limit)
-    cohort = check_cohort(subject.study, cohort)
-    mode = continuation_mode(subject, mode)
-    reason = planning.no_traces(subject)
-    if reason:
-        raise ValueError(reason)
-    if cohort and (reason := planning.no_traces(subject, cohort)):
-        raise ParamError("cohort", reason)
+    mode, limit, cohort = _checked(subject, mode, limit, cohort)
     channel = THOUGHT if parsed.unit == any_core.THINKING else ANSWER
     if channel == THOUGHT and not subject_traces(subject).exclude(thought="").exists():
         raise ValueError(f"budgets {parsed.spec!r}: subject model {subject.name}'s traces have no thought; "
@@ -180,14 +181,7 @@ def do_start_early(subject: SubjectModel, *, grid: str = early_core.DEFAULT_EARL
     """Early answering: each trace's thought cut after every step k (or at a grid of fractions), closed,
     and the answer forced (docs/faithfulness.md 2b). Validated here, planned in the job."""
     parsed = early_core.parse_early_grid(grid)
-    limit = check_param("limit", limit)
-    cohort = check_cohort(subject.study, cohort)
-    mode = continuation_mode(subject, mode)
-    reason = planning.no_traces(subject)
-    if reason:
-        raise ValueError(reason)
-    if cohort and (reason := planning.no_traces(subject, cohort)):
-        raise ParamError("cohort", reason)
+    mode, limit, cohort = _checked(subject, mode, limit, cohort)
     if not subject_traces(subject).filter(n_thought_steps__gt=0).exists():
         raise ValueError(f"subject model {subject.name}'s traces have no thought steps: early answering needs a "
                          f"reasoning model (see its thinking settings)")

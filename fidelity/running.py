@@ -49,14 +49,9 @@ def run_items(suite: Suite, axes: list[str], problems: str = "all", cohort: str 
                        if v.original_id in keep]
 
 
-def do_start_run(suite: Suite, subject: SubjectModel, *, axes: list[str], problems: str = "all", force: bool = False,
-                 budget_usd: float | None = None, user=None, queue: bool = True, cohort: str = "") -> FidelityRun:
-    """The job, the engine's run and the FidelityRun; the first chunk queued after commit."""
-    if subject.study_id != suite.study_id:
-        raise ValueError("the subject model belongs to another study")
-    cohort = check_cohort(suite.study, cohort)
-    originals, variants = run_items(suite, axes, problems, cohort)
-
+def _start(suite: Suite, subject: SubjectModel, axes: list[str], *, items: list[int] | None, config: dict,
+           params: dict, user, force: bool, budget_usd: float | None, queue: bool) -> FidelityRun:
+    """engine.start for a fidelity run: one run per subject model at a time, and its FidelityRun row."""
     def busy() -> str | None:
         active = active_runs(subject).first()
         return active and (f"subject model {subject.name} already has fidelity run {active.pk} in progress "
@@ -66,13 +61,24 @@ def do_start_run(suite: Suite, subject: SubjectModel, *, axes: list[str], proble
         return FidelityRun.objects.create(suite=suite, subject=subject, job=job, run=run, axes=axes,
                                           config_version=subject.version)
 
+    return engine.start(KIND, study_id=suite.study_id, job_kind=JOB_KIND, user=user, busy=busy, record=record,
+                        items=items, force=force, budget_usd=budget_usd, config=config, queue=queue, params=params)
+
+
+def do_start_run(suite: Suite, subject: SubjectModel, *, axes: list[str], problems: str = "all", force: bool = False,
+                 budget_usd: float | None = None, user=None, queue: bool = True, cohort: str = "") -> FidelityRun:
+    """The job, the engine's run and the FidelityRun; the first chunk queued after commit."""
+    if subject.study_id != suite.study_id:
+        raise ValueError("the subject model belongs to another study")
+    cohort = check_cohort(suite.study, cohort)
+    originals, variants = run_items(suite, axes, problems, cohort)
+
     config = {**config_snapshot(subject), "originals": originals, "axes": axes,
               "backward_prompt_version": 1, "code_version": code_version()}
-    return engine.start(
-        KIND, study_id=suite.study_id, job_kind=JOB_KIND, user=user, busy=busy, record=record,
-        items=originals + variants, force=force, budget_usd=budget_usd, config=config, queue=queue,
-        params={"suite": suite.name, "subject_model": subject.name, "axes": axes, "problems": problems,
-                "cohort": cohort})
+    return _start(suite, subject, axes, items=originals + variants, config=config, user=user, force=force,
+                  budget_usd=budget_usd, queue=queue,
+                  params={"suite": suite.name, "subject_model": subject.name, "axes": axes, "problems": problems,
+                          "cohort": cohort})
 
 
 def do_queue_run(study: Study, suite_name: str, subject: SubjectModel, *, axes: list[str], per_problem: int = 1,
@@ -93,23 +99,13 @@ def do_queue_run(study: Study, suite_name: str, subject: SubjectModel, *, axes: 
         defaults={"seed": seed, "strategies": strategies, "per_problem": per_problem, "problems_filter": problems,
                   "generator_version": V.VERSION, "created_by": user})
 
-    def busy() -> str | None:
-        active = active_runs(subject).first()
-        return active and (f"subject model {subject.name} already has fidelity run {active.pk} in progress "
-                           f"(job {active.job_id}); wait for it or cancel it")
-
-    def record(job: Job, run) -> FidelityRun:
-        return FidelityRun.objects.create(suite=suite, subject=subject, job=job, run=run, axes=axes,
-                                          config_version=subject.version)
-
     config = {**config_snapshot(subject), "originals": [], "axes": axes, "backward_prompt_version": 1,
               "code_version": code_version(), "plan": {"per_problem": per_problem, "problems": problems, "seed": seed,
                                                         "cohort": cohort}}
-    return engine.start(
-        KIND, study_id=study.pk, job_kind=JOB_KIND, user=user, busy=busy, record=record, items=None,
-        force=force, budget_usd=budget_usd, config=config, queue=queue,
-        params={"suite": suite.name, "subject_model": subject.name, "axes": axes, "problems": problems,
-                "per_problem": per_problem, "seed": seed, "cohort": cohort})
+    return _start(suite, subject, axes, items=None, config=config, user=user, force=force, budget_usd=budget_usd,
+                  queue=queue,
+                  params={"suite": suite.name, "subject_model": subject.name, "axes": axes, "problems": problems,
+                          "per_problem": per_problem, "seed": seed, "cohort": cohort})
 
 
 def plan_run_items(record: FidelityRun) -> list[int]:

@@ -99,38 +99,32 @@ def link_imports(study: Study) -> LinkReport:
     return out
 
 
-def gold_checks(problem_ids: list[int]) -> dict[int, list[str | None]]:
-    """The calculator chain of each problem: the step checks of its approved skeleton, else its newest one."""
+def _gold_skeleton_steps(problem_ids: list[int], field: str) -> dict[int, list[str]]:
+    """``field`` of each step of each problem's approved skeleton, else its newest one, in order.
+    A skeleton's rank is fixed, so one that is not the best at its first row never becomes it."""
     approved = dict(Problem.objects.filter(pk__in=problem_ids).values_list("pk", "approved_skeleton_id"))
-    best: dict[int, tuple[int, int]] = {}  # problem -> (rank, skeleton id)
+    best: dict[int, tuple[tuple[int, int], int]] = {}  # problem -> ((approved, version), skeleton id)
     steps: dict[int, list[tuple[int, str]]] = defaultdict(list)
-    for pid, sk, ver, pos, check in SkeletonStep.objects.filter(skeleton__problem_id__in=problem_ids).values_list(
-        "skeleton__problem_id", "skeleton_id", "skeleton__version", "position", "check_expr"
+    for pid, sk, ver, pos, value in SkeletonStep.objects.filter(skeleton__problem_id__in=problem_ids).values_list(
+        "skeleton__problem_id", "skeleton_id", "skeleton__version", "position", field
     ):
         rank = (1 if approved.get(pid) == sk else 0, ver)
         if pid not in best or rank > best[pid][0]:
             best[pid] = (rank, sk)
             steps[pid] = []
         if best[pid][1] == sk:
-            steps[pid].append((pos, check))
-    return {pid: [c or None for _p, c in sorted(v)] for pid, v in steps.items()}
+            steps[pid].append((pos, value))
+    return {pid: [v for _p, v in sorted(rows)] for pid, rows in steps.items()}
+
+
+def gold_checks(problem_ids: list[int]) -> dict[int, list[str | None]]:
+    """The calculator chain of each problem: the step checks of its approved skeleton, else its newest one."""
+    return {pid: [c or None for c in checks] for pid, checks in _gold_skeleton_steps(problem_ids, "check_expr").items()}
 
 
 def gold_paths(problem_ids: list[int]) -> dict[int, list[str]]:
     """The gold path τ (spec §1 [I]): the steps of the problem's approved (else newest) skeleton."""
-    approved = dict(Problem.objects.filter(pk__in=problem_ids).values_list("pk", "approved_skeleton_id"))
-    best: dict[int, tuple[tuple[int, int], int]] = {}
-    steps: dict[int, list[tuple[int, str]]] = defaultdict(list)
-    for pid, sk, ver, pos, text in SkeletonStep.objects.filter(skeleton__problem_id__in=problem_ids).values_list(
-        "skeleton__problem_id", "skeleton_id", "skeleton__version", "position", "text"
-    ):
-        rank = (1 if approved.get(pid) == sk else 0, ver)
-        if pid not in best or rank > best[pid][0]:
-            best[pid] = (rank, sk)
-            steps[pid] = []
-        if best[pid][1] == sk:
-            steps[pid].append((pos, text))
-    return {pid: [t for _p, t in sorted(v)] for pid, v in steps.items()}
+    return _gold_skeleton_steps(problem_ids, "text")
 
 
 @dataclass
