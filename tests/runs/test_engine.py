@@ -15,18 +15,7 @@ from runs import engine, identity, transport
 from runs.transport import Endpoint, ModelPool, ModelRequest
 from tests.runs.fake_openai import FakeOpenAI, Fault
 
-
-@pytest.fixture
-def server():
-    fake = FakeOpenAI().start()
-    yield fake
-    fake.stop()
-
-
-@pytest.fixture(autouse=True)
-def quick_retries(settings):
-    settings.RUN_RETRY_BASE_SECONDS = 0.01
-    settings.RUN_RETRY_MAX_SECONDS = 0.05
+pytestmark = pytest.mark.usefixtures("quick_retries")
 
 
 def _in_child(fn) -> str:

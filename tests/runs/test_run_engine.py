@@ -15,23 +15,10 @@ from runs import engine
 from runs.clients import ChunkWork, ItemOutcome, RunClient, register
 from runs.models import ModelCall, Run, RunChunk
 from runs.transport import Control, Endpoint, ModelPool, ModelRequest
-from tests.runs.fake_openai import FakeOpenAI, Fault
+from tests.runs.fake_openai import Fault
 from tests.runs.test_kinds import SquareCommand, start_square
 
-pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def server():
-    fake = FakeOpenAI().start()
-    yield fake
-    fake.stop()
-
-
-@pytest.fixture(autouse=True)
-def quick_retries(settings):
-    settings.RUN_RETRY_BASE_SECONDS = 0.01
-    settings.RUN_RETRY_MAX_SECONDS = 0.05
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("quick_retries")]
 
 
 class EchoWork(ChunkWork):
