@@ -130,6 +130,16 @@ def _server_cpu(pid: int | None) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def _machine_speed_ms() -> float:
+    """Best of three timings of a fixed CPU-bound loop (about 20 ms): how fast this machine is now."""
+    best = float("inf")
+    for _ in range(3):
+        t0 = time.perf_counter()
+        sum(i * i for i in range(400_000))
+        best = min(best, time.perf_counter() - t0)
+    return round(best * 1000, 1)
+
+
 def queries_phase(rounds: int) -> dict:
     """Runs inside a process with Django set up on the benchmark's database."""
     import django
@@ -148,11 +158,17 @@ def queries_phase(rounds: int) -> dict:
     user, _ = get_user_model().objects.get_or_create(username="bench-owner")
     membership, _ = Membership.objects.get_or_create(study=study, user=user, defaults={"role": "owner"})
     backend: int | None = None
+    server: dict[str, str] = {}
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
             # What autovacuum does after an import (it is off on the shared test server): statistics,
-            # and the visibility map an index-only scan needs (search.0004's index of trace ids).
+            # and the visibility map an index-only scan needs (search.0006's indexes of traces and labels).
             cursor.execute("VACUUM ANALYZE")
+            # The server's memory settings decide whether a broad query reads the steps from its own
+            # buffers or from the OS (docs/configuration.md, "Production"): reported with the figures.
+            cursor.execute("SELECT name, setting, unit FROM pg_settings WHERE name IN "
+                           "('shared_buffers', 'effective_cache_size', 'work_mem', 'server_version')")
+            server = {name: f"{setting}{' x ' + unit if unit else ''}" for name, setting, unit in cursor.fetchall()}
             cursor.execute("SELECT pg_backend_pid()")
             backend = cursor.fetchone()[0]
             if not Path(f"/proc/{backend}/stat").exists():
@@ -165,7 +181,9 @@ def queries_phase(rounds: int) -> dict:
     server_cpu: list[float] = []
     work: dict[int, list[float]] = {i: [] for i in range(len(QUERIES))}  # client + server CPU per query
     counts: dict[int, int] = {}
+    machine_ms: list[float] = []
     for _round in range(rounds):
+        machine_ms.append(_machine_speed_ms())
         for i, params in enumerate(QUERIES):
             t0, c0, s0 = time.perf_counter(), time.process_time(), _server_cpu(backend)
             s = services.search(study, membership, params)
@@ -188,6 +206,7 @@ def queries_phase(rounds: int) -> dict:
     cohort_cpu = time.process_time() - c0 + _server_cpu(backend) - s0
     return {
         "database": connection.vendor,
+        "server_settings": server or None,
         "p95_ms": round(p95 * 1000, 1), "median_ms": round(statistics.median(flat) * 1000, 1),
         "cpu_p95_ms": round(_p95(sorted(cpu)) * 1000, 1),
         # Client + server CPU of each query (PostgreSQL on this machine; 10 ms ticks): its work
@@ -195,8 +214,12 @@ def queries_phase(rounds: int) -> dict:
         "cpu_with_server_p95_ms": (round(_p95(sorted(c + sc for c, sc in zip(cpu, server_cpu, strict=True))) * 1000, 1)
                                    if backend else None),
         "max_ms": round(flat[-1] * 1000, 1),
+        # The same fixed Python loop timed before each round: this machine's speed drifts by a third
+        # within a minute (a shared host), which moves every query of a round together.
+        "machine_speed_ms_per_round": machine_ms,
         "queries": [{"params": QUERIES[i], "count": counts[i], "median_ms": round(statistics.median(ts) * 1000, 1),
-                 "cpu_median_ms": round(statistics.median(work[i]) * 1000, 1)}
+                     "cpu_median_ms": round(statistics.median(work[i]) * 1000, 1),
+                     "rounds_ms": [round(t * 1000) for t in ts]}
                     for i, ts in timings.items()],
         "cohort": {"traces": cohort.n_traces, "seconds": round(cohort_s, 2), "cpu_seconds": round(cohort_cpu, 2)},
     }

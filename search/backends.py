@@ -151,6 +151,40 @@ def drop_index(using: str = "default") -> None:
                 cursor.execute(f"DROP TABLE IF EXISTS {src.fts}")
 
 
+def plan_search(cursor) -> None:
+    """PostgreSQL: the planner settings of a search's matching-ids query, for the transaction it runs in
+    (``SET LOCAL``; a no-op on SQLite). Both were measured on the 100,000-trace study
+    (docs/benchmarks.md):
+
+    * ``max_parallel_workers_per_gather = 0``: a text query's matches are hashed subplans of the
+      trace scan (one per searched table). When PostgreSQL parallelizes that scan, every worker runs
+      each subplan again -- the bitmap scan of every step holding *wait* three times over on two
+      cores -- so the parallel plan was slower than the serial one.
+    * ``random_page_cost = 1.1``: the default 4.0 prices an index probe as a read from a spinning
+      disk, so the notes' matches (10,000 labels) reached their steps by a sequential scan of all
+      1,000,000 steps (190-250 ms) instead of 10,000 probes of the step key (70-100 ms). The search
+      reads tables a serving database holds in memory; 1.1 is the usual value for that (and SSDs)."""
+    if is_postgres(cursor.db):
+        cursor.execute("SET LOCAL max_parallel_workers_per_gather = 0")
+        cursor.execute("SET LOCAL random_page_cost = 1.1")
+
+
+@contextmanager
+def planned_search(using: str = "default") -> Iterator:
+    """A cursor for a search's read query with ``plan_search``'s settings: on PostgreSQL inside its own
+    transaction (``SET LOCAL`` ends with it). On SQLite a plain cursor: its transactions begin
+    IMMEDIATE here (reasonaudit/settings.py), so a transaction around a read would take the write
+    lock and queue the search behind an import."""
+    connection = connections[using]
+    if not is_postgres(connection):
+        with connection.cursor() as cursor:
+            yield cursor
+        return
+    with transaction.atomic(using=using), connection.cursor() as cursor:
+        plan_search(cursor)
+        yield cursor
+
+
 # --------------------------------------------------------------------------
 # Queries. Each returns SQL selecting ids and its parameters, for RawSQL in a
 # queryset filter (``pk__in=RawSQL(...)``).
@@ -187,13 +221,18 @@ def step_snippets(query: Query, trace_ids: list[int], *, channel: str = "",
             options = (f'StartSel="{START}", StopSel="{STOP}", MaxWords=30, MinWords=12, MaxFragments=2, '
                        'FragmentDelimiter=" … "')
             # ts_headline's parser drops what looks like an HTML tag: hide angle brackets from it
-            # and put them back below (the page escapes them).
+            # and put them back below (the page escapes them). The page's steps first (a materialized
+            # CTE, by the trace key), then the match on those few: left to itself PostgreSQL ANDed the
+            # trace key with the GIN scan of the whole study's matches (a phrase of common words:
+            # 26,791 steps for 50 traces, 60 ms of a 215 ms search).
             cursor.execute(
+                f"WITH page AS MATERIALIZED (SELECT s.id, s.trace_id, s.\"index\", s.channel, s.text, s.search_tsv "
+                f"FROM annotation_step s WHERE s.trace_id = ANY(%s){only}) "
                 f"SELECT s.id, s.trace_id, s.\"index\", s.channel, ts_headline('simple'::regconfig, "
                 f"replace(replace(s.text, '<', %s), '>', %s), q, %s) "
-                f"FROM annotation_step s, {_PG_QUERY} q WHERE s.trace_id = ANY(%s) AND s.search_tsv @@ q{only} "
+                f"FROM page s, {_PG_QUERY} q WHERE s.search_tsv @@ q "
                 f"ORDER BY s.trace_id, s.\"index\"",
-                [_LT, _GT, options, query.websearch(), list(trace_ids), *extra],
+                [list(trace_ids), *extra, _LT, _GT, options, query.websearch()],
             )
             return [(a, b, c, d, h.replace(_LT, "<").replace(_GT, ">")) for a, b, c, d, h in cursor.fetchall()]
         else:

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.core.paginator import EmptyPage, Page, PageNotAnInteger, Paginator
-from django.db import IntegrityError, connection, connections, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import F, QuerySet
 from django.db.models.expressions import RawSQL
 from django.urls import reverse
@@ -99,7 +99,7 @@ class SearchPaginator(Paginator):
             raise ValueError("SearchPaginator pages querysets ordered by pk")
         # An explicit alias: the column of a bare values("pk") has no name SQLite's outer query can use.
         ids_sql, params = qs.order_by().annotate(_search_id=F("pk")).values("_search_id").query.sql_with_params()
-        with connections[qs.db].cursor() as cursor:
+        with backends.planned_search(qs.db) as cursor:
             cursor.execute(f"WITH m AS MATERIALIZED ({ids_sql}) SELECT m._search_id, (SELECT COUNT(*) FROM m) "
                            f"FROM m ORDER BY m._search_id LIMIT %s OFFSET %s", [*params, self.per_page, bottom])
             rows = cursor.fetchall()
@@ -228,6 +228,7 @@ def do_save_cohort(study: Study, membership: Membership, *, name: str, data, not
             table, col_c, col_t = (CohortTrace._meta.db_table, CohortTrace._meta.get_field("cohort").column,
                                    CohortTrace._meta.get_field("trace").column)
             with connection.cursor() as cursor:
+                backends.plan_search(cursor)
                 cursor.execute(f'INSERT INTO "{table}" ("{col_c}", "{col_t}") SELECT %s, sub.cohort_trace FROM ({ids_sql}) sub',
                                [cohort.pk, *ids_params])
                 n = cursor.rowcount

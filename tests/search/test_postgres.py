@@ -40,10 +40,48 @@ def test_headlines_mark_matches_and_escape_the_text(study, owner_m, traces):
     assert re.sub(r"</?mark>", "", hit.html).startswith("Let me check again &lt;b&gt;bold")
 
 
-def test_the_trace_ids_of_a_study_have_an_index_a_text_query_reads_alone():
-    """search.0004: (study_id) INCLUDE (id, problem_id), so the text query's trace side is an index-only scan."""
+def test_the_trace_ids_of_a_study_have_an_index_a_text_query_and_its_filters_read_alone():
+    """search.0006 (after 0004): (study_id) INCLUDE the ids and the filtered columns, so the trace side of a
+    text query with model/answer/flag/length/regime filters is an index-only scan; 0004's index is gone;
+    and the labels by kind and verdict for the label filters."""
     with connection.cursor() as cursor:
-        cursor.execute("SELECT indexdef FROM pg_indexes WHERE tablename = 'annotation_trace' "
-                       "AND indexname = 'search_trace_study_ids'")
-        (indexdef,) = cursor.fetchone()
-    assert "(study_id) INCLUDE (id, problem_id)" in indexdef
+        cursor.execute("SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'annotation_trace' "
+                       "AND indexname LIKE 'search_trace_%'")
+        indexes = dict(cursor.fetchall())
+    assert list(indexes) == ["search_trace_filters"]
+    assert ("(study_id) INCLUDE (id, problem_id, model, answer_correct, flagged, n_steps, regime)"
+            in indexes["search_trace_filters"])
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT indexdef FROM pg_indexes WHERE indexname = 'search_label_verdicts'")
+        assert "(kind, verdict) INCLUDE (step_id, annotator_id, judge_id)" in cursor.fetchone()[0]
+
+
+def test_a_search_plans_without_parallel_workers_and_with_cached_page_costs(study, owner_m, traces):
+    """search.backends.planned_search: the settings hold inside the search's own transaction (a
+    savepoint here, inside the test's transaction) and the search still answers."""
+    from search import backends
+
+    with backends.planned_search() as cursor:
+        cursor.execute("SHOW max_parallel_workers_per_gather")
+        assert cursor.fetchone()[0] == "0"
+        cursor.execute("SHOW random_page_cost")
+        assert cursor.fetchone()[0] == "1.1"
+    page = services.SearchPaginator(services.search(study, owner_m, {"q": "wait"}).traces, 50).get_page(1)
+    assert page.paginator.count >= 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_planner_settings_end_with_the_search(study, owner_m, traces):
+    """Outside any transaction (as a request is), SET LOCAL ends with the search's own transaction:
+    the next query of the connection plans with the server's settings again."""
+    from search import backends
+
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW random_page_cost")
+        before = cursor.fetchone()[0]
+    with backends.planned_search() as cursor:
+        cursor.execute("SHOW random_page_cost")
+        assert cursor.fetchone()[0] == "1.1"
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW random_page_cost")
+        assert cursor.fetchone()[0] == before != "1.1"
