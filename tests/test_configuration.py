@@ -151,3 +151,23 @@ def test_a_child_given_the_in_memory_test_database_writes_no_file_where_it_start
     assert result.stdout.strip() == "file:memorydb_default?mode=memory&cache=shared"
     assert list(cwd.iterdir()) == []
     assert not (ROOT / "memorydb_default").exists()
+
+
+@pytest.mark.parametrize("module", ["reasonaudit.wsgi", "reasonaudit.asgi"])
+def test_the_web_process_loads_its_urls_and_freezes_them_out_of_the_collector(module, tmp_path):
+    """reasonaudit.serving.ready_to_serve: what gunicorn (and runserver) import has every URL module
+    loaded and the loaded objects in the collector's permanent generation (a full collection walked
+    them inside requests: docs/benchmarks.md, "Search"); objects made later are still collected."""
+    base = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "CELERY_BROKER_URL", "DJANGO_SETTINGS_MODULE"}}
+    code = "\n".join([
+        f"import gc, sys, weakref; import {module}",
+        "assert 'search.urls' in sys.modules and 'annotation.views' in sys.modules, 'urls not loaded'",
+        "frozen = gc.get_freeze_count(); assert frozen > 10000, frozen",
+        "class Late: pass",
+        "a = Late(); a.me = a; ref = weakref.ref(a); del a; gc.collect()",
+        "assert ref() is None, 'a cycle made after the freeze was not collected'; print('ok', frozen)",
+    ])
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                            env={**base, "REASONAUDIT_DATA_DIR": str(tmp_path), "DJANGO_DEBUG": "true"})
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.startswith("ok ")
