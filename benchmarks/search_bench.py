@@ -167,9 +167,9 @@ def queries_phase(rounds: int) -> dict:
             cursor.execute("VACUUM ANALYZE")
             # The server's memory settings decide whether a broad query reads the steps from its own
             # buffers or from the OS (docs/configuration.md, "Production"): reported with the figures.
-            cursor.execute("SELECT name, setting, unit FROM pg_settings WHERE name IN "
-                           "('shared_buffers', 'effective_cache_size', 'work_mem', 'server_version')")
-            server = {name: f"{setting}{' x ' + unit if unit else ''}" for name, setting, unit in cursor.fetchall()}
+            names = ["shared_buffers", "effective_cache_size", "work_mem", "server_version"]
+            cursor.execute("SELECT " + ", ".join("current_setting(%s)" for _ in names), names)
+            server = dict(zip(names, cursor.fetchone(), strict=True))  # as SHOW prints them, e.g. 4GB
             cursor.execute("SELECT pg_backend_pid()")
             backend = cursor.fetchone()[0]
             if not Path(f"/proc/{backend}/stat").exists():

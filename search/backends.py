@@ -151,38 +151,41 @@ def drop_index(using: str = "default") -> None:
                 cursor.execute(f"DROP TABLE IF EXISTS {src.fts}")
 
 
-def plan_search(cursor) -> None:
-    """PostgreSQL: the planner settings of a search's matching-ids query, for the transaction it runs in
-    (``SET LOCAL``; a no-op on SQLite). Both were measured on the 100,000-trace study
-    (docs/benchmarks.md):
-
-    * ``max_parallel_workers_per_gather = 0``: a text query's matches are hashed subplans of the
-      trace scan (one per searched table). When PostgreSQL parallelizes that scan, every worker runs
-      each subplan again -- the bitmap scan of every step holding *wait* three times over on two
-      cores -- so the parallel plan was slower than the serial one.
-    * ``random_page_cost = 1.1``: the default 4.0 prices an index probe as a read from a spinning
-      disk, so the notes' matches (10,000 labels) reached their steps by a sequential scan of all
-      1,000,000 steps (190-250 ms) instead of 10,000 probes of the step key (70-100 ms). The search
-      reads tables a serving database holds in memory; 1.1 is the usual value for that (and SSDs)."""
-    if is_postgres(cursor.db):
-        cursor.execute("SET LOCAL max_parallel_workers_per_gather = 0")
-        cursor.execute("SET LOCAL random_page_cost = 1.1")
+# The planner settings of a search's matching-ids query on PostgreSQL, measured on the 100,000-trace
+# study (docs/benchmarks.md):
+# * max_parallel_workers_per_gather = 0: a text query's matches are hashed subplans of the trace scan
+#   (one per searched table). When PostgreSQL parallelizes that scan, every worker runs each subplan
+#   again -- the bitmap scan of every step holding *wait* three times over on two cores -- so the
+#   parallel plan was slower than the serial one.
+# * random_page_cost = 1.1: the default 4.0 prices an index probe as a read from a spinning disk, so the
+#   notes' matches (10,000 labels) reached their steps by a sequential scan of all 1,000,000 steps
+#   (190-250 ms) instead of 10,000 probes of the step key (70-100 ms). The search reads tables a serving
+#   database holds in memory; 1.1 is the usual value for that (and SSDs).
+_SEARCH_PLANNER = ("max_parallel_workers_per_gather", "0"), ("random_page_cost", "1.1")
 
 
 @contextmanager
 def planned_search(using: str = "default") -> Iterator:
-    """A cursor for a search's read query with ``plan_search``'s settings: on PostgreSQL inside its own
-    transaction (``SET LOCAL`` ends with it). On SQLite a plain cursor: its transactions begin
-    IMMEDIATE here (reasonaudit/settings.py), so a transaction around a read would take the write
-    lock and queue the search behind an import."""
+    """A cursor for a search's query (the pager's ids, a cohort's ``INSERT ... SELECT``) with the
+    planner settings above, on PostgreSQL inside a transaction of its own; the settings end with it.
+    ``SET LOCAL`` lasts to the end of the *outermost* transaction, so inside a caller's transaction
+    they are set back to the connection's defaults on the way out. On SQLite a plain cursor: its
+    transactions begin IMMEDIATE here (reasonaudit/settings.py), so a transaction around a read would
+    take the write lock and queue the search behind an import."""
     connection = connections[using]
     if not is_postgres(connection):
         with connection.cursor() as cursor:
             yield cursor
         return
+    nested = connection.in_atomic_block
     with transaction.atomic(using=using), connection.cursor() as cursor:
-        plan_search(cursor)
-        yield cursor
+        # One statement each way (constants, no parameters: psycopg sends them as one simple query).
+        cursor.execute("; ".join(f"SET LOCAL {name} = {value}" for name, value in _SEARCH_PLANNER))
+        try:
+            yield cursor
+        finally:
+            if nested:
+                cursor.execute("; ".join(f"SET LOCAL {name} TO DEFAULT" for name, _value in _SEARCH_PLANNER))
 
 
 # --------------------------------------------------------------------------

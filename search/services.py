@@ -227,8 +227,7 @@ def do_save_cohort(study: Study, membership: Membership, *, name: str, data, not
                                            created_by=membership.user)
             table, col_c, col_t = (CohortTrace._meta.db_table, CohortTrace._meta.get_field("cohort").column,
                                    CohortTrace._meta.get_field("trace").column)
-            with connection.cursor() as cursor:
-                backends.plan_search(cursor)
+            with backends.planned_search() as cursor:
                 cursor.execute(f'INSERT INTO "{table}" ("{col_c}", "{col_t}") SELECT %s, sub.cohort_trace FROM ({ids_sql}) sub',
                                [cohort.pk, *ids_params])
                 n = cursor.rowcount

@@ -57,15 +57,26 @@ def test_the_trace_ids_of_a_study_have_an_index_a_text_query_and_its_filters_rea
 
 
 def test_a_search_plans_without_parallel_workers_and_with_cached_page_costs(study, owner_m, traces):
-    """search.backends.planned_search: the settings hold inside the search's own transaction (a
-    savepoint here, inside the test's transaction) and the search still answers."""
+    """search.backends.planned_search inside a caller's transaction (the test's): the settings hold in
+    the block and the connection's defaults are back after it (SET LOCAL alone would last to the
+    caller's commit); the search still answers."""
     from search import backends
 
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW max_parallel_workers_per_gather")
+        workers = cursor.fetchone()[0]
+        cursor.execute("SHOW random_page_cost")
+        page_cost = cursor.fetchone()[0]
     with backends.planned_search() as cursor:
         cursor.execute("SHOW max_parallel_workers_per_gather")
         assert cursor.fetchone()[0] == "0"
         cursor.execute("SHOW random_page_cost")
         assert cursor.fetchone()[0] == "1.1"
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW max_parallel_workers_per_gather")
+        assert cursor.fetchone()[0] == workers != "0"
+        cursor.execute("SHOW random_page_cost")
+        assert cursor.fetchone()[0] == page_cost != "1.1"
     page = services.SearchPaginator(services.search(study, owner_m, {"q": "wait"}).traces, 50).get_page(1)
     assert page.paginator.count >= 1
 
