@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterable
 
 import pytest
 
@@ -15,6 +16,37 @@ from annotation.models import Membership, Study
 
 # The real llama-cpp-python server fixture (``llama``) for the real-model tests.
 pytest_plugins = ["tests.llama"]
+
+
+@pytest.fixture(scope="session")
+def live_server(live_server):
+    """pytest-django's live server, answering one request at a time while it
+    shares the test's in-memory SQLite connection (the embedded pass).
+
+    Its request threads then run on that one ``sqlite3`` connection, and two
+    threads running the same statement at once (a page's htmx preview and
+    the form posted beside it both load the session) can read no row: the
+    session looks empty, its cookie is deleted and the browser is signed out
+    mid-test. Each thread of a real deployment has its own connection; on
+    PostgreSQL nothing is shared and requests stay concurrent."""
+    if live_server.thread.connections_override:
+        httpd = live_server.thread.httpd
+        httpd.set_app(_one_at_a_time(httpd.get_app(), threading.Lock()))
+    return live_server
+
+
+def _one_at_a_time(app, lock: threading.Lock):
+    def serve(environ, start_response) -> Iterable[bytes]:
+        with lock:
+            response = app(environ, start_response)
+            try:
+                # A streamed body (an export, a static file) reads the database or files
+                # as it goes: read it whole inside the lock.
+                return [b"".join(response)]
+            finally:
+                getattr(response, "close", lambda: None)()
+
+    return serve
 
 
 @pytest.fixture
