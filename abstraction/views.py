@@ -4,7 +4,6 @@ the membership check (404 for non-members) and reads through abstraction.service
 
 from __future__ import annotations
 
-import io
 import json
 from functools import cache
 from pathlib import Path
@@ -148,14 +147,4 @@ def download(request: HttpRequest, study_id: int) -> HttpResponse:
     bench = request.GET.get("benchmark") or ""
     _benchmark(study, bench)
     req = exports.ExportRequest(study=study, what=what, membership=membership, extra={"benchmark": bench})
-    table_ = exports.build(req)
-    buffer = io.BytesIO() if fmt == "parquet" else io.StringIO()
-    n = exports.write(table_, fmt, buffer)
-    name = f"{what}.{fmt}"
-    if request.GET.get("manifest") == "1":
-        body = json.dumps(exports.manifest(req, table_, fmt, n, filename=name), indent=2)
-        return HttpResponse(body, content_type="application/json")
-    data = buffer.getvalue()
-    response = HttpResponse(data, content_type=exports.CONTENT_TYPES[fmt])
-    response["Content-Disposition"] = f'attachment; filename="{name}"'
-    return response
+    return exports.download(req, fmt, manifest_only=request.GET.get("manifest") == "1")

@@ -402,6 +402,23 @@ def manifest(request: ExportRequest, table: Table, fmt: str, rows: int, *, filen
     }, default=_json_default, allow_nan=False))
 
 
+def download(request: ExportRequest, fmt: str, *, manifest_only: bool = False, filename: str = ""):
+    """A page's download: the table of ``request`` as an attachment, or (``manifest_only``) the
+    manifest describing that file. ExportError / ExportForbidden go to the caller (400 / 403)."""
+    from django.http import HttpResponse
+
+    table = build(request)
+    name = filename or f"{request.what}.{fmt}"
+    buffer: IO[Any] = io.BytesIO() if fmt == "parquet" else io.StringIO()
+    n = write(table, fmt, buffer)
+    if manifest_only:
+        return HttpResponse(json.dumps(manifest(request, table, fmt, n, filename=name), indent=2),
+                            content_type="application/json")
+    response = HttpResponse(buffer.getvalue(), content_type=CONTENT_TYPES[fmt])
+    response["Content-Disposition"] = f'attachment; filename="{name}"'
+    return response
+
+
 def manifest_path(path: Path) -> Path:
     return path.with_name(path.name + ".manifest.json")
 

@@ -11,6 +11,8 @@ def _ensure_index(sender, using: str = "default", **kwargs) -> None:
 class SearchConfig(AppConfig):
     name = "search"
     verbose_name = "search, cohorts and scanners"
+    # The tables of its pages as downloads and `export --what search|cohorts|cohort-compare|scanner-*`.
+    export_kinds = "search.export_kinds"
 
     def ready(self) -> None:
         # After every migrate: SQLite rebuilds a table to alter it and drops its triggers

@@ -126,7 +126,7 @@ class TraceSearchFilter(django_filters.FilterSet):
         """Q over StepLabel for a source name, after the blind-mode check."""
         user = self.membership.user
         source = (source or "").strip() or ("human" if _sees_everything(self.membership) else "mine")
-        own = source == "mine" or source == f"annotator:{user.get_username()}"
+        own = source == "mine" or (user.pk is not None and source == f"annotator:{user.get_username()}")
         if not own and not _sees_everything(self.membership):
             raise AccessDenied(f"in this blind study annotators filter by their own labels only (source=mine), "
                                f"not by {source!r}")

@@ -23,6 +23,9 @@ from search.models import Cohort, CohortTrace
 # Parameters that are not filters (pagination, the API's format, the page's own switches).
 NOT_FILTERS = frozenset({"page", "page_size", "format", "name", "note"})
 MAX_HITS_PER_TRACE = 3
+#: The mean scores' bootstrap in a cohort comparison: resamples and seed (named on the page and in its export).
+COMPARE_RESAMPLES = 1000
+COMPARE_SEED = 0
 
 
 @dataclass
@@ -307,7 +310,8 @@ def _cohort_summary(cohort: Cohort) -> dict[str, Any]:
     for i, name in enumerate(("process", "holistic", "s_prm")):
         col = [v[i] for v in values if v[i] is not None]
         out["scores"][name] = {"n": len(col), "mean": sum(col) / len(col) if col else None,
-                               "ci": bootstrap_ci(col) if len(col) >= 2 else None}
+                               "ci": bootstrap_ci(col, n_resamples=COMPARE_RESAMPLES, seed=COMPARE_SEED)
+                               if len(col) >= 2 else None}
     return out
 
 

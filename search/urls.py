@@ -4,6 +4,7 @@ from search import views
 
 urlpatterns = [
     path("studies/<int:study_id>/search/", views.search_page, name="search"),
+    path("studies/<int:study_id>/search/download/", views.download, name="search-download"),
     path("studies/<int:study_id>/cohorts/", views.cohort_list, name="search-cohorts"),
     path("cohorts/<int:pk>/", views.cohort_detail, name="search-cohort"),
     path("cohorts/<int:pk>/assign/", views.cohort_assign, name="search-cohort-assign"),

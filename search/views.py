@@ -7,7 +7,7 @@ from django.contrib.auth import get_user_model
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.utils.http import url_has_allowed_host_and_scheme
+from django.utils.http import url_has_allowed_host_and_scheme, urlencode
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from annotation import access
@@ -18,7 +18,10 @@ from annotation.review.filters import study_models
 from annotation.review.queues import AssignError
 from annotation.review.visibility import sees_everything
 from annotation.views import member_view
+from runs.version import code_version
+from scoring import exports
 from search import scanners, services
+from search.core.validation import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED
 from search.errors import SearchError
 from search.filters import TraceSearchFilter
 from search.models import Cohort, ScanLabel, Scanner
@@ -29,6 +32,13 @@ FORM_FIELDS = ("q", "re", "channel", "model", "answer_correct", "flagged", "luck
                "first_error_rel_max", "judge", "human_judge_disagreement", "adjudicated", "review_flag",
                "n_steps_min", "n_steps_max", "chars_min", "chars_max", "regime", "coverage_min", "coverage_max",
                "intervention_changed", "fidelity_failed", "cohort")
+
+
+# The tables of these pages as files (search.export_kinds), and the parameters each kind reads.
+DOWNLOADS = {"search": (), "cohorts": (), "cohort-compare": ("cohort", "versus"), "scanner-validation": ("scanner",),
+             "scanner-answers": ("scanner",)}
+# The download's own switches: not part of a search's query.
+DOWNLOAD_SWITCHES = ("what", "format", "manifest", "page")
 
 
 def _query(request: HttpRequest) -> str:
@@ -62,6 +72,33 @@ def search_page(request: HttpRequest, study_id: int) -> HttpResponse:
     }
     template = "search/search.html#results" if request.htmx else "search/search.html"
     return render(request, template, context, status=400 if errors else 200)
+
+
+@member_view
+@require_GET
+def download(request: HttpRequest, study_id: int) -> HttpResponse:
+    """``what`` (search by default; see DOWNLOADS) in ``format`` csv | jsonl | parquet, or with
+    ``manifest=1`` the manifest describing that file. ``what=search`` reads the rest of the URL as the
+    search page does; the other kinds read their own parameters (``cohort`` and ``versus``, ``scanner``)."""
+    study, membership = access.check_study(request.user, study_id)
+    fmt = request.GET.get("format") or "csv"
+    what = request.GET.get("what") or "search"
+    if fmt not in exports.FORMATS:
+        return HttpResponse(f"format: choose one of {', '.join(exports.FORMATS)}", status=400, content_type="text/plain")
+    if what not in DOWNLOADS:
+        return HttpResponse(f"what: choose one of {', '.join(DOWNLOADS)}", status=400, content_type="text/plain")
+    if what == "search":
+        query = request.GET.copy()
+        for key in DOWNLOAD_SWITCHES:
+            query.pop(key, None)
+        extra = {"query": query.urlencode()}
+    else:
+        extra = {key: request.GET.get(key, "") for key in DOWNLOADS[what]}
+    req = exports.ExportRequest(study=study, what=what, membership=membership, extra=extra)
+    try:
+        return exports.download(req, fmt, manifest_only=request.GET.get("manifest") == "1")
+    except exports.ExportError as exc:
+        return HttpResponse(str(exc), status=400, content_type="text/plain")
 
 
 @member_view
@@ -107,7 +144,8 @@ def cohort_detail(request: HttpRequest, pk: int) -> HttpResponse:
                "search_link": link.urlencode(), "judges": cohort.study.judges.order_by("name"),
                "members": Membership.objects.filter(study=cohort.study).select_related("user").order_by("user__username"),
                "others": Cohort.objects.filter(study=cohort.study).exclude(pk=cohort.pk).order_by("name"),
-               "k_range": queues.ANNOTATORS_PER_TRACE}
+               "k_range": queues.ANNOTATORS_PER_TRACE,
+               "download_params": urlencode({"what": "search", "cohort": cohort.pk})}
     return render(request, "search/cohort.html", context)
 
 
@@ -169,6 +207,9 @@ def cohort_compare(request: HttpRequest, pk: int) -> HttpResponse:
         error = "b: give the other cohort's id"
     context = {"study": a.study, "membership": membership, "cohort": a, "result": result, "error": error,
                "sides": [result["a"], result["b"]] if result else [],
+               "download_params": urlencode({"what": "cohort-compare", "cohort": a.pk, "versus": other}),
+               "profile": a.study.default_profile, "resamples": services.COMPARE_RESAMPLES,
+               "seed": services.COMPARE_SEED, "code_version": code_version(),
                "others": Cohort.objects.filter(study=a.study).exclude(pk=a.pk).order_by("name"), "b": other}
     return render(request, "search/compare.html", context, status=400 if error else 200)
 
@@ -207,7 +248,10 @@ def scanner_detail(request: HttpRequest, pk: int) -> HttpResponse:
                "counts": scanners.counts(scanner), "report": scanners.validation_report(scanner),
                "runs": scanner.runs.select_related("job", "cohort")[:10], "pending": pending,
                "cohorts": Cohort.objects.filter(study=scanner.study).order_by("name"),
-               "sees_results": sees_everything(membership)}
+               "sees_results": sees_everything(membership), "code_version": code_version(),
+               "resamples": BOOTSTRAP_RESAMPLES, "seed": BOOTSTRAP_SEED,
+               "validation_params": urlencode({"what": "scanner-validation", "scanner": scanner.pk}),
+               "answers_params": urlencode({"what": "scanner-answers", "scanner": scanner.pk})}
     return render(request, "search/scanner.html", context)
 
 

@@ -85,13 +85,16 @@ def filter_traces(qs: QuerySet, params, study: Study, membership: Membership, *,
         if (v := parse_flag(params.get(name))) is not None:
             cond = condition(study, p)
             qs = qs.filter(cond if v else ~cond)
-    user = membership.user
-    mine_done = TraceReview.objects.filter(trace=OuterRef(f"{p}pk"), annotator=user, complete=True)
+
+    def mine_done() -> Exists:
+        # Built only when a filter needs the member's own reviews (the export command searches as no member).
+        return Exists(TraceReview.objects.filter(trace=OuterRef(f"{p}pk"), annotator=membership.user, complete=True))
+
     if (v := parse_flag(params.get("needs_review"))) is not None:
-        qs = qs.exclude(Exists(mine_done)) if v else qs.filter(Exists(mine_done))
+        qs = qs.exclude(mine_done()) if v else qs.filter(mine_done())
     if (v := parse_flag(params.get("disagreement"))) is not None:
         cond = Q(**{f"{p}pk__in": traces_with_disagreement(study)})
         qs = qs.filter(cond) if v else qs.exclude(cond)
         if v and not sees_everything(membership):
-            qs = qs.filter(Exists(mine_done))
+            qs = qs.filter(mine_done())
     return qs

@@ -9,6 +9,10 @@ import numpy as np
 
 from search.core.stats import wilson
 
+#: The F1 interval's bootstrap: resamples and seed (named on the scanner page and in its export).
+BOOTSTRAP_RESAMPLES = 2000
+BOOTSTRAP_SEED = 0
+
 
 @dataclass(frozen=True)
 class Validation:
@@ -29,7 +33,7 @@ def f1_of(tp: int, fp: int, fn: int) -> float | None:
     return None if 2 * tp + fp + fn == 0 else 2 * tp / (2 * tp + fp + fn)
 
 
-def validate(pairs: Sequence[tuple[bool, bool]], *, n_resamples: int = 2000, seed: int = 0,
+def validate(pairs: Sequence[tuple[bool, bool]], *, n_resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED,
              level: float = 0.95) -> Validation:
     """``pairs`` are (person, scanner) answers, "yes" the positive class. Precision and recall get
     Wilson intervals (they are proportions of TP+FP and TP+FN); F1, not a proportion, a percentile

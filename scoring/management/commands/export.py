@@ -26,6 +26,10 @@ class Command(BaseCommand):
         parser.add_argument("--calibration", default="", help="only the traces of this calibration study (name or id)")
         parser.add_argument("--cohort", default="", help="only the traces of this saved cohort (id; docs/search.md)")
         parser.add_argument("--seed", default="", help="bootstrap seed of the agreement intervals (default 0)")
+        parser.add_argument("--query", default="",
+                            help="search: the search page's URL parameters, e.g. 'q=wait&model=m1' (docs/search.md)")
+        parser.add_argument("--versus", default="", help="cohort-compare: the other cohort's id (--cohort is the first)")
+        parser.add_argument("--scanner", default="", help="scanner-validation, scanner-answers: the scanner (name or id)")
         parser.add_argument("--group", default="model", choices=["model", "domain"], help="leaderboard rows per")
         parser.add_argument("--format", default="jsonl", choices=exports.FORMATS)
         parser.add_argument("--out", type=Path, help="output file (default: stdout)")
@@ -36,7 +40,7 @@ class Command(BaseCommand):
         if study is None:
             raise CommandError(f"no study named {opts['study']!r}")
         extra = {"group": opts["group"]}
-        for key in ("calibration", "cohort", "seed"):
+        for key in ("calibration", "cohort", "seed", "query", "versus", "scanner"):
             if opts[key]:
                 extra[key] = str(opts[key])
         request = exports.ExportRequest(
