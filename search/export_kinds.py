@@ -5,6 +5,7 @@
 * ``cohorts`` -- the study's cohorts, one row per cohort (the cohorts page);
 * ``cohort-compare`` -- two cohorts side by side, one row per (cohort, measure) with its interval
   (``extra["cohort"]`` and ``extra["versus"]``);
+* ``scanners`` -- the study's scanners with their answers' counts (the scanners page);
 * ``scanner-validation`` -- a scanner's precision, recall and F1 per split, one row per split;
 * ``scanner-answers`` -- a scanner's latest answer per trace, with the person's answer where the
   trace is in the validation sample (not for annotators blinded to others' judgements, as on the page).
@@ -31,6 +32,8 @@ from search.models import Cohort, ScanLabel, Scanner, ScanResult
 SEARCH_FIELDS = ["trace", "trace_id", "problem_id", "model", "answer_correct", "n_steps", "flagged", "review_url"]
 COHORT_FIELDS = ["cohort", "name", "n_traces", "query", "note", "created_by", "created_at"]
 COMPARE_FIELDS = ["cohort", "name", "measure", "n", "estimate", "ci_low", "ci_high", "interval", "code_version"]
+SCANNER_FIELDS = ["scanner", "name", "question", "judge", "judge_version", "judge_model", "yes", "no", "uncited",
+                  "failed"]
 VALIDATION_FIELDS = ["scanner", "question", "judge", "judge_version", "judge_model", "split", "traces", "tp", "fp",
                      "fn", "tn", "precision", "precision_low", "precision_high", "recall", "recall_low", "recall_high",
                      "f1", "f1_low", "f1_high", "bootstrap_resamples", "bootstrap_seed", "code_version"]
@@ -161,6 +164,14 @@ def compare_table(request: ExportRequest) -> Table:
     return Table(columns=COMPARE_FIELDS, rows=rows,
                  meta={"applied": ["cohort", "versus"], "sources": ["final"],
                        "profile": {"name": profile.name, "version": profile.version} if profile else None})
+
+
+@register("scanners", help="the study's scanners, one row per scanner with its answers' counts (as the scanners page)")
+def scanners_table(request: ExportRequest) -> Table:
+    rows = [{"scanner": s.pk, "name": s.name, "question": s.question, "judge": s.judge.name,
+             "judge_version": s.judge.version, "judge_model": s.judge.model, **scanners.counts(s)}
+            for s in Scanner.objects.filter(study=request.study).select_related("judge").order_by("name")]
+    return Table(columns=SCANNER_FIELDS, rows=rows, meta={"applied": [], "sources": ["scanner"]})
 
 
 @register("scanner-validation", help="a scanner's precision, recall (Wilson 95%) and F1 (bootstrap 95%) against "

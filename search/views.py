@@ -35,8 +35,8 @@ FORM_FIELDS = ("q", "re", "channel", "model", "answer_correct", "flagged", "luck
 
 
 # The tables of these pages as files (search.export_kinds), and the parameters each kind reads.
-DOWNLOADS = {"search": (), "cohorts": (), "cohort-compare": ("cohort", "versus"), "scanner-validation": ("scanner",),
-             "scanner-answers": ("scanner",)}
+DOWNLOADS = {"search": (), "cohorts": (), "cohort-compare": ("cohort", "versus"), "scanners": (),
+             "scanner-validation": ("scanner",), "scanner-answers": ("scanner",)}
 # The download's own switches: not part of a search's query.
 DOWNLOAD_SWITCHES = ("what", "format", "manifest", "page")
 

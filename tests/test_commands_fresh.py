@@ -59,13 +59,14 @@ EXPORTS = [
     ("gsm-symbolic", []),  # no GSM-Symbolic problem in this study: no rows
     ("search", ["--query", "q=\"t2 step\" or t3&answer_correct=true"]),
     ("cohorts", []),
+    ("scanners", []),
     ("cohort-compare", ["--cohort", "1", "--versus", "2"]),
     ("scanner-validation", ["--scanner", "waits"]),
     ("scanner-answers", ["--scanner", "waits"]),
 ]
 #: Kinds with no rows in this study (it has no intervention or anytime run): they must still run and write a manifest.
 EMPTY_HERE = {"interventions", "ifr", "anytime", "anytime-curve", "early-answering", "fidelity-table1",
-              "fidelity-table2", "abstraction-long", "gsm-symbolic", "cohorts"}
+              "fidelity-table2", "abstraction-long", "gsm-symbolic", "cohorts", "scanners"}
 #: Kinds of objects this study does not have (no cohort, no scanner): refused by name, without a traceback.
 REFUSED_HERE = {"cohort-compare": "cohort: no cohort 1 in this study",
                 "scanner-validation": "scanner: no scanner 'waits' in this study",

@@ -152,6 +152,8 @@ def test_a_scanners_validation_and_answers_download_with_their_provenance(study,
                                                                                               v.tn)
         assert r["bootstrap_resamples"] == "2000" and r["bootstrap_seed"] == "0" and r["judge"] == "gpt"
     assert sum(int(r["traces"]) for r in rows) == 4
+    listed = rows_of(client.get(url, {"what": "scanners"}))
+    assert [(r["name"], r["yes"], r["no"], r["judge_version"]) for r in listed] == [("waits", "2", "2", "1")]
     # By name too, from the command.
     out = io.StringIO()
     call_command("export", study=study.name, what="scanner-validation", scanner="waits", format="csv", stdout=out)
