@@ -77,3 +77,14 @@ def test_search_screenshots(live_server, browser, owner, study, server, settings
     page.goto(f"{live_server.url}/scanners/{scanner.pk}/")
     page.wait_for_selector("table")
     _shot(page, "scanner_validation", full_page=True)
+
+    # Two cohorts from the scanner's answers, side by side, with the table's download links.
+    from annotation.models import Membership
+    from search import services
+
+    m = Membership.objects.get(study=study, user=owner)
+    yes = services.do_save_cohort(study, m, name="adds up (scanner)", data={"scanner": f"{scanner.pk}:yes"})
+    no = services.do_save_cohort(study, m, name="does not (scanner)", data={"scanner": f"{scanner.pk}:no"})
+    page.goto(f"{live_server.url}/cohorts/{yes.pk}/compare/?b={no.pk}")
+    page.wait_for_selector("table.compare")
+    _shot(page, "cohort_compare", full_page=True)
