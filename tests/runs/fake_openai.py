@@ -215,8 +215,11 @@ class FakeOpenAI:
 
     def _handle(self, handler: BaseHTTPRequestHandler) -> None:
         length = int(handler.headers.get("content-length") or 0)
-        raw = handler.rfile.read(length)
-        if len(raw) < length:
+        try:
+            raw: bytes | None = handler.rfile.read(length)
+        except OSError:  # the client reset the connection while sending its body
+            raw = None
+        if raw is None or len(raw) < length:
             # The client died between its headers and the end of its body (a test killed the worker
             # sending it): nothing was asked. Recorded, it counted as a request with an empty body.
             handler.close_connection = True
