@@ -234,6 +234,7 @@ RULES: dict[str, Rule] = {
     "api-fidelity-run-items": api("fidelity_run", GET=MEMBERS),
     # search: the page, cohorts (any member saves one; owners queue and judge them; the author or an owner deletes)
     "search": study(GET=MEMBERS),
+    "search-download": study(GET=MEMBERS),
     "search-cohorts": study(GET=MEMBERS, POST=MEMBERS),
     "search-cohort": Rule(GET=MEMBERS, kwargs={"pk": "cohort"}),
     "search-cohort-compare": Rule(GET=MEMBERS, kwargs={"pk": "cohort"}),
