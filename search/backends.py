@@ -169,7 +169,9 @@ def planned_search(using: str = "default") -> Iterator:
     """A cursor for a search's query (the pager's ids, a cohort's ``INSERT ... SELECT``) with the
     planner settings above, on PostgreSQL inside a transaction of its own; the settings end with it.
     ``SET LOCAL`` lasts to the end of the *outermost* transaction, so inside a caller's transaction
-    they are set back to the connection's defaults on the way out. On SQLite a plain cursor: its
+    they are set back to the connection's defaults on the way out; after an error the savepoint's
+    rollback undoes them (a statement then would fail in the aborted transaction and hide the
+    error). On SQLite a plain cursor: its
     transactions begin IMMEDIATE here (reasonaudit/settings.py), so a transaction around a read would
     take the write lock and queue the search behind an import."""
     connection = connections[using]
@@ -181,11 +183,9 @@ def planned_search(using: str = "default") -> Iterator:
     with transaction.atomic(using=using), connection.cursor() as cursor:
         # One statement each way (constants, no parameters: psycopg sends them as one simple query).
         cursor.execute("; ".join(f"SET LOCAL {name} = {value}" for name, value in _SEARCH_PLANNER))
-        try:
-            yield cursor
-        finally:
-            if nested:
-                cursor.execute("; ".join(f"SET LOCAL {name} TO DEFAULT" for name, _value in _SEARCH_PLANNER))
+        yield cursor
+        if nested:
+            cursor.execute("; ".join(f"SET LOCAL {name} TO DEFAULT" for name, _value in _SEARCH_PLANNER))
 
 
 # --------------------------------------------------------------------------

@@ -96,3 +96,21 @@ def test_the_planner_settings_end_with_the_search(study, owner_m, traces):
     with connection.cursor() as cursor:
         cursor.execute("SHOW random_page_cost")
         assert cursor.fetchone()[0] == before != "1.1"
+
+
+def test_an_error_inside_a_planned_search_is_raised_as_itself(study, owner_m, traces):
+    """Inside a caller's transaction, a failing statement aborts the search's savepoint: the error the
+    caller sees is that statement's, not one from putting the planner settings back, and the savepoint's
+    rollback has already put them back."""
+    from django.db import ProgrammingError
+
+    from search import backends
+
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW random_page_cost")
+        page_cost = cursor.fetchone()[0]
+    with pytest.raises(ProgrammingError, match="no_such_table"), backends.planned_search() as cursor:
+        cursor.execute("SELECT * FROM no_such_table")
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW random_page_cost")
+        assert cursor.fetchone()[0] == page_cost != "1.1"
