@@ -137,14 +137,14 @@ def download(request: HttpRequest, study_id: int) -> HttpResponse:
     """``format`` = jsonl | csv | parquet: the table (``what=abstraction``) or every checked answer (``what=abstraction-items``) in JSONL, CSV or
     Parquet; ``manifest=1`` gives the manifest that describes it instead."""
     study, membership = access.check_study(request.user, study_id)
-    fmt = request.GET.get("format") or "csv"
-    if fmt not in exports.FORMATS:
-        return HttpResponse(f"format: choose one of {', '.join(exports.FORMATS)}", status=400,
-                            content_type="text/plain")
     what = request.GET.get("what") or "abstraction"
     if what not in ("abstraction", "abstraction-items"):
         return HttpResponse("what: choose abstraction or abstraction-items", status=400, content_type="text/plain")
     bench = request.GET.get("benchmark") or ""
     _benchmark(study, bench)
     req = exports.ExportRequest(study=study, what=what, membership=membership, extra={"benchmark": bench})
-    return exports.download(req, fmt, manifest_only=request.GET.get("manifest") == "1")
+    try:
+        return exports.download(req, request.GET.get("format") or "csv",
+                                manifest_only=request.GET.get("manifest") == "1")
+    except exports.ExportError as exc:
+        return HttpResponse(str(exc), status=400, content_type="text/plain")

@@ -332,17 +332,6 @@ def write(table: Table, fmt: str, out: IO) -> int:
     raise ExportError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
 
 
-def render(table: Table, fmt: str) -> bytes:
-    """The whole export in memory (downloads from the pages)."""
-    if fmt == "parquet":
-        buf = io.BytesIO()
-        write_parquet(table, buf)
-        return buf.getvalue()
-    text = io.StringIO()
-    write(table, fmt, text)
-    return text.getvalue().encode()
-
-
 # ---------------------------------------------------------------------------
 # Manifests: what a paper cites
 # ---------------------------------------------------------------------------
@@ -404,9 +393,12 @@ def manifest(request: ExportRequest, table: Table, fmt: str, rows: int, *, filen
 
 def download(request: ExportRequest, fmt: str, *, manifest_only: bool = False, filename: str = ""):
     """A page's download: the table of ``request`` as an attachment, or (``manifest_only``) the
-    manifest describing that file. ExportError / ExportForbidden go to the caller (400 / 403)."""
+    manifest describing that file. ExportError (a bad format too) and ExportForbidden go to the caller
+    (400 / 403)."""
     from django.http import HttpResponse
 
+    if fmt not in FORMATS:
+        raise ExportError(f"format: choose one of {', '.join(FORMATS)}")
     table = build(request)
     name = filename or f"{request.what}.{fmt}"
     buffer: IO[Any] = io.BytesIO() if fmt == "parquet" else io.StringIO()

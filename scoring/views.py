@@ -233,9 +233,6 @@ def ablations(request: HttpRequest, study_id: int) -> HttpResponse:
 def export(request: HttpRequest, study_id: int) -> HttpResponse:
     study, membership = _study_for(request, study_id)
     fmt = request.GET.get("format", "csv")
-    if fmt not in exports.FORMATS:
-        return HttpResponse(f"format: choose one of {', '.join(exports.FORMATS)}", status=400,
-                            content_type="text/plain")
     what = request.GET.get("what", "")
     req = exports.ExportRequest(
         study=study, what=what, source=request.GET.get("source"), profile=request.GET.get("profile"),
@@ -244,15 +241,12 @@ def export(request: HttpRequest, study_id: int) -> HttpResponse:
         extra={"group": request.GET.get("group", "model"), "run": request.GET.get("run", ""),
                "benchmark": request.GET.get("benchmark", "")},
     )
+    safe = "".join(ch if ch.isalnum() or ch in "-_" else "-" for ch in study.name)[:60]
     try:
-        table = exports.build(req)
+        return exports.download(req, fmt, manifest_only=request.GET.get("manifest") == "1",
+                                filename=f"{safe}-{what}.{fmt}")
     except exports.ExportError as exc:
         return HttpResponse(str(exc), status=400, content_type="text/plain")
-    body = exports.render(table, fmt)
-    response = HttpResponse(body, content_type=exports.CONTENT_TYPES[fmt])
-    safe = "".join(ch if ch.isalnum() or ch in "-_" else "-" for ch in study.name)[:60]
-    response["Content-Disposition"] = f'attachment; filename="{safe}-{what}.{fmt}"'
-    return response
 
 
 # ---------------------------------------------------------------------------

@@ -91,19 +91,15 @@ def _scanner(request: ExportRequest) -> Scanner:
 def search_table(request: ExportRequest) -> Table:
     from django.http import QueryDict
     from django.urls import reverse
+    from django.utils.http import urlencode
 
-    query = request.extra.get("query") or ""
-    given = query if isinstance(query, QueryDict) else QueryDict(str(query))
-    data = QueryDict(mutable=True)
-    for key, values in given.lists():  # a submitted form sends every empty field: not parameters
-        for value in values:
-            if value != "":
-                data.appendlist(key, value)
-    if request.extra.get("cohort") and "cohort" not in data:
-        data["cohort"] = str(request.extra["cohort"])  # export --cohort ID: the cohort filter of the search
-    request.extra["query"] = data.urlencode()  # the manifest names the parameters that were read
+    # The filters only: a submitted form's empty fields and the page's switches are not parameters.
+    params = services.search_params(QueryDict(request.extra.get("query") or ""))
+    if request.extra.get("cohort"):
+        params.setdefault("cohort", str(request.extra["cohort"]))  # export --cohort ID: the search's cohort filter
+    request.extra["query"] = urlencode(params, doseq=True)  # the manifest names what was read
     try:
-        found = services.search(request.study, _member(request, data), data)
+        found = services.search(request.study, _member(request, params), params)
     except SearchError as exc:
         raise ExportError(str(exc)) from None
     except AccessDenied as exc:
@@ -120,7 +116,7 @@ def search_table(request: ExportRequest) -> Table:
     schema = {"trace": "int64", "trace_id": "string", "problem_id": "string", "model": "string",
               "answer_correct": "bool", "n_steps": "int64", "flagged": "bool", "review_url": "string"}
     return Table(columns=SEARCH_FIELDS, rows=iterate(), schema=schema,
-                 meta={"query": found.params, "applied": ["query", "cohort"], "sources": []})
+                 meta={"applied": ["query", "cohort"], "sources": []})
 
 
 @register("cohorts", help="the study's saved cohorts, one row per cohort (its query as JSON text)")

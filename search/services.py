@@ -20,8 +20,8 @@ from search.errors import SearchError
 from search.filters import TraceSearchFilter
 from search.models import Cohort, CohortTrace
 
-# Parameters that are not filters (pagination, the API's format, the page's own switches).
-NOT_FILTERS = frozenset({"page", "page_size", "format", "name", "note"})
+# Parameters that are not filters (pagination, the API's format, the page's own switches, a download's).
+NOT_FILTERS = frozenset({"page", "page_size", "format", "name", "note", "what", "manifest"})
 MAX_HITS_PER_TRACE = 3
 #: The mean scores' bootstrap in a cohort comparison: resamples and seed (named on the page and in its export).
 COMPARE_RESAMPLES = 1000

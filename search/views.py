@@ -37,8 +37,6 @@ FORM_FIELDS = ("q", "re", "channel", "model", "answer_correct", "flagged", "luck
 # The tables of these pages as files (search.export_kinds), and the parameters each kind reads.
 DOWNLOADS = {"search": (), "cohorts": (), "cohort-compare": ("cohort", "versus"), "scanners": (),
              "scanner-validation": ("scanner",), "scanner-answers": ("scanner",)}
-# The download's own switches: not part of a search's query.
-DOWNLOAD_SWITCHES = ("what", "format", "manifest", "page")
 
 
 def _query(request: HttpRequest) -> str:
@@ -81,22 +79,15 @@ def download(request: HttpRequest, study_id: int) -> HttpResponse:
     ``manifest=1`` the manifest describing that file. ``what=search`` reads the rest of the URL as the
     search page does; the other kinds read their own parameters (``cohort`` and ``versus``, ``scanner``)."""
     study, membership = access.check_study(request.user, study_id)
-    fmt = request.GET.get("format") or "csv"
     what = request.GET.get("what") or "search"
-    if fmt not in exports.FORMATS:
-        return HttpResponse(f"format: choose one of {', '.join(exports.FORMATS)}", status=400, content_type="text/plain")
     if what not in DOWNLOADS:
         return HttpResponse(f"what: choose one of {', '.join(DOWNLOADS)}", status=400, content_type="text/plain")
-    if what == "search":
-        query = request.GET.copy()
-        for key in DOWNLOAD_SWITCHES:
-            query.pop(key, None)
-        extra = {"query": query.urlencode()}
-    else:
-        extra = {key: request.GET.get(key, "") for key in DOWNLOADS[what]}
+    # A search reads the whole URL as the search page does (services.search_params drops the switches).
+    extra = {"query": request.GET.urlencode()} if what == "search" else {k: request.GET.get(k, "") for k in DOWNLOADS[what]}
     req = exports.ExportRequest(study=study, what=what, membership=membership, extra=extra)
     try:
-        return exports.download(req, fmt, manifest_only=request.GET.get("manifest") == "1")
+        return exports.download(req, request.GET.get("format") or "csv",
+                                manifest_only=request.GET.get("manifest") == "1")
     except exports.ExportError as exc:
         return HttpResponse(str(exc), status=400, content_type="text/plain")
 

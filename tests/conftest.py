@@ -71,6 +71,15 @@ def study(owner, member) -> Study:
     return study
 
 
+def signed_in(user):
+    """A test client of the web pages, signed in as ``user``."""
+    from django.test import Client
+
+    client = Client()
+    client.force_login(user)
+    return client
+
+
 def jsonl(*records: dict | str) -> bytes:
     """A JSONL file from dicts (encoded) or raw strings (taken as they are)."""
     lines = [r if isinstance(r, str) else json.dumps(r) for r in records]

@@ -7,14 +7,10 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
+from tests.conftest import signed_in
+
 pytestmark = pytest.mark.django_db
 HTMX = {"HTTP_HX_REQUEST": "true"}
-
-
-def signed_in(user) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 def test_a_wrong_method_is_a_styled_405_that_names_the_allowed_ones(owner, study):

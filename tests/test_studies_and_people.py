@@ -19,17 +19,12 @@ from rest_framework.authtoken.models import Token
 from annotation.forms import ImportForm
 from annotation.importing.adapters import cli_formats
 from annotation.models import Job, Membership, Study, Trace
+from tests.conftest import signed_in
 from tests.evallogs.conftest import LM_EVAL_RESULTS, LM_EVAL_SAMPLES
 
 pytestmark = pytest.mark.django_db
 User = get_user_model()
 ABSTRACTION = Path(__file__).resolve().parent / "data" / "abstraction" / "gpt-4o-mini"
-
-
-def signed_in(user) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 # --------------------------------------------------------------------------

@@ -177,3 +177,9 @@ def test_the_download_links_of_the_pages(client, member, outsider, scored):
     assert list(pd.read_parquet(io.BytesIO(parquet.content)).columns) == LEADERBOARD_FIELDS
     # a blind study's annotator downloads scores only of traces they finished (none here)
     assert client.get(url, {"what": "scores", "format": "jsonl"}).content == b""
+    # The file's name, a bad format named, and the manifest of the same file (scoring.exports.download).
+    assert response["Content-Disposition"] == f'attachment; filename="{scored.name.replace(" ", "-")}-hazard.csv"'
+    bad = client.get(url, {"what": "hazard", "format": "xls"})
+    assert bad.status_code == 400 and b"format: choose one of jsonl, csv, parquet" in bad.content
+    manifest = client.get(url, {"what": "hazard", "format": "csv", "source": "human", "manifest": "1"}).json()
+    assert manifest["export"]["what"] == "hazard" and manifest["export"]["columns"] == HAZARD_FIELDS

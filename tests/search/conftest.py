@@ -7,7 +7,13 @@ from django.utils import timezone
 
 from annotation import services
 from annotation.models import Membership, Step, StepLabel, Study, Trace
+from judges import services as judge_services
+from search import scanners
+from search.models import Scanner
 from tests.conftest import jsonl
+from tests.search.fake_scanner import FakeScanner
+
+QUESTION = 'Does the model say "wait" anywhere in its reasoning?'
 
 TRACES = {
     # trace_id: (model, steps, answer correct)
@@ -61,3 +67,19 @@ def open_study(study) -> Study:
     services.do_update_study(study, {"blind": False})
     study.refresh_from_db()
     return study
+
+
+@pytest.fixture
+def server():
+    """The tests' OpenAI-compatible judge server answering scanners (tests/search/fake_scanner.py)."""
+    fake = FakeScanner().start()
+    yield fake
+    fake.stop()
+
+
+@pytest.fixture
+def scanner(study, owner, traces, server) -> Scanner:
+    """A scanner asking QUESTION through a judge configuration on ``server``; not run yet."""
+    judge_services.do_save_judge(study, {"name": "gpt", "model": "fake-model", "base_url": server.url,
+                                         "concurrency": 2, "max_retries": 2, "timeout_seconds": 5.0})
+    return scanners.do_create_scanner(study, name="waits", question=QUESTION, judge_name="gpt", user=owner)

@@ -11,21 +11,18 @@ import json
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
-from django.test import Client
 from django.urls import reverse
 
 from annotation import services as study_services
 from annotation.models import Membership
-from judges import services as judge_services
 from scoring import exports
 from search import scanners, services
 from search.export_kinds import ANSWER_FIELDS, COMPARE_FIELDS, SEARCH_FIELDS, VALIDATION_FIELDS
 from search.models import ScanLabel
+from tests.conftest import signed_in
 from tests.search.conftest import label
-from tests.search.fake_scanner import FakeScanner
 
 pytestmark = pytest.mark.django_db
-QUESTION = 'Does the model say "wait" anywhere in its reasoning?'
 
 
 def rows_of(response) -> list[dict[str, str]]:
@@ -34,30 +31,15 @@ def rows_of(response) -> list[dict[str, str]]:
                                            .decode())))
 
 
-def signed_in(user, password: str) -> Client:
-    client = Client()
-    assert client.login(username=user.username, password=password)
-    return client
-
-
 @pytest.fixture
-def server():
-    fake = FakeScanner().start()
-    yield fake
-    fake.stop()
-
-
-@pytest.fixture
-def scanner(study, owner, traces, server):
-    judge_services.do_save_judge(study, {"name": "gpt", "model": "fake-model", "base_url": server.url,
-                                         "concurrency": 2, "max_retries": 2, "timeout_seconds": 5.0})
-    sc = scanners.do_create_scanner(study, name="waits", question=QUESTION, judge_name="gpt", user=owner)
-    scanners.run_inline(scanners.do_start_scan(sc, queue=False))
-    return sc
+def scanned(scanner):
+    """The conftest's scanner, run once over the four traces."""
+    scanners.run_inline(scanners.do_start_scan(scanner, queue=False))
+    return scanner
 
 
 def test_the_search_pages_download_the_traces_they_match(study, owner, traces):
-    client = signed_in(owner, "pw-olivia")
+    client = signed_in(owner)
     url = reverse("search-download", args=[study.pk])
     rows = rows_of(client.get(url, {"q": "wait", "format": "csv"}))
     assert [r["trace_id"] for r in rows] == ["t1", "t3"]
@@ -81,7 +63,7 @@ def test_the_search_pages_download_the_traces_they_match(study, owner, traces):
 
 
 def test_bad_input_is_a_400_naming_the_parameter(study, owner, traces):
-    client = signed_in(owner, "pw-olivia")
+    client = signed_in(owner)
     url = reverse("search-download", args=[study.pk])
     r = client.get(url, {"answer_correct": "maybe"})
     assert r.status_code == 400 and b"answer_correct" in r.content
@@ -96,23 +78,23 @@ def test_bad_input_is_a_400_naming_the_parameter(study, owner, traces):
 
 def test_outsiders_get_404_and_blinded_annotators_the_pages_refusals(study, owner, member, outsider, traces):
     url = reverse("search-download", args=[study.pk])
-    assert signed_in(outsider, "pw-mallory").get(url, {"q": "wait"}).status_code == 404
+    assert signed_in(outsider).get(url, {"q": "wait"}).status_code == 404
     label(traces["t1"], 2, verdict="invalid", user=owner, reason="owner's note")
-    annotator = signed_in(member, "pw-alice")
+    annotator = signed_in(member)
     # The study is blind: an annotator searches by their own labels only, in files as on the page.
     assert annotator.get(url, {"source": "human", "verdict": "invalid"}).status_code == 403
     assert rows_of(annotator.get(url, {"source": "mine", "verdict": "invalid"})) == []
     assert [r["trace_id"] for r in rows_of(annotator.get(url, {"q": "check"}))] == ["t1", "t4"]
     # Notes are searched only where the member sees them: the owner's note is not a match for her.
     assert rows_of(annotator.get(url, {"q": "owner"})) == []
-    assert [r["trace_id"] for r in rows_of(signed_in(owner, "pw-olivia").get(url, {"q": "owner"}))] == ["t1"]
+    assert [r["trace_id"] for r in rows_of(signed_in(owner).get(url, {"q": "owner"}))] == ["t1"]
 
 
 def test_cohorts_and_their_comparison_download_as_tidy_tables(study, owner, traces):
     m = Membership.objects.get(study=study, user=owner)
     a = services.do_save_cohort(study, m, name="=waits", data={"q": "wait"})  # a name a spreadsheet would run
     b = services.do_save_cohort(study, m, name="m1", data={"model": "m1"})
-    client = signed_in(owner, "pw-olivia")
+    client = signed_in(owner)
     url = reverse("search-download", args=[study.pk])
     rows = rows_of(client.get(url, {"what": "cohorts"}))
     assert [(r["name"], r["n_traces"]) for r in rows] == [("'=waits", "2"), ("m1", "2")]
@@ -138,10 +120,11 @@ def test_cohorts_and_their_comparison_download_as_tidy_tables(study, owner, trac
     assert r.status_code == 400 and b"no cohort" in r.content
 
 
-def test_a_scanners_validation_and_answers_download_with_their_provenance(study, owner, member, traces, scanner):
+def test_a_scanners_validation_and_answers_download_with_their_provenance(study, owner, member, traces, scanned):
+    scanner = scanned
     for trace_id, answer in (("t1", True), ("t2", False), ("t3", False), ("t4", False)):
         scanners.do_answer(scanner, traces[trace_id], owner, answer)
-    client = signed_in(owner, "pw-olivia")
+    client = signed_in(owner)
     url = reverse("search-download", args=[study.pk])
     rows = rows_of(client.get(url, {"what": "scanner-validation", "scanner": scanner.pk}))
     assert list(rows[0]) == VALIDATION_FIELDS and [r["split"] for r in rows] == ["dev", "test"]
@@ -166,7 +149,7 @@ def test_a_scanners_validation_and_answers_download_with_their_provenance(study,
     page = client.get(scanner.get_absolute_url()).content.decode()
     assert "2000 resamples of the split's traces, seed 0" in page and "what=scanner-validation" in page
     # A blinded annotator sees the validation table, not the scanner's answers (the page hides them too).
-    annotator = signed_in(member, "pw-alice")
+    annotator = signed_in(member)
     assert annotator.get(url, {"what": "scanner-validation", "scanner": scanner.pk}).status_code == 200
     assert annotator.get(url, {"what": "scanner-answers", "scanner": scanner.pk}).status_code == 403
 
@@ -177,7 +160,7 @@ def test_the_export_command_runs_a_search_with_its_manifest(study, owner, traces
                  format="csv", out=out, stderr=io.StringIO())
     assert [r["trace_id"] for r in csv.DictReader(out.open())] == ["t1", "t3"]
     manifest = json.loads(exports.manifest_path(out).read_text())
-    assert manifest["query"] == {"q": "wait or hmm", "answer_correct": "true"}
+    assert manifest["filters"] == {"query": "q=wait+or+hmm&answer_correct=true"}
     # The command line is no member: its own labels or reviews are nobody's.
     with pytest.raises(CommandError, match="needs_review: the command line searches as no member"):
         call_command("export", study=study.name, what="search", query="needs_review=true", format="csv",

@@ -21,31 +21,15 @@ from search.core import scan
 from search.core.validation import validate
 from search.models import ScanLabel, ScannerRun, ScanResult
 from tests.runs.fake_openai import Fault
-from tests.search.conftest import label
-from tests.search.fake_scanner import FakeScanner
+from tests.search.conftest import QUESTION, label
 
 pytestmark = pytest.mark.django_db
-QUESTION = 'Does the model say "wait" anywhere in its reasoning?'
 
 
 @pytest.fixture(autouse=True)
 def quick_retries(settings):
     settings.RUN_RETRY_BASE_SECONDS = 0.01
     settings.RUN_RETRY_MAX_SECONDS = 0.05
-
-
-@pytest.fixture
-def server():
-    fake = FakeScanner().start()
-    yield fake
-    fake.stop()
-
-
-@pytest.fixture
-def scanner(study, owner, traces, server):
-    judge, _ = judge_services.do_save_judge(study, {"name": "gpt", "model": "fake-model", "base_url": server.url,
-                                                    "concurrency": 2, "max_retries": 2, "timeout_seconds": 5.0})
-    return scanners.do_create_scanner(study, name="waits", question=QUESTION, judge_name="gpt", user=owner)
 
 
 def run(scanner, **kwargs):

@@ -22,7 +22,6 @@ from judges import services as judge_services
 from search import scanners
 from search.models import ScanLabel
 from tests.review.browser import browser, sign_in  # noqa: F401 - fixture
-from tests.search.fake_scanner import FakeScanner
 
 pytestmark = [
     pytest.mark.browser,
@@ -33,13 +32,6 @@ pytestmark = [
 OUT = Path(settings.BASE_DIR) / "docs" / "screenshots"
 DEMO = Path(settings.BASE_DIR) / "annotation" / "demo_data" / "gsm8k" / "example_model_solutions.jsonl"
 QUESTION = 'Does the solution add everything up to a "total"?'
-
-
-@pytest.fixture
-def server():
-    fake = FakeScanner().start()
-    yield fake
-    fake.stop()
 
 
 def _shot(page, name: str, *, full_page: bool = False) -> None:
