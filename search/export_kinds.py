@@ -130,32 +130,32 @@ def cohorts_table(request: ExportRequest) -> Table:
     return Table(columns=COHORT_FIELDS, rows=rows, meta={"applied": [], "sources": []})
 
 
+def _measure(side: dict[str, Any], measure: str, n: int | None, estimate: float | None,
+             ci: tuple[float, float] | None = None, interval: str = "") -> dict[str, Any]:
+    """One row of a comparison: a cohort's measure, its interval as two columns and how it was made."""
+    return {"cohort": side["id"], "name": side["name"], "measure": measure, "n": n, "estimate": estimate,
+            "ci_low": ci[0] if ci else None, "ci_high": ci[1] if ci else None, "interval": interval if ci else "",
+            "code_version": code_version()}
+
+
 @register("cohort-compare", help="two cohorts side by side (--cohort A --versus B): one row per (cohort, measure): "
                                  "traces, answer accuracy (Wilson 95%), mean process/holistic/PRM score (bootstrap 95%)")
 def compare_table(request: ExportRequest) -> Table:
     a = _cohort(request.study, _id(request, "cohort"), "cohort")
     b = _cohort(request.study, _id(request, "versus"), "versus")
     result = services.compare_cohorts(a, b)
-    version = code_version()
+    bootstrap = f"percentile bootstrap 95%, {services.COMPARE_RESAMPLES} resamples, seed {services.COMPARE_SEED}"
     rows: list[dict[str, Any]] = []
     for side in (result["a"], result["b"]):
-        def row(measure: str, n: int | None, estimate: float | None, ci, interval: str,
-                side: dict[str, Any] = side) -> dict[str, Any]:
-            return {"cohort": side["id"], "name": side["name"], "measure": measure, "n": n, "estimate": estimate,
-                    "ci_low": ci[0] if ci else None, "ci_high": ci[1] if ci else None,
-                    "interval": interval if ci else "", "code_version": version}
-
-        rows.append(row("traces", side["n_traces"], side["n_traces"], None, ""))
-        rows.append(row("shared_traces", result["shared"], result["shared"], None, ""))
-        rows.append(row("answer_accuracy", side["n_answer_judged"], side["accuracy"], side["accuracy_ci"],
-                        "wilson 95%"))
+        rows.append(_measure(side, "traces", side["n_traces"], side["n_traces"]))
+        rows.append(_measure(side, "shared_traces", result["shared"], result["shared"]))
+        rows.append(_measure(side, "answer_accuracy", side["n_answer_judged"], side["accuracy"], side["accuracy_ci"],
+                             "wilson 95%"))
         for name in ("process", "holistic", "s_prm"):
             s = side["scores"][name]
-            rows.append(row(f"mean_{name}", s["n"], s["mean"], s["ci"],
-                            f"percentile bootstrap 95%, {services.COMPARE_RESAMPLES} resamples, seed "
-                            f"{services.COMPARE_SEED}"))
+            rows.append(_measure(side, f"mean_{name}", s["n"], s["mean"], s["ci"], bootstrap))
         for model, n in side["models"].items():
-            rows.append(row(f"traces_of_model:{model}", n, n, None, ""))
+            rows.append(_measure(side, f"traces_of_model:{model}", n, n))
     profile = a.study.default_profile
     return Table(columns=COMPARE_FIELDS, rows=rows,
                  meta={"applied": ["cohort", "versus"], "sources": ["final"],
