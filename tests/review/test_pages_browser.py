@@ -106,6 +106,10 @@ def test_a_refused_adjudication_keeps_its_choice_and_the_focus(live_server, brow
     human_label(trace, 1, annotator2, "invalid")
     page = sign_in(browser, live_server.url, "adam", "pw-adam")
     page.goto(f"{live_server.url}/studies/{study.pk}/adjudication/")
+    # htmx binds what it swaps in when it settles; the browser focuses the swapped-in [autofocus] reason box
+    # before that. A settle delay far longer than the typing below opens that gap every time: the resubmit must
+    # still go through htmx (js/swap.js), not reload the page (CI's flaky failure, made deterministic).
+    page.evaluate("() => { htmx.config.defaultSettleDelay = 3000; }")
     page.keyboard.press("i")  # choose invalid; the focus moves to the reason, left empty
     page.keyboard.press("Control+Enter")
     item = page.locator("article.adj-item").first
