@@ -34,3 +34,16 @@ class FakeScanner(FakeOpenAI):
                 "model": body.get("model"),
                 "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}],
                 "usage": {"prompt_tokens": pt, "completion_tokens": ct, "total_tokens": pt + ct}}
+
+
+if __name__ == "__main__":  # a stand-in LLM judge for the README's scan command: python -m tests.search.fake_scanner [PORT]
+    import sys
+    from http.server import ThreadingHTTPServer
+
+    scanner = FakeScanner()
+    if len(sys.argv) > 1:  # a fixed port, as the README's commands name it
+        scanner.server.server_close()
+        scanner.server = ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), scanner.server.RequestHandlerClass)
+        scanner.server.daemon_threads = True
+    print(scanner.url, flush=True)
+    scanner.server.serve_forever()
