@@ -1,6 +1,7 @@
-"""Accessibility of the main pages (issue 31): axe-core (from npm, node_modules/axe-core, injected from disk --
+"""Accessibility and layout of the main pages (issue 31): axe-core (from npm, node_modules/axe-core, injected from disk --
 never fetched) runs in Debian's chromium over every main page of a study that has data in each view, and finds
-no serious and no critical violation. The pages are listed by URL name, so a page renamed away fails here.
+no serious and no critical violation, no numeric table cell wraps and no page is wider than the window (1280 and
+768 px). The pages are listed by URL name, so a page renamed away fails here.
 
 Real GSM8K model solutions (annotation/demo_data/gsm8k, MIT licence, LICENSE beside them) and one real R1 thought
 (tests/data/thinking, MIT licence, LICENSE-thought-anchors.md beside it)."""
@@ -26,6 +27,20 @@ AXE = Path(settings.BASE_DIR) / "node_modules" / "axe-core" / "axe.min.js"
 DEMO = Path(settings.BASE_DIR) / "annotation" / "demo_data" / "gsm8k" / "example_model_solutions.jsonl"
 R1 = Path(settings.BASE_DIR) / "tests" / "data" / "thinking" / "r1_three_ways.jsonl"
 SEVERE = ("serious", "critical")
+# The numeric cells (a number, an interval, a percentage) whose text runs over more than one line, and whether the
+# page is wider than the window: "0.97" once read "0.97 / 2" in a squeezed column.
+LAYOUT = """() => {
+  const wrapped = [];
+  for (const cell of document.querySelectorAll('main td, main th')) {
+    const t = cell.innerText.trim();
+    if (!t || t.length < 2 || t.length > 40 || !/[0-9]/.test(t) || !/^[-+\u2212]?[0-9.,%/ ()\\[\\]\u2013\u2212-]+$/.test(t)) continue;
+    const range = document.createRange();
+    range.selectNodeContents(cell);
+    if (new Set(Array.from(range.getClientRects()).map(r => Math.round(r.top))).size > 1) wrapped.push(t);
+  }
+  const doc = document.documentElement;
+  return {wrapped: wrapped.slice(0, 5), wider: doc.scrollWidth > doc.clientWidth};
+}"""
 
 
 def _study_with_every_view(study, owner, member, django_user_model) -> dict[str, int]:
@@ -95,6 +110,18 @@ def test_main_pages_have_no_serious_or_critical_violation(live_server, browser, 
             "async () => (await axe.run(document, {resultTypes: ['violations']})).violations"
             ".map(v => ({id: v.id, impact: v.impact, nodes: v.nodes.slice(0, 3).map(n => n.target.join(' '))}))")
         severe = [f"{v['impact']} {v['id']}: {', '.join(v['nodes'])}" for v in violations if v["impact"] in SEVERE]
+        layout = page.evaluate(LAYOUT)
+        if layout["wrapped"] or layout["wider"]:
+            severe.append(f"layout at 1280 px: {layout}")
         if severe:
             found[url] = severe
-    assert not found, found
+    # The tables of numbers at a tablet's width: a table wider than its card scrolls inside it, numbers stay whole.
+    page.set_viewport_size({"width": 768, "height": 900})
+    for name in ("scoring-leaderboard", "scoring-hazard", "scoring-lucky", "scoring-agreement", "faithfulness",
+                 "abstraction-table", "search-cohorts"):
+        url = reverse(name, kwargs=s)
+        page.goto(f"{live_server.url}{url}")
+        layout = page.evaluate(LAYOUT)
+        if layout["wrapped"] or layout["wider"]:
+            found[url + " (768 px)"] = [str(layout)]
+    assert not found, "\n".join(f"{url}: {problems}" for url, problems in found.items())
