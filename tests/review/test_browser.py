@@ -111,22 +111,32 @@ def test_label_a_trace_by_keyboard_and_blind_reveal(live_server, browser, member
     expect(page.locator("h1")).to_contain_text("p1")
 
 
+def _in_view(page, selector: str) -> None:
+    """The element is wholly inside the window, where a keyboard-only reviewer sees it after "s"."""
+    box = page.locator(selector).bounding_box()
+    size = page.viewport_size
+    assert box and size and box["y"] >= 0 and box["x"] >= 0, box
+    assert box["y"] + box["height"] <= size["height"] and box["x"] + box["width"] <= size["width"], (box, size)
+
+
 def test_a_version_conflict_between_two_pages(live_server, browser, member, study, do_import):  # noqa: F811
     seed(do_import, n_problems=1, models=("m1",))
     trace = Trace.objects.get()
-    page_a = sign_in(browser, live_server.url, "alice", "pw-alice")
+    page_a = sign_in(browser, live_server.url, "alice", "pw-alice", width=1280, height=800)
     page_b = page_a.context.new_page()
     for page in (page_a, page_b):
         page.goto(f"{live_server.url}/traces/{trace.pk}/")
     page_a.keyboard.press("v")
     page_a.keyboard.press("s")
     expect(page_a.locator("#save-status")).to_contain_text("Saved (version 1)")
+    _in_view(page_a, "#save-status .alert")  # at 1280x800 it once sat below the fold of the sidebar
 
     page_b.keyboard.press("i")
     page_b.keyboard.press("s")
     status = page_b.locator("#save-status .alert.conflict")
     expect(status).to_contain_text("changed in another browser tab or window")
     expect(status).to_contain_text("Nothing was saved")
+    _in_view(page_b, "#save-status .alert.conflict")
     assert StepLabel.objects.get(annotator=member).verdict == "valid"
 
     # Reloading picks up version 1; the next save goes through.
