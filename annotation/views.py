@@ -219,18 +219,24 @@ def study_members(request: HttpRequest, study_id: int) -> HttpResponse:
     return response
 
 
+NEW_KEY_SESSION = "profile-new-api-key"
+
+
 @member_view
 @require_http_methods(["GET", "POST"])
 def profile(request: HttpRequest) -> HttpResponse:
     """The signed-in user's own account: their API token (made and revoked here, the key shown once) and
     their password."""
-    new_key = ""
+    # A new key is shown once, on the GET after the POST that made it (post/redirect/get): rendered in the POST's
+    # answer, a reload re-sent the POST and silently replaced the token just copied.
+    new_key = request.session.pop(NEW_KEY_SESSION, "") if request.method == "GET" else ""
     password_form = PasswordChangeForm(request.user)
     status = 200
     if request.method == "POST":
         action = request.POST.get("action", "")
         if action == "token-create":
-            new_key = services.do_create_api_token(request.user)
+            request.session[NEW_KEY_SESSION] = services.do_create_api_token(request.user)
+            return redirect("profile")
         elif action == "token-revoke":
             if services.do_revoke_api_token(request.user):
                 messages.success(request, "Your API token is revoked; requests with it are refused from now on.")

@@ -138,11 +138,16 @@ def test_a_blind_annotator_may_not_manage_members_and_an_outsider_is_not_told_th
 def test_a_user_makes_a_token_seen_once_that_works_on_the_api_and_revokes_it(member, study):
     client = signed_in(member)
     made = client.post(reverse("profile"), {"action": "token-create"})
-    assert made.status_code == 200 and made["Cache-Control"] == "no-store"
+    # Post/redirect/get: the key is shown on the GET after the POST, once; a reload neither shows it again nor
+    # re-sends the POST that would replace it.
+    assert made.status_code == 302 and made["Location"] == reverse("profile")
+    shown = client.get(reverse("profile"))
+    assert shown["Cache-Control"] == "no-store"
     key = Token.objects.get(user=member).key
-    assert key in made.content.decode()
+    assert key in shown.content.decode()
     later = client.get(reverse("profile")).content.decode()
     assert key not in later and key[:4] in later
+    assert Token.objects.get(user=member).key == key
     api = Client(HTTP_AUTHORIZATION=f"Token {key}")
     assert api.get("/api/v1/studies/").status_code == 200
     # Replacing stops the old key at once.

@@ -10,8 +10,10 @@ from pathlib import Path
 
 import pytest
 from playwright.sync_api import expect
+from rest_framework.authtoken.models import Token
 
-from annotation.models import Problem, StepLabel, Trace
+from annotation.models import Assignment, Problem, StepLabel, Trace
+from annotation.review.queues import do_assign
 from tests.conftest import jsonl
 from tests.review.browser import browser, sign_in  # noqa: F401 - fixture
 from tests.review.conftest import human_label, seed
@@ -79,6 +81,40 @@ def test_study_and_profile_pages(live_server, browser, owner):  # noqa: F811
     page.get_by_role("button", name="Make a token").click()
     expect(page.locator(".secret")).to_contain_text("shown only now")
     shot(page, "profile-token.png", full_page=True)
+    key = page.locator("#new-key").inner_text().strip()
+    assert Token.objects.get(user=owner).key == key
+    # A reload neither shows the key again nor replaces it (it was rendered in the POST's answer once).
+    page.reload()
+    expect(page.locator(".secret")).to_have_count(0)
+    expect(page.locator("main")).to_contain_text(f"starting {key[:4]}")
+    assert Token.objects.get(user=owner).key == key
+    # Replace and Revoke ask first; "no" keeps the token.
+    page.once("dialog", lambda dialog: dialog.dismiss())
+    page.get_by_role("button", name="Revoke token").click()
+    expect(page.locator("main")).to_contain_text(f"starting {key[:4]}")
+    assert Token.objects.get(user=owner).key == key
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.get_by_role("button", name="Revoke token").click()
+    expect(page.locator(".messages")).to_contain_text("revoked")
+    assert not Token.objects.filter(user=owner).exists()
+
+
+def test_removing_every_assignment_asks_first(live_server, browser, owner, member, study, do_import):  # noqa: F811
+    seed(do_import, n_problems=2, models=("m1",))
+    do_assign(study, owner, [member, owner], 1, stratify=False)
+    assert Assignment.objects.count() == 2
+    page = sign_in(browser, live_server.url, "olivia", "pw-olivia")
+    page.goto(f"{live_server.url}/studies/{study.pk}/queue/")
+    asked = []
+    page.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.dismiss()))
+    page.get_by_role("button", name="Remove all assignments").click()
+    expect(page.get_by_role("button", name="Remove all assignments")).to_be_visible()
+    assert asked and "Remove every assignment" in asked[0]
+    assert Assignment.objects.count() == 2  # "no" sent nothing
+    page.once("dialog", lambda dialog: dialog.accept())
+    with page.expect_navigation():
+        page.get_by_role("button", name="Remove all assignments").click()
+    assert Assignment.objects.count() == 0
 
 
 def test_enter_leaves_the_rating_box_and_keeps_the_value(live_server, browser, member, study, do_import):  # noqa: F811
