@@ -41,8 +41,8 @@ GROUPS = ("model", "domain")
 #: The API's leaderboard row, in order (docs/analytics.md, docs/api.md).
 LEADERBOARD_FIELDS = ["model"] + LEADERBOARD_COLUMNS
 SCORE_EXPORT_FIELDS = [
-    "trace_id", "problem_id", "model", "source", "profile", "n_steps", "l_gold", "coverage", "first_error",
-    "answer_correct", "s_base", "p_fmt", "p_haz", "s_hcrs", "s_prm", "s_prm_haz", "process", "holistic",
+    "trace_id", "problem_id", "model", "source", "profile", "n_steps", "n_thought_steps", "l_gold", "coverage",
+    "first_error", "answer_correct", "s_base", "p_fmt", "p_haz", "s_hcrs", "s_prm", "s_prm_haz", "process", "holistic",
     "lucky_guess", "empty",
 ]
 HAZARD_FIELDS = list(HAZARD_COLUMNS)

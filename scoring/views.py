@@ -197,6 +197,8 @@ def lucky_guesses(request: HttpRequest, study_id: int) -> HttpResponse:
         sort_hidden={"sort": sort},
         page_query=urlencode({**sel.params(), "sort": sort}),
         restricted=sel.restricted_user is not None,
+        channels=sel.profile.as_profile().channels,
+        alpha=sel.profile.as_profile().alpha,
         exports=_export_links(study, sel, "lucky-guesses"),
     )
     return _render(request, "scoring/lucky_guesses.html", context)

@@ -14,8 +14,8 @@ from tests.scoring.test_pages import _seed_more
 
 pytestmark = pytest.mark.django_db
 
-SCORE_FIELDS = ["trace_id", "problem_id", "model", "source", "profile", "n_steps", "l_gold", "coverage", "first_error",
-                "answer_correct", "s_base", "p_fmt", "p_haz", "s_hcrs", "s_prm", "s_prm_haz", "process", "holistic",
+SCORE_FIELDS = ["trace_id", "problem_id", "model", "source", "profile", "n_steps", "n_thought_steps", "l_gold", "coverage",
+                "first_error", "answer_correct", "s_base", "p_fmt", "p_haz", "s_hcrs", "s_prm", "s_prm_haz", "process", "holistic",
                 "lucky_guess", "empty"]
 LEADERBOARD_FIELDS = ["model", "traces", "answer_accuracy", "s_hcrs_mean", "s_hcrs_ci", "process_mean", "process_ci",
                       "s_prm_mean", "holistic_mean", "holistic_ci", "lucky_guess_rate", "svr", "vsr"]

@@ -136,6 +136,24 @@ def test_the_lucky_guess_table_links_every_row_to_its_trace_and_sorts(client, ow
     assert re.findall(r'<td><a href="/traces/\d+/">(t\d)</a></td>', only_m2) == ["t3"]
 
 
+def test_the_lucky_guess_table_says_why_each_row_is_lucky(client, owner, scored):
+    """Coverage and both penalties beside each row, and which steps the scores read: a row with no first error
+    is explained by its coverage or its format penalty (issue 31)."""
+    from scoring.models import TraceScore
+
+    client.force_login(owner)
+    page = client.get(reverse("scoring-lucky", args=[scored.pk])).content.decode()
+    assert "The scores read the trace's <strong>answer steps</strong>" in page
+    lucky = TraceScore.objects.filter(lucky_guess=True, score_set__source="final",
+                                      score_set__profile__name="default").select_related("trace")
+    assert sorted(s.trace.trace_id for s in lucky) == ["t1", "t3", "t5"]
+    for score in lucky:
+        row = re.search(rf'>{score.trace.trace_id}</a></td>(.*?)</tr>', page, re.S).group(1)
+        cells = re.findall(r'<td class="num">([^<]*)</td>', row)
+        assert f"{score.coverage} / {score.l_gold}" in cells
+        assert str(score.n_thought_steps) in cells
+
+
 def test_annotators_of_a_blind_study_see_lucky_guesses_only_on_traces_they_finished(client, django_user_model,
                                                                                     scored):
     from annotation import services as annotation_services
