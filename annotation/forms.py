@@ -1,8 +1,9 @@
 from django import forms
+from django.core.validators import MaxLengthValidator
 
 from annotation.importing.adapters import PATH_FORMAT_NEEDS_MODEL, PATH_FORMATS, UPLOAD_FORMATS
 from annotation.importing.archives import is_archive
-from annotation.models import Study
+from annotation.models import DESCRIPTION_MAX, Problem, Study
 from annotation.review import queues
 from annotation.services import upload_too_large
 
@@ -92,7 +93,65 @@ class StudyForm(forms.ModelForm):
                      "have labelled it completely themselves",
             "segmenter": "how traces imported without explicit steps are cut into steps",
         }
-        widgets = {"description": forms.Textarea(attrs={"rows": 3})}
+        widgets = {"description": forms.Textarea(attrs={"rows": 3, "maxlength": DESCRIPTION_MAX})}
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["description"].validators.append(MaxLengthValidator(DESCRIPTION_MAX))
+
+
+class StudySettingsForm(forms.ModelForm):
+    """An owner's settings of a study (annotation.services.do_update_study, as PATCH /api/v1/studies/{id}/):
+    the primary judge is one of the study's own judges."""
+
+    primary_judge = forms.ModelChoiceField(queryset=None, required=False, empty_label="none",
+                                           label="Primary judge",
+                                           help_text="the judge whose verdicts stand in for people's in the final "
+                                                     "labels and that annotators are adjudicated against; changing "
+                                                     "it recomputes the scores")
+
+    class Meta:
+        model = Study
+        fields = ["name", "description", "blind", "segmenter", "thought_segmenter"]
+        labels = {"blind": "Blind review", "segmenter": "Split answers into steps by",
+                  "thought_segmenter": "Split thoughts into steps by"}
+        help_texts = {
+            "name": "unique across the whole installation; shown in every page title",
+            "description": f"shown on the study page; at most {DESCRIPTION_MAX:,} characters",
+            "blind": StudyForm.Meta.help_texts["blind"],
+            "segmenter": "how answers imported without explicit steps are cut into steps (later imports)",
+            "thought_segmenter": "how a reasoning model's thought is cut into steps (later imports)",
+        }
+        widgets = {"description": forms.Textarea(attrs={"rows": 4, "maxlength": DESCRIPTION_MAX})}
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["primary_judge"].queryset = self.instance.judges.order_by("name")
+        self.fields["primary_judge"].initial = self.instance.primary_judge_id
+        self.fields["description"].validators.append(MaxLengthValidator(DESCRIPTION_MAX))
+
+
+class ProblemEditForm(forms.ModelForm):
+    """An owner corrects a problem (annotation.services.do_update_problem, as PATCH /api/v1/problems/{id}/)."""
+
+    tags = forms.CharField(required=False, max_length=2000, help_text="comma-separated")
+
+    class Meta:
+        model = Problem
+        fields = ["statement", "gold_answer", "domain"]
+        help_texts = {"gold_answer": "what the automatic answer check compares final answers with",
+                      "domain": "groups and filters the analytics; changing it recomputes the scores"}
+        widgets = {"statement": forms.Textarea(attrs={"rows": 8})}
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["tags"].initial = ", ".join(self.instance.tags or [])
+
+    def clean_tags(self) -> list[str]:
+        tags = [t.strip() for t in self.cleaned_data["tags"].split(",") if t.strip()]
+        if len(tags) > 100 or any(len(t) > 100 for t in tags):
+            raise forms.ValidationError("at most 100 tags of at most 100 characters each")
+        return tags
 
 
 class MemberForm(forms.Form):

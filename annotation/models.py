@@ -29,6 +29,11 @@ class StudyQuerySet(models.QuerySet):
         return self.filter(memberships__user=user)
 
 
+#: The longest study description, on the web and in the API: shown on the study page, not a place for data (the
+#: column has no limit of its own, so none is enforced by the database or needs a migration).
+DESCRIPTION_MAX = 5000
+
+
 class Study(models.Model):
     class Segmenter(models.TextChoices):
         LINES = "lines"

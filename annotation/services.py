@@ -26,7 +26,8 @@ from annotation import jobs, signals
 from annotation.importing import archives
 from annotation.importing.adapters import PATH_FORMAT_OPTIONS, PATH_FORMAT_ROOTS, PATH_FORMATS
 from annotation.importing.pipeline import ImportReport, import_stream
-from annotation.models import Job, Membership, Problem, Study
+from annotation.models import Job, Membership, Problem, Study, Trace
+from reasonlib.parsing import check_answer
 
 User = get_user_model()
 
@@ -44,8 +45,8 @@ def do_create_study(name: str, *, owner, **fields) -> Study:
 #: Study fields the scores depend on: the "final" source falls back to the primary judge.
 STUDY_SCORED_FIELDS = ("primary_judge",)
 #: Problem fields the analytics read: leaderboards grouped or filtered by domain are cached
-#: per score set, so a new score set is what refreshes them.
-PROBLEM_SCORED_FIELDS = ("domain",)
+#: per score set, so a new score set is what refreshes them; a new gold answer re-checks the answers.
+PROBLEM_SCORED_FIELDS = ("domain", "gold_answer")
 
 
 def do_update_study(study: Study, fields: dict[str, Any], *, user=None) -> set[str]:
@@ -57,8 +58,33 @@ def do_update_study(study: Study, fields: dict[str, Any], *, user=None) -> set[s
 
 def do_update_problem(problem: Problem, fields: dict[str, Any], *, user=None) -> set[str]:
     """Change a problem's text, gold answer, domain or tags; a change the
-    analytics read (the domain) queues a recompute of its study once committed."""
-    return _update(problem, fields, problem.study, PROBLEM_SCORED_FIELDS, "problem changed")
+    analytics read (the domain, the gold answer) queues a recompute of its study once committed.
+    A new gold answer re-checks every trace's final answer against it."""
+    with transaction.atomic():
+        changed = _update(problem, fields, problem.study, PROBLEM_SCORED_FIELDS, "problem changed")
+        if "gold_answer" in changed:
+            _recheck_answers(problem)
+    return changed
+
+
+def _recheck_answers(problem: Problem) -> None:
+    """The automatic answer check of the problem's traces against its (new) gold answer, as the import makes it:
+    a verdict that came with the file or from a reviewer stands, the automatic one follows the new gold."""
+    gold = problem.gold_answer.strip()
+    checks: dict[str, bool | None] = {}
+    changed = []
+    for trace in problem.traces.only("pk", "answer", "answer_correct", "answer_origin", "auto_answer_correct"):
+        answer = trace.answer.strip()
+        if answer not in checks:
+            checks[answer] = (check_answer(answer, gold, timeout=settings.ANSWER_CHECK_TIMEOUT)
+                              if answer and gold else None)
+        auto = checks[answer]
+        trace.auto_answer_correct = auto
+        if trace.answer_origin in (Trace.AnswerOrigin.AUTOMATIC, Trace.AnswerOrigin.NONE):
+            trace.answer_correct = auto
+            trace.answer_origin = Trace.AnswerOrigin.AUTOMATIC if auto is not None else Trace.AnswerOrigin.NONE
+        changed.append(trace)
+    Trace.objects.bulk_update(changed, ["auto_answer_correct", "answer_correct", "answer_origin"], batch_size=1000)
 
 
 def _update(obj: Study | Problem, fields: dict[str, Any], study: Study, scored: tuple[str, ...], reason: str) -> set[str]:

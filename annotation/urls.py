@@ -2,7 +2,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import path, reverse_lazy
 from django.utils.text import format_lazy
 
-from annotation import views
+from annotation import settings_views, views
 
 urlpatterns = [
     path("login/", auth_views.LoginView.as_view(), name="login"),
@@ -16,6 +16,8 @@ urlpatterns = [
     path("studies/new/", views.study_create, name="study-create"),
     path("studies/<int:study_id>/", views.study, name="study"),
     path("studies/<int:study_id>/members/", views.study_members, name="study-members"),
+    path("studies/<int:study_id>/settings/", settings_views.study_settings, name="study-settings"),
+    path("studies/<int:study_id>/primary-judge/", settings_views.make_primary_judge, name="study-primary-judge"),
     path("studies/<int:study_id>/import/", views.study_import, name="study-import"),
     path("studies/<int:study_id>/traces/", views.trace_list, name="trace-list"),
     path("studies/<int:study_id>/problems/", views.problem_list, name="problem-list"),
@@ -23,6 +25,7 @@ urlpatterns = [
     path("studies/<int:study_id>/queue/assign/", views.queue_assign, name="queue-assign"),
     path("studies/<int:study_id>/adjudication/", views.adjudication, name="adjudication"),
     path("problems/<int:problem_id>/", views.problem, name="problem"),
+    path("problems/<int:problem_id>/edit/", settings_views.problem_edit, name="problem-edit"),
     path("problems/<int:problem_id>/skeletons/", views.skeleton_save, name="skeleton-save"),
     path("skeletons/<int:skeleton_id>/approve/", views.skeleton_approve, name="skeleton-approve"),
     path("skeleton-check/", views.skeleton_check, name="skeleton-check"),

@@ -108,6 +108,8 @@ RULES: dict[str, Rule] = {
     "password-set": Rule(GET=PUBLIC, POST=PUBLIC),  # the one-time link itself is the credential
     "study": study(GET=MEMBERS),
     "study-members": study(GET=MEMBERS, POST=OWNERS),
+    "study-settings": study(GET=OWNERS, POST=OWNERS),
+    "study-primary-judge": study(POST=OWNERS),
     "study-import": study(POST=OWNERS),
     "trace-list": study(GET=MEMBERS),
     "problem-list": study(GET=MEMBERS),
@@ -115,6 +117,7 @@ RULES: dict[str, Rule] = {
     "queue-assign": study(POST=OWNERS),
     "adjudication": study(GET=ADJUDICATORS),
     "problem": Rule(GET=MEMBERS, kwargs={"problem_id": "problem"}),
+    "problem-edit": Rule(GET=OWNERS, POST=OWNERS, kwargs={"problem_id": "problem"}),
     "skeleton-save": Rule(POST=MEMBERS, kwargs={"problem_id": "problem"}),
     "skeleton-approve": Rule(POST=ADJUDICATORS, kwargs={"skeleton_id": "skeleton"}),
     "skeleton-check": Rule(GET=SIGNED_IN),

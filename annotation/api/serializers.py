@@ -6,7 +6,7 @@ from rest_framework import serializers
 
 from annotation import jobs
 from annotation.importing.adapters import UPLOAD_FORMATS
-from annotation.models import Job, Membership, Problem, Skeleton, SkeletonStep, Step, Study, Trace
+from annotation.models import DESCRIPTION_MAX, Job, Membership, Problem, Skeleton, SkeletonStep, Step, Study, Trace
 from annotation.review import queues
 from annotation.services import upload_too_large
 
@@ -29,6 +29,7 @@ class StudySerializer(HtmlUrlMixin, serializers.ModelSerializer):
         fields = ["id", "name", "description", "blind", "segmenter", "thought_segmenter", "primary_judge",
                   "default_profile", "role", "created_at", "html_url"]
         read_only_fields = ["id", "created_at", "default_profile"]
+        extra_kwargs = {"description": {"max_length": DESCRIPTION_MAX}}
 
     def get_role(self, obj: Study) -> str | None:
         roles = self.context.get("roles") or {}
@@ -42,6 +43,7 @@ class StudyUpdateSerializer(serializers.ModelSerializer):
     class Meta:
         model = Study
         fields = ["name", "description", "blind", "segmenter", "thought_segmenter", "primary_judge"]
+        extra_kwargs = {"description": {"max_length": DESCRIPTION_MAX}}
 
     def validate_primary_judge(self, value):
         if not value:
