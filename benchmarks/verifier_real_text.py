@@ -29,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from reasonlib.verifier.verdicts import check_step  # noqa: E402
 
 SPLITS = ("gsm8k", "math", "olympiadbench", "omnimath")
+SAMPLE = Path(__file__).resolve().parent.parent / "tests" / "data" / "thinking" / "verifier_invalid_sample.jsonl"
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z(\\$])")
 
@@ -101,6 +102,13 @@ def real_thoughts(root: Path, listing: bool) -> None:
                 flagged.append((trace_id, k, step, result.reason))
     r1 = sum(1 for t, *_ in flagged if not t.startswith("gptoss"))
     print(f"thought steps  {n_steps}; invalid {len(flagged)} (R1 {r1}, gpt-oss {len(flagged) - r1})")
+    with SAMPLE.open(encoding="utf-8") as f:
+        hand = {(r["trace"], r["step"]): r["hand"] for r in map(json.loads, f)}
+    known = [hand.get((t, k)) for t, k, _, _ in flagged]
+    errors = known.count("error")
+    print(f"               read by hand ({SAMPLE.name}): {len(known) - known.count(None)} of them, "
+          f"{errors} errors; precision of invalid {errors / max(1, len(flagged)):.2f} "
+          f"(steps not in the sample count as wrong)")
     if listing:
         for trace_id, k, step, reason in flagged:
             print(f"    {trace_id} step {k}: {reason}\n        {step[:300]!r}")

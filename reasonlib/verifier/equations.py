@@ -183,7 +183,8 @@ def _right_run(toks: list[Tok], eq: int, src: str) -> tuple[list[Tok] | None, in
     while run and run[-1].kind == "op":
         nxt = run[-1]
         run = run[:-1]
-        hyphen = nxt.glued and j < n and toks[j].glued and toks[j].kind == "word"  # "0.24 great-grandbabies"
+        # "0.24 great-grandbabies": a hyphen inside a word, no operator.
+        hyphen = nxt.op == "-" and nxt.glued and j < n and toks[j].glued and toks[j].kind == "word"
         if nxt.text != "**" and nxt.op != "/" and not hyphen:
             return None, j
     if not run:
@@ -325,13 +326,16 @@ def _part_of(left: Seg, right: Seg, middle: bool) -> bool:
             # The last term of a list of items added up: "30 * 2 - 12 = 60" drops a term.
             last_term = k == n and i > 0 and toks[i - 1].kind == "op" and toks[i - 1].op == "+"
             product = any(t.kind == "sup" or (t.kind == "op" and t.op in ("*", "/", "^")) for t in part)
-            if not (last_term and product) and not (
+            listed = last_term and product
+            if not listed and not (
                 middle and (i == 0 or (i == 1 and toks[0].kind == "lp")
                             or (part[0].kind == "lp" and part[-1].kind == "rp"))
             ):
                 continue
             sub = segment(part, left.src)
-            if sub is not None and sub.n_ops and sub.value in wanted:
+            # A part being worked out is the whole right side ("(12*11*10*9)/24 * 0.005^4
+            # = 495 * 0.0000000003125" opens with 495 and is still false).
+            if sub is not None and sub.n_ops and (sub.value in wanted if listed else sub.value == right.value):
                 return True
     return False
 
