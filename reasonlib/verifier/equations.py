@@ -5,7 +5,14 @@ What is not read, to keep false alarms rare: variables (``x = 5``,
 ``2x + 3 = 7``), conversions without an operator (``1 hour = 60 minutes``),
 dates, clock times, phone numbers, ranges (``Week 1-2 = 10 hours``), scaled
 results (``= 1.2 million``, ``= 75k``), and left sides tangled with words
-(``50% of 20 + 5 = 15``, ``3 times 4 + 2 = 14``).
+(``50% of 20 + 5 = 15``, ``3 times 4 + 2 = 14``). From reasoning models' text
+(issue 30; docs/judges.md, "Real notation"): sides with unknowns (``= 1 + r``,
+``= 50 - 50 cos A``), sums of different things (``3 boxes + 2 loose``),
+fractions of an amount (``Rent 1/4 = 1500``), list and running shorthand
+(``fine $120 + 3*25 = $75``, ``3182 - 319 + 1 = 3182 - 319 = 2863``), times of
+day, other bases (``6 = 0110``), remainders (``= 4 remainder 2``) and
+tentative claims (``= 15? Actually``). ``≈`` is read, within a unit of the
+last place shown or 1e-5 relative.
 """
 
 from __future__ import annotations
