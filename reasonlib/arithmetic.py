@@ -281,8 +281,12 @@ def _mark_bullets(text: str, toks: list[Tok]) -> None:
     for t in toks:
         if t.kind != "op" or t.text not in _BULLET_OPS:
             continue
-        line_start = text.rfind("\n", 0, t.start) + 1
-        if text[line_start:t.start].strip() == "" and text[t.end:t.end + 1] in (" ", "\t"):
+        if text[t.end:t.end + 1] not in (" ", "\t"):
+            continue
+        j = t.start  # back over blanks only: linear however long the line
+        while j > 0 and text[j - 1] in " \t":
+            j -= 1
+        if j == 0 or text[j - 1] == "\n":
             t.kind, t.op = "other", ""
 
 
