@@ -672,8 +672,10 @@ def _judge_exact(left: Seg, right: Seg, rounds: bool = False) -> tuple[bool, Fra
     nums = [t for t in right.toks if t.kind == "num"]
     if right.n_ops == 0 and len(nums) == 1:
         t = nums[0]
+        # Money shown to the cent is rounded to the cent ("30,769.23 × 1.40 = $43,076.92").
+        cents = t.decimals == 2 and t.text[:1] in "$£€"
         for v in lvals:
-            if _close(v, right.value, t.decimals, floatish, rounds=rounds):
+            if _close(v, right.value, t.decimals, floatish, rounds=rounds or cents):
                 return True, right.value, None
         if t.pct:
             # "1 / 7 = 14%" (a percentage shown whole is conventionally
@@ -826,7 +828,7 @@ def _mixed(m: re.Match[str]) -> str:
 
 
 def unlatex(text: str) -> str:
-    if "\\" not in text and "^{" not in text:
+    if "\\" not in text and "^{" not in text and "{,}" not in text:  # "2{,}180" needs no backslash
         return text
     text = _MIXED.sub(_mixed, text)
     for _ in range(4):  # nested fractions, innermost first

@@ -59,7 +59,7 @@ _CLOCK_WORDS = frozenset(("am", "pm"))
 # a remainder ("= 4 remainder 2", "= 3 R 2"), a quotient, a term of a
 # formula ("= 50 - 50 cos A", "= 3 mod 8").
 _NOT_A_VALUE_AFTER = re.compile(
-    r"^\s*(?:\(?\s*(?:with\s+(?:a\s+)?)?(?i:remainder|rem|quotient|r)\b"
+    r"^\s*(?:;\s*)?(?:\(?\s*(?:with\s+(?:a\s+)?)?(?i:remainder|rem|quotient|r)\b"
     r"|(?i:cos|sin|tan|cot|sec|csc|log|ln|exp|sqrt|pi|mod|pmod)\b)"
 )
 # LaTeX commands that go on with a formula (after a number they multiply it).
@@ -209,8 +209,8 @@ def _right_run(toks: list[Tok], eq: int, src: str) -> tuple[list[Tok] | None, in
                 return None, j
             if nxt.glued and _first_word(nxt) not in _GLUED_UNITS:
                 return None, j  # "= 6x", "= 25k"
-            if nxt.glued and len(nxt.text) == 1 and j + 1 < n and toks[j + 1].kind == "op":
-                return None, j  # "= 4s-2s": a term of a variable
+            if nxt.glued and len(nxt.text) == 1 and ((j + 1 < n and toks[j + 1].kind == "op") or nxt.text.isupper()):
+                return None, j  # "= 4s-2s", "= 2S": a term of a variable
         elif nxt.kind == "other" and nxt.glued and nxt.text in _BAD_GLUED:
             # "= 3,2 million", "= 3:30", "= 4.5.6"; not a sentence's full stop
             after = toks[j + 1] if j + 1 < n else None  # nxt is toks[j] here
@@ -367,6 +367,10 @@ _PLAIN_AFTER = re.compile(
 )
 
 
+_RATIO_BEFORE = re.compile(r"\d\s*:\s*$")
+_RATIO_AFTER = re.compile(r"\s*:\s*\d")
+
+
 def _plain_claim(left: Seg, right: Seg) -> bool:
     """May two plain numbers of visible text be read as an equation? Only
     bare numbers (no unit, currency or percent) set in prose as one."""
@@ -377,9 +381,50 @@ def _plain_claim(left: Seg, right: Seg) -> bool:
             return False
         if len(tok.text) > 1 and tok.text[0] == "0" and tok.text[1].isdigit():
             return False  # "6 = 0110": another base, or a padded label
-    return bool(_PLAIN_BEFORE.search(src[max(0, left.start - 20):left.start])) and bool(
-        _PLAIN_AFTER.search(src[right.end:right.end + 20])
-    )
+    before, after = src[max(0, left.start - 20):left.start], src[right.end:right.end + 20]
+    if _RATIO_BEFORE.search(before) and _RATIO_AFTER.match(after):
+        return False  # "12 : 4 = 3 : 1": a ratio
+    return bool(_PLAIN_BEFORE.search(before)) and bool(_PLAIN_AFTER.search(after))
+
+
+# "194 ÷ 11 = 17 with a remainder of 7", "20 ÷ 6 = 3 R 2" (after unlatex, a closing "\)" is " ; "):
+# integer division, a claim of its own. The dividend must not end a longer expression, nor the
+# remainder begin one ("= 1 with a remainder of 419,430 - 262,144").
+_REMAINDER = re.compile(
+    r"(?<![\d.,])(?P<a>\d{1,3}(?:,\d{3})+|\d+)\s*[÷/]\s*(?P<b>\d{1,3}(?:,\d{3})+|\d+)"
+    r"\s*=\s*(?P<q>\d{1,3}(?:,\d{3})+|\d+)\s*(?:;\s*)?\(?\s*(?:with\s+(?:a\s+)?)?"
+    r"(?:remainder|rem|[rR])\b\s*(?:of\s+)?(?:;\s*)?(?P<r>\d{1,3}(?:,\d{3})+|\d+)(?!\d|[.,]\d|\s*[-+*/×÷^]\s*\d)"
+)
+
+
+_BEFORE_DIVIDEND = frozenset("0123456789.,)^*/×÷+-−–")
+
+
+def _int(text: str) -> int:
+    return int(text.replace(",", ""))
+
+
+def remainder_claims(visible: str) -> list[tuple[Claim, int, int, int]]:
+    """Integer divisions with a remainder: ``a ÷ b = q remainder r`` holds when
+    ``q·b + r = a`` and ``0 ≤ r < b``. Its value is a/b and it states q + r/b."""
+    out = []
+    for m in _REMAINDER.finditer(visible):
+        raw = visible[max(0, m.start() - 40):m.start()]
+        before = raw.rstrip(" \t")
+        bullet = before[-1:] in ("-", "*", "+") and before[:-1].rstrip(" \t")[-1:] in ("", "\n")
+        last = before.rstrip()[-1:]
+        stop = last in ".," and len(raw) > len(raw.rstrip())  # "by 6. 1529 ÷ 6 = ...": a full stop
+        if len(m.group(0)) > 200 or (last in _BEFORE_DIVIDEND and not bullet and not stop):
+            continue  # "2 + 18 ÷ 4 = ...": the division is part of a longer expression
+        a, b, q, r = (_int(m.group(k)) for k in ("a", "b", "q", "r"))
+        if b == 0:
+            continue
+        lhs = visible[m.start("a"):m.end("b")]
+        rhs = f"{m.group('q')} remainder {m.group('r')}"
+        claim = Claim(text=f"{lhs} = {rhs}", lhs=lhs, rhs=rhs, value=Fraction(a, b),
+                      stated=Fraction(q) + Fraction(r, b), ok=q * b + r == a and 0 <= r < b, source="equation")
+        out.append((claim, m.start(), m.start("q"), m.end()))
+    return out
 
 
 def visible_claims(visible: str, rounds: bool = False) -> list[tuple[Claim, int, int, int]]:
@@ -399,4 +444,5 @@ def visible_claims(visible: str, rounds: bool = False) -> list[tuple[Claim, int,
             return _not_a_claim(left, right, stated, middle) or (goes_on and right.n_ops > 0)
         out.extend(pair_claims(chain, visible, "equation", skip=skip, plain=_plain_claim,
                                rounds=rounds, approx=approx))
+    out.extend(remainder_claims(visible))
     return out

@@ -235,9 +235,17 @@ REAL_NOTATION = [
     ("She normally sleeps 10pm-6am = 8h =480 min.", "neutral", None),
     ("grades 4-7 inclusive = 4 grades", "neutral", None),
     ("6 = 0110", "neutral", None),
-    ("\\[ 19 \\div 4 = 4 \\text{ remainder } 3 \\]", "neutral", None),
-    ("\\[20 \\div 6 = 3\\, R\\, 2\\]", "neutral", None),
-    ("194 ÷ 11 = 17 with a remainder of 7", "neutral", None),
+    # an integer division with its remainder is a claim of its own: q·b + r = a, 0 ≤ r < b
+    ("\\[ 19 \\div 4 = 4 \\text{ remainder } 3 \\]", "valid", None),
+    ("\\[20 \\div 6 = 3\\, R\\, 2\\]", "valid", None),
+    ("194 ÷ 11 = 17 with a remainder of 7", "valid", None),
+    ("- \\(227 \\div 60 = 3\\) remainder \\(47\\)", "valid", None),
+    ("194 ÷ 11 = 17 with a remainder of 9.", "invalid",
+     'claim "194 ÷ 11 = 17 remainder 9" is false: 194 ÷ 11 = 17 remainder 7'),
+    ("\\(1121 \\div 3^5 = 1121 \\div 243 = 4\\) remainder \\(133\\)", "invalid",
+     'claim "1121 ÷ 243 = 4 remainder 133" is false: 1121 ÷ 243 = 4 remainder 149'),
+    ("2 + 18 ÷ 4 = 4 remainder 2", "neutral", None),  # the division is part of a sum
+    ("419,430 ÷ 262,144 = 1 with a remainder of 419,430 - 262,144 = 157,286", "valid", None),
     ("\\[ 2863 \\div 1344 = 2 \\quad \\text{(quotient)} \\]", "neutral", None),
     # bullets, mixed numbers, displays
     ("- \\(2^9 = 512\\) - \\(3^1 = 3\\)", "valid", None),
