@@ -5,7 +5,9 @@
   (``gsm8k.json``, ``math.json``, ``olympiadbench.json``, ``omnimath.json``). The verifier's
   prediction for a solution is its first invalid step (none: -1); printed per split are the correct
   solutions (label -1) it flags, the erroneous ones whose first error it finds, the F1 of the two
-  accuracies (ProcessBench's formula) and, with ``--list``, every claim it flags in a correct solution.
+  accuracies (ProcessBench's formula), the erroneous ones it flags at a step before their first
+  error (a step the annotators accepted) and, with ``--list``, the claims behind those two kinds
+  of flag.
 * Real thinking: the thoughts of DeepSeek-R1-Distill (40 MATH traces) and gpt-oss-120b (1,319 GSM8K
   traces) cut into steps by ``thought_steps`` (lines, long lines into sentences: a segmentation of our
   own, so the count does not move with the app's segmenter); printed are the steps called invalid.
@@ -57,6 +59,7 @@ def processbench(path: Path, listing: bool) -> None:
     items = json.loads(path.read_text(encoding="utf-8"))
     n_err = n_cor = hit_err = hit_cor = 0
     flagged = []
+    early = []  # erroneous solutions flagged before the step ProcessBench marks as the first error
     for item in items:
         pred, reason = first_invalid(item["steps"])
         if item["label"] == -1:
@@ -67,12 +70,14 @@ def processbench(path: Path, listing: bool) -> None:
         else:
             n_err += 1
             hit_err += pred == item["label"]
+            if 0 <= pred < item["label"]:
+                early.append((item["id"], pred, reason))
     acc_err, acc_cor = 100 * hit_err / n_err, 100 * hit_cor / n_cor
     f1 = 2 * acc_err * acc_cor / (acc_err + acc_cor) if acc_err + acc_cor else 0.0
     print(f"{path.stem:14s} correct solutions flagged {len(flagged)}/{n_cor}; first error found "
-          f"{hit_err}/{n_err}; F1 {f1:.1f}")
+          f"{hit_err}/{n_err}; F1 {f1:.1f}; flagged before the first error {len(early)}/{n_err}")
     if listing:
-        for item_id, k, reason in flagged:
+        for item_id, k, reason in flagged + early:
             print(f"    {item_id} step {k}: {reason}")
 
 

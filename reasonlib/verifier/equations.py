@@ -67,6 +67,20 @@ _FORMULA_COMMANDS = frozenset(
     "cos sin tan cot sec csc log ln exp sqrt pi mod pmod angle alpha beta gamma delta theta lambda mu "
     "sigma phi omega binom dbinom tbinom cdots ldots dots infty".split()
 )
+_ELLIPSIS = re.compile(r"^\s*\$?\s*(?:\.\.\.|…|\\[lc]?dots)")
+_LEFT_OVER = re.compile(r"(?i)^[^.;=\n]{0,40}?\bwith\s+\d[\d,]*\s+(?:\w+\s+){0,2}(?:remaining|left(?:\s+over)?|leftover)\b")
+
+
+def _divides(toks: list[Tok], eq: int) -> bool:
+    """Is the expression ending at ``toks[eq]`` a division ("2250 ÷ 360 =")?"""
+    k = eq - 1
+    while k >= 0 and toks[k].kind in ARITH:
+        if toks[k].kind == "op" and toks[k].op == "/":
+            return True
+        k -= 1
+    return False
+
+
 _MATH_WORDS = frozenset("cos sin tan cot sec csc log ln exp sqrt pi mod pmod".split())
 _BAD_GLUED = frozenset(".,#@_&'’\\<>}]|!")
 _SIGN_MAY_FOLLOW = frozenset("([{,:;$\"“'")
@@ -201,8 +215,13 @@ def _right_run(toks: list[Tok], eq: int, src: str) -> tuple[list[Tok] | None, in
     if nxt is not None and nxt.kind == "other" and nxt.text == "\\" and j + 1 < n \
             and toks[j + 1].glued and toks[j + 1].kind == "word" and _first_word(toks[j + 1]) in _FORMULA_COMMANDS:
         return None, j  # "= 2 \cdot 5 \cos A", "= \frac{4}{3} \pi": the formula goes on
-    if _NOT_A_VALUE_AFTER.match(src[run[-1].end:run[-1].end + 30]):
+    after = src[run[-1].end:run[-1].end + 60]
+    if _NOT_A_VALUE_AFTER.match(after):
         return None, j  # "= 4 remainder 2", "= 3 R 2", "= 50 - 50 cos A"
+    if _ELLIPSIS.match(after):
+        return None, j  # "= 0.14285714285...": a decimal said to go on, not a value
+    if _LEFT_OVER.match(after) and _divides(toks, eq):
+        return None, j  # "2250 ÷ 360 = 6 full rotations with 90 degrees remaining"
     if nxt is not None:
         if nxt.kind == "word":
             if _first_word(nxt) in _SCALE_WORDS:
@@ -347,9 +366,14 @@ def _part_of(left: Seg, right: Seg, middle: bool) -> bool:
     return False
 
 
+_ORDINAL = re.compile(r"\d(?:st|nd|rd|th)\b")
+
+
 def _not_a_claim(left: Seg, right: Seg, stated: Fraction | None, middle: bool) -> bool:
-    """A false pair that is shorthand, not a claim (see the functions it asks)."""
-    return _is_range(left, stated) or _fraction_of(left, right, stated) or _part_of(left, right, middle)
+    """A false pair that is shorthand, not a claim (see the functions it asks); and positions
+    ("1st - 5 = 6th": falling back five places), which count the other way."""
+    return (_is_range(left, stated) or _fraction_of(left, right, stated) or _part_of(left, right, middle)
+            or bool(_ORDINAL.search(left.text) or _ORDINAL.search(right.src[right.start:right.end + 2])))
 
 
 

@@ -247,6 +247,16 @@ REAL_NOTATION = [
     ("2 + 18 ÷ 4 = 4 remainder 2", "neutral", None),  # the division is part of a sum
     ("419,430 ÷ 262,144 = 1 with a remainder of 419,430 - 262,144 = 157,286", "valid", None),
     ("\\[ 2863 \\div 1344 = 2 \\quad \\text{(quotient)} \\]", "neutral", None),
+    ("\\[2250 \\div 360 = 6 \\text{ full rotations with } 90 \\text{ degrees remaining}\\]", "neutral", None),
+    ("16 - 10 = 7 apples with 2 apples left", "invalid", None),  # not a division: still a claim
+    ("We are told that $\\frac{1}{7}=0.14285714285$...", "neutral", None),  # said to go on
+    ("New position: 1st - 5 = 6th", "neutral", None),  # positions count the other way
+    ("12 : 4 = 3 : 1 .", "neutral", None),  # a ratio
+    ("Step 3: 12 = 13", "invalid", None),
+    ("430 + 750 + 300 + 700 = 2{,}180", "valid", None),
+    ("21 - 3 = 2S \\\\", "neutral", None),
+    ("30,769.23 \\times 1.40 = \\$43{,}076.92.", "valid", None),  # money to the cent
+    ("$4.20 + $9.45 + $1.35 = $14.99", "invalid", None),
     # bullets, mixed numbers, displays
     ("- \\(2^9 = 512\\) - \\(3^1 = 3\\)", "valid", None),
     ("- \\( 3^1 = 3 \\mod 8 \\)\n- \\( 3^2 = 9 \\equiv 1 \\mod 8 \\)", "valid", None),
