@@ -199,6 +199,7 @@ def test_the_calibration_page_lists_the_papers_numbers_per_split(study, do_impor
     client = Client()
     client.force_login(owner)
     body = client.get(reverse("scoring-calibration", args=[study.pk, cal.pk])).content.decode()
+    assert "ProcessBench Average F1 (mean of the 2 split F1s)" in body  # the metrics table, too
     section = body[body.index('id="processbench"'):]
     section = section[:section.index("</section>")]
     assert "Table 3" in section and "MATH F1" in section and "Average F1" in section
