@@ -115,11 +115,31 @@ def _calibration(study, cal_id: int) -> CalibrationStudy:
 
 def _metric_table(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One row per metric, one cell per candidate (value, interval, n, reason)."""
-    blank = [{"value": None, "ci": None, "n": None, "fmt": "num", "why": "not measured"}] * len(METRICS)
-    per_candidate = [metric_rows(r["metrics"]) if r["metrics"] else blank for r in rows]
-    return [{"label": label, "fmt": fmt, "n_name": n.replace("_", " "),
-             "cells": [cells[i] for cells in per_candidate]}
-            for i, (_, label, fmt, n, _) in enumerate(METRICS)]
+    # Rows by key: a candidate with ProcessBench items of several splits has a row per split and the
+    # Average (agreement.views.metric_rows) that the others lack.
+    per_candidate = [{r["key"]: r for r in metric_rows(row["metrics"])} if row["metrics"] else {} for row in rows]
+    order: dict[str, dict[str, Any]] = {}
+    for cells in per_candidate:
+        for key, cell in cells.items():
+            order.setdefault(key, cell)
+    return [{"label": first["label"], "fmt": first["fmt"], "n_name": first["n_name"],
+             "cells": [cells.get(key, {"value": None, "ci": None, "n": None, "fmt": first["fmt"],
+                                       "why": "not measured"}) for cells in per_candidate]}
+            for key, first in _ordered(order).items()]
+
+
+def _ordered(rows: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The rows in METRICS order, each split row and the Average right after the ProcessBench F1."""
+    if not rows:
+        return {key: {"label": label, "fmt": fmt, "n_name": n.replace("_", " ")} for key, label, fmt, n, _ in METRICS}
+    extra = [k for k in rows if k not in {m[0] for m in METRICS}]
+    out: dict[str, dict[str, Any]] = {}
+    for key, *_ in METRICS:
+        if key in rows:
+            out[key] = rows[key]
+        if key == "pb_f1":
+            out.update({k: rows[k] for k in sorted(extra, key=lambda k: (k == "pb_average_f1", k))})
+    return out
 
 
 @login_required

@@ -29,6 +29,7 @@ import pandas as pd
 from django.contrib.auth import get_user_model
 from django.db.models import Count, Max
 
+from agreement.core import processbench
 from annotation.models import Step, StepLabel, Study, StudySummary, Trace, TraceReview
 from scoring import sources, storage
 from scoring.core.labels import final_labels, human_consensus
@@ -228,6 +229,14 @@ class AgreementData:
 
     def traces(self) -> pd.DataFrame:
         return self.scoped(self.inputs.traces)
+
+    def processbench_splits(self) -> pd.DataFrame:
+        """trace_id (pk), split of the traces in scope imported from ProcessBench ("processbench/math-12")."""
+        rows = [(pk, processbench.split_of(tid)) for pk, tid in
+                Trace.objects.filter(study=self.study, trace_id__startswith="processbench/")
+                .values_list("pk", "trace_id")]
+        frame = pd.DataFrame([r for r in rows if r[1] is not None], columns=["trace_id", "split"])
+        return self.scoped(frame.astype({"trace_id": "int64"}))
 
     # -- scores ------------------------------------------------------------
     def _score_set(self, source: str, profile: ScoringProfile) -> ScoreSet | None:

@@ -296,6 +296,14 @@ def agreement_rows(metrics: dict[str, Any]) -> list[dict[str, Any]]:
         add(key, metrics.get(key))
     for key, count, ci in _SCALARS:
         add(key, metrics.get(key), ci=metrics.get(ci), n=metrics.get(count), undefined=why.get(key, ""))
+    for name, split in (metrics.get("pb_splits") or {}).items():  # ProcessBench items by split
+        for key, count in (("pb_error_acc", "pb_error_traces"), ("pb_correct_acc", "pb_correct_traces"),
+                           ("pb_f1", "traces_compared")):
+            add(key, split.get(key), group=f"split={name}", n=split.get(count),
+                undefined=why.get(f"pb_splits.{name}.{key}", ""))
+    if "pb_average_f1" in metrics:
+        add("pb_average_f1", metrics["pb_average_f1"], n=metrics.get("traces_compared"),
+            undefined=why.get("pb_average_f1", ""))
     for ref, row in (metrics.get("confusion") or {}).items():
         for cand, k in row.items():
             add("confusion", k, group=f"reference={ref}; candidate={cand}")

@@ -216,7 +216,8 @@ def agreement(study: Study, reference: str, candidate: str, profile: ScoringProf
     all_traces = data.traces()[["trace_id", "n_steps"]]
     metrics = agreement_metrics(
         ref_steps, cand_steps, ref_scores, cand_scores, ratings=data.scoped_ratings(),
-        annotator_labels=data.annotator_labels(), traces=all_traces, n_resamples=n_resamples, seed=seed, level=level,
+        annotator_labels=data.annotator_labels(), traces=all_traces, splits=data.processbench_splits(),
+        n_resamples=n_resamples, seed=seed, level=level,
     )
     pairs = paired_steps(ref_steps, cand_steps)
     metrics = agreement_intervals.add_intervals(metrics, pairs,

@@ -18,6 +18,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from agreement import charts as agreement_charts
 from agreement import services as svc
+from agreement.core import processbench
 from agreement.models import CalibrationStudy
 from annotation import access, jobs
 from annotation.models import Job, Membership, Study, Trace
@@ -49,9 +50,29 @@ DISAGREEMENTS_PER_PAGE = 50
 
 def metric_rows(m: dict[str, Any]) -> list[dict[str, Any]]:
     undefined = m.get("undefined", {})
-    return [{"key": key, "label": label, "fmt": fmt, "value": m.get(key), "ci": m.get(ci), "n": m.get(n),
-             "n_name": n.replace("_", " "), "why": undefined.get(key)}
-            for key, label, fmt, n, ci in METRICS]
+    rows = []
+    for key, label, fmt, n, ci in METRICS:
+        rows.append({"key": key, "label": label, "fmt": fmt, "value": m.get(key), "ci": m.get(ci), "n": m.get(n),
+                     "n_name": n.replace("_", " "), "why": undefined.get(key)})
+        if key == "pb_f1":
+            rows.extend(_split_rows(m, undefined))
+    return rows
+
+
+def _split_rows(m: dict[str, Any], undefined: dict[str, str]) -> list[dict[str, Any]]:
+    """With ProcessBench items of several splits: each split's F1 and the paper's Average (the
+    unweighted mean of the split F1s), which is what ProcessBench reports, not the pooled F1 above."""
+    per = m.get("pb_splits") or {}
+    if len(per) < 2:
+        return []
+    rows = [{"key": f"pb_splits.{name}.pb_f1", "label": f"ProcessBench F1, {processbench.SPLIT_NAMES[name]} split",
+             "fmt": "num", "value": sm.get("pb_f1"), "ci": None, "n": sm.get("traces_compared"),
+             "n_name": "traces compared", "why": undefined.get(f"pb_splits.{name}.pb_f1")}
+            for name, sm in per.items()]
+    rows.append({"key": "pb_average_f1", "label": f"ProcessBench Average F1 (mean of the {len(per)} split F1s)",
+                 "fmt": "num", "value": m.get("pb_average_f1"), "ci": None, "n": m.get("traces_compared"),
+                 "n_name": "traces compared", "why": undefined.get("pb_average_f1")})
+    return rows
 
 
 def study_for(request: HttpRequest, study_id: int) -> tuple[Study, Membership]:

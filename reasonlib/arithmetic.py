@@ -93,7 +93,7 @@ _TOKEN_RE = re.compile(
         (?P<pct>\s?%)?
       )
     |(?P<op>\*\*|[-+*/^×·⋅∗÷∕\u2212\u2013])
-    |(?P<eq>=+(?!>))
+    |(?P<eq>=+(?!>)|≈)
     |(?P<lp>\()
     |(?P<rp>\))
     |(?P<sup>[²³])
@@ -258,13 +258,36 @@ def tokenize(text: str, visible: bool) -> list[Tok]:
         else:
             toks.append(Tok(kind, m.group(0), start, end, glued))
     # "2 x 0.5", "2x3", "5 X $4": an x between two operands is multiplication;
-    # "x = 5", "2x + 1", "33 + x" stay words (variables are not checkable).
+    # "x = 5", "2x + 1", "33 + x" stay words (variables are not checkable), and so
+    # does an x glued to one side only ("1.45x 11,520": a coefficient times x).
     for i in range(1, len(toks) - 1):
         t = toks[i]
         if t.kind == "word" and (t.text == "x" or t.text == "X"):
-            if toks[i - 1].kind in ("num", "rp", "sup") and toks[i + 1].kind in ("num", "lp"):
+            if toks[i - 1].kind in ("num", "rp", "sup") and toks[i + 1].kind in ("num", "lp") \
+                    and t.glued == toks[i + 1].glued:
                 t.kind, t.op = "op", "*"
+    if visible:
+        _mark_bullets(text, toks)
     return toks
+
+
+_BULLET_OPS = frozenset("-*+\u2013\u2212")
+
+
+def _mark_bullets(text: str, toks: list[Tok]) -> None:
+    # "- 3^2 = 9" on a line of its own: a markdown bullet (a dash, star or plus
+    # that opens a line and is followed by a blank) is no minus sign, so
+    # "8\n- 3^2 = 9" is not "8 - 3^2".
+    for t in toks:
+        if t.kind != "op" or t.text not in _BULLET_OPS:
+            continue
+        if text[t.end:t.end + 1] not in (" ", "\t"):
+            continue
+        j = t.start  # back over blanks only: linear however long the line
+        while j > 0 and text[j - 1] in " \t":
+            j -= 1
+        if j == 0 or text[j - 1] == "\n":
+            t.kind, t.op = "other", ""
 
 
 
@@ -554,7 +577,92 @@ def _floatish(seg: Seg) -> bool:
     return any(t.kind == "num" and t.sig >= 15 for t in seg.toks)
 
 
-def _judge_pair(left: Seg, right: Seg, rounds: bool = False) -> tuple[bool, Fraction | None, Tok | None]:
+def _weight(toks: list[Tok], i: int) -> int:
+    """How many times the number at ``toks[i]`` enters a product: its exponent in
+    "2.8284^2" or "(2.8284)^2", else 1."""
+    j = i + 1
+    while j < len(toks) and toks[j].kind == "rp":
+        j += 1
+    if j < len(toks):
+        if toks[j].kind == "sup":
+            return int(toks[j].value)
+        if toks[j].kind == "op" and toks[j].op == "^" and j + 1 < len(toks) and toks[j + 1].kind == "num":
+            e = toks[j + 1].value
+            if e.denominator == 1:
+                return min(abs(int(e)), 50)
+    return 1
+
+
+def _rounded_operands(left: Seg, right: Seg, value: Fraction, stated: Fraction) -> bool:
+    """Is the gap between ``value`` and ``stated`` no more than the rounding of the
+    operands shows? An operand with 4+ decimals ("0.4167" for 5/12, "2.8284" for
+    the square root of 8, "1.020150501" for 1.005^4 cut to 9 places) may stand for
+    anything within half a unit of its last place; to first order that moves a
+    product or quotient by the sum of the operands' relative errors (times their
+    exponents), and a sum by no more."""
+    if value == stated:
+        return True
+    tol = Fraction(0)
+    # A stated plain result keeps the rounding rule of _close: only operands count.
+    for seg in (left, right) if right.n_ops else (left,):
+        for i, t in enumerate(seg.toks):
+            if t.kind == "num" and t.decimals >= 4 and t.shown:
+                tol += _weight(seg.toks, i) * Fraction(1, 2 * 10**t.decimals) / abs(t.shown)
+    if not tol:
+        return False
+    return abs(value - stated) <= tol * max(abs(value), abs(stated))
+
+
+def _negative_lead(right: Seg) -> Tok | None:
+    # "120 - 875 = -755/288": a running step that opens with a negative number.
+    toks = right.toks
+    if len(toks) > 2 and toks[0].kind == "op" and toks[0].op == "-" and toks[1].kind == "num" \
+            and toks[1].glued and toks[2].kind == "op" and toks[2].op != "^":
+        lead = Tok("num", right.src[toks[0].start:toks[1].end], toks[0].start, toks[1].end, toks[0].glued)
+        lead.value = lead.shown = -toks[1].value
+        lead.decimals, lead.sig = toks[1].decimals, toks[1].sig
+        return lead
+    return None
+
+
+def _judge_pair(left: Seg, right: Seg, rounds: bool = False, approx: bool = False,
+                ) -> tuple[bool, Fraction | None, Tok | None]:
+    """(holds, stated value, leading token when only a running total matched).
+    ``approx``: the relation is "≈", which holds within a unit of the last place
+    the stated value shows."""
+    ok, stated, lead = _judge_exact(left, right, rounds)
+    if ok or left.value is None or stated is None:
+        return ok, stated, lead
+    if _rounded_operands(left, right, left.value, stated):
+        return True, stated, None
+    if approx and _near(left.value, right):
+        return True, stated, None
+    return ok, stated, lead
+
+
+_NEAR_REL = Fraction(1, 10**5)
+
+
+def _near(value: Fraction, right: Seg) -> bool:
+    """Does "value ≈ right" hold: within a unit of the last place the stated
+    number shows ("≈ 425,500": hundreds), or within 1e-5 relative (an estimate
+    carried through many digits is not wrong in its seventh)?"""
+    nums = [t for t in right.toks if t.kind == "num"]
+    if right.n_ops or len(nums) != 1 or right.value is None:
+        return False
+    t = nums[0]
+    if t.decimals:
+        unit = Fraction(1, 10**t.decimals)
+    else:
+        digits = t.text.replace(",", "").rstrip("%").strip().lstrip("$£€").strip()
+        unit = Fraction(10 ** (len(digits) - len(digits.rstrip("0")))) if digits.strip("0") else Fraction(1)
+    if t.pct:
+        unit /= 100
+    gap = abs(value - right.value)
+    return gap <= unit or gap <= _NEAR_REL * abs(right.value)
+
+
+def _judge_exact(left: Seg, right: Seg, rounds: bool = False) -> tuple[bool, Fraction | None, Tok | None]:
     """(holds, stated value, leading token when only a running total matched)."""
     # Percent as a unit only when the result is a percentage too: "28% - 0.5 =
     # 27.5%", but not "$50 + 10% = $60".
@@ -564,8 +672,10 @@ def _judge_pair(left: Seg, right: Seg, rounds: bool = False) -> tuple[bool, Frac
     nums = [t for t in right.toks if t.kind == "num"]
     if right.n_ops == 0 and len(nums) == 1:
         t = nums[0]
+        # Money shown to the cent is rounded to the cent ("30,769.23 × 1.40 = $43,076.92").
+        cents = t.decimals == 2 and t.text[:1] in "$£€"
         for v in lvals:
-            if _close(v, right.value, t.decimals, floatish, rounds=rounds):
+            if _close(v, right.value, t.decimals, floatish, rounds=rounds or cents):
                 return True, right.value, None
         if t.pct:
             # "1 / 7 = 14%" (a percentage shown whole is conventionally
@@ -579,9 +689,9 @@ def _judge_pair(left: Seg, right: Seg, rounds: bool = False) -> tuple[bool, Frac
     if any(_close(v, r, 0, floatish, rounds=rounds) for v in lvals for r in rvals):
         return True, right.value, None
     # A running total: "3 * 4 = 12 + 2 = 14" says 3 * 4 = 12.
-    lead = right.toks[0]
+    lead = _negative_lead(right) or right.toks[0]
     if lead.kind == "num" and len(right.toks) > 1:
-        nxt = right.toks[1]
+        nxt = right.toks[2 if lead is not right.toks[0] else 1]
         if nxt.kind == "op" and nxt.op != "^":
             for v in lvals:
                 if _close(v, lead.value, lead.decimals, floatish or lead.sig >= 15, rounds=rounds):
@@ -595,24 +705,29 @@ def _plain(seg: Seg) -> bool:
 
 
 def pair_claims(chain: list[Seg | None], src: str, source: str, anchor: int | None = None,
-                 skip: Callable[[Seg, Fraction | None], bool] | None = None,
+                 skip: Callable[[Seg, Seg, Fraction | None], bool] | None = None,
                  plain: Callable[[Seg, Seg], bool] | None = None, rounds: bool = False,
+                 approx: Sequence[bool] = (),
                  ) -> list[tuple[Claim, int, int, int]]:
     """Claims of one chain ``e0 = e1 = ... = ek`` as (claim, position,
     rhs start, rhs end). A pair ``L = R`` is a claim when L has an operator:
     "1 hour = 60 minutes" and "x = 5" are not arithmetic. Two plain numbers
     that differ (``12=13``, the ``7 = 8`` of ``3 + 4 = 7 = 8``) are a false
     claim when ``plain(left, right)`` allows it (bare equations: always).
-    A false pair for which ``skip(left, stated)`` holds is no claim (a range,
-    in visible text). ``rounds``: the text says it rounds (``_close``)."""
+    A false pair for which ``skip(left, right, stated)`` holds is no claim (a
+    range or shorthand, in visible text). ``rounds``: the text says it rounds
+    (``_close``); ``approx[k]``: the k-th relation is "≈", not "="."""
     out = []
-    for left, right in pairwise(chain):
+    for k, (left, right) in enumerate(pairwise(chain)):
         if left is None or right is None:
             continue
+        near = k < len(approx) and approx[k]
+        if near and right.n_ops:
+            continue  # "3183 * 3.1416 ≈ 3183 * 3": a rougher estimate, no claim
         if left.n_ops == 0:
             if not (_plain(left) and _plain(right)) or (plain is not None and not plain(left, right)):
                 continue
-            ok, stated, lead = _judge_pair(left, right, rounds)
+            ok, stated, lead = _judge_pair(left, right, rounds, near)
             if ok:
                 continue  # "12 = 12" says nothing checkable
         elif left.value is None:
@@ -620,8 +735,8 @@ def pair_claims(chain: list[Seg | None], src: str, source: str, anchor: int | No
         elif right.value is None:
             continue
         else:
-            ok, stated, lead = _judge_pair(left, right, rounds)
-            if not ok and skip is not None and skip(left, stated):
+            ok, stated, lead = _judge_pair(left, right, rounds, near)
+            if not ok and skip is not None and skip(left, right, stated):
                 continue
         if lead is not None:
             rhs_text, rhs_start, rhs_end = lead.text, lead.start, lead.end
@@ -642,16 +757,19 @@ ANNOTATION_RE = re.compile(r"<<([^<>]*)>>")
 ARITH = frozenset(("num", "op", "lp", "rp", "sup", "unit"))
 
 
-def _bare_chains(inner: str) -> list[list[Seg | None]]:
+def _bare_chains(inner: str) -> list[tuple[list[Seg | None], list[bool]]]:
     """The chain ``e0 = e1 = ...`` of bare arithmetic (a calculator annotation
-    or a skeleton check); a side that is not arithmetic is None."""
+    or a skeleton check), a side that is not arithmetic being None, and which
+    relations are "≈"."""
     if "=" not in inner:
         return []
     toks = tokenize(inner, visible=False)
     parts: list[list[Tok]] = [[]]
+    approx: list[bool] = []
     for t in toks:
         if t.kind == "eq":
             parts.append([])
+            approx.append(t.text == "≈")
         else:
             parts[-1].append(t)
     chain = []
@@ -660,21 +778,26 @@ def _bare_chains(inner: str) -> list[list[Seg | None]]:
             chain.append(segment(part, inner))
         else:
             chain.append(None)  # "3*A", "500/month*12", "2:15+2:38"
-    return [chain]
+    return [(chain, approx)]
 
 
 def chain_claims(inner: str, source: str, rounds: bool = False) -> list[Claim]:
     """The claims of a bare equation chain such as ``"16-3-4=9"``; ``rounds``:
     the text around it says it rounds."""
     out = []
-    for chain in _bare_chains(inner):
-        out.extend(claim for claim, _, _, _ in pair_claims(chain, inner, source, rounds=rounds))
+    for chain, approx in _bare_chains(inner):
+        out.extend(claim for claim, _, _, _ in pair_claims(chain, inner, source, rounds=rounds, approx=approx))
     return out
 
 
 # LaTeX is read as the plain arithmetic it typesets: \frac{a}{b}, \times, \text{...}.
 _LATEX_SUBS = [
     (re.compile(r"\\[dt]?frac\s*\{([^{}]*)\}\s*\{([^{}]*)\}"), r"((\1)/(\2))"),
+    # A closing \) or \] ends an expression: "\(2^9 = 512\) - \(3^1 = 3\)" and
+    # "\[ a = b \] \[ c = d \]" are two displays, not one chain.
+    (re.compile(r"\\\]\s*\\\[\s*(?==)"), " "),  # "\[ a = b \] \[ = c \]" goes on
+    (re.compile(r"\\[)\]]"), " ; "),
+    (re.compile(r"\\q?quad(?![A-Za-z])"), " "),
     (re.compile(r"\^\s*\{?\\circ\}?"), "°"),
     (re.compile(r" ?\\(?:times|cdot|ast)(?![A-Za-z]) ?"), " × "),
     (re.compile(r" ?\\div(?![A-Za-z]) ?"), " ÷ "),
@@ -684,18 +807,30 @@ _LATEX_SUBS = [
     (re.compile(r"\\([$%])"), r"\1"),
     (re.compile(r"(?<=\d)(?:\{,\}|\\,|,\\!)(?=\d{3})"), ","),
     (re.compile(r"\\(?:text|mathrm|textbf|mathbf|boxed|operatorname)\s*\{([^{}]*)\}"), r" \1 "),
-    (re.compile(r"\\(?:approx|neq|ne|leq|geq|le|ge|lt|gt|equiv|sim)(?![A-Za-z])"), " ≈ "),
+    # "≈" is read as approximately equal; the other relations stop a chain.
+    (re.compile(r"\\approx(?![A-Za-z])"), " ≈ "),
+    (re.compile(r"\\(?:neq|ne|leq|geq|le|ge|lt|gt|equiv|sim|cong|pmod|bmod|mod)(?![A-Za-z])"), " ≠ "),
     (re.compile(r"\\[,;:! ]"), " "),
     (re.compile(r"\^\{([^{}]*)\}"), r"^(\1)"),
 ]
 
 
 _FRAC = _LATEX_SUBS[0][0]
+# "3\frac{4}{5}": a whole number before a proper fraction of digits is a mixed number (3 4/5), not 3 * 4/5.
+_MIXED = re.compile(r"(?<![\d.])(\d+)\s*\\[dt]?frac\s*\{\s*(\d+)\s*\}\s*\{\s*(\d+)\s*\}")
+
+
+def _mixed(m: re.Match[str]) -> str:
+    whole, num, den = m.groups()
+    if int(num) >= int(den):
+        return m.group(0)
+    return f"({whole}+({num})/({den}))"
 
 
 def unlatex(text: str) -> str:
-    if "\\" not in text and "^{" not in text:
+    if "\\" not in text and "^{" not in text and "{,}" not in text:  # "2{,}180" needs no backslash
         return text
+    text = _MIXED.sub(_mixed, text)
     for _ in range(4):  # nested fractions, innermost first
         text, n = _FRAC.subn(_LATEX_SUBS[0][1], text)
         if not n:

@@ -20,6 +20,7 @@ from agreement.core.pairs import (
     paired_traces,
     require,
 )
+from agreement.core.processbench import split_metrics
 from agreement.core.steps import by_position_of_pairs, step_agreement_of_pairs
 from scoring.core.bootstrap import check_level
 from scoring.core.labels import complete_traces
@@ -50,6 +51,7 @@ def agreement_metrics(
     ratings: pd.DataFrame | None = None,
     annotator_labels: pd.DataFrame | None = None,
     traces: pd.DataFrame | None = None,
+    splits: pd.DataFrame | None = None,
     n_resamples: int = 1000,
     seed: int | None = 0,
     level: float = 0.95,
@@ -77,6 +79,10 @@ def agreement_metrics(
     * ``traces`` (trace_id, n_steps of every trace in scope): first-error
       metrics read each source's first error from its labels on all of them
       (:func:`first_error_pairs`); without it, from the score tables;
+    * ``splits`` (trace_id, split of the traces that are ProcessBench items):
+      ``pb_splits`` (first-error metrics per split) and, with two splits or
+      more, ``pb_average_f1``, the paper's unweighted mean of the split F1s
+      (:func:`agreement.core.processbench.split_metrics`);
     * bootstrap: {n_resamples, seed, level};
     * undefined: metric -> reason for every metric that is None (nested
       metrics as ``ratings.reference.pearson_r``, ``annotators.fleiss_kappa``).
@@ -94,9 +100,15 @@ def agreement_metrics(
     scored = paired_traces(ref_s, cand_s)
     # First-error metrics on every trace whose first error both sources
     # determine (not only the completely labelled ones): ProcessBench's rule.
-    out.update(merge_undefined(undefined, first_error_of_pairs(first_error_pairs(
-        reference_labels, candidate_labels,
-        ref_s if traces is None else traces, cand_s if traces is None else traces))))
+    fe_pairs = first_error_pairs(reference_labels, candidate_labels,
+                                 ref_s if traces is None else traces, cand_s if traces is None else traces)
+    out.update(merge_undefined(undefined, first_error_of_pairs(fe_pairs)))
+    if splits is not None:
+        per_split = merge_undefined(undefined, split_metrics(fe_pairs, splits))
+        if "pb_splits" in per_split:
+            per_split["pb_splits"] = {name: merge_undefined(undefined, m, f"pb_splits.{name}.")
+                                      for name, m in per_split["pb_splits"].items()}
+        out.update(per_split)
     corr = merge_undefined(undefined, score_correlation_of_pairs(scored, int(n_resamples), seed, level))
     corr.pop("n")
     out.update(corr)

@@ -4,6 +4,7 @@ hold, neutral when nothing is checkable."""
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -78,7 +79,17 @@ def _fmt(v: Fraction | None, min_decimals: int = 0) -> str:
 
 
 def _describe_false(c: Claim) -> str:
-    decimals = len(c.rhs.rsplit(".", 1)[1]) if "." in c.rhs else 0
+    if " remainder " in c.rhs:  # equations.remainder_claims
+        a, b = (int(x.replace(",", "")) for x in re.split(r"\s*[÷/]\s*", c.lhs))
+        return f'claim "{c.text}" is false: {c.lhs} = {a // b} remainder {a % b}'
+    decimals = len(c.rhs.rsplit(".", 1)[1].rstrip("% ")) if "." in c.rhs else 0
+    if c.rhs.rstrip().endswith("%") and c.value is not None and c.stated is not None:
+        # A percentage is shown as one: "0.0625 * 100% = 6%" is 6.25%, and
+        # "10 / 20 * 100 = 40%" is 50% (the left side already counts percent).
+        # Whichever reading is nearer the stated percentage is the one meant.
+        stated_pct = c.stated * 100
+        as_pct = min((c.value * 100, c.value), key=lambda v: abs(v - stated_pct))
+        return f'claim "{c.text}" is false: {c.lhs} = {_fmt(as_pct, decimals)}%'
     return f'claim "{c.text}" is false: {c.lhs} = {_fmt(c.value, decimals)}'
 
 

@@ -206,3 +206,87 @@ def test_division_rounded_to_its_decimals(a, b, places):
 ])
 def test_plain_numbers_in_prose_are_not_claims(text):
     assert check_step(text).verdict == "neutral", text
+
+
+# Issue 30 item 3: real notation from ProcessBench MATH solutions and R1 / gpt-oss thoughts.
+# Each line is (text, verdict, reason or None); "neutral" ones were misread as false claims before.
+REAL_NOTATION = [
+    # unknowns and words: not checked as numbers
+    ("\\[ (1 + 0.005)^{12} = 1 + r \\]", "neutral", None),
+    ("Jam has 3 boxes +2 loose =26 => 3x+2=26", "neutral", None),
+    ("So 18r +50 +20 =160 =>18r=90", "neutral", None),
+    ("bring: -16 +64 = 4s-2s", "neutral", None),
+    ("\\[ 10^2 = 6^2 + OP^2 \\]", "neutral", None),
+    ("\\[ 6^2 = 5^2 + 5^2 - 2 \\cdot 5 \\cdot 5 \\cdot \\cos \\angle PXS \\]", "neutral", None),
+    ("\\[ V_1 = \\frac{4}{3} \\pi (1.5)^3 = \\frac{4}{3} \\pi \\cdot 3.375 \\]", "neutral", None),
+    ("16,520.25 - 5,000 = 1.45x  \n 11,520.25", "neutral", None),
+    ("(1 + 0.005)^12 = 1 + 12*0.005 + (12*11)/2*0.005^2 + ...", "neutral", None),
+    # list and running shorthand
+    ("Rent 1/4 =1500. Remaining 4500.", "neutral", None),
+    ("Poppy places 1/4 =250.", "neutral", None),
+    ("We sum: spay $200 + 3 vaccines * $20 = $60 + 4 vases * $12 = $48.", "neutral", None),
+    ("If he fixes: fine $120 + 3*25 = $75, total $195.", "neutral", None),
+    ("chicken $12 + 5*3=15 + 4*1.5=6 => subtotal =33.", "neutral", None),
+    ("3182 - 319 + 1 = 3182 - 319 = 2863; 2863 + 1 = 2864.", "valid", None),
+    ("(1/4 + 1/2) * 364 = (0.25+0.5)=0.75", "valid", None),
+    ("240 * 145 = 240*100=24000, +240*45=10800, sum 34800.", "valid", None),
+    ("So, c = 120 - 875 = -755/288", "valid", None),
+    # ranges, other bases, remainders
+    ("She normally sleeps 10pm-6am = 8h =480 min.", "neutral", None),
+    ("grades 4-7 inclusive = 4 grades", "neutral", None),
+    ("6 = 0110", "neutral", None),
+    # an integer division with its remainder is a claim of its own: q·b + r = a, 0 ≤ r < b
+    ("\\[ 19 \\div 4 = 4 \\text{ remainder } 3 \\]", "valid", None),
+    ("\\[20 \\div 6 = 3\\, R\\, 2\\]", "valid", None),
+    ("194 ÷ 11 = 17 with a remainder of 7", "valid", None),
+    ("- \\(227 \\div 60 = 3\\) remainder \\(47\\)", "valid", None),
+    ("194 ÷ 11 = 17 with a remainder of 9.", "invalid",
+     'claim "194 ÷ 11 = 17 remainder 9" is false: 194 ÷ 11 = 17 remainder 7'),
+    ("\\(1121 \\div 3^5 = 1121 \\div 243 = 4\\) remainder \\(133\\)", "invalid",
+     'claim "1121 ÷ 243 = 4 remainder 133" is false: 1121 ÷ 243 = 4 remainder 149'),
+    ("2 + 18 ÷ 4 = 4 remainder 2", "neutral", None),  # the division is part of a sum
+    ("419,430 ÷ 262,144 = 1 with a remainder of 419,430 - 262,144 = 157,286", "valid", None),
+    ("\\[ 2863 \\div 1344 = 2 \\quad \\text{(quotient)} \\]", "neutral", None),
+    ("\\[2250 \\div 360 = 6 \\text{ full rotations with } 90 \\text{ degrees remaining}\\]", "neutral", None),
+    ("16 - 10 = 7 apples with 2 apples left", "invalid", None),  # not a division: still a claim
+    ("We are told that $\\frac{1}{7}=0.14285714285$...", "neutral", None),  # said to go on
+    ("New position: 1st - 5 = 6th", "neutral", None),  # positions count the other way
+    ("12 : 4 = 3 : 1 .", "neutral", None),  # a ratio
+    ("Step 3: 12 = 13", "invalid", None),
+    ("430 + 750 + 300 + 700 = 2{,}180", "valid", None),
+    ("21 - 3 = 2S \\\\", "neutral", None),
+    ("30,769.23 \\times 1.40 = \\$43{,}076.92.", "valid", None),  # money to the cent
+    ("$4.20 + $9.45 + $1.35 = $14.99", "invalid", None),
+    # bullets, mixed numbers, displays
+    ("- \\(2^9 = 512\\) - \\(3^1 = 3\\)", "valid", None),
+    ("- \\( 3^1 = 3 \\mod 8 \\)\n- \\( 3^2 = 9 \\equiv 1 \\mod 8 \\)", "valid", None),
+    ("\\[3\\frac{4}{5} = \\frac{3 \\cdot 5 + 4}{5} = \\frac{19}{5}.\\]", "valid", None),
+    ("\\[= 24 \\times 24 \\times (11111)\\] \\[= 576 \\times 11111\\] \\[= 6399936\\]", "valid", None),
+    ("\\[ x = 5 \\] \\[ 3 + 4 = 7 \\]", "valid", None),
+    # tentative claims corrected at once
+    ("3.5 + 2*7.5 = 15? Actually 7.5 each so 15 total.", "neutral", None),
+    # rounding: a rounded operand is not the false claim; the wrong product is
+    ("x^2 = (2.8284)^2 = 8", "valid", None),
+    ("3650*0.10*0.4167=3650*0.041667≈152.08", "valid", None),
+    ("1.005^5 = 1.020150501 * 1.005 ≈ 1.025251002", "valid", None),  # 1.005^4 cut to 9 places; ≈ to 1e-5
+    ("1.020150501 * 1.005 ≈ 1.030301502", "invalid",
+     'claim "1.020150501 * 1.005 ≈ 1.030301502" is false: 1.020150501 * 1.005 = 1.025251253505'),
+    # still false
+    ("$10 + $24 + $12 + $14 = $50", "invalid", None),  # a dropped term is no shorthand
+    ("30 millipedes * 2 - 12 = 60 stink bugs", "invalid", None),
+    ("8/24 = 3 trips", "invalid", None),
+    ("4 × $\\frac{9}{4}$ = $\\frac{(4)(9)}{(4)(4)}$.", "invalid", None),
+    ("(-0.31845)/(-0.22314) = 1.428.", "invalid", None),
+    # issue 30 item 6
+    ("Then 12 = 13 clearly.", "invalid", 'claim "12 = 13" is false: 12 = 12'),
+    ("0.0625 * 100% = 6%", "invalid", 'claim "0.0625 * 100% = 6%" is false: 0.0625 * 100% = 6.25%'),
+    ("10 / 20 * 100 = 40%", "invalid", 'claim "10 / 20 * 100 = 40%" is false: 10 / 20 * 100 = 50%'),
+]
+
+
+@pytest.mark.parametrize(("text", "verdict", "reason"), REAL_NOTATION)
+def test_real_notation(text, verdict, reason):
+    result = check_step(text)
+    assert result.verdict == verdict, (text, result)
+    if reason is not None:
+        assert result.reason == reason

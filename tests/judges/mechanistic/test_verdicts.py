@@ -131,8 +131,10 @@ def test_the_demo_verdict_counts_are_pinned(scan):
     verdicts = Counter(result.verdict for _, _, result in scan)
     # (Issue 23: 8 steps that cut a repeating decimal or round an exact
     # value without saying so, and "we get 3 = 7", turned invalid.)
-    assert dict(verdicts) == {"valid": 16_503, "invalid": 330, "neutral": 1_043}
-    assert len({key[:2] for key, _, result in scan if result.verdict == "invalid"}) == 285
+    # (Issue 30: "3 hours - 80 minutes = 77 minutes" and "12 boxes - 40 oranges =
+    # 28 oranges" subtract different things, so they have no number to check.)
+    assert dict(verdicts) == {"valid": 16_503, "invalid": 328, "neutral": 1_045}
+    assert len({key[:2] for key, _, result in scan if result.verdict == "invalid"}) == 283
     assert sum(1 for _, _, result in scan if result.skeleton_refs) == 8_275
 
 
