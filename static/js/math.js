@@ -11,6 +11,22 @@
     { left: "\\(", right: "\\)", display: false }
   ];
 
+  /* Reasoning models' thoughts write inline math as $...$ (R1: "$3(1+3(1+3))$"), where "$" is also money. The
+   * rule pandoc uses tells them apart: an opening "$" is followed by a non-space, a closing one follows a
+   * non-space and is not followed by a digit -- so "costs $3 and $4" stays text and "$x + 1$" is math. Each such
+   * pair in the step's own text becomes \(...\), which the delimiters above typeset. */
+  var INLINE_DOLLARS = /(^|[^$\\])\$(?=[^\s$])((?:[^$\\\n]|\\.)*?[^\s$\\])\$(?![\d$])/g;
+  function inlineDollars(el) {
+    if (el.textContent.indexOf("$") === -1) return;
+    var walker = document.createTreeWalker(el, NodeFilter.SHOW_TEXT), node, nodes = [];
+    while ((node = walker.nextNode())) nodes.push(node);
+    nodes.forEach(function (n) {
+      var text = n.nodeValue;
+      var out = text.replace(INLINE_DOLLARS, function (_m, before, tex) { return before + "\\(" + tex + "\\)"; });
+      if (out !== text) n.nodeValue = out;
+    });
+  }
+
   function typeset(root) {
     if (!window.katex) return;
     root.querySelectorAll("span.math:not([data-typeset])").forEach(function (el) {
@@ -23,6 +39,7 @@
     });
     if (!window.renderMathInElement) return;
     root.querySelectorAll(".step-text:not([data-typeset])").forEach(function (el) {
+      inlineDollars(el);
       if (el.textContent.indexOf("\\") === -1 && el.textContent.indexOf("$$") === -1) return;
       window.renderMathInElement(el, { delimiters: MODEL_DELIMITERS, throwOnError: false, trust: false });
       el.setAttribute("data-typeset", "");

@@ -100,3 +100,26 @@ def test_review_a_5000_step_thought(live_server, browser, owner, study):  # noqa
     mine = dict(StepLabel.objects.filter(step__trace=trace, annotator=owner).values_list("step__index", "verdict"))
     assert mine == {1: "valid", 2: "invalid", 3: "valid", 2500: "neutral"}
     assert not problems, problems
+
+
+def test_inline_dollar_math_in_a_thought_is_typeset_and_money_is_not(live_server, browser, owner, study,  # noqa: F811
+                                                                     do_import):
+    """R1 writes inline math as $...$ in its thought; "$" is money too. The pandoc rule tells them apart."""
+    from tests.conftest import jsonl
+    from tests.review.browser import sign_in
+
+    thought = ("We need $3(1+3(1+3))$ first.\n\nThe pens cost $3 and $4, so $7 in all.\n\n"
+               "Then $x^2 = 9$, so $x = 3$.")
+    report = do_import(jsonl({"kind": "problem", "problem_id": "p", "statement": "?", "gold_answer": "3"},
+                             {"kind": "trace", "problem_id": "p", "model": "r1", "trace_id": "t",
+                              "raw": f"<think>{thought}</think>The answer is 3.", "answer": "3"}))
+    assert report.committed, report.rejected
+    from annotation.models import Trace
+
+    page = sign_in(browser, live_server.url, "olivia", "pw-olivia")
+    page.goto(f"{live_server.url}/traces/{Trace.objects.get().pk}/")
+    steps = page.locator("li.step .step-text")
+    expect(steps.nth(0).locator(".katex")).to_have_count(1)
+    expect(steps.nth(2).locator(".katex")).to_have_count(2)
+    expect(steps.nth(1)).to_contain_text("cost $3 and $4, so $7 in all")
+    expect(steps.nth(1).locator(".katex")).to_have_count(0)
