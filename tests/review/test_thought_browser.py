@@ -86,6 +86,11 @@ def test_review_a_5000_step_thought(live_server, browser, owner, study):  # noqa
     expect(page.locator("#s4321 mark.hit")).to_have_text("marmalade")
     expect(page.locator("#search-status")).to_have_text("1 of 1 steps")
     _shot(page, "thought-searching")
+    # A four-digit step number stays on one line in the gutter (it wrapped as "432 / 1").
+    number = page.locator("#s4321 .step-no")
+    assert page.evaluate("el => { const r = document.createRange(); r.selectNodeContents(el.firstChild);"
+                         " return new Set(Array.from(r.getClientRects()).map(x => Math.round(x.top))).size; }",
+                         number.element_handle()) == 1
 
     # End: the last step is the answer's; k walks back into the thought's last block
     page.locator("#trace-search").press("Escape")
