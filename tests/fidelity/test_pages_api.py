@@ -32,6 +32,11 @@ def test_the_report_page_shows_the_four_axes_and_the_ranked_table(client, owner,
     assert 'data-chart="chart-fp"' in page and "tfidf-cosine" in page
     listing = client.get(f"/studies/{finished.suite.study_id}/fidelity/").content.decode()
     assert "Models side by side" in listing and f"run {finished.pk}" in listing
+    # Every abbreviated column is spelled out: a title on the header and a legend under the table.
+    for abbr, words in (("CP", "change propagation"), ("RA", "reasoning adaptation"), ("AA", "answer adjustment"),
+                        ("SC", "step consistency"), ("T̂", "transitivity"), ("Halluc.", "hallucination")):
+        assert f'">{abbr}</abbr>' in listing and f"<strong>{abbr}</strong> {words}" in listing, abbr
+    assert '<abbr title="Change Propagation' in page
 
 
 def test_the_item_view_escapes_trace_text_and_highlights_changed_numbers(client, member, finished):
