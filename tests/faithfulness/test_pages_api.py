@@ -33,6 +33,7 @@ def test_the_overview_shows_tiers_ifr_and_the_anytime_chart_with_its_table(clien
     client.force_login(member)
     page = client.get(url).content.decode()
     assert "tiny" in page and "L1" in page and "+ Halting" not in page
+    assert "an undefined k* counts as a false STOP" in page  # the halting table says how it counts
     assert 'data-chart="chart-anytime-steps"' in page and 'id="chart-anytime-steps" type="application/json"' in page
     assert '<span class="nowrap">1: 0.000</span> · <span class="nowrap">2: 1.000</span>' in page and "0.667" in page
     assert 'data-chart="chart-difficulty"' in page
