@@ -5,7 +5,7 @@ from annotation.importing.adapters import PATH_FORMAT_NEEDS_MODEL, PATH_FORMATS,
 from annotation.importing.archives import is_archive
 from annotation.models import DESCRIPTION_MAX, Problem, Study
 from annotation.review import queues
-from annotation.services import upload_too_large
+from annotation.services import study_name_taken, upload_too_large
 
 #: Human names of the import formats (docs/import-format.md); a format another app registers without one here
 #: is offered under its own name.
@@ -79,6 +79,12 @@ class ImportForm(forms.Form):
 ROLE_CHOICES = [("annotator", "Annotator"), ("adjudicator", "Adjudicator"), ("owner", "Owner")]
 
 
+def _free_study_name(name: str, instance: Study) -> str:
+    if study_name_taken(name, exclude=instance if instance.pk else None):
+        raise forms.ValidationError("A study with this name already exists (names are compared ignoring case).")
+    return name
+
+
 class StudyForm(forms.ModelForm):
     """A new study: the creator becomes its owner (annotation.services.do_create_study)."""
 
@@ -98,6 +104,9 @@ class StudyForm(forms.ModelForm):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.fields["description"].validators.append(MaxLengthValidator(DESCRIPTION_MAX))
+
+    def clean_name(self) -> str:
+        return _free_study_name(self.cleaned_data["name"], self.instance)
 
 
 class StudySettingsForm(forms.ModelForm):
@@ -129,6 +138,9 @@ class StudySettingsForm(forms.ModelForm):
         self.fields["primary_judge"].queryset = self.instance.judges.order_by("name")
         self.fields["primary_judge"].initial = self.instance.primary_judge_id
         self.fields["description"].validators.append(MaxLengthValidator(DESCRIPTION_MAX))
+
+    def clean_name(self) -> str:
+        return _free_study_name(self.cleaned_data["name"], self.instance)
 
 
 class ProblemEditForm(forms.ModelForm):

@@ -42,6 +42,15 @@ def do_create_study(name: str, *, owner, **fields) -> Study:
     return study
 
 
+def study_name_taken(name: str, *, exclude: Study | None = None) -> bool:
+    """Whether another study has this name, whatever its case: "GSM8K" and "gsm8k" in one list are two studies
+    nobody can tell apart (web and API alike; the column's own unique constraint is case-sensitive)."""
+    others = Study.objects.filter(name__iexact=name.strip())
+    if exclude is not None:
+        others = others.exclude(pk=exclude.pk)
+    return others.exists()
+
+
 #: Study fields the scores depend on: the "final" source falls back to the primary judge.
 STUDY_SCORED_FIELDS = ("primary_judge",)
 #: Problem fields the analytics read: leaderboards grouped or filtered by domain are cached

@@ -8,7 +8,7 @@ from annotation import jobs
 from annotation.importing.adapters import UPLOAD_FORMATS
 from annotation.models import DESCRIPTION_MAX, Job, Membership, Problem, Skeleton, SkeletonStep, Step, Study, Trace
 from annotation.review import queues
-from annotation.services import upload_too_large
+from annotation.services import study_name_taken, upload_too_large
 
 
 class HtmlUrlMixin(serializers.Serializer):
@@ -18,6 +18,12 @@ class HtmlUrlMixin(serializers.Serializer):
         request = self.context.get("request")
         url = obj.get_absolute_url() if hasattr(obj, "get_absolute_url") else None
         return request.build_absolute_uri(url) if request and url else url
+
+
+def _free_study_name(name: str, instance: Study | None) -> str:
+    if study_name_taken(name, exclude=instance):
+        raise serializers.ValidationError("a study with this name already exists (names are compared ignoring case)")
+    return name
 
 
 class StudySerializer(HtmlUrlMixin, serializers.ModelSerializer):
@@ -30,6 +36,9 @@ class StudySerializer(HtmlUrlMixin, serializers.ModelSerializer):
                   "default_profile", "role", "created_at", "html_url"]
         read_only_fields = ["id", "created_at", "default_profile"]
         extra_kwargs = {"description": {"max_length": DESCRIPTION_MAX}}
+
+    def validate_name(self, value: str) -> str:
+        return _free_study_name(value, self.instance)
 
     def get_role(self, obj: Study) -> str | None:
         roles = self.context.get("roles") or {}
@@ -44,6 +53,9 @@ class StudyUpdateSerializer(serializers.ModelSerializer):
         model = Study
         fields = ["name", "description", "blind", "segmenter", "thought_segmenter", "primary_judge"]
         extra_kwargs = {"description": {"max_length": DESCRIPTION_MAX}}
+
+    def validate_name(self, value: str) -> str:
+        return _free_study_name(value, self.instance)
 
     def validate_primary_judge(self, value):
         if not value:

@@ -108,3 +108,20 @@ def test_a_new_gold_answer_rechecks_the_automatic_verdicts_and_keeps_the_others(
     assert refused.status_code == 400 and "This field is required." in refused.content.decode()
     problem.refresh_from_db()
     assert problem.gold_answer == "5"
+
+
+def test_study_names_differing_only_by_case_are_refused_on_the_page_and_in_the_api(owner, study):
+    client = signed_in(owner)
+    other = client.post(reverse("study-create"), {"name": "study a", "segmenter": "lines"})
+    assert other.status_code == 400 and "names are compared ignoring case" in other.content.decode()
+    api = client.post("/api/v1/studies/", {"name": "STUDY A"}, content_type="application/json")
+    assert api.status_code == 400 and [e["field"] for e in api.json()["errors"]] == ["name"]
+    second = client.post("/api/v1/studies/", {"name": "Study B"}, content_type="application/json")
+    assert second.status_code == 201
+    renamed = client.patch(f"/api/v1/studies/{second.json()['id']}/", {"name": "study A"},
+                           content_type="application/json")
+    assert renamed.status_code == 400
+    # Its own name in another case is not a clash with itself.
+    same = client.post(reverse("study-settings", args=[study.pk]), _settings(study, name="STUDY A"))
+    assert same.status_code == 302
+    assert Study.objects.filter(name__iexact="study a").count() == 1
