@@ -164,3 +164,17 @@ def test_tuning_runs_on_the_calibration_page(client, scored_pairs, owner):
                       + "?tune=judge:gpt&omegas=0,5").content.decode()
     assert 'data-chart="chart-tuning"' in page
     assert "Pearson r is undefined at every grid point" in page  # two validation traces are too few
+
+
+def test_a_study_with_nothing_to_compare_says_so_instead_of_empty_tables_and_axes(client, owner, study, do_import):
+    """Issue 31: a study without labels from both sources showed 12 rows of "–" and a chart from -1 to 6."""
+    from tests.conftest import jsonl
+
+    assert do_import(jsonl({"kind": "problem", "problem_id": "p", "statement": "?", "gold_answer": "1"},
+                           {"kind": "trace", "problem_id": "p", "model": "m", "steps": ["1 = 1"], "answer": "1"}
+                           )).committed
+    client.force_login(owner)
+    page = client.get(reverse("scoring-agreement", args=[study.pk])).content.decode()
+    assert "Nothing to compare yet" in page
+    assert "Confusion matrix" not in page and 'data-chart="chart-position"' not in page
+    assert "Export agreement:" in page  # the exports stay
