@@ -124,6 +124,8 @@ def hazard(request: HttpRequest, study_id: int) -> HttpResponse:
         relative_chart=charts.relative_hazard_curves(data["relative_hazard"] if data else {}, colors),
         relative_exports=_export_links(study, sel, "relative-hazard"),
         recovery=data["recovery"] if data else [],
+        # The thought-error section is about thoughts: without any in the selection it says so in one line.
+        any_thought=any(r["traces_with_thought"] for r in (data["recovery"] if data else [])),
         recovery_chart=charts.recovery_bars(data["recovery"] if data else [], colors),
         recovery_exports=_export_links(study, sel, "recovery"),
         channels=sel.profile.as_profile().channels,

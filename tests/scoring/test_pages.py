@@ -105,6 +105,12 @@ def test_htmx_filter_changes_get_only_the_partial(client, member, scored):
     assert '<option value="human" selected>' in partial and '<option value="m1" selected>' in partial
 
 
+def test_the_thought_error_section_of_a_study_without_thoughts_is_one_line(client, member, scored):
+    client.force_login(member)
+    page = client.get(reverse("scoring-hazard", args=[scored.pk])).content.decode()
+    assert 'id="no-thought"' in page and 'data-chart="chart-recovery"' not in page
+
+
 def test_a_bad_filter_answers_400_naming_it(client, member, scored):
     client.force_login(member)
     response = client.get(reverse("scoring-leaderboard", args=[scored.pk]), {"profile": "nope"})
