@@ -882,10 +882,32 @@ def _adjudication_page(request: HttpRequest, study: Study, membership: Membershi
             Prefetch("labels", queryset=StepLabel.objects.select_related("annotator", "judge").order_by("kind", "pk"))
         ).get(pk=failed["step"])
         items.insert(0, _adjudication_item(step, study, failed["error"], failed["level"], posted=failed["posted"]))
+    _add_steps_before(items)
     context = {"study": study, "membership": membership, "page": page, "items": items, "status": show,
                "query": _page_query(request), "models": study_models(study), "model": request.GET.get("model", ""),
                "next_url": next_url or request.get_full_path()}
     return render(request, "annotation/adjudication.html", context, status=status)
+
+
+#: How many steps before a disputed step its adjudication item shows (a claim often rests on the step before it).
+STEPS_BEFORE = 3
+
+
+def _add_steps_before(items: list[dict]) -> None:
+    """Each item's ``before``: the disputed step's last STEPS_BEFORE predecessors in its trace, read for the whole
+    page in one query (a thought can have thousands of steps: never the whole prefix)."""
+    if not items:
+        return
+    wanted = Q()
+    for item in items:
+        step = item["step"]
+        wanted |= Q(trace_id=step.trace_id, index__gte=step.index - STEPS_BEFORE, index__lt=step.index)
+    before: dict[int, list[Step]] = {}
+    for s in Step.objects.filter(wanted).only("pk", "trace_id", "index", "text", "channel").order_by("trace_id", "index"):
+        before.setdefault(s.trace_id, []).append(s)
+    for item in items:
+        step = item["step"]
+        item["before"] = [s for s in before.get(step.trace_id, []) if step.index - STEPS_BEFORE <= s.index < step.index]
 
 
 def _adjudication_item(step: Step, study: Study, error: str = "", level: str = "", *, posted: dict | None = None) -> dict:
@@ -947,5 +969,6 @@ def adjudicate(request: HttpRequest, step_id: int) -> HttpResponse:
         Prefetch("labels", queryset=StepLabel.objects.select_related("annotator", "judge").order_by("kind", "pk"))
     ).get(pk=step.pk)
     item = _adjudication_item(step, study, error, level, posted=posted if status == 400 else None)
+    _add_steps_before([item])
     return render(request, "annotation/adjudication.html#item", {"item": item, "study": study, "next_url": back},
                   status=status)

@@ -11,6 +11,7 @@ from annotation.models import LabelHistory, Step, StepLabel, Trace
 from annotation.review.adjudication import disagreement_steps, do_adjudicate
 from annotation.review.base import Conflict, ReviewError
 from annotation.review.progress import study_progress
+from tests.conftest import jsonl, signed_in
 from tests.review.conftest import human_label, judge, judge_label
 
 pytestmark = pytest.mark.django_db
@@ -155,3 +156,17 @@ def test_the_show_filter_is_in_the_url_and_settled_works(client, seeded, trace, 
     assert "SETTLED-REASON" in client.get(url, {"status": "resolved"}).content.decode()  # the older name
     # A decision posted from the filtered page comes back to it.
     assert f'name="next" value="{url}?status=settled"' in settled
+
+
+def test_a_disputed_step_comes_with_the_three_steps_before_it(adjudicator, member, annotator2, study, do_import):
+    steps = [f"Step text number {i}" for i in range(1, 7)]
+    assert do_import(jsonl({"kind": "problem", "problem_id": "p", "statement": "?", "gold_answer": "1"},
+                           {"kind": "trace", "problem_id": "p", "model": "m", "steps": steps, "answer": "1"})).committed
+    trace = Trace.objects.get()
+    human_label(trace, 5, member, "valid")
+    human_label(trace, 5, annotator2, "invalid")
+    page = signed_in(adjudicator).get(reverse("adjudication", args=[study.pk])).content.decode()
+    assert "The 3 steps before" in page
+    for i in (2, 3, 4):
+        assert f'<li value="{i}"><div class="step-text">Step text number {i}</div></li>' in page
+    assert "Step text number 1<" not in page and "Step text number 6" not in page
