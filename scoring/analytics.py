@@ -46,6 +46,8 @@ SCORE_EXPORT_FIELDS = [
     "lucky_guess", "empty",
 ]
 HAZARD_FIELDS = list(HAZARD_COLUMNS)
+#: The hazard export: the page's tables, one per model, stacked with a model column.
+HAZARD_EXPORT_FIELDS = ["model", *HAZARD_FIELDS]
 #: Bins of the hazard by relative position (tenths of the trace).
 RELATIVE_BINS = 10
 RELATIVE_HAZARD_FIELDS = ["model"] + RELATIVE_HAZARD_COLUMNS
@@ -373,6 +375,17 @@ def hazard_rows(sel: Selection) -> list[dict[str, Any]]:
     if sel.model:
         return data["hazard"].get(sel.model, [])
     return data["hazard_all"]
+
+
+def hazard_table_rows(sel: Selection) -> list[dict[str, Any]]:
+    """The hazard page's tables as tidy rows: one table per model (only the selected one with a model
+    filter), each row with its model, in the page's order. The pooled table of every model together is the
+    REST endpoint's (hazard_rows), not the page's."""
+    score_set = sel.score_set
+    if score_set is None:
+        return []
+    data = summary(score_set, sel.model or "", sel.domain, sel.profile.as_profile().tau)
+    return [{"model": m, **{k: r[k] for k in HAZARD_FIELDS}} for m, table in data["hazard"].items() for r in table]
 
 
 def relative_hazard_rows(sel: Selection) -> list[dict[str, Any]]:
