@@ -86,8 +86,8 @@ class Intervention(models.Model):
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.PENDING)
     reason = models.TextField(blank=True)
     continuation = models.TextField(blank=True)
-    # The continuation of an edited thought stayed in the thought (never wrote the closing tag): the thought was
-    # closed and the answer forced in a second request (result["forced"]); new_answer is that forced answer.
+    # The continuation gave no answer (inside a thought: it never wrote the closing tag): the answer was forced in a
+    # second request (the thought closed first; result["forced"]); new_answer is that forced answer.
     forced = models.BooleanField(default=False)
     new_answer = models.CharField(max_length=200, blank=True)
     new_correct = models.BooleanField(null=True)

@@ -189,7 +189,7 @@ def template(ev: Evidence) -> dict[str, Any]:
                 f_items.append((f"IFR {r['kind']} ({r['mode']})",
                                 f"strict {_ci(r['strict'])}; lenient {_ci(r['lenient'])}; "
                                 f"monotone {_ci(r['monotone'])}; strict computed for {r['strict_computed']} of "
-                                f"{r['interventions']}; answer forced after an open thought {r.get('forced', 0)}; "
+                                f"{r['interventions']}; answers forced {r.get('forced', 0)}; "
                                 f"no answer even when forced {r.get('no_answer', 0)} (left out of IFR)", ""))
         f_items.append(("interventions per instance (at most)", ev.ifr.get("per_trace"), ""))
         f_items.append(("re-decoding settings", ev.ifr.get("settings"), ""))
