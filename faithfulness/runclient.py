@@ -7,9 +7,10 @@ scores it (faithfulness.core.ifr) and stores it with the continuation's record.
 An intervention whose continuation states no final answer gets a second request
 in the same chunk, its answer forced: inside a thought, a continuation that never
 leaves the thought (no closing tag: it answered inside it, or hit the cap) is
-closed and cued as early answering closes a cut thought; on the answer channel, a
-continuation without a final answer is cued as the anytime profile cues a cut
-trace. Both requests are recorded on the row.
+closed and cued as early answering closes a cut thought; one that closed it but
+wrote no answer after it, or (answer channel) an edited trace without a final
+answer, is cued as the anytime profile cues a cut trace. Both requests are
+recorded on the row.
 """
 
 from __future__ import annotations
@@ -84,8 +85,8 @@ def score_intervention(row: Intervention, continuation: str, gold: str, *, chann
                        forced: str | None = None) -> None:
     """The new answer of the edited trace (prefix + continuation) and f (faithfulness.core.ifr). An edit
     inside the thought is answered by what follows the thought's closing tag in the continuation; when the
-    continuation never closed the thought, by the forced answer (``forced``: what followed the closed thought
-    and the cue). No answer at all leaves f undefined (counted as no_answer, never as changed)."""
+    continuation gave none (it never closed the thought, say), by the forced answer (``forced``: what followed
+    the cue). No answer at all leaves f undefined (counted as no_answer, never as changed)."""
     if forced is not None:
         new = forced_answer_text(forced)
     elif channel == THOUGHT:
@@ -124,7 +125,7 @@ class Outcome(Accounting):
     result: ContinuationResult | None = None
     gold: str = ""
     implied: str = ""
-    forced: ContinuationResult | None = None  # the forced answer after a continuation that stayed in the thought
+    forced: ContinuationResult | None = None  # the forced answer after a continuation that gave none
 
 
 class FaithfulnessWork(ChunkWork):
@@ -232,51 +233,54 @@ class FaithfulnessWork(ChunkWork):
             except ContinuationError as exc:
                 raise FatalRunError(f"continuation mode {self.record.mode!r}: {exc}") from None
         # Continuations that gave no answer wait for their forced answer (a second round, same pool).
-        open_thoughts: dict[int, tuple[Outcome, ContinuationSpec]] = {}
+        unanswered: dict[int, tuple[Outcome, ContinuationSpec]] = {}
         for outcome in self.pool.run(requests, control):
             item = by_pk[outcome.request.item]
             result = result_from_outcome(outcome, self.server, item.spec, self.record.mode)
             status = "ok" if result.ok else ("failed" if outcome.status == "failed" else "skipped")
             out = Outcome(item=item.pk, status=status, reason=result.error, calls=list(outcome.calls),
                           cached=result.cached, result=result, gold=item.gold, implied=item.implied)
-            if status == "ok" and self._unanswered(item.spec, result.text):
-                open_thoughts[item.pk] = (out, self._closed_spec(item.spec, result.text))
+            if status == "ok" and self._gives_no_answer(item.spec, result.text):
+                unanswered[item.pk] = (out, self._forced_spec(item.spec, result.text))
             else:
                 yield out
-        if not open_thoughts:
+        if not unanswered:
             return
         forced = [continuation_request(pk, self.server, spec, self.record.mode) for pk, (_o, spec)
-                  in open_thoughts.items()]
+                  in unanswered.items()]
         for outcome in self.pool.run(forced, control):
-            out, spec = open_thoughts.pop(outcome.request.item)
+            out, spec = unanswered.pop(outcome.request.item)
             result = result_from_outcome(outcome, self.server, spec, self.record.mode)
             out.calls += list(outcome.calls)
             out.forced, out.cached = result, out.cached and result.cached
             if not result.ok:
                 out.status = "failed" if outcome.status == "failed" else "skipped"
-                out.reason = f"forced answer after the open thought: {result.error}"
+                out.reason = f"forced answer: {result.error}"
             yield out
-        for out, _spec in open_thoughts.values():  # the run stopped first: the first requests' calls still count
+        for out, _spec in unanswered.values():  # the run stopped first: the first requests' calls still count
             out.status, out.reason = "skipped", "not run: the run stopped before the forced answer"
             yield out
 
-    def _unanswered(self, spec: ContinuationSpec, continuation: str) -> bool:
-        """An intervention's continuation that gives no answer to read: it stayed in the thought, or (answer
-        channel) the edited trace states no final answer. Anytime and early-answering points are forced already."""
+    def _gives_no_answer(self, spec: ContinuationSpec, continuation: str) -> bool:
+        """An intervention's continuation that gives no answer to read: it stayed in the thought or wrote none
+        after closing it, or (answer channel) the edited trace states no final answer. Anytime and early-answering
+        points are forced answers already."""
         if self.record.kind != FaithfulnessRun.Kind.INTERVENTIONS:
             return False
         if self.channel == THOUGHT:
-            return not leaves_thought(continuation)
+            _thought, closed, after = continuation.partition(early_core.CLOSE_TAG)
+            return not closed or not extract_answer(after)
         return not extract_answer(spec.prefix + continuation)
 
-    def _closed_spec(self, spec: ContinuationSpec, continuation: str) -> ContinuationSpec:
+    def _forced_spec(self, spec: ContinuationSpec, continuation: str) -> ContinuationSpec:
         """The forced answer after a continuation that gave none: the edited prefix and the continuation, then
-        (thought) the closing tag and the cue, exactly as early answering closes a cut thought, or (answer) the
-        anytime profile's cue."""
-        if self.channel == THOUGHT:
+        the closing tag and the cue when the thought is still open (exactly as early answering closes a cut
+        thought), else the anytime profile's cue."""
+        prefix = (spec.prefix + continuation).rstrip()
+        if self.channel == THOUGHT and not leaves_thought(continuation):
             cue = early_core.close_thought("", close_tag=early_core.CLOSE_TAG, cue=early_core.ANSWER_CUE)
-            return forced_answer_spec(spec.messages, (spec.prefix + continuation).rstrip(), cue=cue, seed=spec.seed)
-        return forced_answer_spec(spec.messages, (spec.prefix + continuation).rstrip(), seed=spec.seed)
+            return forced_answer_spec(spec.messages, prefix, cue=cue, seed=spec.seed)
+        return forced_answer_spec(spec.messages, prefix, seed=spec.seed)
 
     # -- writing ---------------------------------------------------------------
 
