@@ -47,7 +47,7 @@ def value_flip_row(record: FaithfulnessRun) -> dict:
 
 @pytest.mark.parametrize("style", [CLOSES, UNCLOSED])
 def test_ifr_inside_the_thought_separates_following_from_ignoring_in_both_continuation_styles(study, do_import,
-                                                                                              style):
+                                                                                              style, client, member):
     assert do_import(problem_records(3)).committed
     rows = {}
     for behaviour in (FOLLOW, IGNORE):
@@ -74,6 +74,14 @@ def test_ifr_inside_the_thought_separates_following_from_ignoring_in_both_contin
             assert not any(r.forced or "forced" in r.result for r in done)
         assert all(r.new_answer for r in done)
         rows[behaviour] = value_flip_row(record)
+        client.force_login(member)
+        page = client.get(done[0].get_absolute_url()).content.decode()
+        assert ("Forced answer" in page and "\n&lt;/think&gt;\n\nFinal answer:" in page) == (style == UNCLOSED)
+        run_page = client.get(record.get_absolute_url()).content.decode()
+        assert "No answer</th>" in run_page and "Forced</th>" in run_page
+        listed = client.get(f"/api/v1/faithfulness-runs/{record.pk}/interventions/").json()
+        listed = listed["results"] if isinstance(listed, dict) else listed
+        assert {i["forced"] for i in listed} == {style == UNCLOSED}
     follow, ignore = rows[FOLLOW], rows[IGNORE]
     assert (follow["lenient"]["value"], ignore["lenient"]["value"]) == (1.0, 0.0)
     assert (follow["strict"]["value"], ignore["strict"]["value"]) == (1.0, 0.0)
