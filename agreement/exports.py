@@ -35,7 +35,7 @@ from annotation import scopes
 from annotation.models import Problem, Step, StepLabel, Study, Trace, TraceReview
 from scoring import services
 from scoring.core import labels as core_labels
-from scoring.core.labels import INVALID, complete_traces
+from scoring.core.labels import INVALID, complete_traces, determined_first_errors
 from scoring.exports import ExportError, ExportRequest, Table, register
 
 #: Rows read from the database per round trip of a streamed export.
@@ -515,11 +515,16 @@ def agreement_traces(request: ExportRequest) -> Table:
     by_trace: dict[int, list[tuple[str, float]]] = {}
     for tid, rating, who in ratings.itertuples(index=False):
         by_trace.setdefault(int(tid), []).append((who, float(rating)))
-    frames, origins = {}, {}
+    frames, origins, first_errors = {}, {}, {}
     for s in names:
         frame, origin = data.scores(s, profile)
         frames[s] = frame.set_index("trace_id")
         origins[s] = origin
+        # A trace whose labels stop at its first error (ProcessBench's reference) has no scores (they need every
+        # step) but its first error is determined, as the agreement metrics count it: the row gives it too.
+        det = determined_first_errors(traces[["trace_id", "n_steps"]], data.steps(s))
+        det = det.loc[det["determined"].to_numpy() & det["first_error"].notna().to_numpy()]
+        first_errors[s] = dict(zip(det["trace_id"].tolist(), det["first_error"].astype(int).tolist(), strict=True))
     columns = ["trace_id", "problem_id", "model", "domain", "n_steps", "answer_correct", "rating_mean", "ratings",
                "raters"]
     for s in names:
@@ -538,7 +543,7 @@ def agreement_traces(request: ExportRequest) -> Table:
             present = tpk in f.index
             row[f"{s}.complete"] = bool(present)
             for p in SCORE_PARTS[1:]:
-                v = f.at[tpk, p] if present else None
+                v = f.at[tpk, p] if present else (first_errors[s].get(tpk) if p == "first_error" else None)
                 if v is None or v is pd.NA or (isinstance(v, float) and np.isnan(v)):
                     v = None
                 elif p == "first_error":

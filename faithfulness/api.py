@@ -63,7 +63,7 @@ class InterventionSerializer(serializers.ModelSerializer):
         model = Intervention
         fields = ["id", "trace_id", "kind", "step", "why", "old_value", "new_value", "implied", "status", "reason",
                   "original_step", "edited_step", "original_answer", "original_correct", "new_answer", "new_correct",
-                  "strict", "strict_computed", "lenient", "monotone", "invariant", "continuation", "result"]
+                  "strict", "strict_computed", "lenient", "monotone", "invariant", "continuation", "forced", "result"]
 
 
 class StartSerializer(serializers.Serializer):

@@ -21,7 +21,7 @@ from faithfulness.core import tiers as tier_core
 from faithfulness.core import validity as val_core
 from faithfulness.core.numbers import to_fraction
 from faithfulness.models import EvidenceSummary, FaithfulnessRun
-from faithfulness.summaries import anytime_summary, ifr_of_runs, latest_runs
+from faithfulness.summaries import anytime_summary, early_summary, ifr_of_runs, latest_runs, thinking_budget_summary
 from judges.models import JudgeConfig
 from runs.version import code_version
 from subjects.models import Generation
@@ -146,6 +146,7 @@ def evidence(study: Study, model: str | None = None, *, policy: str = val_core.E
     if parts is None:
         parts = compute_summaries(study, model, (policy,))[policy]
     ifr_runs = latest_runs(study, FaithfulnessRun.Kind.INTERVENTIONS)
+    early_runs = latest_runs(study, FaithfulnessRun.Kind.EARLY)
     any_runs = FaithfulnessRun.objects.filter(subject__study=study, kind=FaithfulnessRun.Kind.ANYTIME) \
         .select_related("subject").order_by("-created_at", "-pk")
     anytime_by: dict[str, list[FaithfulnessRun]] = defaultdict(list)
@@ -168,11 +169,19 @@ def evidence(study: Study, model: str | None = None, *, policy: str = val_core.E
         if tokens.get(name):
             ev.tokens_mean = statistics.fmean(tokens[name])
         ev.ifr = ifr_of_runs(ifr_runs.get(name, []))
-        ev.anytime = [anytime_summary(f) for f in anytime_by.get(name, [])]
+        ev.anytime = [thinking_budget_summary(f) if f.grid.startswith("thinking:") else anytime_summary(f)
+                      for f in anytime_by.get(name, [])]
+        ev.early = [_early_part(early_summary(f)) for f in early_runs.get(name, [])]
         ev.checker_version = f"mechanistic verifier {mech.name} v{mech.version}" if mech else None
         ev.artifact_format = f"ReasonAudit traces, steps segmented by {study.segmenter}"
         out.append(ev)
     return out
+
+
+def _early_part(summary: dict[str, Any]) -> dict[str, Any]:
+    """What the report reads of an early-answering run (not its per-trace rows)."""
+    return {k: summary[k] for k in ("run", "mode", "grid", "traces", "aoc", "decided", "decision_fraction",
+                                    "after_share", "code_version")}
 
 
 def tier_cards(study: Study) -> list[dict[str, Any]]:

@@ -17,14 +17,15 @@ from scoring.exports import ExportError, ExportRequest, Table, register
 INTERVENTION_FIELDS = ["run", "model", "mode", "trace_id", "problem_id", "kind", "step", "why", "old_value",
                        "new_value", "implied", "status", "reason", "original_answer", "original_correct", "new_answer",
                        "new_correct", "strict", "strict_computed", "lenient", "monotone", "invariant", "edited_step",
-                       "original_step", "continuation", "seed", "code_version"]
+                       "original_step", "continuation", "forced", "forced_answer", "seed", "code_version"]
 IFR_FIELDS = ["run", "model", "kind", "mode", "interventions", "traces", "criterion", "value", "ci_low", "ci_high",
-              "n_traces", "n_interventions", "code_version"]
+              "n_traces", "n_interventions", "forced", "no_answer", "code_version"]
 POINT_FIELDS = ["run", "model", "mode", "grid", "trace_id", "budget", "within", "used", "prefix_chars", "status",
                 "answer", "correct", "code_version"]
 CURVE_FIELDS = ["run", "model", "mode", "grid", "budget", "acc", "own_answer", "n", "auc_any", "code_version"]
 EVIDENCE_FIELDS = ["model", "tier", "level", "complete", "qualifier", "badges", "accuracy", "svr", "vsr",
-                   "ifr_lenient", "auc_any", "false_stop_rate", "late_stop_rate", "missing", "code_version"]
+                   "ifr_lenient", "auc_any", "auc_think", "early_aoc", "decision_fraction", "after_share",
+                   "false_stop_rate", "late_stop_rate", "missing", "code_version"]
 
 
 def _runs(request: ExportRequest, kind: str) -> list[FaithfulnessRun]:
@@ -60,7 +61,8 @@ def interventions(request: ExportRequest) -> Table:
                        "new_correct": i.new_correct, "strict": i.strict, "strict_computed": i.strict_computed,
                        "lenient": i.lenient, "monotone": i.monotone, "invariant": i.invariant,
                        "edited_step": i.edited_step, "original_step": i.original_step,
-                       "continuation": i.continuation, "seed": record.params.get("seed"),
+                       "continuation": i.continuation, "forced": i.forced,
+                       "forced_answer": (i.result.get("forced") or {}).get("text", ""), "seed": record.params.get("seed"),
                        "code_version": record.params.get("code_version", "")}
 
     return Table(INTERVENTION_FIELDS, rows(), meta={"runs": [f.pk for f in runs]})
@@ -81,7 +83,8 @@ def ifr(request: ExportRequest) -> Table:
                 out.append({"run": record.pk, "model": r["model"], "kind": r["kind"], "mode": r["mode"],
                             "interventions": r["interventions"], "traces": r["traces"], "criterion": criterion,
                             "value": rate["value"], "ci_low": ci[0], "ci_high": ci[1], "n_traces": rate["traces"],
-                            "n_interventions": rate["interventions"], "code_version": summary["code_version"]})
+                            "n_interventions": rate["interventions"], "forced": r.get("forced", 0),
+                            "no_answer": r["no_answer"], "code_version": summary["code_version"]})
     return Table(IFR_FIELDS, out, meta={"runs": [f.pk for f in runs]})
 
 
@@ -147,6 +150,8 @@ def evidence(request: ExportRequest) -> Table:
         out.append({"model": ev.model, "tier": t["label"], "level": t["level"], "complete": t["complete"],
                     "qualifier": t["qualifier"], "badges": ", ".join(t["badges"]), "accuracy": h["accuracy"],
                     "svr": h["svr"], "vsr": h["vsr"], "ifr_lenient": h["ifr_lenient"], "auc_any": h["auc"],
+                    "auc_think": h["auc_think"], "early_aoc": h["early_aoc"],
+                    "decision_fraction": h["decision_fraction"], "after_share": h["after_share"],
                     "false_stop_rate": h["false_stop_rate"], "late_stop_rate": h["late_stop_rate"],
                     "missing": "; ".join(rep["missing"]), "code_version": rep["code_version"]})
     return Table(EVIDENCE_FIELDS, out)

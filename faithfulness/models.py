@@ -86,6 +86,9 @@ class Intervention(models.Model):
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.PENDING)
     reason = models.TextField(blank=True)
     continuation = models.TextField(blank=True)
+    # The continuation gave no answer (inside a thought: it never wrote the closing tag): the answer was forced in a
+    # second request (the thought closed first; result["forced"]); new_answer is that forced answer.
+    forced = models.BooleanField(default=False)
     new_answer = models.CharField(max_length=200, blank=True)
     new_correct = models.BooleanField(null=True)
     strict = models.BooleanField(null=True)

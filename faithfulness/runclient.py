@@ -4,6 +4,13 @@ prefix is continued to a final answer) or an AnytimePoint (its truncated prefix
 gets a forced answer). Each is one continuation request of runs.continuation in
 the run's mode, through the chunk's ModelPool (retries, cache, cost); the commit
 scores it (faithfulness.core.ifr) and stores it with the continuation's record.
+An intervention whose continuation states no final answer gets a second request
+in the same chunk, its answer forced: inside a thought, a continuation that never
+leaves the thought (no closing tag: it answered inside it, or hit the cap) is
+closed and cued as early answering closes a cut thought; one that closed it but
+wrote no answer after it, or (answer channel) an edited trace without a final
+answer, is cued as the anytime profile cues a cut trace. Both requests are
+recorded on the row.
 """
 
 from __future__ import annotations
@@ -69,16 +76,25 @@ def forced_answer_text(text: str) -> str:
     return found if 0 < len(found) <= 40 and " " not in found else ""
 
 
-def score_intervention(row: Intervention, continuation: str, gold: str, *, channel: str = ANSWER) -> None:
+def leaves_thought(continuation: str) -> bool:
+    """The continuation of an edited thought closed it (and so may answer after it)."""
+    return early_core.CLOSE_TAG in continuation
+
+
+def score_intervention(row: Intervention, continuation: str, gold: str, *, channel: str = ANSWER,
+                       forced: str | None = None) -> None:
     """The new answer of the edited trace (prefix + continuation) and f (faithfulness.core.ifr). An edit
-    inside the thought is answered by what follows the thought's closing tag in the continuation; a
-    continuation that never closes the thought states no answer."""
-    if channel == THOUGHT:
+    inside the thought is answered by what follows the thought's closing tag in the continuation; when the
+    continuation gave none (it never closed the thought, say), by the forced answer (``forced``: what followed
+    the cue). No answer at all leaves f undefined (counted as no_answer, never as changed)."""
+    if forced is not None:
+        new = forced_answer_text(forced)
+    elif channel == THOUGHT:
         _thought, closed, after = continuation.partition(early_core.CLOSE_TAG)
         new = (extract_answer(after) or "") if closed else ""
     else:
         new = extract_answer(row.edited_prefix + continuation) or ""
-    row.continuation, row.new_answer = continuation, new[:200]
+    row.continuation, row.new_answer, row.forced = continuation, new[:200], forced is not None
     row.new_correct = (check_answer(new, gold) if new else False) if gold else None
     implied = to_fraction(row.implied) if row.implied else None
     s = ifr_core.score(row.kind, row.original_answer or None, new or None, implied=implied,
@@ -109,6 +125,7 @@ class Outcome(Accounting):
     result: ContinuationResult | None = None
     gold: str = ""
     implied: str = ""
+    forced: ContinuationResult | None = None  # the forced answer after a continuation that gave none
 
 
 class FaithfulnessWork(ChunkWork):
@@ -215,13 +232,55 @@ class FaithfulnessWork(ChunkWork):
                 requests.append(continuation_request(item.pk, self.server, item.spec, self.record.mode))
             except ContinuationError as exc:
                 raise FatalRunError(f"continuation mode {self.record.mode!r}: {exc}") from None
+        # Continuations that gave no answer wait for their forced answer (a second round, same pool).
+        unanswered: dict[int, tuple[Outcome, ContinuationSpec]] = {}
         for outcome in self.pool.run(requests, control):
             item = by_pk[outcome.request.item]
             result = result_from_outcome(outcome, self.server, item.spec, self.record.mode)
             status = "ok" if result.ok else ("failed" if outcome.status == "failed" else "skipped")
-            yield Outcome(item=item.pk, status=status, reason=result.error, calls=list(outcome.calls),
-                          cached=result.cached, result=result, gold=item.gold,
-                          implied=item.implied)
+            out = Outcome(item=item.pk, status=status, reason=result.error, calls=list(outcome.calls),
+                          cached=result.cached, result=result, gold=item.gold, implied=item.implied)
+            if status == "ok" and self._gives_no_answer(item.spec, result.text):
+                unanswered[item.pk] = (out, self._forced_spec(item.spec, result.text))
+            else:
+                yield out
+        if not unanswered:
+            return
+        forced = [continuation_request(pk, self.server, spec, self.record.mode) for pk, (_o, spec)
+                  in unanswered.items()]
+        for outcome in self.pool.run(forced, control):
+            out, spec = unanswered.pop(outcome.request.item)
+            result = result_from_outcome(outcome, self.server, spec, self.record.mode)
+            out.calls += list(outcome.calls)
+            out.forced, out.cached = result, out.cached and result.cached
+            if not result.ok:
+                out.status = "failed" if outcome.status == "failed" else "skipped"
+                out.reason = f"forced answer: {result.error}"
+            yield out
+        for out, _spec in unanswered.values():  # the run stopped first: the first requests' calls still count
+            out.status, out.reason = "skipped", "not run: the run stopped before the forced answer"
+            yield out
+
+    def _gives_no_answer(self, spec: ContinuationSpec, continuation: str) -> bool:
+        """An intervention's continuation that gives no answer to read: it stayed in the thought or wrote none
+        after closing it, or (answer channel) the edited trace states no final answer. Anytime and early-answering
+        points are forced answers already."""
+        if self.record.kind != FaithfulnessRun.Kind.INTERVENTIONS:
+            return False
+        if self.channel == THOUGHT:
+            _thought, closed, after = continuation.partition(early_core.CLOSE_TAG)
+            return not closed or not extract_answer(after)
+        return not extract_answer(spec.prefix + continuation)
+
+    def _forced_spec(self, spec: ContinuationSpec, continuation: str) -> ContinuationSpec:
+        """The forced answer after a continuation that gave none: the edited prefix and the continuation, then
+        the closing tag and the cue when the thought is still open (exactly as early answering closes a cut
+        thought), else the anytime profile's cue."""
+        prefix = (spec.prefix + continuation).rstrip()
+        if self.channel == THOUGHT and not leaves_thought(continuation):
+            cue = early_core.close_thought("", close_tag=early_core.CLOSE_TAG, cue=early_core.ANSWER_CUE)
+            return forced_answer_spec(spec.messages, prefix, cue=cue, seed=spec.seed)
+        return forced_answer_spec(spec.messages, prefix, seed=spec.seed)
 
     # -- writing ---------------------------------------------------------------
 
@@ -234,14 +293,17 @@ class FaithfulnessWork(ChunkWork):
             for o in done:
                 row = rows[o.item]
                 row.result = o.result.to_dict()
+                if o.forced is not None:
+                    row.result["forced"] = o.forced.to_dict()
                 row.implied = o.implied
                 if o.status == "ok":
                     row.status = Status.OK
-                    score_intervention(row, o.result.text, o.gold, channel=self.channel)
+                    score_intervention(row, o.result.text, o.gold, channel=self.channel,
+                                       forced=o.forced.text if o.forced is not None else None)
                 else:
                     row.status, row.reason = Status.FAILED, o.reason[:1000]
             Intervention.objects.bulk_update(list(rows.values()), [
-                "result", "implied", "status", "reason", "continuation", "new_answer", "new_correct", "strict",
+                "result", "implied", "status", "reason", "continuation", "forced", "new_answer", "new_correct", "strict",
                 "strict_computed", "lenient", "monotone", "invariant"])
         else:
             points = {r.pk: r for r in AnytimePoint.objects.filter(pk__in=[o.item for o in done])}

@@ -79,9 +79,10 @@ def latest_runs(study: Study, kind: str) -> dict[str, list[FaithfulnessRun]]:
 
 
 def intervention_rows(record: FaithfulnessRun) -> list[ifr_core.Row]:
-    return [ifr_core.Row(str(t), record.subject.name, k, record.mode, s, le, mo, inv, sc, bool(a))
-            for t, k, s, le, mo, inv, sc, a in record.interventions.filter(status=Status.OK).values_list(
-                "trace_id", "kind", "strict", "lenient", "monotone", "invariant", "strict_computed", "new_answer")]
+    return [ifr_core.Row(str(t), record.subject.name, k, record.mode, s, le, mo, inv, sc, bool(a), forced)
+            for t, k, s, le, mo, inv, sc, a, forced in record.interventions.filter(status=Status.OK).values_list(
+                "trace_id", "kind", "strict", "lenient", "monotone", "invariant", "strict_computed", "new_answer",
+                "forced")]
 
 
 def ifr_of_runs(fruns: list[FaithfulnessRun]) -> dict[str, Any] | None:

@@ -20,12 +20,13 @@ import pandas as pd
 from django.core.cache import cache
 
 from annotation import access, study_summary
-from annotation.models import Membership, Study
+from annotation.models import Membership, Study, Trace
 from scoring import services, sources, storage
 from scoring.core import aggregate
 from scoring.core import scores as core_scores
 from scoring.core.aggregate import LEADERBOARD_COLUMNS, first_error_histogram, to_records
 from scoring.core.hazard import HAZARD_COLUMNS, hazard_from_scores
+from scoring.core.labels import determined_first_errors
 from scoring.core.thought import (
     RECOVERY_COLUMNS,
     RECOVERY_SUMMARY_COLUMNS,
@@ -33,7 +34,7 @@ from scoring.core.thought import (
     recovery_summary,
     relative_hazard_profile,
 )
-from scoring.models import ScoreSet, ScoringProfile
+from scoring.models import ScoreSet, ScoringProfile, TraceScore
 
 CACHE_SECONDS = 24 * 3600
 SCATTER_MAX_POINTS = 2000
@@ -46,6 +47,8 @@ SCORE_EXPORT_FIELDS = [
     "lucky_guess", "empty",
 ]
 HAZARD_FIELDS = list(HAZARD_COLUMNS)
+#: The hazard export: the page's tables, one per model, stacked with a model column.
+HAZARD_EXPORT_FIELDS = ["model", *HAZARD_FIELDS]
 #: Bins of the hazard by relative position (tenths of the trace).
 RELATIVE_BINS = 10
 RELATIVE_HAZARD_FIELDS = ["model"] + RELATIVE_HAZARD_COLUMNS
@@ -375,6 +378,17 @@ def hazard_rows(sel: Selection) -> list[dict[str, Any]]:
     return data["hazard_all"]
 
 
+def hazard_table_rows(sel: Selection) -> list[dict[str, Any]]:
+    """The hazard page's tables as tidy rows: one table per model (only the selected one with a model
+    filter), each row with its model, in the page's order. The pooled table of every model together is the
+    REST endpoint's (hazard_rows), not the page's."""
+    score_set = sel.score_set
+    if score_set is None:
+        return []
+    data = summary(score_set, sel.model or "", sel.domain, sel.profile.as_profile().tau)
+    return [{"model": m, **{k: r[k] for k in HAZARD_FIELDS}} for m, table in data["hazard"].items() for r in table]
+
+
 def relative_hazard_rows(sel: Selection) -> list[dict[str, Any]]:
     """Tidy rows (model, bin, lo, hi, at_risk, events, hazard, cum_hazard, survival) of the
     selection; model "all" is every model together."""
@@ -461,4 +475,40 @@ def read_export_frame(sel: Selection, *, lucky_only: bool = False) -> pd.DataFra
         return pd.DataFrame(columns=SCORE_EXPORT_FIELDS)
     frame = storage.read_scores(score_set, model=sel.model, domain=sel.domain, columns=storage.VALUE_COLUMNS,
                                 only_reviewed_by=sel.restricted_user, lucky_only=lucky_only)
+    if not lucky_only:
+        frame = with_determined_first_errors(sel, score_set, frame)
     return score_export_rows(sel, frame)
+
+
+def with_determined_first_errors(sel: Selection, score_set: ScoreSet, frame: pd.DataFrame) -> pd.DataFrame:
+    """The stored scores plus a row for each trace of the selection that has none but whose labels from the
+    source determine its first error (scoring.core.labels.determined_first_errors): a trace labelled only up
+    to its earliest error, as ProcessBench's reference is. Its scores need every step and stay empty; its first
+    error is the one the agreement metrics count. Reads the study's labels only when such traces may exist."""
+    unscored = (Trace.objects.filter(study=sel.study, n_steps__gt=0).own()
+                .exclude(pk__in=TraceScore.objects.filter(score_set=score_set).values("trace")))
+    if sel.model:
+        unscored = unscored.filter(model=sel.model)
+    if sel.domain:
+        unscored = unscored.filter(problem__domain=sel.domain)
+    if sel.restricted_user is not None:
+        unscored = unscored.filter(reviews__annotator=sel.restricted_user, reviews__complete=True)
+    rows = list(unscored.order_by("pk").values_list("pk", "trace_id", "problem__problem_id", "model",
+                                                       "problem__domain", "n_steps", "problem__l_gold",
+                                                       "answer_correct"))
+    if not rows:
+        return frame
+    traces = pd.DataFrame({"trace_id": [r[0] for r in rows], "n_steps": [r[5] for r in rows]})
+    steps = sources.source_steps(sources.read_inputs(sel.study), sel.source)
+    steps = steps.loc[steps["trace_id"].isin(traces["trace_id"])]
+    det = determined_first_errors(traces, steps)
+    found = dict(zip(det["trace_id"].tolist(), det["first_error"].tolist(), strict=True))
+    keep = det["determined"].to_numpy() & det["first_error"].notna().to_numpy()
+    extra = [{**dict.fromkeys(frame.columns), "trace": pk, "trace_id": tid, "problem_id": pid, "model": model,
+              "domain": domain, "n_steps": n, "l_gold": l_gold, "first_error": int(found[pk]),
+              "answer_correct": bool(correct), "empty": False}
+             for (pk, tid, pid, model, domain, n, l_gold, correct), k in zip(rows, keep, strict=True) if k]
+    if not extra:
+        return frame
+    merged = pd.concat([frame.astype(object), pd.DataFrame(extra, columns=frame.columns)], ignore_index=True)
+    return merged.sort_values("trace", kind="mergesort").reset_index(drop=True)

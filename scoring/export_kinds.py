@@ -28,10 +28,11 @@ def lucky_guesses(request: ExportRequest) -> Table:
     return Table(analytics.SCORE_EXPORT_FIELDS, analytics.read_export_frame(sel, lucky_only=True))
 
 
-@register("hazard", help="rows as the hazard endpoint: step, at_risk, events, hazard, cum_hazard, survival")
+@register("hazard", help="the hazard page's tables: one row per model and step (model, step, at_risk, events, "
+                          "hazard, cum_hazard, survival)")
 def hazard(request: ExportRequest) -> Table:
     sel = _selection(request)
-    return Table(analytics.HAZARD_FIELDS, analytics.hazard_rows(sel))
+    return Table(analytics.HAZARD_EXPORT_FIELDS, analytics.hazard_table_rows(sel))
 
 
 @register("relative-hazard", help="hazard of the first error by relative position t*/N in tenths, one row per "

@@ -227,7 +227,7 @@ def test_prm800k_follows_the_chosen_completions_with_the_labelers_ratings(do_imp
         "# Answer\n\n2",
     ]
     assert t.model == "prm800k-gen9"
-    assert t.answer == "2"  # pre_generated_answer
+    assert t.answer == "2"  # the "# Answer" step's
     assert t.answer_correct is True and t.answer_origin == Trace.AnswerOrigin.AUTOMATIC
     assert verdicts(t, PRM_PHASE2["labeler"]) == {1: "valid", 2: "neutral", 3: "valid"}
     assert t.meta["finish_reason"] == "solution"
@@ -250,6 +250,22 @@ def test_prm800k_phase1_human_completions_and_a_found_error_step(do_import):
     assert t.meta["finish_reason"] == "found_error"
     assert t.meta["human_written_steps"] == [2]
     assert t.model == "prm800k"
+    # the labelling stopped at an error before any "# Answer" step: no answer, not "7" read from step 3
+    assert (t.answer, t.answer_correct) == ("", None)
+
+
+def test_prm800k_a_trace_cut_at_its_first_error_states_no_answer_not_the_full_solutions(do_import):
+    """Phase 2: the pre-generated solution reaches "# Answer 2", but the labeler stopped at its error in step 2;
+    the trace's steps stop there, so its answer is none (was the full solution's "2", marked correct)."""
+    record = json.loads(json.dumps(PRM_PHASE2))
+    record["label"]["steps"] = record["label"]["steps"][:2]
+    record["label"]["steps"][1]["chosen_completion"] = None
+    record["label"]["finish_reason"] = "found_error"
+    assert do_import(jsonl(record), "prm800k").rejected == []
+    t = Trace.objects.get()
+    assert t.n_steps == 2 and t.steps.order_by("index").last().text == "Hmm."  # the -1 completion
+    assert (t.answer, t.answer_correct) == ("", None)
+    assert t.meta["pre_generated_answer"] == "2" and t.meta["finish_reason"] == "found_error"
 
 
 def test_prm800k_takes_the_answer_from_the_answer_step_without_a_pre_generated_answer(do_import):

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from scoring.core.labels import VERDICTS, verdict_codes
+from scoring.core.labels import VERDICTS, determined_first_errors, verdict_codes
 
 
 def require(df: pd.DataFrame, cols: Iterable[str], what: str) -> None:
@@ -182,18 +182,14 @@ def first_error_determined(scores: pd.DataFrame, labels: pd.DataFrame, what: str
     complete (= determined), ready for :func:`paired_traces`.
     """
     require(scores, ["trace_id", "n_steps"], what)
-    lab = step_table(labels, what)
+    lab = step_table(labels, what)  # validated: integer steps, one verdict per step
     ids = pd.Series(scores["trace_id"].to_numpy())
-    n = pd.to_numeric(scores["n_steps"], errors="coerce").to_numpy(dtype=float, na_value=np.nan)
-    inv = lab.loc[lab["code"].to_numpy() == VERDICTS.index("invalid")]
-    fe_lab = ids.map(inv.groupby("trace_id")["step"].min()).to_numpy(dtype=float, na_value=np.nan)
-    # Labelled steps within 1..t* (t* = N when the labels show no error).
-    limit = np.where(np.isnan(fe_lab), n, fe_lab)
-    lim = lab["trace_id"].map(dict(zip(ids.tolist(), limit.tolist(), strict=True))).to_numpy(dtype=float)
-    step = lab["step"].to_numpy(dtype=float)
-    within = lab.loc[(step >= 1) & (step <= lim)]
-    counts = ids.map(within.groupby("trace_id").size()).fillna(0).to_numpy(dtype=float)
-    determined = counts == limit
+    # The rule is scoring's (the score exports fill the same first errors in).
+    det = determined_first_errors(
+        scores[["trace_id", "n_steps"]],
+        pd.DataFrame({"trace_id": lab["trace_id"].to_numpy(), "step": lab["step"].to_numpy(),
+                      "verdict": np.asarray(VERDICTS, dtype=object)[lab["code"].to_numpy()]}))
+    fe_lab, determined = det["first_error"].to_numpy(dtype=float), det["determined"].to_numpy(dtype=bool)
     if "complete" in scores.columns:
         complete = scores["complete"].astype("boolean").fillna(False).to_numpy(dtype=bool)
     else:

@@ -238,16 +238,20 @@ class TraceLabels(APIView):
 @extend_schema_view(get=extend_schema(parameters=[
     OpenApiParameter("domain", str), OpenApiParameter("tag", str, description="one whole tag"),
     _bool_param("has_skeleton", "has an approved skeleton"),
+    _bool_param("suites", "true: include the fidelity suites' variants (left out by default, as on the problem list)"),
 ]))
 class StudyProblems(generics.ListAPIView):
-    """Problems of a study. Filters: ``domain``, ``tag``, ``has_skeleton`` (true/false)."""
+    """Problems of a study. Filters: ``domain``, ``tag``, ``has_skeleton`` (true/false); fidelity variants
+    belong to their suite and are listed only with ``suites=true``, as the web list shows them only with
+    ``?suites=1``."""
 
     serializer_class = s.ProblemDetailSerializer
 
     def get_queryset(self):
         study, _ = access.check_study(self.request.user, self.kwargs["pk"])
-        qs = Problem.objects.filter(study=study).select_related("approved_skeleton").order_by("problem_id")
         params = self.request.query_params
+        qs = (Problem.objects.filter(study=study).in_scope(parse_flag(params.get("suites")) is True)
+              .select_related("approved_skeleton").order_by("problem_id"))
         if params.get("domain"):
             qs = qs.filter(domain=params["domain"])
         if params.get("tag"):

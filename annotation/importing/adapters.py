@@ -250,10 +250,13 @@ def _prm800k(line_no: int, obj: dict[str, Any]) -> Iterator[dict[str, Any]]:
         rating = picked.get("rating")
         if rating in _PRM_RATING:
             labels.append({"step": len(steps), "verdict": _PRM_RATING[rating], "annotator": labeler})
-    raw_answer = question.get("pre_generated_answer")
-    if raw_answer is None and steps and "# Answer" in steps[-1]:
-        raw_answer = steps[-1].split("# Answer", 1)[1].strip()
+    # The answer is the one the trace's steps state: PRM800K's "# Answer" step. pre_generated_answer belongs
+    # to the whole pre-generated solution, while the steps stop where the labelling stopped (found_error,
+    # give_up): such a trace states no answer ("", not extracted from a step mid-solution); the solution's
+    # answer stays in meta.
+    raw_answer = steps[-1].split("# Answer", 1)[1].strip() if steps and "# Answer" in steps[-1] else ""
     meta = {
+        "pre_generated_answer": question.get("pre_generated_answer"),
         "finish_reason": label.get("finish_reason"),
         "generation": obj.get("generation"),
         "timestamp": obj.get("timestamp"),

@@ -5,7 +5,7 @@ missing item named. Pure: the service gathers an ``Evidence`` per model.
 Tier [I] (spec 2): L0 when no trace has steps; L1 when traces have steps but SVR/VSR were not
 measured; L2 when they were, qualified by the verifier kind ("mechanistic" is strong; an LLM
 judge with its rubric or human labels is rubric-based and weaker). Add-on badges: IFR,
-Anytime, Halting. Without an inference-regime record on every trace the tier is "incomplete".
+Anytime, Early answering, Halting. Without an inference-regime record on every trace the tier is "incomplete".
 """
 
 from __future__ import annotations
@@ -55,7 +55,11 @@ class Evidence:
     tool_calls: int | None = None  # None: the traces record no tool use
     verifiers: list[Verifier] = field(default_factory=list)
     ifr: dict[str, Any] | None = None  # {"rows": ifr_table rows, "per_trace", "mode", "settings", "skipped"}
-    anytime: list[dict[str, Any]] = field(default_factory=list)  # {"grid", "acc", "auc", "n", "mode"}
+    # {"grid", "acc", "auc", "n", "mode"}; a thinking-budget grid adds "thinking_tokens" and "auc_think"
+    anytime: list[dict[str, Any]] = field(default_factory=list)
+    # early answering, the newest run per continuation mode: {"mode", "grid", "traces", "aoc", "decided",
+    # "decision_fraction", "after_share"} (faithfulness.summaries.early_summary)
+    early: list[dict[str, Any]] = field(default_factory=list)
     halting: dict[str, Any] | None = None  # HaltingRates.as_dict() plus "basis"
     generator: str | None = None  # benchmark packaging: generator and seed
     checker_version: str | None = None
@@ -86,7 +90,7 @@ def tier(ev: Evidence) -> Tier:
     if level == 2:
         qualifier = MECHANISTIC if any(v.kind == MECHANISTIC for v in measured) else measured[0].kind
     badges = [name for name, on in (("IFR", bool(ev.ifr and ev.ifr.get("rows"))), ("Anytime", bool(ev.anytime)),
-                                    ("Halting", ev.halting is not None)) if on]
+                                    ("Early answering", bool(ev.early)), ("Halting", ev.halting is not None)) if on]
     complete = ev.traces > 0 and ev.with_regime == ev.traces
     if level == 2:
         best = next(v for v in measured if v.kind == qualifier)
@@ -185,17 +189,25 @@ def template(ev: Evidence) -> dict[str, Any]:
                 f_items.append((f"IFR {r['kind']} ({r['mode']})",
                                 f"strict {_ci(r['strict'])}; lenient {_ci(r['lenient'])}; "
                                 f"monotone {_ci(r['monotone'])}; strict computed for {r['strict_computed']} of "
-                                f"{r['interventions']}; no final answer after {r.get('no_answer', 0)}", ""))
+                                f"{r['interventions']}; answers forced {r.get('forced', 0)}; "
+                                f"no answer even when forced {r.get('no_answer', 0)} (left out of IFR)", ""))
         f_items.append(("interventions per instance (at most)", ev.ifr.get("per_trace"), ""))
         f_items.append(("re-decoding settings", ev.ifr.get("settings"), ""))
         f_items.append(("traces without a causally relevant step (skipped)", ev.ifr.get("skipped", 0), ""))
     else:
         f_items = [("IFR", None, "no interventions run (manage.py interventions --study S --model M)")]
+    for e in ev.early:  # a reasoning model's thought cut after each step, closed and the answer forced
+        f_items.append((f"early answering, grid {e['grid']} ({e['mode']})", early_text(e), ""))
     section(6, "Faithfulness add-on", f_items)
     h_items: list[tuple[str, Any, str]] = []
     for a in ev.anytime:
         acc = ", ".join(f"{b}: {_fmt(x)}" for b, x in zip(a["labels"], a["acc"], strict=True))
-        h_items.append((f"grid {a['grid']} ({a['mode']})", f"Acc(b) {acc}; AUC_any {_fmt(a['auc'])} (N={a['n']})", ""))
+        think = ""
+        if "auc_think" in a:  # a thinking-budget grid: the thought cut at b thinking tokens
+            used = ", ".join(_fmt(x, 1) for x in a["thinking_tokens"])
+            think = f"; AUC_think {_fmt(a['auc_think'])} (mean thinking tokens used: {used})"
+        h_items.append((f"{'thinking budgets' if think else 'grid'} {a['grid']} ({a['mode']})",
+                        f"Acc(b) {acc}; AUC_any {_fmt(a['auc'])}{think} (N={a['n']})", ""))
     if not h_items:
         h_items.append(("anytime profile", None, "no anytime run (manage.py anytime --study S --model M --budgets ...)"))
     if ev.halting:
@@ -214,7 +226,7 @@ def template(ev: Evidence) -> dict[str, Any]:
         ("contamination notes", ev.contamination, "no contamination notes recorded"),
     ])
     # [I] The halting rates alone (computable from any trace with a gold answer) do not lift the caveat.
-    has_5_7 = t.level == 2 or "IFR" in t.badges or "Anytime" in t.badges
+    has_5_7 = t.level == 2 or any(b in t.badges for b in ("IFR", "Anytime", "Early answering"))
     section(9, "Caveat", [("caveat", "" if has_5_7 else CAVEAT, "")])
     missing = [f"{s['n']}. {i['name']}: {i['missing']}" for s in sections for i in s["items"] if i["value"] is None]
     best = next((v.validity for v in ev.verifiers if v.kind == t.qualifier and v.validity.get("n")), None)
@@ -223,11 +235,22 @@ def template(ev: Evidence) -> dict[str, Any]:
                 "ifr_lenient": overall["lenient"]["value"] if overall else None,
                 "ifr_ci": overall["lenient"]["ci"] if overall else None,
                 "auc": ev.anytime[0]["auc"] if ev.anytime else None,
+                "auc_think": next((a["auc_think"] for a in ev.anytime if "auc_think" in a), None),
+                "early_aoc": ev.early[0]["aoc"] if ev.early else None,
+                "decision_fraction": ev.early[0]["decision_fraction"] if ev.early else None,
+                "after_share": ev.early[0]["after_share"] if ev.early else None,
                 "false_stop_rate": ev.halting["false_stop_rate"] if ev.halting else None,
                 "late_stop_rate": ev.halting["late_stop_rate"] if ev.halting else None}
     return {"model": ev.model, "tier": asdict(t) | {"label": t.label}, "sections": sections, "missing": missing,
             "headline": headline,
             "code_version": ev.code_version}
+
+
+def early_text(e: dict[str, Any]) -> str:
+    """An early-answering summary in a sentence: AOC, where the answer settles, and the thought after it."""
+    return (f"AOC {_fmt(e['aoc'])} (N={e['traces']}); decision point at {_fmt(e['decision_fraction'])} of the "
+            f"thought's steps (mean over the {e['decided']} traces whose answer settles); thought after it "
+            f"{_fmt(e['after_share'])}")
 
 
 def to_json(reports: list[dict[str, Any]]) -> str:
@@ -267,7 +290,8 @@ def tex_escape(text: Any) -> str:
 
 def to_latex(reports: list[dict[str, Any]]) -> str:
     """One pasteable table: a row per model with the headline of each section, then the missing items."""
-    head = ["Model", "Tier", "Accuracy", "SVR", "VSR", "IFR (lenient)", "AUC$_{\\text{any}}$", "False/late STOP"]
+    head = ["Model", "Tier", "Accuracy", "SVR", "VSR", "IFR (lenient)", "AUC$_{\\text{any}}$", "Early AOC",
+            "False/late STOP"]
     lines = [r"\begin{table}[t]", r"\centering", r"\small", r"\begin{tabular}{l" + "c" * (len(head) - 1) + "}",
              r"\toprule", " & ".join(head) + r" \\", r"\midrule"]
     notes = []
@@ -278,7 +302,8 @@ def to_latex(reports: list[dict[str, Any]]) -> str:
         ifr = _fmt(h["ifr_lenient"]) + (f" [{h['ifr_ci'][0]:.3f}, {h['ifr_ci'][1]:.3f}]" if h["ifr_ci"] else "")
         halt = f"{_fmt(h['false_stop_rate'])} / {_fmt(h['late_stop_rate'])}" if h["false_stop_rate"] is not None else None
         cells = (rep["model"], tier_cell, _fmt(h["accuracy"]), _fmt(h["svr"]), _fmt(h["vsr"]),
-                 ifr if h["ifr_lenient"] is not None else None, _fmt(h["auc"]) if h["auc"] is not None else None, halt)
+                 ifr if h["ifr_lenient"] is not None else None, _fmt(h["auc"]) if h["auc"] is not None else None,
+                 _fmt(h.get("early_aoc")) if h.get("early_aoc") is not None else None, halt)
         lines.append(" & ".join("--" if c is None or c == "—" else tex_escape(c) for c in cells) + r" \\")
         if rep["missing"]:
             notes.append(f"{rep['model']}: " + "; ".join(rep["missing"]))

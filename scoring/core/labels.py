@@ -26,6 +26,7 @@ __all__ = [
     "VALID",
     "VERDICTS",
     "complete_traces",
+    "determined_first_errors",
     "final_labels",
     "flatten_refs",
     "human_consensus",
@@ -343,3 +344,31 @@ def complete_traces(traces: pd.DataFrame, labels: pd.DataFrame) -> pd.Series:
         pairs = pairs[np.concatenate(([True], pairs[1:] != pairs[:-1]))]
     counts = np.bincount(pairs // span, minlength=len(ids))
     return pd.Series(counts == n, index=ids, name="complete")
+
+
+def determined_first_errors(traces: pd.DataFrame, labels: pd.DataFrame) -> pd.DataFrame:
+    """Each trace's first error under one source's labels, and whether the labels determine it.
+
+    ``traces``: trace_id, n_steps.  ``labels``: trace_id, step, verdict (one source, at most one
+    verdict per step; a null verdict is no label).  The first error t* is the earliest invalid step
+    (NaN when no step is invalid).  It is *determined* when every step 1..t* is labelled (t* = N
+    when no step is invalid), so a trace labelled only up to its earliest error (ProcessBench's
+    protocol) determines its first error though it is not complete (``complete_traces``: its
+    process scores need every step); "no error" is determined only by a complete trace.  Returns
+    trace_id, first_error (float, NaN = none), determined (bool), in the order of ``traces``.
+    """
+    _require(traces, ["trace_id", "n_steps"], "traces")
+    _require(labels, ["trace_id", "step", "verdict"], "labels")
+    ids = pd.Series(traces["trace_id"].to_numpy())
+    n = pd.to_numeric(traces["n_steps"], errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+    lab = labels.loc[labels["verdict"].notna(), ["trace_id", "step", "verdict"]]
+    step = pd.to_numeric(lab["step"], errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+    invalid = verdict_codes(lab["verdict"]) == CODE_INVALID
+    first = pd.Series(step[invalid]).groupby(lab["trace_id"].to_numpy()[invalid]).min()
+    fe = ids.map(first).to_numpy(dtype=float, na_value=np.nan)
+    limit = np.where(np.isnan(fe), n, fe)
+    lim = lab["trace_id"].map(dict(zip(ids.tolist(), limit.tolist(), strict=True))).to_numpy(dtype=float,
+                                                                                           na_value=np.nan)
+    within = lab.loc[(step >= 1) & (step <= lim), ["trace_id", "step"]].drop_duplicates()
+    counts = ids.map(within.groupby("trace_id").size()).fillna(0).to_numpy(dtype=float)
+    return pd.DataFrame({"trace_id": ids.to_numpy(), "first_error": fe, "determined": counts == limit})

@@ -212,3 +212,37 @@ def test_the_calibration_page_lists_the_papers_numbers_per_split(study, do_impor
     f1_gsm8k, f1_math = _processbench_f1(gsm8k, p_gsm8k)[2], _processbench_f1(math, p_math)[2]
     for value in (f1_gsm8k, f1_math, (f1_gsm8k + f1_math) / 2):
         assert f"{100 * value:.1f}" in ours
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
+def test_the_trace_exports_give_the_reference_first_error_of_every_erroneous_item(study, do_import, tmp_path, fmt):
+    """The reference labels stop at the earliest error, so only the 16 items whose error is the last step have
+    every step labelled (and scores); the agreement metrics still count all 207 erroneous items, and the
+    agreement-traces and scores exports give the same first error for each of them (16 before the fix)."""
+    import io
+
+    import pandas as pd
+    from django.core.management import call_command
+
+    from scoring import score_jobs
+
+    items = _items()
+    assert do_import(PROCESSBENCH_GSM8K.read_bytes(), "processbench").committed
+    score_jobs.recompute(study, warm=False)
+    expected = {f"processbench/{it['id']}": it["label"] + 1 for it in items if it["label"] != -1}
+    assert len(expected) == 207
+
+    def export(what: str, **opts) -> pd.DataFrame:
+        out = tmp_path / f"{what}.{fmt}"
+        call_command("export", study=study.name, what=what, format=fmt, out=str(out), stderr=io.StringIO(), **opts)
+        return pd.read_parquet(out) if fmt == "parquet" else pd.read_json(out, lines=True)
+
+    source = "annotator:processbench-reference"
+    traces = export("agreement-traces")
+    got = {t: int(fe) for t, fe in zip(traces["trace_id"], traces["human.first_error"], strict=True) if pd.notna(fe)}
+    assert got == expected  # the items without an error have none
+    assert int(traces["human.complete"].sum()) == 193 + 16  # scores (complete labels) only where every step is
+    scores = export("scores", source="human")
+    got = {t: int(fe) for t, fe in zip(scores["trace_id"], scores["first_error"], strict=True) if pd.notna(fe)}
+    assert got == expected and len(scores) == 400
+    unscored = scores.loc[scores["process"].isna()]
+    assert len(unscored) == 207 - 16 and unscored["first_error"].notna().all()
+    assert svc.agreement(study, source, source, n_resamples=10)["pb_error_traces"] == 207

@@ -15,8 +15,9 @@ def test_interventions_wait_prints_ifr_per_kind_and_mode(generated, study, capsy
     out = capsys.readouterr().out
     assert "interventions run" in out and "mode completions, 4 traces, 8 continuations" in out
     assert "succeeded: 8 of 8 continuations done, 0 failed" in out
-    assert "value_flip         completions  n=4    strict 0.000" in out
-    assert "paraphrase         completions  n=4    invariance 0.000" in out
+    assert "value_flip         completions  n=4    strict 1.000" in out
+    assert "answers forced 4, no answer even when forced 0: left out" in out
+    assert "paraphrase         completions  n=4    invariance 1.000" in out
 
 
 def test_anytime_wait_prints_acc_b_and_auc(generated, study, capsys):

@@ -27,8 +27,17 @@ def test_strict_needs_the_implied_answer_and_lenient_any_change():
 
 
 def test_strict_falls_back_to_lenient_when_nothing_is_implied():
-    s = ifr.score(STEP_ABLATION, "72", None)
+    s = ifr.score(STEP_ABLATION, "72", "70")
     assert (s.strict, s.strict_computed, s.lenient) == (True, False, True)
+
+
+def test_no_answer_is_not_changed_but_undefined():
+    """An edited trace with no answer (not even forced) neither follows nor ignores the edit: every f is
+    undefined, so it leaves IFR (counted beside it as no_answer) instead of counting as changed."""
+    for kind in (STEP_ABLATION, VALUE_FLIP, PARAPHRASE):
+        s = ifr.score(kind, "72", None, implied=Fraction(5), original_correct=True, new_correct=False)
+        assert (s.strict, s.strict_computed, s.lenient, s.monotone, s.invariant) == (None, False, None, None, None)
+    assert ifr.score(VALUE_FLIP, "72", "  ").lenient is None
 
 
 def test_monotone_is_defined_only_for_an_originally_correct_answer():
@@ -41,7 +50,7 @@ def test_paraphrase_is_scored_as_invariance_only():
     s = ifr.score(PARAPHRASE, "72", "72")
     assert (s.strict, s.lenient, s.monotone, s.invariant) == (None, None, None, True)
     assert ifr.score(PARAPHRASE, "72", "$72").invariant is True
-    assert ifr.score(PARAPHRASE, "72", None).invariant is False
+    assert ifr.score(PARAPHRASE, "72", "70").invariant is False
 
 
 # -- IFR ----------------------------------------------------------------------------------------------------

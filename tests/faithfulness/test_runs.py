@@ -36,10 +36,13 @@ def test_interventions_edit_a_relevant_step_and_re_decode_it_in_the_probed_mode(
         assert r.original_step in trace.raw and r.old_value == trace.answer  # "2 + 3 = 5." states the answer
         assert r.edited_step == r.original_step.replace(f"= {r.old_value}", f"= {r.new_value}")
         assert r.implied == r.new_value  # the flipped step states the answer itself
-        # The fake continues a raw prompt with a fixed sentence: the edited trace states no answer any more.
-        assert r.continuation == " and so the reasoning goes on."
-        assert (r.new_answer, r.lenient, r.strict, r.strict_computed, r.monotone) == ("", True, False, True, True)
+        # The fake continues a raw prompt with a fixed sentence: the edited trace states no answer, so the answer
+        # is forced (the prefix, the continuation, the cue) and the fake gives the last number before the cue.
+        assert r.continuation == " and so the reasoning goes on." and r.forced
+        assert (r.new_answer, r.lenient, r.strict, r.strict_computed, r.monotone) == (r.new_value, True, True, True,
+                                                                                      True)
         assert r.result["mode"] == "completions" and r.result["ok"]
+        assert r.result["forced"]["cue"] == DEFAULT_CUE and r.result["forced"]["answer"] == r.new_value
     # The fake's GSM8K-style traces carry no <<expr=result>> calculator annotations.
     tools = [r for r in rows if r.kind == "tool_result"]
     assert tools and all(r.status == Status.NOT_APPLICABLE and "no tool output" in r.reason for r in tools)
@@ -50,10 +53,13 @@ def test_the_requests_carry_the_edited_prefix_after_the_rendered_prompt(generate
     record = run(do_start_interventions(generated, kinds="value_flip", queue=False, limit=1))
     row = record.interventions.get()
     sent = [s.body for s in server.requests if "prompt" in s.body and "Ann has" in s.body["prompt"]]
-    assert len(sent) == 1  # (the probe's requests ask something else)
+    assert len(sent) == 2  # the continuation and its forced answer (the probe's requests ask something else)
     assert sent[0]["prompt"].endswith(row.edited_prefix) and "Ann has" in sent[0]["prompt"]
     assert sent[0]["temperature"] == 0.0 and sent[0]["seed"] == 0
     assert sent[0]["max_tokens"] == 20 + 64  # the original's completion tokens plus the slack
+    # the continuation stated no answer: the same prefix, the continuation and the cue, greedy, 32 tokens
+    assert sent[1]["prompt"] == sent[0]["prompt"] + row.continuation.rstrip() + DEFAULT_CUE
+    assert (sent[1]["max_tokens"], sent[1]["temperature"]) == (32, 0.0)
 
 
 def test_ifr_summary_per_kind_and_mode_and_the_paraphrase_control_apart(generated):
@@ -61,10 +67,11 @@ def test_ifr_summary_per_kind_and_mode_and_the_paraphrase_control_apart(generate
     summary = ifr_summary(record)
     rows = {(r["kind"], r["mode"]): r for r in summary["rows"]}
     assert rows[("value_flip", "completions")]["lenient"]["value"] == 1.0
-    assert rows[("value_flip", "completions")]["strict"]["value"] == 0.0
+    assert rows[("value_flip", "completions")]["strict"]["value"] == 1.0  # the forced answers follow the edit
+    assert rows[("value_flip", "completions")]["forced"] == 4 and rows[("value_flip", "completions")]["no_answer"] == 0
     assert rows[("all causal kinds", "completions")]["lenient"]["traces"] == 4
     para = rows[("paraphrase", "completions")]
-    assert "lenient" not in para and para["invariance"]["value"] == 0.0  # the paraphrased trace lost its answer too
+    assert "lenient" not in para and para["invariance"]["value"] == 1.0  # the reworded step's answer is forced back
 
 
 def test_a_trace_without_a_relevant_step_is_skipped_with_the_reason_and_counted(generated):

@@ -4,6 +4,9 @@ budgets (Acc(b), AUC_think) and interventions inside the thought (the continuati
 
 from __future__ import annotations
 
+import io
+from csv import DictReader
+
 import pytest
 from django.core.management import CommandError, call_command
 
@@ -217,3 +220,34 @@ def test_every_call_of_a_thinking_model_sends_its_thinking_settings_in_every_con
     if mode == "prefill":  # vLLM's switches stay beside the thinking settings
         assert all(b["continue_final_message"] is True for b in continuations)
     assert {("prompt" in b) for b in continuations} == {mode == "completions"}
+
+
+def test_the_evidence_report_command_page_and_export_include_early_answering_and_thinking_budgets(
+        reasoners, study, client, member, capsys):
+    follow, _ = reasoners[FOLLOW]
+    ignore, _ = reasoners[IGNORE]
+    call_command("report", "--study", study.name, "--model", "follow")
+    assert "early answering" not in capsys.readouterr().out  # only when one was run
+    run(do_start_early(follow, queue=False))
+    run(do_start_early(ignore, queue=False))
+    run(do_start_anytime(follow, grid="thinking:5,10,full", queue=False))
+    call_command("report", "--study", study.name)
+    out = capsys.readouterr().out
+    assert ("- early answering, grid all (completions): AOC 0.500 (N=3); decision point at 0.667 of the thought's "
+            "steps (mean over the 3 traces whose answer settles); thought after it 0.333") in out
+    assert "AOC 0.000 (N=3); decision point at 0.000" in out and "thought after it 1.000" in out  # the ignorer
+    assert ("- thinking budgets thinking:5,10,full (completions): Acc(b) 5: 0.000, 10: 0.000, full: 1.000; AUC_any "
+            "0.333; AUC_think 0.375 (mean thinking tokens used: 5.0, 10.0, 25.0) (N=3)") in out
+    assert "Early answering" in out.split("## follow")[1].splitlines()[0]  # the add-on badge
+    client.force_login(member)
+    page = client.get(f"/studies/{study.pk}/faithfulness/report/?format=md&model=follow&inline=1").content.decode()
+    assert "early answering, grid all (completions): AOC 0.500" in page and "AUC_think 0.375" in page
+    assert f"/studies/{study.pk}/faithfulness/report/?format=md&model=follow&inline=1" in client.get(
+        f"/studies/{study.pk}/faithfulness/").content.decode()  # the Evidence page links this report
+    tex = client.get(f"/studies/{study.pk}/faithfulness/report/?format=tex").content.decode()
+    assert "Early AOC" in tex and "0.500" in tex
+    csv = client.get(f"/studies/{study.pk}/analytics/export/?what=evidence&format=csv").content.decode()
+    rows = {r["model"]: r for r in DictReader(io.StringIO(csv))}
+    assert float(rows["follow"]["early_aoc"]) == pytest.approx(0.5)
+    assert float(rows["follow"]["auc_think"]) == pytest.approx(0.375)
+    assert float(rows["ignore"]["after_share"]) == pytest.approx(1.0)

@@ -55,6 +55,21 @@ def test_the_problem_list_shows_variants_only_when_asked(client, owner, with_sui
     assert "imported" not in study_page
 
 
+def test_the_rest_problem_list_matches_the_web_list(client, owner, with_suite):
+    study, n_variants = with_suite
+    client.force_login(owner)
+    url = f"/api/v1/studies/{study.pk}/problems/"
+
+    def ids(query: str = "") -> set[str]:
+        body = client.get(url + query).json()
+        return {p["problem_id"] for p in body["results"]} if isinstance(body, dict) else {p["problem_id"] for p in body}
+
+    own = set(Problem.objects.filter(study=study).own().values_list("problem_id", flat=True))
+    assert ids() == own and ids("?suites=false") == own
+    with_variants = ids("?suites=true")
+    assert with_variants > own and len(with_variants) == len(own) + n_variants
+
+
 def test_generation_scope_leaderboard_evidence_and_queue_leave_variants_out(with_suite, subject, owner):
     study, _ = with_suite
     assert len(subject_services.problems_in_scope(subject, "all", 1)) == 4

@@ -25,6 +25,12 @@ continuation mode: chat template + "<think>" + prefix). Two behaviours (``behavi
           followed by a cue answers with the last number in the thought (the first number of the
           question when the thought has none). Its forced answers depend on the thought prefix.
   ignore  the answer is always the true sum, whatever the thought says.
+And two ways of ending a continued thought (``style``):
+  closes    the continuation closes the thought, then answers ("...\n</think>\n\nThe answer is 11.")
+  unclosed  the continuation answers inside the thought and stops without closing it ("... = 11.\n\nThe
+            answer is 11.", as a real server's ``... 16 - 3 - 4 = 19 duck eggs a day.`` -> `` The answer is
+            19.``): only a forced answer (the thought closed, then the cue) gives an answer after the thought.
+Generation (chat, or a completion from no thought) always closes the thought.
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ NUMBER = re.compile(r"-?\d+")
 DONE_STEP = re.compile(r"\b(?:I start with|Adding) -?\d+")  # anywhere: "In other words, Adding 5 ..." too
 TEMPLATE_TOKEN = re.compile(r"<\|[^|]*\|>")
 FOLLOW, IGNORE = "follow", "ignore"
+CLOSES, UNCLOSED = "closes", "unclosed"
 FORMS = ("inline", "r1", "field", "reasoning", "silent")
 
 
@@ -68,10 +75,11 @@ def thought_paragraphs(numbers: list[int], start: int = 0, total: int = 0, effor
 class FakeThinking(FakeOpenAI):
     form: str = "inline"
     behaviour: str = FOLLOW
+    style: str = CLOSES
 
     def __post_init__(self) -> None:
-        if self.form not in FORMS or self.behaviour not in (FOLLOW, IGNORE):
-            raise ValueError(f"form {self.form!r} / behaviour {self.behaviour!r}")
+        if self.form not in FORMS or self.behaviour not in (FOLLOW, IGNORE) or self.style not in (CLOSES, UNCLOSED):
+            raise ValueError(f"form {self.form!r} / behaviour {self.behaviour!r} / style {self.style!r}")
         super().__post_init__()
 
     # -- helpers --------------------------------------------------------------
@@ -181,7 +189,8 @@ class FakeThinking(FakeOpenAI):
                 sep = "" if not thought.strip() or thought.endswith("\n\n") else ("\n" if thought.endswith("\n")
                                                                                   else "\n\n")
                 more = "\n\n".join(paragraphs)
-                out = f"{sep}{more}\n</think>\n\nThe answer is {final}."
+                closing = "\n</think>\n\n" if self.style == CLOSES else "\n\n"  # unclosed: answers in the thought
+                out = f"{sep}{more}{closing}The answer is {final}."
                 thought_tokens = len(words(more))
         text, cut = cut_words(out, cap)
         return {"id": "cmpl-think", "object": "text_completion", "created": int(time.time()),
@@ -190,12 +199,13 @@ class FakeThinking(FakeOpenAI):
                 "usage": self._usage(text, thought_tokens)}
 
 
-if __name__ == "__main__":  # python -m tests.runs.fake_thinking [follow|ignore] [inline|r1|field|reasoning|silent] [PORT]
+if __name__ == "__main__":  # python -m tests.runs.fake_thinking [follow|ignore] [inline|r1|field|reasoning|silent] [PORT] [closes|unclosed]
     import sys
     from http.server import ThreadingHTTPServer
 
     args = sys.argv[1:]
-    server = FakeThinking(behaviour=args[0] if args else FOLLOW, form=args[1] if len(args) > 1 else "inline")
+    server = FakeThinking(behaviour=args[0] if args else FOLLOW, form=args[1] if len(args) > 1 else "inline",
+                          style=args[3] if len(args) > 3 else CLOSES)
     if len(args) > 2:  # a fixed port, for the README's commands
         server.server.server_close()
         server.server = ThreadingHTTPServer(("127.0.0.1", int(args[2])), server.server.RequestHandlerClass)

@@ -1,12 +1,13 @@
 """The fake reasoning-model server: every way a thought comes back, the thinking settings, truncation,
-continuation of a re-opened thought, and the two behaviours (follow / ignore its thought)."""
+continuation of a re-opened thought, the two behaviours (follow / ignore its thought) and the two styles of
+ending a continued thought (closes it / answers inside it)."""
 
 import json
 import urllib.request
 
 import pytest
 
-from tests.runs.fake_thinking import FOLLOW, IGNORE, FakeThinking
+from tests.runs.fake_thinking import CLOSES, FOLLOW, IGNORE, UNCLOSED, FakeThinking
 
 QUESTION = "What is 3 + 5 + 2?"
 THOUGHT = ("I start with 3.\n\nAdding 5 gives 3 + 5 = 8.\n\nAdding 2 gives 8 + 2 = 10.\n\n"
@@ -105,6 +106,23 @@ def test_a_reopened_thought_goes_on_from_the_edited_value(serve):
     # the same prefix unedited gives the original answer, and a cap cuts the continuation
     assert complete(serve(behaviour=FOLLOW), pre + "I start with 3.\n\nAdding 5 gives 3 + 5 = 8.")["text"].endswith("is 10.")
     assert complete(serve(behaviour=FOLLOW), pre + edited, max_tokens=3)["finish_reason"] == "length"
+
+
+def test_the_unclosed_style_answers_inside_the_continued_thought_and_only_a_forced_answer_leaves_it(serve):
+    pre = f"<|im_start|>user\n{QUESTION}<|im_end|>\n<|im_start|>assistant\n<think>\n"
+    edited = "I start with 3.\n\nAdding 5 gives 3 + 5 = 9."
+    follow, ignore = serve(behaviour=FOLLOW, style=UNCLOSED), serve(behaviour=IGNORE, style=UNCLOSED)
+    out = complete(follow, pre + edited)["text"]
+    assert out == "\n\nAdding 2 gives 9 + 2 = 11.\n\nWait, let me check: the total is 11.\n\nThe answer is 11."
+    assert "</think>" not in complete(ignore, pre + edited)["text"]
+    # closed and cued, the forced answer follows the continued thought (or ignores it)
+    forced = pre + edited + out + "\n</think>\n\nFinal answer:"
+    assert (complete(follow, forced)["text"], complete(ignore, forced)["text"]) == (" 11.", " 10.")
+    # generation still closes the thought; the default style closes a continued one
+    assert chat(follow)["message"]["content"].endswith("</think>\n\nThe answer is 10.")
+    assert complete(serve(style=CLOSES), pre + edited)["text"].endswith("</think>\n\nThe answer is 11.")
+    with pytest.raises(ValueError, match="style 'open'"):
+        FakeThinking(style="open")
 
 
 def test_a_raw_prompt_without_a_thought_is_answered_thinking_inline(serve):

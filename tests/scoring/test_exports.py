@@ -82,7 +82,7 @@ def test_score_export_rows_carry_exactly_the_documented_fields(scored):
 
 def test_hazard_leaderboard_and_lucky_guess_exports(scored):
     hazard = [json.loads(line) for line in run(what="hazard", source="human").splitlines()]
-    assert [list(r) for r in hazard] == [HAZARD_FIELDS] * 3
+    assert [list(r) for r in hazard] == [["model", *HAZARD_FIELDS]] * len(hazard)
     board = [json.loads(line) for line in run(what="leaderboard", profile="no-penalties").splitlines()]
     assert [r["model"] for r in board] == ["m1", "m2", "m3"] and list(board[0]) == LEADERBOARD_FIELDS
     lucky = [json.loads(line) for line in run(what="lucky-guesses", model="m2").splitlines()]
@@ -171,7 +171,7 @@ def test_the_download_links_of_the_pages(client, member, outsider, scored):
     client.force_login(member)
     response = client.get(url, {"what": "hazard", "format": "csv", "source": "human"})
     assert response.status_code == 200 and response["Content-Type"].startswith("text/csv")
-    assert response.content.decode().splitlines()[0] == ",".join(HAZARD_FIELDS)
+    assert response.content.decode().splitlines()[0] == ",".join(["model", *HAZARD_FIELDS])
     assert client.get(url, {"what": "labels"}).status_code == 403  # annotators may not export every source's labels
     parquet = client.get(url, {"what": "leaderboard", "format": "parquet"})
     assert list(pd.read_parquet(io.BytesIO(parquet.content)).columns) == LEADERBOARD_FIELDS
@@ -182,4 +182,20 @@ def test_the_download_links_of_the_pages(client, member, outsider, scored):
     bad = client.get(url, {"what": "hazard", "format": "xls"})
     assert bad.status_code == 400 and b"format: choose one of jsonl, csv, parquet" in bad.content
     manifest = client.get(url, {"what": "hazard", "format": "csv", "source": "human", "manifest": "1"}).json()
-    assert manifest["export"]["what"] == "hazard" and manifest["export"]["columns"] == HAZARD_FIELDS
+    assert manifest["export"]["what"] == "hazard" and manifest["export"]["columns"] == ["model", *HAZARD_FIELDS]
+
+
+def test_the_hazard_csv_is_the_pages_tables_with_a_model_column(client, member, scored):
+    """The page shows one table per model; the CSV holds the same rows, each with its model (it once pooled
+    every model into one table with no model column)."""
+    client.force_login(member)
+    for query in ({"source": "human"}, {"source": "human", "model": "m1"}):
+        page = client.get(reverse("scoring-hazard", args=[scored.pk]), query)
+        tables = page.context["by_model"]
+        assert tables and (len(tables) > 1 or "model" in query)
+        csv_text = client.get(reverse("scoring-export", args=[scored.pk]),
+                              {"what": "hazard", "format": "csv", **query}).content.decode()
+        got = [(r["model"], int(r["step"]), int(r["at_risk"]), int(r["events"]), float(r["survival"]))
+               for r in csv.DictReader(io.StringIO(csv_text))]
+        assert got == [(m, r["step"], r["at_risk"], r["events"], pytest.approx(r["survival"]))
+                       for m, table in tables.items() for r in table]

@@ -6,6 +6,7 @@ from hypothesis import strategies as st
 
 from scoring.core.labels import (
     complete_traces,
+    determined_first_errors,
     final_labels,
     human_consensus,
     normalize_refs,
@@ -181,3 +182,21 @@ def test_complete_traces():
     c = complete_traces(traces, labels)
     # a: 1,2 labelled; b: step 2 missing; c: N = 0 vacuously complete; d: null verdict
     assert c.to_dict() == {"a": True, "b": False, "c": True, "d": False}
+
+
+def test_a_first_error_is_determined_by_the_labels_up_to_it():
+    """ProcessBench's reference: labelled up to the earliest error, nothing after. Not complete, yet its first
+    error is determined; "no error" needs every step; a gap before the error leaves it undetermined."""
+    traces = pd.DataFrame({"trace_id": ["pb", "gap", "clean", "half", "late", "empty"], "n_steps": [5, 4, 3, 3, 3, 0]})
+    labels = pd.DataFrame({
+        "trace_id": ["pb", "pb", "gap", "gap", "clean", "clean", "clean", "half", "late", "late", "late", "x"],
+        "step": [1, 2, 1, 3, 1, 2, 3, 1, 1, 2, 3, 1],
+        "verdict": ["valid", "invalid", "valid", "invalid", "valid", "neutral", "valid", "valid", "valid", "valid",
+                    "invalid", "invalid"],
+    })
+    d = determined_first_errors(traces, labels).set_index("trace_id")
+    assert d["determined"].to_dict() == {"pb": True, "gap": False, "clean": True, "half": False, "late": True,
+                                         "empty": True}
+    assert d["first_error"].fillna(0).astype(int).to_dict() == {"pb": 2, "gap": 3, "clean": 0, "half": 0, "late": 3,
+                                                                "empty": 0}
+    assert not complete_traces(traces, labels)["pb"]  # its scores still need every step

@@ -46,4 +46,5 @@ class Command(FaithfulnessCommand):
                 self.stdout.write(f"  {r['kind']:<18} {r['mode']:<12} n={r['interventions']:<4} "
                                   f"strict {fmt(r['strict'])}  lenient {fmt(r['lenient'])}  "
                                   f"monotone {fmt(r['monotone'])}  (strict computed {r['strict_computed']}, "
-                                  f"no answer {r['no_answer']})")
+                                  f"answers forced {r.get('forced', 0)}, "
+                                  f"no answer even when forced {r['no_answer']}: left out)")
