@@ -27,11 +27,11 @@ import socket
 from collections.abc import Iterable, Mapping, Sequence
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-import httpx
 import httpx2
 from django.conf import settings
 
 from reasonaudit.env import ANY_HOST, is_app_variable
+from runs import deadline
 
 # Query parameters that carry credentials (Azure's api-key, signed URLs, tokens): refused in a
 # base_url and removed wherever a URL is shown or logged.
@@ -216,18 +216,50 @@ def _pin(request) -> None:
             request.extensions = {**request.extensions, "sni_hostname": host}
 
 
-class GuardedTransport(httpx.HTTPTransport):
-    """An httpx transport that checks every request (each redirect too) against the address policy
-    just before connecting and connects to the address it checked, so a name that changes its address
-    between the check and the connection (DNS rebinding) gets nowhere."""
+# What a model server is sent besides the request body: what HTTP needs and the application's own key,
+# nothing else. The openai client adds OPENAI_ORG_ID, OPENAI_PROJECT_ID and every line of
+# OPENAI_CUSTOM_HEADERS from the worker's environment (an Authorization line among them) to whatever
+# base_url a study owner chose, and its X-Stainless-* headers describe the worker; the transport drops
+# every header not named here, so what an environment variable holds never leaves, whatever the client does.
+SENT_HEADERS = frozenset({"host", "accept", "content-type", "content-length", "transfer-encoding", "connection"})
+USER_AGENT = "ReasonAudit"
 
-    def handle_request(self, request: httpx.Request) -> httpx.Response:
-        _pin(request)
-        return super().handle_request(request)
+
+def _only_our_headers(request, api_key: str) -> None:
+    for name in list(request.headers.keys()):
+        if name.lower() not in SENT_HEADERS:
+            del request.headers[name]
+    request.headers["User-Agent"] = USER_AGENT
+    # Uncompressed: the size cap counts what is parsed, so a compressed body cannot inflate past it.
+    request.headers["Accept-Encoding"] = "identity"
+    if api_key:
+        request.headers["Authorization"] = f"Bearer {api_key}"
+
+
+def response_max_bytes() -> int:
+    return int(getattr(settings, "MODEL_RESPONSE_MAX_BYTES", 16 * 1024 * 1024))
 
 
 class GuardedTransport2(httpx2.HTTPTransport):
-    """GuardedTransport for the ``openai`` client, which is built on httpx2."""
+    """The transport of every request to a model server (the ``openai`` client's and the save-time
+    check's):
+
+    * every request (each redirect too) is checked against the address policy just before connecting
+      and connects to the address it checked, so a name that changes its address between the check and
+      the connection (DNS rebinding) gets nowhere;
+    * only SENT_HEADERS and the application's own key (``api_key``; none when empty) are sent;
+    * connect + headers + body take at most ``seconds`` in all (runs.deadline: the caller's deadline
+      when it set one, else one per request), and a body over ``max_bytes`` is cut (ResponseTooLarge);
+    * nothing from the environment: no proxy, no .netrc, no CA bundle variables (``trust_env=False``)."""
+
+    def __init__(self, *, api_key: str = "", seconds: float = 120.0, max_bytes: int | None = None) -> None:
+        super().__init__(trust_env=False)
+        # httpcore's pool takes its socket backend at construction only; this one bounds every socket
+        # operation by what is left of the request's deadline.
+        self._pool._network_backend = deadline.DeadlineBackend()
+        self.api_key = api_key
+        self.seconds = seconds
+        self.max_bytes = max_bytes  # None: the setting, read on each request
 
     def handle_request(self, request: httpx2.Request) -> httpx2.Response:
         try:
@@ -235,11 +267,29 @@ class GuardedTransport2(httpx2.HTTPTransport):
         except OutboundRefused as exc:
             # As a connection error the openai client hands it on (runs.transport finds the cause).
             raise httpx2.ConnectError(str(exc), request=request) from exc
-        return super().handle_request(request)
+        _only_our_headers(request, self.api_key)
+        when = deadline.current()
+        own = when is None
+        if own:
+            when = deadline.start(self.seconds)
+        try:
+            response = super().handle_request(request)
+        except BaseException:
+            if own:
+                deadline.clear()
+            raise
+        # What is capped is what is parsed: a body the server compressed anyway is not inflated.
+        if "content-encoding" in response.headers:
+            del response.headers["content-encoding"]
+        cap = response_max_bytes() if self.max_bytes is None else self.max_bytes
+        response.stream = deadline.CappedStream(response.stream, when, cap, clear=own)
+        return response
 
 
-def guarded_client(timeout: float, **kwargs) -> httpx.Client:
-    return httpx.Client(transport=GuardedTransport(), timeout=timeout, **kwargs)
+def guarded_client(timeout: float, **kwargs) -> httpx2.Client:
+    """An HTTP client for a model server outside the openai client (the save-time check): the same
+    transport, ``timeout`` the total deadline of each request."""
+    return httpx2.Client(transport=GuardedTransport2(seconds=timeout), timeout=timeout, trust_env=False, **kwargs)
 
 
 # --------------------------------------------------------------------------

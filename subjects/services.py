@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
+import httpx2
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Count, Q, QuerySet
@@ -212,7 +212,7 @@ def check_reachable(base_url: str, *, timeout: float = 10.0) -> None:
             client.get(url)
     except OutboundRefused as exc:
         raise ValueError(f"base_url: {exc}") from None
-    except httpx.HTTPError:
+    except httpx2.HTTPError:
         raise Unreachable(f"no model server answered at {redact_url(base_url)} (GET /models); save without the "
                           "check to keep it anyway") from None
 
