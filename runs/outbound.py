@@ -25,7 +25,7 @@ import os
 import re
 import socket
 from collections.abc import Iterable, Mapping, Sequence
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 import httpx2
 from django.conf import settings
@@ -33,9 +33,16 @@ from django.conf import settings
 from reasonaudit.env import ANY_HOST, is_app_variable
 from runs import deadline
 
-# Query parameters that carry credentials (Azure's api-key, signed URLs, tokens): refused in a
-# base_url and removed wherever a URL is shown or logged.
-_SECRET_PARAM = re.compile(r"key|token|secret|passw|auth|sig|credential|session", re.IGNORECASE)
+# Query parameters that carry credentials (Azure's api-key, signed URLs, tokens, ?pwd=, ?bearer=): refused
+# in a base_url and removed wherever a URL is shown or logged.
+_SECRET_PARAM = re.compile(r"key|token|secret|pass|pwd|auth|bearer|sig|credential|session|jwt|cookie", re.IGNORECASE)
+# A path segment that is a credential: a known key format (OpenAI sk-, Hugging Face hf_, GitHub, Slack,
+# GitLab, AWS, a JWT), or a long run of mixed-case letters and digits (base64 keys). Lower-case hex ids
+# (a gateway's account id) and words are not keys.
+_TOKEN_SEGMENT = re.compile(
+    r"(?:sk|pk|rk|sess)-[A-Za-z0-9_-]{8,}|hf_[A-Za-z0-9]{8,}|gh[pousr]_[A-Za-z0-9]{8,}|github_pat_\w{8,}"
+    r"|xox[abprs]-[A-Za-z0-9-]{8,}|glpat-[A-Za-z0-9_-]{8,}|(?:AKIA|ASIA)[A-Z0-9]{12,}|eyJ[A-Za-z0-9_-]{8,}.*"
+    r"|(?=[A-Za-z0-9_+/=-]*[a-z])(?=[A-Za-z0-9_+/=-]*[A-Z])(?=[A-Za-z0-9_+/=-]*[0-9])[A-Za-z0-9_+/=-]{32,}")
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
@@ -61,9 +68,21 @@ def model_networks() -> Sequence[Network]:
 # URLs
 
 
+def _path_secret(segment: str) -> str | None:
+    """Why a path segment is a credential (a reason), or None: a path parameter (``;api_key=...``,
+    ``;jsessionid=``) or a token (``_TOKEN_SEGMENT``), percent-encoded or not."""
+    text = unquote(segment)
+    if ";" in text or "=" in text:
+        return f"a parameter in the path ({text.split(';', 1)[-1].split('=', 1)[0][:40]!r})"
+    if _TOKEN_SEGMENT.fullmatch(text):
+        return "what looks like a key or token in the path"
+    return None
+
+
 def redact_url(url: str) -> str:
-    """The URL without user:password@ and without query parameters that look like credentials
-    (shown, logged and stored in run configurations in this form)."""
+    """The URL without user:password@, without query parameters that look like credentials and with
+    path segments that look like credentials replaced (shown, logged and stored in run configurations
+    in this form)."""
     try:
         parts = urlsplit(url)
         host = parts.hostname or ""
@@ -74,7 +93,8 @@ def redact_url(url: str) -> str:
         host = f"[{host}]"
     query = [(k, v if not _SECRET_PARAM.search(k) else "REDACTED") for k, v in parse_qsl(parts.query,
                                                                                            keep_blank_values=True)]
-    return urlunsplit((parts.scheme, host + port, parts.path, urlencode(query), ""))
+    path = "/".join("REDACTED" if _path_secret(segment) else segment for segment in parts.path.split("/"))
+    return urlunsplit((parts.scheme, host + port, path, urlencode(query), ""))
 
 
 def url_credentials(url: str) -> str | None:
@@ -88,11 +108,52 @@ def url_credentials(url: str) -> str | None:
     for key, _value in parse_qsl(parts.query, keep_blank_values=True):
         if _SECRET_PARAM.search(key):
             return f"the query parameter {key!r}"
+    for segment in parts.path.split("/"):
+        reason = _path_secret(segment)
+        if reason is not None:
+            return reason
     return None
 
 
 # --------------------------------------------------------------------------
 # Addresses
+
+
+# IPv6 forms that carry an IPv4 address the packet ends up at: NAT64 (RFC 6052, the well-known prefix and
+# the local-use one, whose operator picks where the IPv4 address sits), 6to4 and Teredo (ipaddress
+# finds those two), IPv4-compatible (::a.b.c.d) and IPv4-translated (::ffff:0:a.b.c.d) addresses.
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")
+_NAT64_LOCAL = ipaddress.ip_network("64:ff9b:1::/48")
+
+
+def _rfc6052(value: int, prefix: int) -> ipaddress.IPv4Address:
+    """The IPv4 address inside a NAT64 address of a ``prefix``-bit prefix (bits 64-71 are never used)."""
+    bits = [(value >> (127 - i)) & 1 for i in range(128)]
+    where = [i for i in range(prefix, 128) if not 64 <= i < 72][:32]
+    return ipaddress.IPv4Address(int("".join(str(bits[i]) for i in where), 2))
+
+
+def embedded_ipv4(address: Address) -> list[ipaddress.IPv4Address]:
+    """Every IPv4 address an IPv6 address may stand for ([] for one that embeds none)."""
+    if not isinstance(address, ipaddress.IPv6Address):
+        return []
+    value = int(address)
+    found: list[ipaddress.IPv4Address] = []
+    if address.ipv4_mapped is not None:
+        found.append(address.ipv4_mapped)
+    if value >> 32 == 0 and value > 1:  # ::a.b.c.d (:: and ::1 are themselves)
+        found.append(ipaddress.IPv4Address(value))
+    if value >> 32 == 0xFFFF0000:  # ::ffff:0:a.b.c.d
+        found.append(ipaddress.IPv4Address(value & 0xFFFFFFFF))
+    if address in _NAT64:
+        found.append(ipaddress.IPv4Address(value & 0xFFFFFFFF))
+    if address in _NAT64_LOCAL:
+        found.extend(_rfc6052(value, prefix) for prefix in (48, 56, 64, 96))
+    if address.sixtofour is not None:
+        found.append(address.sixtofour)
+    if address.teredo is not None:
+        found.extend(address.teredo)
+    return found
 
 
 def _address(value: str) -> Address | None:
@@ -107,11 +168,16 @@ def _address(value: str) -> Address | None:
 
 def address_allowed(address: Address, networks: Iterable[Network] | None = None) -> bool:
     """Public (globally routable) addresses always; others (loopback, private, link-local,
-    unspecified, reserved, multicast) only inside an allowed network."""
+    unspecified, reserved, multicast) only inside an allowed network.
+    An IPv6 address that embeds IPv4 addresses (NAT64, 6to4, Teredo, ::a.b.c.d) is judged as those:
+    each must be allowed, unless the IPv6 address itself is in an allowed network."""
     networks = model_networks() if networks is None else networks
-    if address.is_global and not address.is_multicast:
+    if any(address.version == net.version and address in net for net in networks):
         return True
-    return any(address.version == net.version and address in net for net in networks)
+    embedded = embedded_ipv4(address)
+    if embedded:
+        return all(address_allowed(v4, networks) for v4 in embedded)
+    return address.is_global and not address.is_multicast
 
 
 def resolve(host: str, port: int) -> list[Address]:

@@ -59,8 +59,9 @@ class StopSequencesField(forms.Field):
 
 
 class SubjectModelForm(forms.ModelForm):
-    check_server = forms.BooleanField(required=False, initial=True, label="Check the server first",
-                                      help_text="ask the server for its models (GET /models) before saving")
+    check_server = forms.BooleanField(required=False, initial=True, label="Check the server after saving",
+                                      help_text="a background job probes the server (three short requests); "
+                                                "the model's page shows what it found")
     stop = StopSequencesField(required=False, label="Stop sequences",
                               help_text="one per line, at most 4; write a line break as \\n and a tab as \\t "
                                         "(e.g. \\n\\nQuestion:)")

@@ -22,7 +22,8 @@ class SubjectModelSerializer(HtmlUrlMixin, serializers.ModelSerializer):
                                                 help_text="a version of the template (default: the newest)")
     prompt_template = serializers.SerializerMethodField()
     check = serializers.BooleanField(required=False, default=True, write_only=True,
-                                     help_text="ask the server (GET /models) before saving")
+                                     help_text="after saving, probe the server in a background job (kind "
+                                               "probe); the request itself never contacts it")
 
     class Meta:
         model = SubjectModel

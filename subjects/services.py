@@ -200,9 +200,10 @@ def check_template(user, template_id: int) -> tuple[PromptTemplate, Membership]:
 
 
 def check_reachable(base_url: str, *, timeout: float = 10.0) -> None:
-    """One cheap request, ``GET {base_url}/models``; raises Unreachable naming
-    the URL when the server does not answer (any HTTP answer counts: a server
-    that wants a key still exists)."""
+    """One cheap request, ``GET {base_url}/models``, within ``timeout`` seconds in all; raises Unreachable
+    naming the URL when the server does not answer (any HTTP answer counts: a server that wants a key
+    still exists). For the operator's command line only (add_model): the web and the API check a server
+    with a probe job after saving (do_check_after_save)."""
     # Through the address policy (runs.outbound), and one message for every failure: which error it was
     # (refused, timed out, reset) would tell a user which ports are open on the hosts the policy allows.
     url = base_url.rstrip("/") + "/models"
@@ -325,6 +326,22 @@ def do_start_probe(subject: SubjectModel, *, user=None) -> Job:
                                      "config_version": subject.version})
     transaction.on_commit(lambda: _queue_probe(job.pk))
     return job
+
+
+def do_check_after_save(subject: SubjectModel, *, user=None) -> Job | None:
+    """The save-time check of a subject model's server: a probe job (do_start_probe) contacts the server
+    in a worker; the web process, the API and the save itself never do. A check that connected while
+    the owner waited would tell by its time alone a closed port from a silent one and from a model
+    server, on every host the address policy allows (issue 29, L4). Returns the probe's job (the one
+    already running, if any), or None when the task queue is down (that job ended failed at once)."""
+    from kombu.exceptions import OperationalError as BrokerError
+
+    try:
+        return do_start_probe(subject, user=user)
+    except RunConflict:
+        return active_probe(subject)
+    except BrokerError:
+        return None
 
 
 def _queue_probe(job_id: int) -> None:
