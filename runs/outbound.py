@@ -12,9 +12,12 @@ Two operator settings decide it, never a user:
 * ``MODEL_NETWORKS`` (``REASONAUDIT_MODEL_NETWORKS``): the non-public networks (loopback, private,
   link-local, ...) model servers may live in. Public addresses are always allowed. A host name is
   resolved and *every* address it resolves to must pass; the check runs again on each request
-  (``GuardedTransport``) and the connection goes to the address that was checked, so a name that
+  (``GuardedTransport2``) and the connection goes to the address that was checked, so a name that
   resolves to a public address at save time and to 127.0.0.1 later (DNS rebinding) is refused.
+  An IPv6 address that embeds an IPv4 address (NAT64, 6to4, ...) is judged as that address.
 
+The same transport sends nothing but the request, HTTP's own headers and the allowed key, within a
+total deadline and with a capped response (docs/configuration.md, "What leaves the server").
 Messages name the policy, never whether a port answered.
 """
 
