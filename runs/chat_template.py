@@ -167,8 +167,10 @@ def compile_template(template: str) -> jinja2.Template:
         return env.from_string(template)
     except jinja2.TemplateError as exc:
         raise ChatTemplateError(f"the chat template does not compile: {exc}") from None
-    except (RecursionError, MemoryError, ValueError, OverflowError) as exc:  # e.g. nesting too deep to compile
-        raise ChatTemplateError(f"the chat template does not compile: {type(exc).__name__}") from None
+    except (RecursionError, MemoryError, ValueError, OverflowError, SyntaxError) as exc:
+        # Nesting too deep to compile: Jinja's parser recurses, and Python refuses the generated code
+        # ("too many statically nested blocks", "too many levels of indentation").
+        raise ChatTemplateError(f"the chat template does not compile: {type(exc).__name__}: {str(exc)[:100]}") from None
 
 
 def render_chat(template: str, messages: Sequence[Mapping[str, Any]], *, add_generation_prompt: bool = True,

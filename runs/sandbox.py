@@ -55,12 +55,16 @@ def memory_bytes() -> int:
 # The child
 
 
-def _vm_size() -> int:
-    with open("/proc/self/status", encoding="ascii") as status:
-        for line in status:
-            if line.startswith("VmSize:"):
-                return int(line.split()[1]) * 1024
-    return 0
+def _vm_size() -> int | None:
+    """The address space the child starts with (the parent's), or None where /proc does not say."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmSize:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
 
 
 def _on_xcpu(signum, frame) -> None:
@@ -74,9 +78,11 @@ def _serve(conn: Connection, memory: int) -> None:
     for name in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2):
         signal.signal(name, signal.SIG_DFL)  # the parent's handlers (a worker's warm shutdown) are not ours
     signal.signal(signal.SIGXCPU, _on_xcpu)
-    _soft, hard = resource.getrlimit(resource.RLIMIT_AS)
-    limit = _vm_size() + memory
-    resource.setrlimit(resource.RLIMIT_AS, (limit if hard == resource.RLIM_INFINITY else min(limit, hard), hard))
+    size = _vm_size()
+    if size is not None:  # Linux; elsewhere (no /proc) only the time limits hold
+        _soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+        limit = size + memory
+        resource.setrlimit(resource.RLIMIT_AS, (limit if hard == resource.RLIM_INFINITY else min(limit, hard), hard))
     while True:
         try:
             kind, args, seconds = conn.recv()

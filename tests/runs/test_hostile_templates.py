@@ -122,3 +122,15 @@ def test_ordinary_templates_render_as_before_and_the_child_is_reused():
     first = sandbox._IDLE.get(__import__("os").getpid(), [])[:]
     prompts.render("{{ problem }}", problem="again")
     assert sandbox._IDLE[__import__("os").getpid()] == first  # the same idle child, not a new fork
+
+
+@pytest.mark.parametrize("template", [
+    "{% for a in b %}" * 30 + "{% endfor %}" * 30,  # Python: too many statically nested blocks
+    "{% if a %}" * 200 + "{% endif %}" * 200,  # Python: too many levels of indentation
+    "{{ " + "(" * 5000 + "1" + ")" * 5000 + " }}",  # Jinja's parser: RecursionError
+])
+def test_a_chat_template_nested_too_deep_to_compile_is_the_templates_error_not_a_crash(template):
+    with pytest.raises(ChatTemplateError, match="does not compile"):
+        chat_template.compile_template(template)
+    with pytest.raises(ChatTemplateError, match="does not compile"):
+        render_chat(template, [])
