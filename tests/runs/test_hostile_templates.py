@@ -7,6 +7,7 @@ within the time bound, and the calling process's memory does not grow."""
 
 from __future__ import annotations
 
+import os
 import resource
 import time
 
@@ -119,9 +120,9 @@ def test_a_render_past_its_wall_clock_bound_is_killed(monkeypatch):
 def test_ordinary_templates_render_as_before_and_the_child_is_reused():
     assert prompts.render(prompts.K_SHOT_TEMPLATE, problem="2+2?",
                           exemplars=[{"question": "1+1?", "answer": "2"}]) == "Q: 1+1?\nA: 2\n\nQ: 2+2?\nA:"
-    first = sandbox._IDLE.get(__import__("os").getpid(), [])[:]
-    prompts.render("{{ problem }}", problem="again")
-    assert sandbox._IDLE[__import__("os").getpid()] == first  # the same idle child, not a new fork
+    idle = sandbox._IDLE[os.getpid()][:]
+    assert prompts.render("{{ problem }}", problem="again") == "again"
+    assert sandbox._IDLE[os.getpid()] == idle  # the same idle child took it, no new fork
 
 
 @pytest.mark.parametrize("template", [
