@@ -20,7 +20,7 @@ from annotation import access, jobs, scopes
 from annotation.models import Job, Membership, Problem, Study, Trace
 from reasonlib import selection
 from reasonlib.parsing import normalize_answer
-from runs import engine
+from runs import deadline, engine
 from runs.chat_template import ChatTemplateError, TemplateSource, compile_template, template_from_text
 from runs.continuation import ProbeResult, ServerUnreachable, probe_model
 from runs.engine import ACTIVE, Progress, RunConflict
@@ -209,7 +209,7 @@ def check_reachable(base_url: str, *, timeout: float = 10.0) -> None:
     url = base_url.rstrip("/") + "/models"
     try:
         check_endpoint(base_url, "")
-        with guarded_client(timeout) as client:
+        with guarded_client(timeout) as client, deadline.total(timeout):  # redirects included
             client.get(url)
     except OutboundRefused as exc:
         raise ValueError(f"base_url: {exc}") from None
