@@ -65,6 +65,7 @@ MAX_OUTPUT_CHARS = 2_000_000
 MAX_VALUE_CHARS = 1_000_000  # the longest string or list "*" or "+" may build
 MAX_POWER_BITS = 4_096  # the largest number "**" may build
 MAX_SECONDS = 2.0
+MAX_SOURCE_CHARS = 200_000
 _ITER = "__bounded_iter"
 
 
@@ -157,6 +158,10 @@ class _BoundedEnvironment(ImmutableSandboxedEnvironment):
 
 @lru_cache(maxsize=32)
 def compile_template(template: str) -> jinja2.Template:
+    # Compiling happens where the template is saved or validated (the web process too): its cost grows
+    # with the source, so the source is bounded (chat templates of real models are under 20,000 characters).
+    if len(template) > MAX_SOURCE_CHARS:
+        raise ChatTemplateError(f"the chat template is longer than {MAX_SOURCE_CHARS:,} characters")
     env = _BoundedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[_Generation, loopcontrols])
     env.globals[_ITER] = _bounded_iter
     env.globals["range"] = _bounded_range

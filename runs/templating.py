@@ -40,6 +40,7 @@ from runs import sandbox
 MAX_STEPS = 200_000  # a GSM8K 8-shot prompt takes about 50, a judge prompt of 100 steps about 500
 MAX_OUTPUT_CHARS = 1_000_000
 MAX_SECONDS = 2.0
+MAX_SOURCE_CHARS = 200_000
 
 # Prompts are text, not HTML: no autoescaping, and a missing variable renders empty. No tag library
 # can be loaded; runs.template_library replaces the built-ins that could be abused.
@@ -150,6 +151,10 @@ def freeze(value: Any) -> Any:
 
 class BoundedTemplate:
     def __init__(self, source: str) -> None:
+        # Compiling happens where the template is saved or validated (the web process too): its cost grows
+        # with the source, so the source is bounded (a judge prompt is about 3,000 characters).
+        if len(source) > MAX_SOURCE_CHARS:
+            raise PromptTemplateError(f"the template is longer than {MAX_SOURCE_CHARS:,} characters")
         self.source = source
         try:
             self.template = ENGINE.from_string(source)

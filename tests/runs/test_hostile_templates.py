@@ -135,3 +135,12 @@ def test_a_chat_template_nested_too_deep_to_compile_is_the_templates_error_not_a
         chat_template.compile_template(template)
     with pytest.raises(ChatTemplateError, match="does not compile"):
         render_chat(template, [])
+
+
+def test_a_template_source_is_bounded_before_it_is_compiled():
+    # Compiling runs where a template is saved (the web process): its cost grows with the source.
+    with pytest.raises(ChatTemplateError, match="longer than 200,000 characters"):
+        chat_template.compile_template("x" * 200_001)
+    with pytest.raises(templating.PromptTemplateError, match="longer than 200,000 characters"):
+        templating.compile_template("x" * 200_001)
+    assert prompts.template_error("x" * 200_000) is None
