@@ -118,6 +118,12 @@ def url_credentials(url: str) -> str | None:
     return None
 
 
+def shown_url(url: str) -> str:
+    """A stored base_url as the REST API shows it to members: as it is, or redacted when it holds what is
+    now refused as a credential (a row saved before the rule; the pages redact every URL they show)."""
+    return redact_url(url) if url and url_credentials(url) is not None else url
+
+
 # --------------------------------------------------------------------------
 # Addresses
 

@@ -118,3 +118,21 @@ def test_saving_contacts_no_server_so_its_time_tells_nothing(study, owner, setti
             silent.accept()  # nobody connected
     assert max(times) < 3, times
     assert Job.objects.filter(kind="probe").count() == 2
+
+
+def test_a_url_saved_before_the_rule_is_shown_redacted_to_members(study, owner, member):
+    """Rows written before paths were checked keep their URL (the run refuses it), but the API shows
+    members no credential in it, as the pages do."""
+    from judges import services as judge_services
+    from subjects import services as subject_services
+
+    judge, _ = judge_services.do_save_judge(study, {"name": "j", "model": "m", "base_url": "http://127.0.0.1:9/v1"})
+    subject, _ = subject_services.do_save_subject(study, {"name": "s", "model": "m", "base_url": "http://127.0.0.1:9/v1"})
+    leaky = "http://127.0.0.1:9/sk-abcdefghijklmnop/v1;api_key=abc?pwd=x"
+    type(judge).objects.filter(pk=judge.pk).update(base_url=leaky)
+    SubjectModel.objects.filter(pk=subject.pk).update(base_url=leaky)
+    for url in (f"/api/v1/judges/{judge.pk}/", f"/api/v1/subject-models/{subject.pk}/"):
+        shown = api(member).get(url).json()["base_url"]
+        assert shown == "http://127.0.0.1:9/REDACTED/REDACTED?pwd=REDACTED", shown
+    ordinary = api(member).get(f"/api/v1/studies/{study.pk}/judges/").json()
+    assert all("abcdefghijklmnop" not in str(row) for row in ordinary["results"])
