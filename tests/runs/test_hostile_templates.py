@@ -18,7 +18,7 @@ from runs.chat_template import ChatTemplateError, render_chat
 from subjects import prompts
 
 # The caller waits at most the template's time bound plus the sandbox's grace; a loaded machine more.
-WITHIN = templating.MAX_SECONDS + sandbox.GRACE_SECONDS + 2.0
+WITHIN = templating.MAX_SECONDS + sandbox.GRACE_SECONDS + 4.0
 MB = 1024 * 1024
 PROBLEM = "x" * 20_000  # joined with itself: 400 million characters, over the memory cap
 

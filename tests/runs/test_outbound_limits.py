@@ -199,7 +199,7 @@ def test_the_save_time_check_and_the_probe_send_nothing_ambient(ambient):
 # --------------------------------------------------------------------------
 # M8: total deadlines, capped bodies
 
-SLACK = 1.5  # seconds beyond a deadline a loaded test machine may take to notice it
+SLACK = 3.0  # seconds beyond a deadline a loaded test machine may take to notice it (without one: 17 s and more)
 
 
 @pytest.mark.parametrize("behaviour", [trickle_body(0.05), trickle_headers(0.05)], ids=["body", "headers"])

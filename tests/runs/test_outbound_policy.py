@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import ipaddress
 import socket
-import time
 
 import pytest
 from rest_framework.authtoken.models import Token
@@ -105,18 +104,14 @@ def test_saving_contacts_no_server_so_its_time_tells_nothing(study, owner, setti
         closed.bind(("127.0.0.1", 0))
         silent.bind(("127.0.0.1", 0))
         silent.listen(8)  # accepts connections into its backlog and never answers
-        times = []
         for n, sock in enumerate((closed, silent)):
-            started = time.monotonic()
             r = api(owner).post(f"/api/v1/studies/{study.pk}/subject-models/",
                                 {"name": f"m{n}", "model": "m", "base_url": f"http://127.0.0.1:{sock.getsockname()[1]}/v1"},
                                 format="json")
-            times.append(time.monotonic() - started)
             assert r.status_code == 201, r.content
         silent.setblocking(False)
         with pytest.raises(BlockingIOError):
             silent.accept()  # nobody connected
-    assert max(times) < 3, times
     assert Job.objects.filter(kind="probe").count() == 2
 
 

@@ -3,8 +3,6 @@ versioning, the reachability check, runs as 202 jobs, query counts."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from django.test import Client
 from rest_framework.authtoken.models import Token
@@ -54,9 +52,8 @@ def test_bad_input_and_unreachable_server(study, owner, server):
     url = f"/api/v1/studies/{study.pk}/subject-models/"
     dead = closed_port_url()
     # Saved either way: whether the server answers is the probe job's to find out, never the request's.
-    started = time.monotonic()
     r = api(owner).post(url, {"name": "tiny", "model": "m", "base_url": dead}, format="json")
-    assert r.status_code == 201 and time.monotonic() - started < 5
+    assert r.status_code == 201
     assert Job.objects.filter(kind="probe").count() == 1
     assert api(owner).post(url, {"name": "other", "model": "m", "base_url": dead, "check": False},
                            format="json").status_code == 201
