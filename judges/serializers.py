@@ -5,6 +5,7 @@ from rest_framework import serializers
 from annotation.api.serializers import HtmlUrlMixin, JobSerializer
 from judges.models import JudgeConfig, JudgeRun, validate_template
 from runs import params
+from runs.outbound import shown_url
 
 # What a user sets on an LLM judge (the web form shows the same fields).
 EDITABLE_FIELDS = [
@@ -44,6 +45,12 @@ class JudgeSerializer(HtmlUrlMixin, serializers.ModelSerializer):
                 if not attrs.get(key):
                     raise serializers.ValidationError({key: "this field is required"})
         return attrs
+
+    def to_representation(self, instance):
+        data = super().to_representation(instance)
+        if data.get("base_url"):
+            data["base_url"] = shown_url(data["base_url"])
+        return data
 
 
 class JudgeDetailSerializer(JudgeSerializer):

@@ -288,6 +288,10 @@ MODEL_KEYS = env_model_keys("REASONAUDIT_MODEL_KEYS")
 # checkout (DJANGO_DEBUG=true, as ./run sets) allows loopback, where the documented local llama
 # server listens; production allows none unless listed.
 MODEL_NETWORKS = env_networks("REASONAUDIT_MODEL_NETWORKS", "127.0.0.0/8,::1/128" if DEBUG else "")
+# The largest response body read from a model server (runs.deadline); a longer one is cut and its item fails.
+# How much a prompt or chat template's render may grow its child process (runs.sandbox), in MB.
+TEMPLATE_MEMORY_MB = env_int("REASONAUDIT_TEMPLATE_MEMORY_MB", 256, minimum=32)
+MODEL_RESPONSE_MAX_BYTES = env_int("REASONAUDIT_MODEL_RESPONSE_MAX_BYTES", 16 * 1024 * 1024, minimum=1024)
 
 # A burst of label saves becomes one score recompute this many seconds later.
 SCORING_DEBOUNCE_SECONDS = env_int("SCORING_DEBOUNCE_SECONDS", 5, minimum=0)

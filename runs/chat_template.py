@@ -5,7 +5,8 @@ the ``tojson`` filter and the ``raise_exception`` / ``strftime_now`` globals.
 
 The continuation mode ``completions`` sends the rendered chat plus a partial
 assistant text as a raw prompt, so the model decodes from exactly the tokens
-it would have produced itself. Pure: no ORM, no I/O.
+it would have produced itself. No ORM; the render runs in a child process with
+memory and time limits (runs.sandbox).
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ import jinja2
 from jinja2 import nodes
 from jinja2.ext import Extension, loopcontrols
 from jinja2.sandbox import ImmutableSandboxedEnvironment, safe_range
+
+from runs import sandbox
 
 
 class ChatTemplateError(ValueError):
@@ -62,22 +65,24 @@ MAX_OUTPUT_CHARS = 2_000_000
 MAX_VALUE_CHARS = 1_000_000  # the longest string or list "*" or "+" may build
 MAX_POWER_BITS = 4_096  # the largest number "**" may build
 MAX_SECONDS = 2.0
+MAX_SOURCE_CHARS = 200_000
 _ITER = "__bounded_iter"
 
 
 class _Budget:
-    __slots__ = ("steps", "deadline")
+    __slots__ = ("steps", "deadline", "max_steps", "seconds", "max_value")
 
-    def __init__(self) -> None:
+    def __init__(self, max_steps: int, seconds: float, max_value: int) -> None:
         self.steps = 0
-        self.deadline = time.monotonic() + MAX_SECONDS
+        self.max_steps, self.seconds, self.max_value = max_steps, seconds, max_value
+        self.deadline = time.monotonic() + seconds
 
     def step(self, n: int = 1) -> None:
         self.steps += n
-        if self.steps > MAX_STEPS:
-            raise ChatTemplateError(f"the chat template takes more than {MAX_STEPS:,} steps to render")
+        if self.steps > self.max_steps:
+            raise ChatTemplateError(f"the chat template takes more than {self.max_steps:,} steps to render")
         if self.steps & 255 == 0 and time.monotonic() > self.deadline:
-            raise ChatTemplateError(f"the chat template takes longer than {MAX_SECONDS:g} s to render")
+            raise ChatTemplateError(f"the chat template takes longer than {self.seconds:g} s to render")
 
 
 _BUDGET: ContextVar[_Budget | None] = ContextVar("chat_template_budget", default=None)
@@ -106,6 +111,11 @@ def _bounded_range(*args: int) -> range:
     return numbers
 
 
+def _max_value() -> int:
+    budget = _BUDGET.get()
+    return budget.max_value if budget is not None else MAX_VALUE_CHARS
+
+
 def _length(value: Any) -> int | None:
     return len(value) if isinstance(value, (str, list, tuple)) else None
 
@@ -120,8 +130,8 @@ class _BoundedEnvironment(ImmutableSandboxedEnvironment):
         if operator == "*":
             for seq, times in ((left, right), (right, left)):
                 size = _length(seq)
-                if size is not None and isinstance(times, int) and size * times > MAX_VALUE_CHARS:
-                    raise ChatTemplateError(f"the chat template builds a value of more than {MAX_VALUE_CHARS:,} "
+                if size is not None and isinstance(times, int) and size * times > _max_value():
+                    raise ChatTemplateError(f"the chat template builds a value of more than {_max_value():,} "
                                             "characters or items")
         elif operator == "**":
             if isinstance(left, (int, float)) and isinstance(right, (int, float)) and abs(left) > 1 \
@@ -129,8 +139,8 @@ class _BoundedEnvironment(ImmutableSandboxedEnvironment):
                 raise ChatTemplateError(f"the chat template computes a number of more than {MAX_POWER_BITS:,} bits")
         elif operator == "+":
             a, b = _length(left), _length(right)
-            if a is not None and b is not None and a + b > MAX_VALUE_CHARS:
-                raise ChatTemplateError(f"the chat template builds a value of more than {MAX_VALUE_CHARS:,} "
+            if a is not None and b is not None and a + b > _max_value():
+                raise ChatTemplateError(f"the chat template builds a value of more than {_max_value():,} "
                                         "characters or items")
         return super().call_binop(context, operator, left, right)
 
@@ -148,6 +158,10 @@ class _BoundedEnvironment(ImmutableSandboxedEnvironment):
 
 @lru_cache(maxsize=32)
 def compile_template(template: str) -> jinja2.Template:
+    # Compiling happens where the template is saved or validated (the web process too): its cost grows
+    # with the source, so the source is bounded (chat templates of real models are under 20,000 characters).
+    if len(template) > MAX_SOURCE_CHARS:
+        raise ChatTemplateError(f"the chat template is longer than {MAX_SOURCE_CHARS:,} characters")
     env = _BoundedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[_Generation, loopcontrols])
     env.globals[_ITER] = _bounded_iter
     env.globals["range"] = _bounded_range
@@ -158,30 +172,44 @@ def compile_template(template: str) -> jinja2.Template:
         return env.from_string(template)
     except jinja2.TemplateError as exc:
         raise ChatTemplateError(f"the chat template does not compile: {exc}") from None
-    except (RecursionError, MemoryError, ValueError, OverflowError) as exc:  # e.g. nesting too deep to compile
-        raise ChatTemplateError(f"the chat template does not compile: {type(exc).__name__}") from None
+    except (RecursionError, MemoryError, ValueError, OverflowError, SyntaxError) as exc:
+        # Nesting too deep to compile: Jinja's parser recurses, and Python refuses the generated code
+        # ("too many statically nested blocks", "too many levels of indentation").
+        raise ChatTemplateError(f"the chat template does not compile: {type(exc).__name__}: {str(exc)[:100]}") from None
 
 
 def render_chat(template: str, messages: Sequence[Mapping[str, Any]], *, add_generation_prompt: bool = True,
                 bos_token: str = "", eos_token: str = "", **variables: Any) -> str:
     """The conversation as the model sees it. ``bos_token`` is empty by default:
     a server tokenizing a raw prompt adds the BOS token itself, and a template that
-    writes ``{{ bos_token }}`` would otherwise give it twice."""
+    writes ``{{ bos_token }}`` would otherwise give it twice. Rendered in a child process with memory
+    and time limits (runs.sandbox): whatever a filter or a method builds, it builds there."""
     if not template.strip():
         raise ChatTemplateError("no chat template is configured")
+    args = (template, [dict(m) for m in messages], add_generation_prompt, bos_token, eos_token, variables,
+            MAX_STEPS, MAX_OUTPUT_CHARS, MAX_VALUE_CHARS, MAX_SECONDS)
+    try:
+        return sandbox.run("runs.chat_template:render_here", args, seconds=MAX_SECONDS, max_chars=MAX_OUTPUT_CHARS)
+    except sandbox.SandboxRefused as exc:
+        raise ChatTemplateError(f"the chat template {exc}") from None
+    except ValueError as exc:
+        raise ChatTemplateError(str(exc)) from None
+
+
+def render_here(template: str, messages: list[dict], add_generation_prompt: bool, bos_token: str, eos_token: str,
+                variables: dict[str, Any], max_steps: int, max_chars: int, max_value: int, seconds: float) -> str:
+    """The render itself, with the step, output and time bounds (what the sandbox's child runs)."""
     compiled = compile_template(template)
-    budget = _Budget()
+    budget = _Budget(max_steps, seconds, max_value)
     token = _BUDGET.set(budget)
     try:
         out: list[str] = []
         size = 0
-        for chunk in compiled.generate(
-            messages=[dict(m) for m in messages], add_generation_prompt=add_generation_prompt,
-            bos_token=bos_token, eos_token=eos_token, **variables,
-        ):
+        for chunk in compiled.generate(messages=messages, add_generation_prompt=add_generation_prompt,
+                                       bos_token=bos_token, eos_token=eos_token, **variables):
             size += len(chunk)
-            if size > MAX_OUTPUT_CHARS:
-                raise ChatTemplateError(f"the chat template renders more than {MAX_OUTPUT_CHARS:,} characters")
+            if size > max_chars:
+                raise ChatTemplateError(f"the chat template renders more than {max_chars:,} characters")
             budget.step()
             out.append(chunk)
         return "".join(out)
@@ -189,7 +217,7 @@ def render_chat(template: str, messages: Sequence[Mapping[str, Any]], *, add_gen
         raise
     except jinja2.TemplateError as exc:
         raise ChatTemplateError(f"the chat template failed: {exc}") from None
-    except (ArithmeticError, ValueError, TypeError, LookupError, AttributeError, RecursionError, MemoryError) as exc:
+    except (ArithmeticError, ValueError, TypeError, LookupError, AttributeError, RecursionError) as exc:
         # Whatever the template's own expressions raise is the template's error, with a message.
         raise ChatTemplateError(f"the chat template failed: {type(exc).__name__}: {str(exc)[:200]}") from None
     finally:

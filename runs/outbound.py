@@ -12,9 +12,12 @@ Two operator settings decide it, never a user:
 * ``MODEL_NETWORKS`` (``REASONAUDIT_MODEL_NETWORKS``): the non-public networks (loopback, private,
   link-local, ...) model servers may live in. Public addresses are always allowed. A host name is
   resolved and *every* address it resolves to must pass; the check runs again on each request
-  (``GuardedTransport``) and the connection goes to the address that was checked, so a name that
+  (``GuardedTransport2``) and the connection goes to the address that was checked, so a name that
   resolves to a public address at save time and to 127.0.0.1 later (DNS rebinding) is refused.
+  An IPv6 address that embeds an IPv4 address (NAT64, 6to4, ...) is judged as that address.
 
+The same transport sends nothing but the request, HTTP's own headers and the allowed key, within a
+total deadline and with a capped response (docs/configuration.md, "What leaves the server").
 Messages name the policy, never whether a port answered.
 """
 
@@ -25,17 +28,24 @@ import os
 import re
 import socket
 from collections.abc import Iterable, Mapping, Sequence
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
-import httpx
 import httpx2
 from django.conf import settings
 
 from reasonaudit.env import ANY_HOST, is_app_variable
+from runs import deadline
 
-# Query parameters that carry credentials (Azure's api-key, signed URLs, tokens): refused in a
-# base_url and removed wherever a URL is shown or logged.
-_SECRET_PARAM = re.compile(r"key|token|secret|passw|auth|sig|credential|session", re.IGNORECASE)
+# Query parameters that carry credentials (Azure's api-key, signed URLs, tokens, ?pwd=, ?bearer=): refused
+# in a base_url and removed wherever a URL is shown or logged.
+_SECRET_PARAM = re.compile(r"key|token|secret|pass|pwd|auth|bearer|sig|credential|session|jwt|cookie", re.IGNORECASE)
+# A path segment that is a credential: a known key format (OpenAI sk-, Hugging Face hf_, GitHub, Slack,
+# GitLab, AWS, a JWT), or a long run of mixed-case letters and digits (base64 keys). Lower-case hex ids
+# (a gateway's account id) and words are not keys.
+_TOKEN_SEGMENT = re.compile(
+    r"(?:sk|pk|rk|sess)-[A-Za-z0-9_-]{8,}|hf_[A-Za-z0-9]{8,}|gh[pousr]_[A-Za-z0-9]{8,}|github_pat_\w{8,}"
+    r"|xox[abprs]-[A-Za-z0-9-]{8,}|glpat-[A-Za-z0-9_-]{8,}|(?:AKIA|ASIA)[A-Z0-9]{12,}|eyJ[A-Za-z0-9_-]{8,}.*"
+    r"|(?=[A-Za-z0-9_+/=-]*[a-z])(?=[A-Za-z0-9_+/=-]*[A-Z])(?=[A-Za-z0-9_+/=-]*[0-9])[A-Za-z0-9_+/=-]{32,}")
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
@@ -61,9 +71,21 @@ def model_networks() -> Sequence[Network]:
 # URLs
 
 
+def _path_secret(segment: str) -> str | None:
+    """Why a path segment is a credential (a reason), or None: a path parameter (``;api_key=...``,
+    ``;jsessionid=``) or a token (``_TOKEN_SEGMENT``), percent-encoded or not."""
+    text = unquote(segment)
+    if ";" in text or "=" in text:
+        return f"a parameter in the path ({text.split(';', 1)[-1].split('=', 1)[0][:40]!r})"
+    if _TOKEN_SEGMENT.fullmatch(text):
+        return "what looks like a key or token in the path"
+    return None
+
+
 def redact_url(url: str) -> str:
-    """The URL without user:password@ and without query parameters that look like credentials
-    (shown, logged and stored in run configurations in this form)."""
+    """The URL without user:password@, without query parameters that look like credentials and with
+    path segments that look like credentials replaced (shown, logged and stored in run configurations
+    in this form)."""
     try:
         parts = urlsplit(url)
         host = parts.hostname or ""
@@ -74,7 +96,8 @@ def redact_url(url: str) -> str:
         host = f"[{host}]"
     query = [(k, v if not _SECRET_PARAM.search(k) else "REDACTED") for k, v in parse_qsl(parts.query,
                                                                                            keep_blank_values=True)]
-    return urlunsplit((parts.scheme, host + port, parts.path, urlencode(query), ""))
+    path = "/".join("REDACTED" if _path_secret(segment) else segment for segment in parts.path.split("/"))
+    return urlunsplit((parts.scheme, host + port, path, urlencode(query), ""))
 
 
 def url_credentials(url: str) -> str | None:
@@ -88,11 +111,58 @@ def url_credentials(url: str) -> str | None:
     for key, _value in parse_qsl(parts.query, keep_blank_values=True):
         if _SECRET_PARAM.search(key):
             return f"the query parameter {key!r}"
+    for segment in parts.path.split("/"):
+        reason = _path_secret(segment)
+        if reason is not None:
+            return reason
     return None
+
+
+def shown_url(url: str) -> str:
+    """A stored base_url as the REST API shows it to members: as it is, or redacted when it holds what is
+    now refused as a credential (a row saved before the rule; the pages redact every URL they show)."""
+    return redact_url(url) if url and url_credentials(url) is not None else url
 
 
 # --------------------------------------------------------------------------
 # Addresses
+
+
+# IPv6 forms that carry an IPv4 address the packet ends up at: NAT64 (RFC 6052, the well-known prefix and
+# the local-use one, whose operator picks where the IPv4 address sits), 6to4 and Teredo (ipaddress
+# finds those two), IPv4-compatible (::a.b.c.d) and IPv4-translated (::ffff:0:a.b.c.d) addresses.
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")
+_NAT64_LOCAL = ipaddress.ip_network("64:ff9b:1::/48")
+
+
+def _rfc6052(value: int, prefix: int) -> ipaddress.IPv4Address:
+    """The IPv4 address inside a NAT64 address of a ``prefix``-bit prefix (bits 64-71 are never used)."""
+    bits = [(value >> (127 - i)) & 1 for i in range(128)]
+    where = [i for i in range(prefix, 128) if not 64 <= i < 72][:32]
+    return ipaddress.IPv4Address(int("".join(str(bits[i]) for i in where), 2))
+
+
+def embedded_ipv4(address: Address) -> list[ipaddress.IPv4Address]:
+    """Every IPv4 address an IPv6 address may stand for ([] for one that embeds none)."""
+    if not isinstance(address, ipaddress.IPv6Address):
+        return []
+    value = int(address)
+    found: list[ipaddress.IPv4Address] = []
+    if address.ipv4_mapped is not None:
+        found.append(address.ipv4_mapped)
+    if value >> 32 == 0 and value > 1:  # ::a.b.c.d (:: and ::1 are themselves)
+        found.append(ipaddress.IPv4Address(value))
+    if value >> 32 == 0xFFFF0000:  # ::ffff:0:a.b.c.d
+        found.append(ipaddress.IPv4Address(value & 0xFFFFFFFF))
+    if address in _NAT64:
+        found.append(ipaddress.IPv4Address(value & 0xFFFFFFFF))
+    if address in _NAT64_LOCAL:
+        found.extend(_rfc6052(value, prefix) for prefix in (48, 56, 64, 96))
+    if address.sixtofour is not None:
+        found.append(address.sixtofour)
+    if address.teredo is not None:
+        found.extend(address.teredo)
+    return found
 
 
 def _address(value: str) -> Address | None:
@@ -107,11 +177,16 @@ def _address(value: str) -> Address | None:
 
 def address_allowed(address: Address, networks: Iterable[Network] | None = None) -> bool:
     """Public (globally routable) addresses always; others (loopback, private, link-local,
-    unspecified, reserved, multicast) only inside an allowed network."""
+    unspecified, reserved, multicast) only inside an allowed network.
+    An IPv6 address that embeds IPv4 addresses (NAT64, 6to4, Teredo, ::a.b.c.d) is judged as those:
+    each must be allowed, unless the IPv6 address itself is in an allowed network."""
     networks = model_networks() if networks is None else networks
-    if address.is_global and not address.is_multicast:
+    if any(address.version == net.version and address in net for net in networks):
         return True
-    return any(address.version == net.version and address in net for net in networks)
+    embedded = embedded_ipv4(address)
+    if embedded:
+        return all(address_allowed(v4, networks) for v4 in embedded)
+    return address.is_global and not address.is_multicast
 
 
 def resolve(host: str, port: int) -> list[Address]:
@@ -216,18 +291,50 @@ def _pin(request) -> None:
             request.extensions = {**request.extensions, "sni_hostname": host}
 
 
-class GuardedTransport(httpx.HTTPTransport):
-    """An httpx transport that checks every request (each redirect too) against the address policy
-    just before connecting and connects to the address it checked, so a name that changes its address
-    between the check and the connection (DNS rebinding) gets nowhere."""
+# What a model server is sent besides the request body: what HTTP needs and the application's own key,
+# nothing else. The openai client adds OPENAI_ORG_ID, OPENAI_PROJECT_ID and every line of
+# OPENAI_CUSTOM_HEADERS from the worker's environment (an Authorization line among them) to whatever
+# base_url a study owner chose, and its X-Stainless-* headers describe the worker; the transport drops
+# every header not named here, so what an environment variable holds never leaves, whatever the client does.
+SENT_HEADERS = frozenset({"host", "accept", "content-type", "content-length", "transfer-encoding", "connection"})
+USER_AGENT = "ReasonAudit"
 
-    def handle_request(self, request: httpx.Request) -> httpx.Response:
-        _pin(request)
-        return super().handle_request(request)
+
+def _only_our_headers(request, api_key: str) -> None:
+    for name in list(request.headers.keys()):
+        if name.lower() not in SENT_HEADERS:
+            del request.headers[name]
+    request.headers["User-Agent"] = USER_AGENT
+    # Uncompressed: the size cap counts what is parsed, so a compressed body cannot inflate past it.
+    request.headers["Accept-Encoding"] = "identity"
+    if api_key:
+        request.headers["Authorization"] = f"Bearer {api_key}"
+
+
+def response_max_bytes() -> int:
+    return int(getattr(settings, "MODEL_RESPONSE_MAX_BYTES", 16 * 1024 * 1024))
 
 
 class GuardedTransport2(httpx2.HTTPTransport):
-    """GuardedTransport for the ``openai`` client, which is built on httpx2."""
+    """The transport of every request to a model server (the ``openai`` client's and the save-time
+    check's):
+
+    * every request (each redirect too) is checked against the address policy just before connecting
+      and connects to the address it checked, so a name that changes its address between the check and
+      the connection (DNS rebinding) gets nowhere;
+    * only SENT_HEADERS and the application's own key (``api_key``; none when empty) are sent;
+    * connect + headers + body take at most ``seconds`` in all (runs.deadline: the caller's deadline
+      when it set one, else one per request), and a body over ``max_bytes`` is cut (ResponseTooLarge);
+    * nothing from the environment: no proxy, no .netrc, no CA bundle variables (``trust_env=False``)."""
+
+    def __init__(self, *, api_key: str = "", seconds: float = 120.0, max_bytes: int | None = None) -> None:
+        super().__init__(trust_env=False)
+        # httpcore's pool takes its socket backend at construction only; this one bounds every socket
+        # operation by what is left of the request's deadline.
+        self._pool._network_backend = deadline.DeadlineBackend()
+        self.api_key = api_key
+        self.seconds = seconds
+        self.max_bytes = max_bytes  # None: the setting, read on each request
 
     def handle_request(self, request: httpx2.Request) -> httpx2.Response:
         try:
@@ -235,11 +342,29 @@ class GuardedTransport2(httpx2.HTTPTransport):
         except OutboundRefused as exc:
             # As a connection error the openai client hands it on (runs.transport finds the cause).
             raise httpx2.ConnectError(str(exc), request=request) from exc
-        return super().handle_request(request)
+        _only_our_headers(request, self.api_key)
+        when = deadline.current()
+        own = when is None
+        if own:
+            when = deadline.start(self.seconds)
+        try:
+            response = super().handle_request(request)
+        except BaseException:
+            if own:
+                deadline.clear()
+            raise
+        # What is capped is what is parsed: a body the server compressed anyway is not inflated.
+        if "content-encoding" in response.headers:
+            del response.headers["content-encoding"]
+        cap = response_max_bytes() if self.max_bytes is None else self.max_bytes
+        response.stream = deadline.CappedStream(response.stream, when, cap, clear=own)
+        return response
 
 
-def guarded_client(timeout: float, **kwargs) -> httpx.Client:
-    return httpx.Client(transport=GuardedTransport(), timeout=timeout, **kwargs)
+def guarded_client(timeout: float, **kwargs) -> httpx2.Client:
+    """An HTTP client for a model server outside the openai client (the save-time check): the same
+    transport, ``timeout`` the total deadline of each request."""
+    return httpx2.Client(transport=GuardedTransport2(seconds=timeout), timeout=timeout, trust_env=False, **kwargs)
 
 
 # --------------------------------------------------------------------------

@@ -32,6 +32,7 @@ from typing import Any, Protocol
 
 from django.conf import settings
 
+from runs import deadline
 from runs.outbound import GuardedTransport2, OutboundRefused, api_key_for, check_endpoint, redact_url, server_message
 
 AUTO, JSON_SCHEMA, JSON_OBJECT, PROMPT = "auto", "json_schema", "json_object", "prompt"
@@ -336,7 +337,14 @@ def shared_client(base_url: str, api_key: str, timeout: float):
     per chunk was the largest gap between a run and its ideal time -- and a
     reused client keeps its connections open from one chunk to the next. Keyed
     by the process id too, so a forked worker never shares its parent's sockets;
-    beyond MAX_CLIENTS the least recently used is forgotten."""
+    beyond MAX_CLIENTS the least recently used is forgotten.
+
+    Only what is passed here reaches the server: organization, project and headers are given
+    explicitly (left to themselves the client reads OPENAI_ORG_ID, OPENAI_PROJECT_ID and
+    OPENAI_CUSTOM_HEADERS from the worker's environment), and the transport sends no header but
+    runs.outbound.SENT_HEADERS and this key, whatever the client adds. ``timeout`` is the total
+    deadline of a request (runs.deadline); its body is capped at MODEL_RESPONSE_MAX_BYTES."""
+    import httpx2
     import openai
 
     key = (os.getpid(), base_url, api_key, timeout)
@@ -345,9 +353,11 @@ def shared_client(base_url: str, api_key: str, timeout: float):
         if client is not None:
             _CLIENTS.move_to_end(key)
             return client
-        # Every request (redirects too) passes the address policy just before it connects (runs.outbound).
-        http_client = openai.DefaultHttpxClient(transport=GuardedTransport2(), timeout=timeout)
-        client = openai.OpenAI(base_url=base_url, api_key=api_key, max_retries=0, timeout=timeout,
+        transport = GuardedTransport2(api_key=api_key, seconds=timeout)
+        http_client = httpx2.Client(transport=transport, timeout=timeout, trust_env=False, follow_redirects=True)
+        # The client insists on a key; without one the transport sends no Authorization at all.
+        client = openai.OpenAI(base_url=base_url, api_key=api_key or "none", organization="", project="",
+                               default_headers={}, default_query={}, max_retries=0, timeout=timeout,
                                http_client=http_client)
         _CLIENTS[key] = client
         while len(_CLIENTS) > MAX_CLIENTS:
@@ -422,7 +432,7 @@ class ModelPool:
         except OutboundRefused as exc:
             raise FatalRunError(str(exc)) from None
         self.shown_url = redact_url(endpoint.base_url)
-        self.client = shared_client(endpoint.base_url, key or "not-needed", endpoint.timeout_seconds)
+        self.client = shared_client(endpoint.base_url, key, endpoint.timeout_seconds)
         self.concurrency = max(1, endpoint.concurrency)
         self.limiter = RateLimiter(endpoint.rate_limit_per_minute) if endpoint.rate_limit_per_minute else None
         self.stop = threading.Event()
@@ -647,10 +657,12 @@ class ModelPool:
             pt: int | None = None
             ct: int | None = None
             try:
-                if api == COMPLETIONS:
-                    response = self.client.completions.create(**body)
-                else:
-                    response = self.client.chat.completions.create(**body)
+                # One deadline for the whole call, redirects included: connect + headers + body (runs.deadline).
+                with deadline.total(ep.timeout_seconds):
+                    if api == COMPLETIONS:
+                        response = self.client.completions.create(**body)
+                    else:
+                        response = self.client.chat.completions.create(**body)
             except openai.APITimeoutError:
                 error, status = f"timed out after {ep.timeout_seconds:g}s", None
             except openai.APIConnectionError as exc:
@@ -658,6 +670,10 @@ class ModelPool:
                 if refusal is not None:  # nothing was sent
                     calls.append(CallRecord(attempt, mode, "error", None, str(refusal), _ms(started), 0, 0))
                     return self._fatal(request, calls, str(refusal))
+                cut = deadline.too_large(exc)
+                if cut is not None:  # the server generated (and charges) what it sent: tokens unknown
+                    calls.append(CallRecord(attempt, mode, "error", None, str(cut), _ms(started), None, None))
+                    return self._failed(request, calls, str(cut))
                 # The cause stays (a run's owner needs it to mend the server), sanitized; only addresses
                 # the policy allows are ever tried, and the web process's check says less (subjects.services).
                 error = f"could not connect to {self.shown_url}: {server_message(str(_root_cause(exc)))}"

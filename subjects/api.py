@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.core.exceptions import ValidationError as DjangoValidationError
 from drf_spectacular.utils import extend_schema
 from rest_framework import generics, status
-from rest_framework.exceptions import APIException, ValidationError
+from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -16,27 +16,22 @@ from subjects import services
 from subjects.models import GenerationRun, PromptTemplate, SubjectModel
 
 
-class BadGateway(APIException):
-    status_code = status.HTTP_502_BAD_GATEWAY
-    default_detail = "the model server is not reachable"
-
-
-def _save(study, data: dict, *, subject: SubjectModel | None = None) -> SubjectModel:
+def _save(study, data: dict, *, subject: SubjectModel | None = None, user=None) -> SubjectModel:
+    """Save, then (``check``, with a base_url given) start a probe job that contacts the server: the
+    request never does (services.do_check_after_save); GET jobs/?kind=probe follows it."""
     data = dict(data)
     name, version = data.pop("template", None), data.pop("template_version", None)
     check = data.pop("check", True)
     try:
-        if check and "base_url" in data:
-            services.check_reachable(data["base_url"])
         if name:
             data["prompt_template"] = services.find_template(study, name, version)
         subject, _ = services.do_save_subject(study, data, subject=subject)
-    except services.Unreachable as exc:
-        raise BadGateway(str(exc)) from None
     except DjangoValidationError as exc:
         raise ValidationError(exc.message_dict) from None
     except ValueError as exc:
         raise ValidationError({"non_field_errors": [str(exc)]}) from None
+    if check and "base_url" in data:
+        services.do_check_after_save(subject, user=user)
     return subject
 
 
@@ -54,7 +49,7 @@ class StudySubjectModels(generics.ListCreateAPIView):
         services.check_owner(membership)
         ser = self.get_serializer(data=request.data)
         ser.is_valid(raise_exception=True)
-        subject = _save(study, ser.validated_data)
+        subject = _save(study, ser.validated_data, user=request.user)
         return Response(self.get_serializer(subject).data, status=status.HTTP_201_CREATED)
 
 
@@ -70,7 +65,7 @@ class SubjectModelDetail(APIView):
         services.check_owner(membership)
         ser = s.SubjectModelSerializer(subject, data=request.data, partial=True, context={"request": request})
         ser.is_valid(raise_exception=True)
-        subject = _save(subject.study, ser.validated_data, subject=subject)
+        subject = _save(subject.study, ser.validated_data, subject=subject, user=request.user)
         return Response(s.SubjectModelSerializer(subject, context={"request": request}).data)
 
 

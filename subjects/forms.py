@@ -59,8 +59,9 @@ class StopSequencesField(forms.Field):
 
 
 class SubjectModelForm(forms.ModelForm):
-    check_server = forms.BooleanField(required=False, initial=True, label="Check the server first",
-                                      help_text="ask the server for its models (GET /models) before saving")
+    check_server = forms.BooleanField(required=False, initial=True, label="Check the server after saving",
+                                      help_text="a background job probes the server (three short requests); "
+                                                "the model's page shows what it found")
     stop = StopSequencesField(required=False, label="Stop sequences",
                               help_text="one per line, at most 4; write a line break as \\n and a tab as \\t "
                                         "(e.g. \\n\\nQuestion:)")
@@ -93,7 +94,7 @@ class SubjectModelForm(forms.ModelForm):
             "n_samples": "1 to 100 samples of each problem (pass@k, maj@k)",
             "concurrency": "1 to 64 requests at once",
             "rate_limit_per_minute": "empty: no limit",
-            "timeout_seconds": "per request, at least 0.1",
+            "timeout_seconds": "the longest one request may take, answer included (at least 0.1)",
             "max_retries": "0 to 20 retries of a failed request",
             "chat_template": "optional: the chat_template of the model's tokenizer_config.json, for continuations "
                              "in completions mode",

@@ -5,6 +5,7 @@ from rest_framework import serializers
 from annotation.api.serializers import HtmlUrlMixin, JobSerializer
 from reasonlib import selection
 from runs import params
+from runs.outbound import shown_url
 from subjects.models import GenerationRun, PromptTemplate, SubjectModel
 
 # What a user sets on a subject model (the web form shows the same fields).
@@ -22,7 +23,8 @@ class SubjectModelSerializer(HtmlUrlMixin, serializers.ModelSerializer):
                                                 help_text="a version of the template (default: the newest)")
     prompt_template = serializers.SerializerMethodField()
     check = serializers.BooleanField(required=False, default=True, write_only=True,
-                                     help_text="ask the server (GET /models) before saving")
+                                     help_text="after saving, probe the server in a background job (kind "
+                                               "probe); the request itself never contacts it")
 
     class Meta:
         model = SubjectModel
@@ -42,6 +44,12 @@ class SubjectModelSerializer(HtmlUrlMixin, serializers.ModelSerializer):
                 if not attrs.get(key):
                     raise serializers.ValidationError({key: "this field is required"})
         return attrs
+
+    def to_representation(self, instance):
+        data = super().to_representation(instance)
+        if data.get("base_url"):
+            data["base_url"] = shown_url(data["base_url"])
+        return data
 
 
 class GenerationRunRequestSerializer(params.CohortParam, serializers.Serializer):

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
+import httpx2
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Count, Q, QuerySet
@@ -20,7 +20,7 @@ from annotation import access, jobs, scopes
 from annotation.models import Job, Membership, Problem, Study, Trace
 from reasonlib import selection
 from reasonlib.parsing import normalize_answer
-from runs import engine
+from runs import deadline, engine
 from runs.chat_template import ChatTemplateError, TemplateSource, compile_template, template_from_text
 from runs.continuation import ProbeResult, ServerUnreachable, probe_model
 from runs.engine import ACTIVE, Progress, RunConflict
@@ -200,19 +200,20 @@ def check_template(user, template_id: int) -> tuple[PromptTemplate, Membership]:
 
 
 def check_reachable(base_url: str, *, timeout: float = 10.0) -> None:
-    """One cheap request, ``GET {base_url}/models``; raises Unreachable naming
-    the URL when the server does not answer (any HTTP answer counts: a server
-    that wants a key still exists)."""
+    """One cheap request, ``GET {base_url}/models``, within ``timeout`` seconds in all; raises Unreachable
+    naming the URL when the server does not answer (any HTTP answer counts: a server that wants a key
+    still exists). For the operator's command line only (add_model): the web and the API check a server
+    with a probe job after saving (do_check_after_save)."""
     # Through the address policy (runs.outbound), and one message for every failure: which error it was
     # (refused, timed out, reset) would tell a user which ports are open on the hosts the policy allows.
     url = base_url.rstrip("/") + "/models"
     try:
         check_endpoint(base_url, "")
-        with guarded_client(timeout) as client:
+        with guarded_client(timeout) as client, deadline.total(timeout):  # redirects included
             client.get(url)
     except OutboundRefused as exc:
         raise ValueError(f"base_url: {exc}") from None
-    except httpx.HTTPError:
+    except httpx2.HTTPError:
         raise Unreachable(f"no model server answered at {redact_url(base_url)} (GET /models); save without the "
                           "check to keep it anyway") from None
 
@@ -325,6 +326,22 @@ def do_start_probe(subject: SubjectModel, *, user=None) -> Job:
                                      "config_version": subject.version})
     transaction.on_commit(lambda: _queue_probe(job.pk))
     return job
+
+
+def do_check_after_save(subject: SubjectModel, *, user=None) -> Job | None:
+    """The save-time check of a subject model's server: a probe job (do_start_probe) contacts the server
+    in a worker; the web process, the API and the save itself never do. A check that connected while
+    the owner waited would tell by its time alone a closed port from a silent one and from a model
+    server, on every host the address policy allows (issue 29, L4). Returns the probe's job (the one
+    already running, if any), or None when the task queue is down (that job ended failed at once)."""
+    from kombu.exceptions import OperationalError as BrokerError
+
+    try:
+        return do_start_probe(subject, user=user)
+    except RunConflict:
+        return active_probe(subject)
+    except BrokerError:
+        return None
 
 
 def _queue_probe(job_id: int) -> None:

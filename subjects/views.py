@@ -45,15 +45,21 @@ def _save_form(request: HttpRequest, study, subject: SubjectModel | None) -> Htt
         data = {k: v for k, v in form.cleaned_data.items() if k != "check_server"}
         data["stop"] = data.get("stop") or []
         try:
-            if form.cleaned_data["check_server"]:
-                services.check_reachable(data["base_url"])
             fresh = SubjectModel.objects.get(pk=subject.pk) if subject else None
             saved, created = services.do_save_subject(study, data, subject=fresh)
-        except (services.Unreachable, ValueError, ValidationError) as exc:
+        except (ValueError, ValidationError) as exc:
             form.add_error(None, str(exc) if not isinstance(exc, ValidationError) else "; ".join(exc.messages))
         else:
             messages.success(request, f"Subject model {saved.name} {'created' if created else 'saved'} "
                                       f"(version {saved.version}).")
+            if form.cleaned_data["check_server"]:
+                # A probe job contacts the server, never this request (services.do_check_after_save).
+                job = services.do_check_after_save(saved, user=request.user)
+                if job is None:
+                    messages.warning(request, "The server was not checked: the task queue is down.")
+                else:
+                    messages.info(request, f"Checking the server in the background (probe job {job.pk}); "
+                                           "its model page shows the result.")
             return redirect("subject-model-list", study_id=study.pk)
     status = 400 if request.method == "POST" else 200
     return render(request, "subjects/form.html", {"study": study, "form": form, "subject": subject}, status=status)

@@ -31,11 +31,14 @@ def test_owner_creates_and_edits_with_the_form(study, owner, member, server):
     r = web(owner).post(f"/studies/{study.pk}/subject-models/new/", form)
     assert r.status_code == 302, r.content.decode()[:2000]
     tiny = SubjectModel.objects.get(name="tiny")
-    assert (tiny.temperature, tiny.n_samples, tiny.version) == (0.3, 2, 1) and server.gets == ["/v1/models"]
+    assert (tiny.temperature, tiny.n_samples, tiny.version) == (0.3, 2, 1)
+    # The check is a probe job for a worker; the request that saved contacted nobody (issue 29, L4).
+    assert server.gets == [] and server.count == 0
+    assert list(Job.objects.filter(kind="probe").values_list("params__subject_model_id", flat=True)) == [tiny.pk]
     r = web(owner).post(f"/subject-models/{tiny.pk}/edit/", {**form, "temperature": "0.9", "check_server": ""})
     assert r.status_code == 302
     tiny.refresh_from_db()
-    assert tiny.version == 2 and server.gets == ["/v1/models"]
+    assert tiny.version == 2 and Job.objects.filter(kind="probe").count() == 1
 
 
 def test_the_list_shows_generated_next_to_imported_models(study, member, make_problems, subject, server, do_import):
