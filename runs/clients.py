@@ -122,7 +122,8 @@ class RunClient(ABC):
         """Items per chunk (one task): about ``target_requests`` requests and at least ``min_rounds``
         rounds of a lane's share of the concurrency, a whole number of rounds."""
         s = self.sizing(run)
-        concurrency = max(1, s.concurrency // max(1, run.lanes))
+        cap = (run.config or {}).get("max_concurrency")  # the run's own cap (runs.kinds.RunParams.concurrency)
+        concurrency = max(1, min(s.concurrency, cap or s.concurrency) // max(1, run.lanes))
         requests = max(s.target_requests, s.min_rounds * concurrency)
         requests += (-requests) % concurrency
         return max(1, -(-requests // max(1, s.requests_per_item)))
