@@ -34,7 +34,7 @@ from annotation import jobs
 from annotation.jobs import BROKER_DOWN, RunConflict
 from annotation.models import Job
 from runs import identity
-from runs.clients import ItemOutcome, client_for
+from runs.clients import ItemOutcome, RunClient, client_for
 from runs.models import ModelCall, Run, RunChunk
 from runs.params import check as check_param
 from runs.transport import FatalRunError
@@ -254,6 +254,15 @@ def run_inline(run: Run, *, progress: Progress | None = None) -> Job:
         chunk = pipeline.process(chunk) or next_chunk(run)
     pipeline.flush()
     return Job.objects.get(pk=run.job_id)
+
+
+def run_here(run: Run, *, progress: Progress | None = None) -> Job:
+    """Work ``run`` in this process (a command with Celery eager): plan it first when its kind plans in the
+    job and its plan task has not run (it waits for a commit that a caller's transaction holds back)."""
+    client = client_for(run.kind)
+    if type(client).plan is not RunClient.plan and not run.chunks.exists() and not run.job.finished:
+        plan_run(run.pk)
+    return run_inline(run, progress=progress)
 
 
 # --------------------------------------------------------------------------
