@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
@@ -106,6 +107,34 @@ def study_runs(request: HttpRequest, study_id: int) -> HttpResponse:
 def _message(exc: ValidationError) -> str:
     detail = exc.detail if isinstance(exc.detail, dict) else {"non_field_errors": exc.detail}
     return "; ".join(str(m) for msgs in detail.values() for m in (msgs if isinstance(msgs, list) else [msgs]))
+
+
+def page_fields(kind: str, study: Study, *, without: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    """The inputs of a kind's parameters for a form on another page (templates/runs/_params.html), without
+    those the page fixes (the judge page's judge, a scanner page's scanner, a cohort page's cohort) or leaves
+    to the runs page."""
+    return [f for f in kinds.form_fields(kinds.get(kind), study) if f["name"] not in without]
+
+
+def start_from_page(request: HttpRequest, study: Study, kind: str, fixed: dict[str, str], *, back: str,
+                    to: Any = None) -> HttpResponse:
+    """Start a run from a form on another page than the runs page (a judge's, a scanner's, a cohort's, the
+    subject models'): the posted parameters and those the page fixes, validated by the kind's one serializer
+    (runs.kinds), so a refusal is the runs page's and the API's; it goes back to ``back`` with the message,
+    naming the field by its label. ``to(row)``: where a started run leads (default: its job)."""
+    data = request.POST.copy()
+    for name, value in fixed.items():
+        data[name] = value
+    try:
+        row = kinds.start(kind, study, data, request.user)
+    except ValidationError as exc:
+        fields = {f["name"]: f["label"] for f in kinds.form_fields(kinds.get(kind), study)}
+        detail = exc.detail if isinstance(exc.detail, dict) else {"non_field_errors": exc.detail}
+        said = [f"{fields[name]}: {m}" if name in fields else str(m) for name, msgs in detail.items()
+                for m in (msgs if isinstance(msgs, list) else [msgs])]
+        messages.error(request, f"Not started: {'; '.join(said)}")
+        return redirect(back)
+    return redirect(to(row) if to is not None else reverse("job", args=[row.job_id]))
 
 
 def _run_for(request: HttpRequest, study_id: int, run_id: int) -> tuple[Run, Membership]:
