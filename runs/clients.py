@@ -148,11 +148,6 @@ class RunClient(ABC):
         row = run.job.params.get("run")
         return reverse(self.url_name, args=[row]) if self.url_name and row else None
 
-    def retry(self, run: Run, user) -> Any | None:
-        """Start a run of the same configuration over the items of ``run`` that failed (or, for kinds that
-        resume, over what is still missing); returns the new row, or None when the kind cannot."""
-        return None
-
     def plan(self, run: Run) -> list[int]:
         """The run's items, for kinds that plan them in the job (runs.engine.start with items=None): may
         write rows (inside the engine's transaction); a ValueError ends the job failed with its message."""
