@@ -62,6 +62,7 @@ class ItemOutcome(Accounting):
     calls: list[CallRecord] = field(default_factory=list)
     cached: bool = False
     output_mode: str = ""  # the structured-output form of the answer used, if any
+    result: Any = None  # the parsed answer of an ok item (runs.pooled.PooledWork)
 
 
 class ChunkWork(ABC):
