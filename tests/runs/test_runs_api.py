@@ -127,3 +127,23 @@ def test_the_cohort_page_starts_a_judge_run_over_its_traces(study, owner, traces
     assert r.status_code == 302, r.content
     record = JudgeRun.objects.get()
     assert sorted(record.filters["trace_ids"]) == ["t1", "t2"] and kinds.name_of(record.run) == "judge"
+
+
+def test_the_list_costs_the_same_queries_whatever_the_runs(ran, study, member, owner, scanner,  # noqa: F811
+                                                           django_capture_on_commit_callbacks):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    url = f"/api/v1/studies/{study.pk}/runs/"
+
+    def queries() -> int:
+        with CaptureQueriesContext(connection) as ctx:
+            assert api(member).get(url).status_code == 200
+        return len(ctx.captured_queries)
+
+    few = queries()
+    with django_capture_on_commit_callbacks(execute=True):
+        for kind, body in (("judge", {"judge": MECHANISTIC, "force": True}), ("scanner", {"scanner": scanner.name})):
+            assert api(owner).post(url, {"kind": kind, **body}, format="json").status_code == 202
+    assert api(member).get(url).json()["count"] == 4
+    assert queries() == few
