@@ -16,6 +16,7 @@ from subjects.models import SubjectModel
 from subjects.runkinds import SubjectModelParam
 
 MODES = {"dp": ("dp",), "cot": ("cot",), "both": ("dp", "cot")}
+MODE_CHOICES = [("dp", "direct answer (DP)"), ("cot", "chain of thought (CoT)"), ("both", "both")]
 
 
 class AbstractionStartSerializer(SubjectModelParam, kinds.RunParams):
@@ -24,8 +25,7 @@ class AbstractionStartSerializer(SubjectModelParam, kinds.RunParams):
     benchmark = serializers.CharField(label="Benchmark version",
                                       help_text="a benchmark version of the study (generate one with the "
                                                 "abstraction command or import one)")
-    mode = serializers.ChoiceField(choices=[("dp", "direct answer (DP)"), ("cot", "chain of thought (CoT)"),
-                                            ("both", "both")], default="dp", label="Prompting",
+    mode = serializers.ChoiceField(choices=MODE_CHOICES, default="dp", label="Prompting",
                                    help_text="DP asks for the answer alone, CoT for reasoning first; both runs each item twice")
     categories = serializers.CharField(required=False, allow_blank=True, default="", label="Categories",
                                        help_text=f"comma-separated, empty for all: {', '.join(gen.CATEGORIES)}")
