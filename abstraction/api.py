@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import status
 from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -11,8 +10,8 @@ from rest_framework.views import APIView
 from abstraction import runkinds, services
 from abstraction.models import AbstractionRun, Benchmark, Result
 from annotation import access
-from annotation.api.serializers import JobSerializer
-from runs import kinds
+from runs import api as runs_api
+from runs.serializers import RunDetailSerializer
 
 MAX_PAGE = 1000
 
@@ -85,9 +84,9 @@ class AbstractionItems(APIView):
 
 
 class StudyAbstractionRuns(APIView):
-    """GET: the study's abstraction runs, newest first (members). POST: start one (owners) -> 202 with its
-    job: ``{"model", "benchmark", "mode"?, "categories"?, "per_sub_dataset"?, "max_examples"?,
-    "checker_judge"?, "force"?, "budget_usd"?}`` (abstraction.runkinds, the runs page's validation too)."""
+    """GET: the study's abstraction runs, newest first (members). POST: start one (owners) -> 202 with the
+    run, as ``POST studies/{id}/runs/`` with ``kind=abstraction`` (runs.api): ``{"model", "benchmark", "mode"?,
+    "categories"?, "per_sub_dataset"?, "max_examples"?, "checker_judge"?, "force"?, "budget_usd"?}``."""
 
     @extend_schema(responses={200: dict})
     def get(self, request, pk: int):
@@ -100,9 +99,7 @@ class StudyAbstractionRuns(APIView):
                           "requests": r.run.requests, "cost_usd": r.run.cost_usd, "job": r.job_id,
                           "created_at": r.created_at.isoformat()} for r in runs])
 
-    @extend_schema(request=runkinds.AbstractionStartSerializer, responses={202: JobSerializer})
+    @extend_schema(request=runkinds.AbstractionStartSerializer, responses={202: RunDetailSerializer})
     def post(self, request, pk: int):
         study, membership = access.check_study(request.user, pk)
-        access.check_owner(membership, "starting abstraction runs")
-        record = kinds.start("abstraction", study, request.data, request.user)
-        return Response(JobSerializer(record.job, context={"request": request}).data, status=status.HTTP_202_ACCEPTED)
+        return runs_api.start(request, study, membership, "abstraction", request.data)

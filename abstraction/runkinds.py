@@ -1,4 +1,4 @@
-"""The abstraction run as the runs page, the REST API and the CLI start it (runs.kinds)."""
+"""The abstraction run as every door starts it (runs.kinds)."""
 
 from __future__ import annotations
 
@@ -16,16 +16,16 @@ from subjects.models import SubjectModel
 from subjects.runkinds import SubjectModelParam
 
 MODES = {"dp": ("dp",), "cot": ("cot",), "both": ("dp", "cot")}
+MODE_CHOICES = [("dp", "direct answer (DP)"), ("cot", "chain of thought (CoT)"), ("both", "both")]
 
 
-class AbstractionStartSerializer(SubjectModelParam, serializers.Serializer):
+class AbstractionStartSerializer(SubjectModelParam, kinds.RunParams):
     model = serializers.CharField(label="Subject model",
                                   help_text="name of one of the study's subject models (api=chat)")
     benchmark = serializers.CharField(label="Benchmark version",
                                       help_text="a benchmark version of the study (generate one with the "
                                                 "abstraction command or import one)")
-    mode = serializers.ChoiceField(choices=[("dp", "direct answer (DP)"), ("cot", "chain of thought (CoT)"),
-                                            ("both", "both")], default="dp", label="Prompting",
+    mode = serializers.ChoiceField(choices=MODE_CHOICES, default="dp", label="Prompting",
                                    help_text="DP asks for the answer alone, CoT for reasoning first; both runs each item twice")
     categories = serializers.CharField(required=False, allow_blank=True, default="", label="Categories",
                                        help_text=f"comma-separated, empty for all: {', '.join(gen.CATEGORIES)}")
@@ -33,9 +33,7 @@ class AbstractionStartSerializer(SubjectModelParam, serializers.Serializer):
     max_examples = params.serializer_field("max_examples", required=False, allow_null=True)
     checker_judge = serializers.CharField(required=False, allow_blank=True, default="", label="Checker (LLM judge)",
                                           help_text="an LLM judge configuration that checks every answer too")
-    force = serializers.BooleanField(default=False, label="Ask again",
-                                     help_text="ask again even where an answer exists")
-    budget_usd = params.serializer_field("budget_usd", required=False, allow_null=True)
+    cohort = None  # a benchmark's items are not traces
 
     def validate_benchmark(self, value: str) -> Benchmark:
         bench = Benchmark.objects.filter(study=self.context["study"], name=value).first()
@@ -87,8 +85,7 @@ def options(study: Study) -> dict[str, list[str]]:
 
 
 def declare() -> None:
-    kinds.declare(kinds.Starter(
-        "abstraction", "Abstraction", AbstractionStartSerializer, start, options=options,
+    kinds.declare(kinds.RunKind(
+        "abstraction", "Abstraction", AbstractionStartSerializer, start, options=options, retry=retry,
         help="The abstraction benchmark of paper 004: the subject model answers every item of a benchmark version "
              "(Γ and Δ on the abstraction table)."))
-    kinds.declare_retry("abstraction", retry)

@@ -1,7 +1,7 @@
 """REST API of the faithfulness app: thin views over faithfulness.running, summaries and evidence.
 
 GET  /studies/{id}/faithfulness-runs/        the study's runs (members)
-POST /studies/{id}/faithfulness-runs/        start one (owners) -> 202 with its job:
+POST /studies/{id}/faithfulness-runs/        start one (owners) -> 202 with the run (runs.api, as studies/{id}/runs/):
      {"what": "interventions", "model", "kinds", "per_trace", "seed", "mode"} or
      {"what": "anytime", "model", "budgets", "mode"}
 GET  /faithfulness-runs/{id}/                a run with its summary (IFR table or Acc(b) / AUC_any)
@@ -14,20 +14,20 @@ from __future__ import annotations
 import json
 
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import generics, serializers, status
+from rest_framework import generics, serializers
 from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from annotation import access
-from annotation.api.serializers import JobSerializer
 from faithfulness.core import anytime as any_core
 from faithfulness.core import validity as val_core
 from faithfulness.evidence import report
 from faithfulness.models import FaithfulnessRun, Intervention
 from faithfulness.running import check_frun, check_owner
 from faithfulness.summaries import anytime_summary, early_summary, ifr_summary, skipped_reasons, thinking_budget_summary
-from runs import kinds
+from runs import api as runs_api
+from runs.serializers import RunDetailSerializer
 
 
 class RunSerializer(serializers.ModelSerializer):
@@ -74,7 +74,8 @@ class StartSerializer(serializers.Serializer):
 
 
 class StudyRuns(generics.ListAPIView):
-    """GET: the study's faithfulness runs, newest first. POST: start one (owners) -> 202 with its job."""
+    """GET: the study's faithfulness runs, newest first. POST: start one (owners) -> 202 with the run, as
+    ``POST studies/{id}/runs/`` with ``kind`` = ``what`` (runs.api)."""
 
     serializer_class = RunSerializer
 
@@ -83,14 +84,13 @@ class StudyRuns(generics.ListAPIView):
         return FaithfulnessRun.objects.filter(subject__study=study).select_related("subject", "job") \
             .order_by("-created_at", "-pk")
 
-    @extend_schema(request=StartSerializer, responses={202: JobSerializer})
+    @extend_schema(request=StartSerializer, responses={202: RunDetailSerializer})
     def post(self, request, pk: int):
         study, membership = access.check_study(request.user, pk)
         check_owner(membership)
         ser = StartSerializer(data=request.data, context={"study": study})
         ser.is_valid(raise_exception=True)
-        record = kinds.start(ser.validated_data["what"], study, request.data, request.user)
-        return Response(JobSerializer(record.job, context={"request": request}).data, status=status.HTTP_202_ACCEPTED)
+        return runs_api.start(request, study, membership, ser.validated_data["what"], request.data)
 
 
 class RunDetail(generics.RetrieveAPIView):

@@ -1,4 +1,4 @@
-"""Interventions and anytime profiles as the runs page and the API start them (runs.kinds)."""
+"""Interventions, anytime profiles and early answering as every door starts them (runs.kinds)."""
 
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ class KindsField(serializers.Field):
         return list(value)
 
 
-class ContinuationRunSerializer(params.CohortParam, serializers.Serializer):
+class ContinuationRunSerializer(kinds.RunParams):
     """What both kinds take: the subject model, the continuation mode, how many traces, cache and budget."""
 
     model = serializers.CharField(label="Subject model", help_text="name of one of the study's subject models")
@@ -55,10 +55,6 @@ class ContinuationRunSerializer(params.CohortParam, serializers.Serializer):
                                    allow_blank=True, default="", label="Continuation mode",
                                    help_text="how the server continues a cut trace (empty: the one the probe recorded)")
     limit = params.serializer_field("limit", required=False, allow_null=True)
-    force = serializers.BooleanField(default=False, label="Ask again",
-                                     help_text="ask again even where a cached answer exists")
-    budget_usd = params.serializer_field("budget_usd", required=False, allow_null=True)
-    cohort = params.cohort_serializer_field()
 
     def validate_model(self, value: str) -> SubjectModel:
         try:
@@ -133,12 +129,13 @@ def subject_names(study: Study) -> dict[str, list[str]]:
 
 
 def declare() -> None:
-    kinds.declare(kinds.Starter(
+    kinds.declare(kinds.RunKind(
         "interventions", "Interventions", InterventionsSerializer, start_interventions, options=subject_names,
+        run_kind="faithfulness",
         help="Edit causally relevant steps of the model's traces and re-decode from the edited prefix (IFR)."))
-    kinds.declare(kinds.Starter(
-        "anytime", "Anytime profile", AnytimeSerializer, start_anytime, options=subject_names,
+    kinds.declare(kinds.RunKind(
+        "anytime", "Anytime profile", AnytimeSerializer, start_anytime, options=subject_names, run_kind="faithfulness",
         help="Truncate each trace at every budget of a grid and force an answer (Acc(b), AUC_any)."))
-    kinds.declare(kinds.Starter(
-        "early_answering", "Early answering", EarlySerializer, start_early, options=subject_names,
+    kinds.declare(kinds.RunKind(
+        "early_answering", "Early answering", EarlySerializer, start_early, options=subject_names, run_kind="faithfulness",
         help="Cut each trace's thought after step k, close it and force the answer (AOC, decision point)."))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
-from rest_framework import status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -13,7 +12,8 @@ from fidelity import runkinds
 from fidelity.models import FidelityRun
 from fidelity.report import item_rows, report, report_data
 from fidelity.running import check_run
-from runs import kinds
+from runs import api as runs_api
+from runs.serializers import RunDetailSerializer
 
 
 def _run_row(r: FidelityRun) -> dict:
@@ -23,8 +23,10 @@ def _run_row(r: FidelityRun) -> dict:
 
 
 class StudyFidelityRuns(APIView):
-    """GET: the study's fidelity runs (members). POST: queue a run (owners) -> 202; its job builds or extends the suite:
-    ``{"model", "suite"?, "axes"?, "per_problem"?, "problems"?, "seed"?}``."""
+    """GET: the study's fidelity runs (members). POST: queue a run (owners) -> 202 with the run, as
+    ``POST studies/{id}/runs/`` with ``kind=fidelity`` (runs.api); its job builds or extends the suite:
+    ``{"model", "suite"?, "axes"?, "per_problem"?, "problems"?, "seed"?}``; GET jobs/{job}/ follows it, its
+    params hold the suite's report ("suite_report") once it is planned."""
 
     @extend_schema(responses=OpenApiTypes.OBJECT)
     def get(self, request, pk: int):
@@ -32,16 +34,10 @@ class StudyFidelityRuns(APIView):
         runs = FidelityRun.objects.filter(suite__study=study).select_related("suite", "subject", "job").order_by("-pk")
         return Response([_run_row(r) for r in runs])
 
-    @extend_schema(request=runkinds.FidelityStartSerializer, responses=OpenApiTypes.OBJECT)
+    @extend_schema(request=runkinds.FidelityStartSerializer, responses={202: RunDetailSerializer})
     def post(self, request, pk: int):
         study, membership = access.check_study(request.user, pk)
-        access.check_owner(membership, "starting fidelity runs")
-        record = kinds.start("fidelity", study, request.data, request.user)
-        # The job makes the variants and picks the items; GET jobs/{job}/ follows it, its params hold the
-        # suite's report ("suite_report") once it is planned.
-        record.job.refresh_from_db()
-        return Response({**_run_row(record), "job": record.job_id, "suite_report": record.job.params.get(
-            "suite_report")}, status=status.HTTP_202_ACCEPTED)
+        return runs_api.start(request, study, membership, "fidelity", request.data)
 
 
 class FidelityRunDetail(APIView):

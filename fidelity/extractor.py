@@ -7,8 +7,7 @@ heuristic ones (the provenance says which, and how many).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from typing import Any
 
 from fidelity.core.logic import LogicalForm
@@ -19,9 +18,10 @@ from judges.protocol import MalformedOutput, extract_json
 from judges.providers.openai_compat import endpoint
 from runs import cache as run_cache
 from runs import engine
-from runs.clients import Accounting, ChunkWork, RunClient, Sizing
+from runs.clients import ItemOutcome, RunClient, Sizing
 from runs.models import Run
-from runs.transport import CallRecord, Control, Malformed, ModelPool, ModelRequest
+from runs.pooled import PooledWork
+from runs.transport import Malformed, ModelPool, ModelRequest
 
 KIND = "fidelity-forms"
 PROMPT_VERSION = 1
@@ -56,59 +56,37 @@ def parse_forms(content: str, n: int) -> list[dict]:
     return [LogicalForm.from_dict(f).to_dict() for f in forms]
 
 
-@dataclass
-class FormsOutcome(Accounting):
-    item: int
-    status: str = "ok"
-    reason: str = ""
-    warnings: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    calls: list[CallRecord] = field(default_factory=list)
-    cached: bool = False
-    output_mode: str = ""
-    forms: list[dict] | None = None
-
-
-class FormsWork(ChunkWork):
+class FormsWork(PooledWork):
     def __init__(self, run: Run) -> None:
         self.run = run
         self.judge = JudgeConfig.objects.get(pk=run.config["judge"])
-        self.pool: ModelPool | None = None
 
     def load(self, items: Sequence[int]) -> list[tuple[int, list[str]]]:
         texts = dict(Output.objects.filter(pk__in=items).values_list("pk", "text"))
         return [(pk, split_steps(texts[pk])) for pk in items if pk in texts]
 
-    def execute(self, inputs: Sequence[tuple[int, list[str]]], control: Control) -> Iterator[FormsOutcome]:
+    def open_pool(self) -> ModelPool:
         scope = f"fidelity-forms:{self.judge.pk}:v{self.judge.version}:p{PROMPT_VERSION}"
-        self.pool = ModelPool(endpoint(self.judge), scope, run_cache.DbStore(scope, force=self.run.force),
-                              force=self.run.force)
-        requests = []
-        for pk, steps in inputs:
-            n = len(steps)
-            text = PROMPT.format(n=n, steps="\n".join(f"{i}. {s}" for i, s in enumerate(steps, 1)))
-            body = {"messages": [{"role": "user", "content": text}], "temperature": self.judge.temperature,
-                    "max_tokens": self.judge.max_tokens}
-            requests.append(ModelRequest(item=pk, build=lambda _mode, body=body: dict(body),
-                                         parse=lambda c, n=n: parse_forms(c, n), schema=schema(n),
-                                         schema_name="logical_forms"))
-        for result in self.pool.run(requests, control):
-            out = FormsOutcome(item=result.request.item, calls=list(result.calls))
-            if result.status == "ok" and result.answer is not None:
-                out.forms, out.cached = result.answer.value, result.answer.cached
-            else:
-                out.status, out.reason = ("failed" if result.status == "failed" else "skipped"), result.reason
-            yield out
+        return ModelPool(endpoint(self.judge), scope, run_cache.DbStore(scope, force=self.run.force),
+                         force=self.run.force)
 
-    def commit(self, outcomes: Sequence[FormsOutcome]) -> None:
+    def item_id(self, item: tuple[int, list[str]]) -> int:
+        return item[0]
+
+    def request(self, item: tuple[int, list[str]]) -> ModelRequest:
+        pk, steps = item
+        n = len(steps)
+        text = PROMPT.format(n=n, steps="\n".join(f"{i}. {s}" for i, s in enumerate(steps, 1)))
+        body = {"messages": [{"role": "user", "content": text}], "temperature": self.judge.temperature,
+                "max_tokens": self.judge.max_tokens}
+        return ModelRequest(item=pk, build=lambda _mode: dict(body), parse=lambda c: parse_forms(c, n),
+                            schema=schema(n), schema_name="logical_forms")
+
+    def commit(self, outcomes: Sequence[ItemOutcome]) -> None:
         name = source_name(self.judge)
         for o in outcomes:
-            if o.forms is not None:
-                Output.objects.filter(pk=o.item).update(forms=o.forms, forms_source=name)
-
-    def close(self) -> None:
-        if self.pool is not None:
-            self.pool.close()
+            if o.result is not None:
+                Output.objects.filter(pk=o.item).update(forms=o.result, forms_source=name)
 
 
 class FormsClient(RunClient):

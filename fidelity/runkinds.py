@@ -1,4 +1,4 @@
-"""The fidelity run as the runs page and the API start it (runs.kinds): build or extend the suite of
+"""The fidelity run as every door starts it (runs.kinds): build or extend the suite of
 variants, then run the subject model over originals and variants."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from subjects.models import SubjectModel
 from subjects.runkinds import SubjectModelParam
 
 
-class FidelityStartSerializer(SubjectModelParam, params.CohortParam, serializers.Serializer):
+class FidelityStartSerializer(SubjectModelParam, kinds.RunParams):
     model = serializers.CharField(label="Subject model", help_text="name of one of the study's subject models")
     suite = serializers.CharField(default="fidelity", max_length=100, label="Suite",
                                   help_text="the suite of variants (made if new)")
@@ -27,10 +27,6 @@ class FidelityStartSerializer(SubjectModelParam, params.CohortParam, serializers
     problems = serializers.CharField(default="all", max_length=2000, label="Problems",
                                      help_text=f"which originals: {selection.SYNTAX}")
     seed = params.serializer_field("seed", default=0, label="Suite seed", help_text="the seed of a new suite's variants")
-    force = serializers.BooleanField(default=False, label="Ask again",
-                                     help_text="ask again even where a cached answer exists")
-    budget_usd = params.serializer_field("budget_usd", required=False, allow_null=True)
-    cohort = params.cohort_serializer_field()
 
     def validate_axes(self, value: str) -> list[str]:
         try:
@@ -54,7 +50,7 @@ def start(study: Study, data: dict[str, Any], user) -> FidelityRun:
 
 
 def declare() -> None:
-    kinds.declare(kinds.Starter(
+    kinds.declare(kinds.RunKind(
         "fidelity", "Fidelity", FidelityStartSerializer, start,
         options=lambda study: {"model": list(SubjectModel.objects.filter(study=study).order_by("name")
                                              .values_list("name", flat=True))},

@@ -10,10 +10,11 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from annotation import access
-from annotation.api.serializers import JobSerializer
 from judges import serializers as s
 from judges import services
 from judges.models import JudgeConfig, JudgeRun
+from runs import api as runs_api
+from runs.serializers import RunDetailSerializer
 
 
 def _save(study, data: dict, *, judge=None, user=None) -> JudgeConfig:
@@ -77,7 +78,8 @@ class JudgeDetail(APIView):
 
 
 class StudyJudgeRuns(generics.ListAPIView):
-    """GET: the study's judge runs, newest first. POST: start a run (owners) -> 202 with its job."""
+    """GET: the study's judge runs, newest first. POST: start a run (owners) -> 202 with the run, as
+    ``POST studies/{id}/runs/`` with ``kind=judge`` (runs.api)."""
 
     serializer_class = s.JudgeRunSerializer
 
@@ -86,21 +88,10 @@ class StudyJudgeRuns(generics.ListAPIView):
         return (JudgeRun.objects.filter(judge__study=study).select_related("judge", "job", "run")
                 .order_by("-created_at", "-pk"))
 
-    @extend_schema(request=s.JudgeRunRequestSerializer, responses={202: JobSerializer})
+    @extend_schema(request=s.JudgeRunRequestSerializer, responses={202: RunDetailSerializer})
     def post(self, request, pk: int):
         study, membership = access.check_study(request.user, pk)
-        services.check_owner(membership)
-        ser = s.JudgeRunRequestSerializer(data=request.data, context={"study": study})
-        ser.is_valid(raise_exception=True)
-        data = ser.validated_data
-        filters = {key: data.get(key) for key in services.FILTER_KEYS}
-        try:
-            run = services.do_start_run(data["judge"], scope=data["traces"], filters=filters, force=data["force"],
-                                        budget_usd=data.get("budget_usd"), user=request.user)
-        except ValueError as exc:
-            raise ValidationError({"non_field_errors": [str(exc)]}) from None
-        run.job.refresh_from_db()
-        return Response(JobSerializer(run.job, context={"request": request}).data, status=status.HTTP_202_ACCEPTED)
+        return runs_api.start(request, study, membership, "judge", request.data)
 
 
 class JudgeRunDetail(generics.RetrieveAPIView):

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django import forms
 
-from judges.models import JudgeConfig, JudgeRun, validate_template
+from judges.models import JudgeConfig, validate_template
 from judges.serializers import EDITABLE_FIELDS
 
 
@@ -54,16 +54,3 @@ class PromptForm(forms.Form):
     note = forms.CharField(max_length=200, required=False, label="Note", help_text="what changed, for the history")
     trace = forms.CharField(required=False, label="Preview on trace",
                             help_text="trace id (or number) to preview the prompt on")
-
-
-class RunForm(forms.Form):
-    traces = forms.ChoiceField(choices=JudgeRun.Scope.choices, initial=JudgeRun.Scope.ALL, label="Traces")
-    model = forms.ChoiceField(required=False, label="Model", help_text="only the traces of this model")
-    force = forms.BooleanField(required=False, label="Ask again",
-                               help_text="ask again even where a cached answer exists")
-    budget_usd = forms.FloatField(required=False, min_value=0, label="Budget (USD)",
-                                  help_text="stop once the estimated cost reaches this")
-
-    def __init__(self, *args, models=(), **kwargs):
-        super().__init__(*args, **kwargs)
-        self.fields["model"].choices = [("", "all models")] + [(m, m) for m in models]

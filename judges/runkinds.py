@@ -1,18 +1,28 @@
-"""The judge run as the runs page and the API start it (runs.kinds)."""
+"""The judge run as every door starts it (runs.kinds)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from annotation import scopes
 from annotation.models import Problem, Study, Trace
 from judges import services
 from judges.models import JudgeConfig, JudgeRun
 from judges.serializers import JudgeRunRequestSerializer
 from runs import kinds
+from runs.params import ParamError
 
 
 def start(study: Study, data: dict[str, Any], user) -> JudgeRun:
     filters = {key: data.get(key) for key in services.FILTER_KEYS}
+    if data.get("cohort"):
+        # A cohort is a set of traces: the run's trace filter (with any trace ids given, the traces in both).
+        cohort = Trace.objects.filter(pk__in=scopes.cohort_traces(study, data["cohort"]))
+        ids = list(cohort.order_by("pk").values_list("trace_id", flat=True))
+        given = set(filters.get("trace_ids") or ids)
+        filters["trace_ids"] = [t for t in ids if t in given]
+        if not filters["trace_ids"]:
+            raise ParamError("cohort", "the cohort holds none of the traces asked for")
     return services.do_start_run(data["judge"], scope=data["traces"], filters=filters, force=data["force"],
                                  budget_usd=data.get("budget_usd"), user=user)
 
@@ -21,6 +31,11 @@ def retry(run, user) -> JudgeRun:
     """The traces whose last judgement by this judge failed, with the run's filters."""
     record = JudgeRun.objects.select_related("judge").get(run=run)
     return services.do_start_run(record.judge, scope=JudgeRun.Scope.FAILED, filters=record.filters, user=user)
+
+
+def report(record: JudgeRun) -> str:
+    return (f"labels {record.labels_created} new, {record.labels_changed} changed, {record.labels_unchanged} "
+            f"unchanged; {record.warnings} warnings")
 
 
 def options(study: Study) -> dict[str, list[str]]:
@@ -34,8 +49,6 @@ def options(study: Study) -> dict[str, list[str]]:
 
 
 def declare() -> None:
-    kinds.declare(kinds.Starter(
-        "judge", "Judge", JudgeRunRequestSerializer, start,
-        options=options,
+    kinds.declare(kinds.RunKind(
+        "judge", "Judge", JudgeRunRequestSerializer, start, options=options, retry=retry, report=report,
         help="Label every step of the selected traces with a judge configuration."))
-    kinds.declare_retry("judge", retry)

@@ -4,7 +4,7 @@ from rest_framework import serializers
 
 from annotation.api.serializers import HtmlUrlMixin, JobSerializer
 from judges.models import JudgeConfig, JudgeRun, validate_template
-from runs import params
+from runs.kinds import RunParams
 from runs.outbound import shown_url
 
 # What a user sets on an LLM judge (the web form shows the same fields).
@@ -65,7 +65,7 @@ class JudgeDetailSerializer(JudgeSerializer):
         return services.disagreement_count(obj)
 
 
-class JudgeRunRequestSerializer(serializers.Serializer):
+class JudgeRunRequestSerializer(RunParams):
     judge = serializers.CharField(label="Judge", help_text="name of one of the study's judges")
     traces = serializers.ChoiceField(choices=JudgeRun.Scope.choices, default=JudgeRun.Scope.ALL, label="Traces",
                                      help_text="which of the selected traces this judge labels")
@@ -78,8 +78,6 @@ class JudgeRunRequestSerializer(serializers.Serializer):
                                                         "or either (any)")
     trace_ids = serializers.ListField(child=serializers.CharField(), required=False, max_length=100_000,
                                       label="Trace IDs", help_text="these traces only (their trace_id)")
-    force = serializers.BooleanField(default=False, label="Ask again", help_text="ignore cached answers")
-    budget_usd = params.serializer_field("budget_usd", required=False, allow_null=True)
 
     def validate_judge(self, value: str) -> JudgeConfig:
         judge = JudgeConfig.objects.filter(study=self.context["study"], name=value).first()

@@ -11,14 +11,16 @@ from django.core.paginator import Paginator
 from django.db.models import Prefetch, Q
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from annotation import access, jobs
 from annotation.models import Membership, StepLabel, Study, Trace
 from judges import protocol, services
-from judges.forms import JudgeConfigForm, PromptForm, RunForm
+from judges.forms import JudgeConfigForm, PromptForm
 from judges.models import JudgeConfig, JudgeRun, JudgeTraceResult
 from runs.templating import PromptTemplateError
+from runs.views import page_fields, start_from_page
 
 FAILED_CALLS_PER_PAGE = 25
 
@@ -33,10 +35,6 @@ def _judge_for(request: HttpRequest, judge_id: int) -> tuple[JudgeConfig, Member
 
 def _owner_only(membership: Membership) -> None:
     services.check_owner(membership)
-
-
-def _models(study: Study) -> list[str]:
-    return list(Trace.objects.filter(study=study).values_list("model", flat=True).distinct().order_by("model"))
 
 
 @login_required
@@ -92,7 +90,7 @@ def judge_detail(request: HttpRequest, judge_id: int) -> HttpResponse:
         "failed": failed,
         "n_failed": JudgeTraceResult.objects.filter(judge=judge, status=JudgeTraceResult.Status.FAILED).count(),
         "n_disagreements": services.disagreement_count(judge),
-        "run_form": RunForm(models=_models(judge.study)) if membership.is_owner else None,
+        "run_fields": page_fields("judge", judge.study, without=("judge",)) if membership.is_owner else None,
         "estimate": (services.estimate_run(judge, Trace.objects.filter(study=judge.study))
                      if membership.is_owner else None),
     }
@@ -160,14 +158,8 @@ def _preview(judge: JudgeConfig, form: PromptForm) -> dict:
 def judge_run_start(request: HttpRequest, judge_id: int) -> HttpResponse:
     judge, membership = _judge_for(request, judge_id)
     _owner_only(membership)
-    form = RunForm(request.POST, models=_models(judge.study))
-    if not form.is_valid():
-        messages.error(request, "; ".join(e for errors in form.errors.values() for e in errors))
-        return redirect("judge", judge_id=judge.pk)
-    data = form.cleaned_data
-    run = services.do_start_run(judge, scope=data["traces"], filters={"model": data["model"]},
-                                force=data["force"], budget_usd=data["budget_usd"], user=request.user)
-    return redirect("judge-run", run_id=run.pk)
+    return start_from_page(request, judge.study, "judge", {"judge": judge.name}, back=reverse("judge", args=[judge.pk]),
+                           to=lambda record: reverse("judge-run", args=[record.pk]))
 
 
 @login_required

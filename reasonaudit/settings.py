@@ -224,6 +224,9 @@ SPECTACULAR_SETTINGS = {
         "JudgeModeEnum": "judges.models.JudgeConfig.Mode",
         # One enum for both channels' segmenters (Study.segmenter and Study.thought_segmenter).
         "SegmenterEnum": "annotation.models.Study.Segmenter",
+        # The run kinds' request bodies (runs.api: one component per kind) hold two "mode" choice sets.
+        "ContinuationModeEnum": ["completions", "prefill", "instructed"],
+        "AbstractionModeEnum": "abstraction.runkinds.MODE_CHOICES",
     },
 }
 

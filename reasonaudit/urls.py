@@ -17,6 +17,7 @@ urlpatterns = [
     path("api/v1/", include("abstraction.api_urls")),
     path("api/v1/", include("faithfulness.api_urls")),
     path("api/v1/", include("fidelity.api_urls")),
+    path("api/v1/", include("runs.api_urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     path("", include("annotation.urls")),

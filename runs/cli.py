@@ -2,22 +2,30 @@
 study, ``--force``, ``--budget``, ``--wait``, ``--cancel``, starting through the
 kind's service, following the job to its end with a progress bar (``--wait``
 follows a worker for every kind; with Celery eager the work runs here), the
-report with the run's usage line, and exit status 1 unless every item succeeded."""
+report with the run's usage line, and exit status 1 unless every item succeeded.
+
+``KindCommand`` is that command generated from a declared kind (runs.kinds): ``manage.py run KIND`` and
+its aliases (``judge``, ``generate``) take one option per parameter of the kind's serializer, with its
+label, help, range, choices and default, and validate through the serializer, as the runs page and the
+REST API do."""
 
 from __future__ import annotations
 
+import argparse
 import sys
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
+from rest_framework import serializers
 
 from annotation import jobs
 from annotation.management.commands._progress import Bar
 from annotation.models import Job, Study
-from runs import engine, params
-from runs.engine import RunConflict
+from runs import engine, kinds, params
+from runs.clients import client_for
+from runs.engine import ACTIVE, RunConflict
 from runs.models import Run
 
 
@@ -133,7 +141,7 @@ class RunCommand(BaseCommand):
             self.say(f"queued; follow it with --wait, or on the web page of job {row.job.pk}")
             return row, None
         job = to_the_end(row.job, label=label, unit=self.noun, show=sys.stderr.isatty() or opts["wait"],
-                         run_here=(lambda bar: engine.run_inline(run, progress=bar)) if eager else None)
+                         run_here=(lambda bar: engine.run_here(run, progress=bar)) if eager else None)
         row.refresh_from_db()
         run.refresh_from_db()
         extra = self.report(row)
@@ -150,3 +158,143 @@ class RunCommand(BaseCommand):
         """Exit 1 unless the run succeeded (failed, partial or cancelled)."""
         if job is not None and job.status != Job.Status.SUCCEEDED:
             sys.exit(1)
+
+
+# --------------------------------------------------------------------------
+# Commands generated from a declared kind
+
+
+#: Older spellings the commands keep accepting (``--budget`` came before the parameter was ``budget_usd``).
+ALIASES = {"budget_usd": ("--budget",)}
+
+
+def option(name: str) -> str:
+    return f"--{name.replace('_', '-')}"
+
+
+def _checked_by(f: serializers.Field) -> Callable[[str], Any]:
+    """An argparse ``type`` that refuses what the serializer field refuses, with its message."""
+
+    def parse(text: str) -> Any:
+        try:
+            f.run_validation(text)
+        except serializers.ValidationError as exc:
+            messages = exc.detail if isinstance(exc.detail, list) else [exc.detail]
+            raise argparse.ArgumentTypeError(" ".join(str(m) for m in messages)) from None
+        return text  # the serializer validates the text again with the others (one validation)
+
+    parse.__name__ = "value"
+    return parse
+
+
+def _help(name: str, f: serializers.Field) -> str:
+    text = f"{kinds.label_of(name, f)}: {f.help_text or ''}".rstrip(": ")
+    if f.required:
+        text += " (required)"
+    elif f.default not in (serializers.empty, None, "", False):
+        default = ",".join(map(str, f.default)) if isinstance(f.default, (list, tuple)) else f.default
+        text += f" (default: {default})"
+    return text.replace("%", "%%")
+
+
+def add_parameter_options(parser: argparse.ArgumentParser, kind: kinds.RunKind) -> None:
+    """One option per parameter of the kind's serializer, the shared ones last. Every default is None:
+    what is not given is not sent, so the serializer's default applies, as on the page and in the API."""
+    for name, f in kinds.input_fields(kind, None).items():
+        flags = [option(name), *ALIASES.get(name, ())]
+        common: dict[str, Any] = {"dest": name, "default": None, "help": _help(name, f)}
+        if isinstance(f, serializers.BooleanField) and not f.allow_null:
+            parser.add_argument(*flags, action="store_const", const="true", **common)
+        elif isinstance(f, serializers.BooleanField):
+            parser.add_argument(*flags, choices=["true", "false"], **common)
+        elif isinstance(f, serializers.ChoiceField):
+            parser.add_argument(*flags, choices=[str(c) for c in f.choices], **common)
+        elif isinstance(f, serializers.ListField):
+            parser.add_argument(*flags, metavar="A,B,...", **common)
+        else:
+            metavar = "N" if isinstance(f, (serializers.IntegerField, serializers.FloatField)) else "TEXT"
+            parser.add_argument(*flags, type=_checked_by(f), metavar=metavar, **common)
+
+
+def parameters(kind: kinds.RunKind, opts: dict[str, Any]) -> dict[str, Any]:
+    """The options given, as the serializer takes them (a list parameter from its comma-separated text)."""
+    data: dict[str, Any] = {}
+    for name, f in kinds.input_fields(kind, None).items():
+        value = opts.get(name)
+        if value is None:
+            continue
+        data[name] = [v.strip() for v in value.split(",") if v.strip()] if isinstance(f, serializers.ListField) else value
+    return data
+
+
+def refusal(exc: serializers.ValidationError) -> CommandError:
+    """A refusal of the serializer or the service as the command says it: by the option's name."""
+    detail = exc.detail if isinstance(exc.detail, dict) else {"non_field_errors": exc.detail}
+    lines = []
+    for name, messages in detail.items():
+        for message in messages if isinstance(messages, list) else [messages]:
+            lines.append(str(message) if name == "non_field_errors" else f"{option(str(name))}: {message}")
+    return CommandError("; ".join(lines))
+
+
+def _asked(run: Run, given: dict[str, Any]) -> bool:
+    """Whether ``run`` was asked with the parameters ``given`` (``--cancel --judge J`` cancels J's runs only):
+    what its job keeps of the request (runs.kinds), else of its own params (older runs); a parameter it
+    kept nothing of does not rule it out."""
+    params_ = run.job.params or {}
+    asked = params_.get("request") or params_
+    return all(name not in asked or str(asked[name]) == str(value) for name, value in given.items())
+
+
+class KindCommand(RunCommand):
+    """Start (or cancel) runs of a declared kind: ``kind`` for an alias (``judge``), else the first
+    argument (``run KIND``)."""
+
+    kind = ""
+
+    def add_arguments(self, parser) -> None:
+        if self.kind:
+            self.add_kind_parser(parser, kinds.get(self.kind))
+            return
+        sub = parser.add_subparsers(dest="kind", required=True, metavar="KIND",
+                                    title="kinds", description=", ".join(k.name for k in kinds.all_kinds()))
+        for kind in kinds.all_kinds():
+            self.add_kind_parser(sub.add_parser(kind.name, help=kind.help, description=kind.help), kind)
+
+    def add_kind_parser(self, parser, kind: kinds.RunKind) -> None:
+        parser.add_argument("--study", required=True, help="the study's name")
+        add_parameter_options(parser, kind)
+        parser.add_argument("--wait", action="store_true", help="show progress and wait for the end (a worker does "
+                                                                "the work); exit 1 unless every item succeeded")
+        parser.add_argument("--cancel", action="store_true", help=f"cancel the study's {kind.name} runs in progress "
+                                                                  "instead")
+
+    def handle(self, *args, **opts) -> None:
+        kind = kinds.get(self.kind or opts["kind"])
+        study = self.find_study(opts)
+        if opts["cancel"]:
+            given = parameters(kind, opts)
+            runs = Run.objects.filter(kinds.runs_of(kind.name), job__study=study, job__status__in=ACTIVE)
+            return self.cancel_runs([r for r in runs.select_related("job") if _asked(r, given)],
+                                    f"study {study.name} ({kind.name}{', ' if given else ''}"
+                                    f"{', '.join(f'{k}={v}' for k, v in given.items())})")
+        self.noun = client_for(kind.engine_kind).noun
+        self.kind_report = kind.report
+
+        def start(queue: bool) -> Any:
+            try:
+                return kinds.start(kind.name, study, parameters(kind, opts), None)
+            except serializers.ValidationError as exc:
+                raise refusal(exc) from None
+
+        _, job = self.start_and_follow(start, opts, label=f"{kind.name} in {study.name}")
+        self.exit_status(job)
+
+    kind_report: Callable[[Any], str] | None = None
+
+    def describe(self, row: Any) -> str:
+        run, n = kinds.run_of(row), row.job.total
+        return f"{kinds.name_of(run)} run {run.pk} (job {row.job.pk}): {n} {self.noun}{'s' if n != 1 else ''}"
+
+    def report(self, row: Any) -> str:
+        return self.kind_report(row) if self.kind_report is not None else ""

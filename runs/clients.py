@@ -62,6 +62,7 @@ class ItemOutcome(Accounting):
     calls: list[CallRecord] = field(default_factory=list)
     cached: bool = False
     output_mode: str = ""  # the structured-output form of the answer used, if any
+    result: Any = None  # the parsed answer of an ok item (runs.pooled.PooledWork)
 
 
 class ChunkWork(ABC):
@@ -122,7 +123,8 @@ class RunClient(ABC):
         """Items per chunk (one task): about ``target_requests`` requests and at least ``min_rounds``
         rounds of a lane's share of the concurrency, a whole number of rounds."""
         s = self.sizing(run)
-        concurrency = max(1, s.concurrency // max(1, run.lanes))
+        cap = (run.config or {}).get("max_concurrency")  # the run's own cap (runs.kinds.RunParams.concurrency)
+        concurrency = max(1, min(s.concurrency, cap or s.concurrency) // max(1, run.lanes))
         requests = max(s.target_requests, s.min_rounds * concurrency)
         requests += (-requests) % concurrency
         return max(1, -(-requests // max(1, s.requests_per_item)))
@@ -146,11 +148,6 @@ class RunClient(ABC):
 
         row = run.job.params.get("run")
         return reverse(self.url_name, args=[row]) if self.url_name and row else None
-
-    def retry(self, run: Run, user) -> Any | None:
-        """Start a run of the same configuration over the items of ``run`` that failed (or, for kinds that
-        resume, over what is still missing); returns the new row, or None when the kind cannot."""
-        return None
 
     def plan(self, run: Run) -> list[int]:
         """The run's items, for kinds that plan them in the job (runs.engine.start with items=None): may

@@ -15,10 +15,12 @@ lease expires or when a worker with the same node name starts again.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -32,7 +34,7 @@ from annotation import jobs
 from annotation.jobs import BROKER_DOWN, RunConflict
 from annotation.models import Job
 from runs import identity
-from runs.clients import ItemOutcome, client_for
+from runs.clients import ItemOutcome, RunClient, client_for
 from runs.models import ModelCall, Run, RunChunk
 from runs.params import check as check_param
 from runs.transport import FatalRunError
@@ -76,6 +78,22 @@ def create_run(job: Job, kind: str, items: Sequence[int], chunk_size: int, *, fo
     return run
 
 
+# What runs.kinds adds to every run it starts, whatever the kind's service passes: the shared ``concurrency``
+# cap and the parameters as asked (for a retry). A context, so no kind's service has to thread them through.
+_OVERRIDES: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar("run_overrides", default=None)
+
+
+@contextlib.contextmanager
+def overrides(*, concurrency: int | None = None, request: dict[str, Any] | None = None) -> Iterator[None]:
+    """Runs started inside take at most ``concurrency`` requests in flight (``config["max_concurrency"]``,
+    read by RunControl, hence the pool, and by the chunk size) and keep ``request`` in their job's params."""
+    token = _OVERRIDES.set({"concurrency": check_param("concurrency", concurrency), "request": request})
+    try:
+        yield
+    finally:
+        _OVERRIDES.reset(token)
+
+
 def start(kind: str, *, study_id: int, job_kind: str, params: dict[str, Any],
           items: Sequence[int] | Callable[[Any], Sequence[int]] | None, record: Callable[[Job, Run], Any],
           busy: Callable[[], str | None] | None = None, user=None, force: bool = False,
@@ -95,6 +113,11 @@ def start(kind: str, *, study_id: int, job_kind: str, params: dict[str, Any],
     write), not in the caller's request -- the plan task is queued instead of the first chunks, or
     (``queue=False``) the plan is made here before the caller works the run inline."""
     budget_usd = check_param("budget_usd", budget_usd)
+    extra = _OVERRIDES.get() or {}
+    if extra.get("concurrency"):
+        config = {**(config or {}), "max_concurrency": extra["concurrency"]}
+    if extra.get("request"):
+        params = {**params, "request": extra["request"]}
     with transaction.atomic():
         reason = busy() if busy is not None else None
         if reason:
@@ -233,6 +256,15 @@ def run_inline(run: Run, *, progress: Progress | None = None) -> Job:
     return Job.objects.get(pk=run.job_id)
 
 
+def run_here(run: Run, *, progress: Progress | None = None) -> Job:
+    """Work ``run`` in this process (a command with Celery eager): plan it first when its kind plans in the
+    job and its plan task has not run (it waits for a commit that a caller's transaction holds back)."""
+    client = client_for(run.kind)
+    if type(client).plan is not RunClient.plan and not run.chunks.exists() and not run.job.finished:
+        plan_run(run.pk)
+    return run_inline(run, progress=progress)
+
+
 # --------------------------------------------------------------------------
 # The lease and the heartbeat
 
@@ -247,8 +279,10 @@ class RunControl:
         self.run = run
         self.chunk_id = chunk_id
         self.holder = holder
-        # The pool takes this lane's share of the concurrency and of the rate limit (lane_share).
+        # The pool takes this lane's share of the concurrency and of the rate limit (lane_share), under the
+        # run's cap when it was started with one (runs.kinds.RunParams.concurrency).
         self.lanes, self.lane = run.lanes, lane
+        self.concurrency: int | None = (run.config or {}).get("max_concurrency")
         self.check_every = float(getattr(settings, "RUN_CANCEL_CHECK_SECONDS", 0.5))
         self.renew_every = min(lease_seconds() / 4, 60.0)
         self.spent = run.cost_usd

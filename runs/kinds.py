@@ -1,8 +1,10 @@
-"""Every kind of run a researcher can start, declared once: its parameters (a DRF serializer, the one
-validation of the runs page, the kind's REST endpoint and -- through runs.params and the services --
-the CLI), how to start it, and what its form offers to pick from. Apps declare their kinds in
-``AppConfig.ready`` (this app imports none of them); ``/studies/<id>/runs/`` lists every run of a
-study and starts any declared kind (runs.views)."""
+"""Every kind of run a researcher can start, declared once (``RunKind``): its parameters (a DRF serializer
+built on ``RunParams``, the one validation of the runs page, the REST API, the CLI and the docs), how to
+start it, and optionally how to retry it, what its report says and what its form offers to pick from.
+Apps declare their kinds in ``AppConfig.ready`` (this app imports none of them); every door is generated
+from the registry: ``/studies/<id>/runs/`` (runs.views), ``/api/v1/studies/<id>/runs/`` and
+``/api/v1/runs/<id>/`` (runs.api), ``manage.py run KIND`` (runs.cli), and the list of kinds in
+docs/runs.md (``manage.py run_kinds_doc``)."""
 
 from __future__ import annotations
 
@@ -10,92 +12,192 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.db.models import Q
 from rest_framework import serializers
 
 from annotation import scopes
 from annotation.models import Job, Study
+from runs import engine, params
+from runs.models import Run
 from runs.params import ParamError
 
 
-@dataclass(frozen=True)
-class Starter:
-    """A kind of run as the runs page and the API start it.
+class RunParams(serializers.Serializer):
+    """What every kind of run takes, declared once with one label each. A kind's serializer derives from
+    it and drops what it cannot honour the DRF way (``cohort = None``).
 
-    ``start(study, data, user)`` gets the serializer's validated data and returns the row of the run
-    (anything with a ``job``). ``options(study)`` lists, per field, the values the form offers
-    (subject model names, judge names, ...): each a value, or a (value, text) pair when the menu should
-    show something else than what is posted (a cohort's name for its id)."""
+    ``concurrency`` caps the requests in flight below the model's own setting (runs.engine.overrides: the
+    engine stores it on the run, the pool and the chunk size follow it), so no kind threads it through."""
+
+    force = serializers.BooleanField(default=False, label="Ask again",
+                                     help_text="ask the model again instead of replaying cached answers "
+                                               "(a generation run: K new samples)")
+    budget_usd = params.serializer_field("budget_usd", required=False, allow_null=True, default=None)
+    cohort = params.cohort_serializer_field()
+    concurrency = params.serializer_field("concurrency", required=False, allow_null=True, default=None,
+                                          help_text="at most this many requests in flight; empty: the model's own")
+
+    def validate_cohort(self, value: str) -> str:
+        try:
+            return params.check_cohort(self.context["study"], value)
+        except ParamError as exc:
+            raise serializers.ValidationError(str(exc).removeprefix("cohort: ")) from None
+
+
+#: Parameters every kind shares (RunParams), drawn after the kind's own on the page, in the CLI and the docs.
+SHARED = tuple(RunParams._declared_fields)
+
+
+@dataclass(frozen=True)
+class RunKind:
+    """A kind of run as every door starts it.
+
+    ``start(study, data, user)`` gets the serializer's validated data (without the shared ``concurrency``,
+    which the engine applies) and returns the kind's row of the run (a runs.models.RunRecord, or the Run).
+    ``run_kind`` is the engine's ``Run.kind`` of its runs (default: ``name``); kinds that share one
+    (interventions, anytime and early answering are all "faithfulness" runs) are told apart by the run's
+    ``config["kind"]``. ``retry(run, user)`` starts the same configuration over what failed (default: the
+    same validated parameters again, from the job's ``params["request"]``); ``report(row)`` is the kind's
+    own figures for the CLI's last line; ``options(study)`` lists, per field, the values the form offers:
+    each a value, or a (value, text) pair when the menu shows something else than what is posted."""
 
     name: str
     label: str
-    serializer: type[serializers.Serializer]
+    serializer: type[RunParams]
     start: Callable[[Study, dict[str, Any], Any], Any]
     help: str = ""
     options: Callable[[Study], dict[str, list[Any]]] = field(default=lambda study: {})
+    run_kind: str = ""
+    retry: Callable[[Run, Any], Any] | None = None
+    report: Callable[[Any], str] | None = None
+
+    @property
+    def engine_kind(self) -> str:
+        return self.run_kind or self.name
 
 
-_STARTERS: dict[str, Starter] = {}
-#: The order of the runs page's kind menu.
-ORDER = ("generation", "judge", "probe", "interventions", "anytime", "early_answering", "fidelity", "abstraction",
-         "scanner")
+_KINDS: dict[str, RunKind] = {}
+#: The order of the kind menu, the CLI's list and the docs.
+ORDER = ("generation", "judge", "interventions", "anytime", "early_answering", "fidelity", "abstraction", "scanner")
 
 
-_RETRIES: dict[str, Callable[[Any, Any], Any]] = {}
-#: Parameters every kind shares, drawn after the kind's own (a serializer's mixins put them first).
-LAST = ("force", "budget_usd", "cohort")
+def declare(kind: RunKind) -> None:
+    if not issubclass(kind.serializer, RunParams):
+        raise TypeError(f"the parameters of kind {kind.name!r} must derive from runs.kinds.RunParams")
+    _KINDS[kind.name] = kind
 
 
-def declare(starter: Starter) -> None:
-    _STARTERS[starter.name] = starter
+def all_kinds() -> list[RunKind]:
+    return sorted(_KINDS.values(), key=lambda k: (ORDER.index(k.name) if k.name in ORDER else len(ORDER), k.name))
 
 
-def declare_retry(run_kind: str, retry: Callable[[Any, Any], Any]) -> None:
-    """How to run a run of ``run_kind`` (runs.Run.kind) again over what failed: ``retry(run, user)`` starts
-    a run of the same configuration and returns its row."""
-    _RETRIES[run_kind] = retry
-
-
-def retry_for(run_kind: str) -> Callable[[Any, Any], Any] | None:
-    return _RETRIES.get(run_kind)
-
-
-def starters() -> list[Starter]:
-    return sorted(_STARTERS.values(), key=lambda s: (ORDER.index(s.name) if s.name in ORDER else len(ORDER), s.name))
-
-
-def starter(name: str) -> Starter:
+def get(name: str) -> RunKind:
     try:
-        return _STARTERS[name]
+        return _KINDS[name]
     except KeyError:
         raise serializers.ValidationError(
-            {"kind": [f"unknown kind of run {name!r}; choose one of {', '.join(s.name for s in starters())}"]}
+            {"kind": [f"unknown kind of run {name!r}; choose one of {', '.join(k.name for k in all_kinds())}"]}
         ) from None
 
 
+def _sharing(engine_kind: str) -> list[RunKind]:
+    return [k for k in _KINDS.values() if k.engine_kind == engine_kind]
+
+
+def of_run(run: Run) -> RunKind | None:
+    """The declared kind ``run`` was started as (None: a kind no door starts, e.g. the forms extraction)."""
+    sharing = _sharing(run.kind)
+    if len(sharing) == 1:
+        return sharing[0]
+    return next((k for k in sharing if (run.config or {}).get("kind") == k.name), None)
+
+
+def name_of(run: Run) -> str:
+    kind = of_run(run)
+    return kind.name if kind is not None else run.kind
+
+
+def runs_of(name: str) -> Q:
+    """A filter of runs.Run by declared kind (or an engine kind no declaration names)."""
+    kind = _KINDS.get(name)
+    if kind is None:
+        return Q(kind=name)
+    q = Q(kind=kind.engine_kind)
+    return q & Q(config__kind=name) if len(_sharing(kind.engine_kind)) > 1 else q
+
+
 def job_of(row: Any) -> Job:
-    """The Job of what a starter returned (a kind's row, or the Job itself: the probe has no run)."""
-    return row if isinstance(row, Job) else row.job
+    return row.job
 
 
-def validate(kind: str, study: Study, data) -> tuple[Starter, dict[str, Any]]:
-    """The kind's starter and its validated parameters, or a ValidationError naming the fields."""
-    st = starter(kind)
-    ser = st.serializer(data=data, context={"study": study})
+def run_of(row: Any) -> Run:
+    """The engine's Run of a kind's row (a kind without a row of its own uses the Run itself)."""
+    return row if isinstance(row, Run) else row.run
+
+
+def validate(name: str, study: Study, data) -> tuple[RunKind, dict[str, Any], dict[str, Any]]:
+    """The kind, its validated parameters and the parameters as they were given (what a retry gives
+    again), or a ValidationError naming the fields."""
+    kind = get(name)
+    ser = kind.serializer(data=data, context={"study": study})
     ser.is_valid(raise_exception=True)
-    return st, dict(ser.validated_data)
+    return kind, dict(ser.validated_data), _as_given(ser)
 
 
-def start(kind: str, study: Study, data, user) -> Any:
-    """Validate and start a run of ``kind``; a service's refusal becomes a ValidationError naming its
-    field (runs.params.ParamError) or the form as a whole. A RunConflict (409) and a broker that is
-    down (503) go through unchanged: the API and the web map them once."""
-    st, validated = validate(kind, study, data)
+def _as_given(ser: RunParams) -> dict[str, Any]:
+    """The parameters as posted, a form's or a JSON body's (names, not ids that may since have gone)."""
+    data, out = ser.initial_data, {}
+    for name, f in ser.fields.items():
+        if f.read_only or name not in data:
+            continue
+        many = isinstance(f, serializers.ListField) and hasattr(data, "getlist")
+        out[name] = data.getlist(name) if many else data.get(name)
+    return out
+
+
+def _begin(kind: RunKind, study: Study, validated: dict[str, Any], given: dict[str, Any], user) -> Any:
+    concurrency = validated.pop("concurrency", None)
     try:
-        return st.start(study, validated, user)
+        with engine.overrides(concurrency=concurrency, request={"kind": kind.name, **given}):
+            return kind.start(study, validated, user)
     except ParamError as exc:
-        raise serializers.ValidationError({exc.field: [str(exc)]}) from None
+        raise serializers.ValidationError({exc.field: [str(exc).removeprefix(f"{exc.field}: ")]}) from None
     except ValueError as exc:
+        field_name = getattr(exc, "field", None)
+        if field_name:
+            raise serializers.ValidationError({field_name: [getattr(exc, "message", str(exc))]}) from None
         raise serializers.ValidationError({"non_field_errors": [str(exc)]}) from None
+
+
+def start(name: str, study: Study, data, user) -> Any:
+    """Validate and start a run of kind ``name``; returns the kind's row. A refusal of the service becomes
+    a ValidationError naming its field (runs.params.ParamError, or any ValueError with a ``field``) or the
+    form as a whole. A RunConflict (409) and a broker that is down (503) go through unchanged."""
+    kind, validated, given = validate(name, study, data)
+    return _begin(kind, study, validated, given, user)
+
+
+def can_retry(run: Run) -> bool:
+    kind = of_run(run)
+    return kind is not None and (kind.retry is not None or "request" in (run.job.params or {}))
+
+
+def retry(run: Run, user) -> Any:
+    """Start the same configuration again over what failed: the kind's own retry (the items that failed,
+    or what is still missing), else the same parameters again without ``force`` -- every kind resumes
+    from what it stored, so a run again without force asks only what is not answered yet."""
+    kind = of_run(run)
+    if kind is None:
+        raise serializers.ValidationError({"non_field_errors": [f"runs of kind {run.kind!r} cannot be retried"]})
+    if kind.retry is not None:
+        with engine.overrides(concurrency=(run.config or {}).get("max_concurrency")):
+            return kind.retry(run, user)
+    asked = dict((run.job.params or {}).get("request") or {})
+    if not asked:
+        raise serializers.ValidationError({"non_field_errors": [f"run {run.pk} kept no parameters to retry with"]})
+    asked.pop("kind", None)
+    asked["force"] = False
+    return start(kind.name, run.job.study, asked, user)
 
 
 def _pairs(values: list[Any]) -> list[tuple[str, str]]:
@@ -110,16 +212,24 @@ def label_of(name: str, f: serializers.Field) -> str:
     return f.label or name.replace("_", " ").capitalize()
 
 
-def form_fields(st: Starter, study: Study, values: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+def ordered(names: list[str]) -> list[str]:
+    """A kind's own parameters first, then the shared ones (RunParams) in their order."""
+    return sorted(names, key=lambda n: SHARED.index(n) + 1 if n in SHARED else 0)
+
+
+def input_fields(kind: RunKind, study: Study | None) -> dict[str, serializers.Field]:
+    fields = kind.serializer(context={"study": study}).fields
+    return {name: fields[name] for name in ordered([n for n, f in fields.items() if not f.read_only])}
+
+
+def form_fields(kind: RunKind, study: Study, values: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """What the runs page draws for each of the kind's parameters: name, label, input type, bounds,
     choices (value, text), help and the current value (the serializer's declaration, so the page
     cannot drift)."""
     values = values or {}
-    options = st.options(study)
+    options = kind.options(study)
     out = []
-    for name, f in st.serializer(context={"study": study}).fields.items():
-        if f.read_only:
-            continue
+    for name, f in input_fields(kind, study).items():
         row: dict[str, Any] = {"name": name, "label": label_of(name, f),
                                "help": f.help_text or "", "required": f.required, "type": "text",
                                "value": values.get(name, "" if f.default is serializers.empty else f.default)}
@@ -151,4 +261,4 @@ def form_fields(st: Starter, study: Study, values: dict[str, Any] | None = None)
         if row["value"] is None:
             row["value"] = ""
         out.append(row)
-    return sorted(out, key=lambda r: LAST.index(r["name"]) + 1 if r["name"] in LAST else 0)
+    return out

@@ -517,7 +517,7 @@ class ModelPool:
 
         # A run worked on in lanes (runs.engine) gives each its share of the concurrency and rate limit.
         lanes, lane = getattr(control, "lanes", 1), getattr(control, "lane", 0)
-        concurrency = _share(self.concurrency, lanes, lane)
+        concurrency = _share(min(self.concurrency, getattr(control, "concurrency", None) or self.concurrency), lanes, lane)
         if self.limiter is not None and lanes > 1:
             self.limiter = RateLimiter(_share(self.endpoint.rate_limit_per_minute or 1, lanes, lane))
         try:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
@@ -53,7 +54,7 @@ def _rows(study: Study, user, membership: Membership, page_number: Any) -> tuple
             "page": client.page(run) if client else None,
             "can_cancel": not job.finished and access.can_cancel_job(user, job, membership),
             "can_retry": job.finished and job.failed > 0 and membership.role == Membership.Role.OWNER
-                         and kinds.retry_for(run.kind) is not None,
+                         and kinds.can_retry(run),
         })
     return page, rows
 
@@ -61,7 +62,7 @@ def _rows(study: Study, user, membership: Membership, page_number: Any) -> tuple
 def _context(request: HttpRequest, study: Study, membership: Membership, *, kind: str,
              values: dict[str, Any] | None = None, errors: dict[str, list[str]] | None = None) -> dict[str, Any]:
     page, rows = _rows(study, request.user, membership, request.GET.get("page"))
-    starters = kinds.starters()
+    starters = kinds.all_kinds()
     chosen = next((s for s in starters if s.name == kind), starters[0] if starters else None)
     fields = kinds.form_fields(chosen, study, values) if chosen else []
     errors = errors or {}
@@ -103,6 +104,39 @@ def study_runs(request: HttpRequest, study_id: int) -> HttpResponse:
     return render(request, "runs/study_runs.html", context)
 
 
+def _message(exc: ValidationError) -> str:
+    detail = exc.detail if isinstance(exc.detail, dict) else {"non_field_errors": exc.detail}
+    return "; ".join(str(m) for msgs in detail.values() for m in (msgs if isinstance(msgs, list) else [msgs]))
+
+
+def page_fields(kind: str, study: Study, *, without: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    """The inputs of a kind's parameters for a form on another page (templates/runs/_params.html), without
+    those the page fixes (the judge page's judge, a scanner page's scanner, a cohort page's cohort) or leaves
+    to the runs page."""
+    return [f for f in kinds.form_fields(kinds.get(kind), study) if f["name"] not in without]
+
+
+def start_from_page(request: HttpRequest, study: Study, kind: str, fixed: dict[str, str], *, back: str,
+                    to: Any = None) -> HttpResponse:
+    """Start a run from a form on another page than the runs page (a judge's, a scanner's, a cohort's, the
+    subject models'): the posted parameters and those the page fixes, validated by the kind's one serializer
+    (runs.kinds), so a refusal is the runs page's and the API's; it goes back to ``back`` with the message,
+    naming the field by its label. ``to(row)``: where a started run leads (default: its job)."""
+    data = request.POST.copy()
+    for name, value in fixed.items():
+        data[name] = value
+    try:
+        row = kinds.start(kind, study, data, request.user)
+    except ValidationError as exc:
+        fields = {f["name"]: f["label"] for f in kinds.form_fields(kinds.get(kind), study)}
+        detail = exc.detail if isinstance(exc.detail, dict) else {"non_field_errors": exc.detail}
+        said = [f"{fields[name]}: {m}" if name in fields else str(m) for name, msgs in detail.items()
+                for m in (msgs if isinstance(msgs, list) else [msgs])]
+        messages.error(request, f"Not started: {'; '.join(said)}")
+        return redirect(back)
+    return redirect(to(row) if to is not None else reverse("job", args=[row.job_id]))
+
+
 def _run_for(request: HttpRequest, study_id: int, run_id: int) -> tuple[Run, Membership]:
     study, membership = access.check_study(request.user, study_id)
     run = Run.objects.filter(pk=run_id, job__study=study).select_related("job").first()
@@ -126,10 +160,12 @@ def run_retry(request: HttpRequest, study_id: int, run_id: int) -> HttpResponse:
     """Start the same configuration again over what failed (a RunConflict while one runs: 409)."""
     run, membership = _run_for(request, study_id, run_id)
     access.check_owner(membership, "starting runs")
-    retry = kinds.retry_for(run.kind)
-    if retry is None or run.job.status in ACTIVE:
+    if not kinds.can_retry(run) or run.job.status in ACTIVE:
         return render(request, "annotation/run_error.html",
                       {"reason": f"run {run.pk} has nothing to retry: it is still active or its kind cannot retry"},
                       status=400)
-    row = retry(run, request.user)
+    try:
+        row = kinds.retry(run, request.user)
+    except ValidationError as exc:
+        return render(request, "annotation/run_error.html", {"reason": _message(exc)}, status=400)
     return redirect(reverse("job", args=[kinds.job_of(row).pk]))

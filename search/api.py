@@ -19,11 +19,14 @@ from annotation.api.serializers import TraceListSerializer, annotators_per_trace
 from annotation.api.views import StudyTraces
 from annotation.models import Trace
 from annotation.review.queues import AssignError
-from runs import params
+from judges.serializers import JudgeRunRequestSerializer
+from runs import api as runs_api
+from runs.serializers import RunDetailSerializer
 from search import scanners, services
 from search.errors import SearchError
 from search.filters import TraceSearchFilter
 from search.models import Cohort, Scanner
+from search.runkinds import ScannerStartSerializer
 
 
 def _invalid(exc: SearchError | services.CohortError) -> ValidationError:
@@ -185,25 +188,20 @@ class CohortAssign(CohortOwnerAction):
         return Response({"assigned": n}, status=status.HTTP_201_CREATED)
 
 
-class JudgeIn(serializers.Serializer):
-    judge = serializers.CharField(help_text="the judge's name")
-    force = serializers.BooleanField(default=False)
-    budget_usd = params.serializer_field("budget_usd", required=False, allow_null=True, default=None)
+def _with(data, **values) -> dict:
+    """A request's body with the parameters its URL names (a JSON object or a form)."""
+    body = data.dict() if hasattr(data, "dict") else dict(data)
+    return {**body, **values}
 
 
-@extend_schema(request=JudgeIn, responses={202: OpenApiTypes.OBJECT})
-class CohortJudgeRuns(CohortOwnerAction):
-    """Start a judge run over the cohort's traces (owners)."""
+class CohortJudgeRuns(APIView):
+    """Start a judge run over the cohort's traces (owners): ``POST studies/{id}/runs/`` with ``kind=judge`` and
+    ``cohort`` = this cohort (runs.api), the same parameters and the same 202."""
 
-    serializer_class = JudgeIn
-
-    def act(self, request, cohort: Cohort, data: dict) -> Response:
-        judge = cohort.study.judges.filter(name=data["judge"]).first()
-        if judge is None:
-            raise ValidationError({"judge": [f"no judge named {data['judge']!r} in this study"]})
-        run = services.do_judge_cohort(cohort, judge, user=request.user, force=data["force"],
-                                       budget_usd=data["budget_usd"])
-        return Response({"run": run.pk, "job": run.job_id, "traces": run.job.total}, status=status.HTTP_202_ACCEPTED)
+    @extend_schema(request=JudgeRunRequestSerializer, responses={202: RunDetailSerializer})
+    def post(self, request, pk: int):
+        cohort, membership = services.check_cohort(request.user, pk)
+        return runs_api.start(request, cohort.study, membership, "judge", _with(request.data, cohort=str(cohort.pk)))
 
 
 # --------------------------------------------------------------------------
@@ -263,12 +261,6 @@ class ScannerDetail(APIView):
         return Response(data)
 
 
-class ScanIn(serializers.Serializer):
-    cohort = serializers.IntegerField(required=False, allow_null=True, default=None)
-    force = serializers.BooleanField(default=False)
-    budget_usd = params.serializer_field("budget_usd", required=False, allow_null=True, default=None)
-
-
 def _cohort_of(scanner, pk: int | None):
     if pk is None:
         return None
@@ -279,23 +271,14 @@ def _cohort_of(scanner, pk: int | None):
 
 
 class ScannerRuns(APIView):
-    """Run the scanner over a cohort (or the whole study) through the run engine (owners)."""
+    """Run the scanner over a cohort (or the whole study) through the run engine (owners):
+    ``POST studies/{id}/runs/`` with ``kind=scanner`` and ``scanner`` = this one (runs.api), the same
+    parameters (``cohort`` an id, as every kind takes it) and the same 202."""
 
-    @extend_schema(request=ScanIn, responses={202: OpenApiTypes.OBJECT})
+    @extend_schema(request=ScannerStartSerializer, responses={202: RunDetailSerializer})
     def post(self, request, pk: int):
         scanner, membership = scanners.check_scanner(request.user, pk)
-        access.check_owner(membership)
-        data = ScanIn(data=request.data)
-        data.is_valid(raise_exception=True)
-        cohort = _cohort_of(scanner, data.validated_data["cohort"])
-        try:
-            record = scanners.do_start_scan(scanner, cohort=cohort, user=request.user,
-                                          force=data.validated_data["force"],
-                                          budget_usd=data.validated_data["budget_usd"])
-        except scanners.ScannerError as exc:
-            raise _scanner_invalid(exc) from None
-        return Response({"run": record.pk, "job": record.job_id, "traces": record.job.total},
-                        status=status.HTTP_202_ACCEPTED)
+        return runs_api.start(request, scanner.study, membership, "scanner", _with(request.data, scanner=scanner.name))
 
 
 class SampleIn(serializers.Serializer):

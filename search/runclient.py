@@ -6,17 +6,18 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 from django.utils import timezone
 
 from annotation.models import Step, Trace
 from judges.providers.openai_compat import endpoint
 from runs import cache
-from runs.clients import ChunkWork, ItemOutcome, RunClient
+from runs.clients import ItemOutcome, RunClient
 from runs.models import Run
-from runs.transport import Control, Malformed, ModelPool, ModelRequest
+from runs.pooled import PooledWork, Unaskable
+from runs.transport import Malformed, ModelPool, ModelRequest
 from search.core import scan
 from search.models import ScannerRun, ScanResult
 
@@ -30,12 +31,6 @@ class TraceIn:
     problem: str
     answer: str
     steps: list[scan.StepText]
-
-
-@dataclass
-class ScanOutcome(ItemOutcome):
-    result: scan.ScanAnswer | None = None
-    calls: list = field(default_factory=list)
 
 
 def cache_scope(scanner) -> str:
@@ -54,16 +49,22 @@ def load_inputs(trace_ids: Sequence[int]) -> list[TraceIn]:
     return [TraceIn(pk, traces[pk].problem.statement, traces[pk].answer, steps[pk]) for pk in trace_ids if pk in traces]
 
 
-class ScanWork(ChunkWork):
+class ScanWork(PooledWork):
     def __init__(self, record: ScannerRun) -> None:
         self.record = record
         self.scanner = record.scanner
-        self.pool: ModelPool | None = None
 
     def load(self, items: Sequence[int]) -> list[TraceIn]:
         return load_inputs(items)
 
+    def open_pool(self) -> ModelPool:
+        force = self.record.run.force
+        return ModelPool(endpoint(self.scanner.judge), cache_scope(self.scanner),
+                         cache.DbStore(f"scanner:{self.scanner.pk}", force=force), force=force)
+
     def request(self, trace: TraceIn) -> ModelRequest:
+        if not trace.steps:
+            raise Unaskable("the trace has no steps; nothing to scan")
         judge = self.scanner.judge
         existing = [st.index for st in trace.steps]
         msgs = scan.messages(self.scanner.question, trace.problem, trace.steps, trace.answer)
@@ -79,28 +80,10 @@ class ScanWork(ChunkWork):
 
         return ModelRequest(item=trace.pk, build=build, parse=parse, schema=scan.SCHEMA, schema_name="scan")
 
-    def execute(self, inputs: Sequence[TraceIn], control: Control) -> Iterator[ScanOutcome]:
-        run = self.record.run
-        self.pool = ModelPool(endpoint(self.scanner.judge), cache_scope(self.scanner),
-                              cache.DbStore(f"scanner:{self.scanner.pk}", force=run.force), force=run.force)
-        requests = []
-        for trace in inputs:
-            if not trace.steps:
-                yield ScanOutcome(trace.pk, "failed", reason="the trace has no steps; nothing to scan")
-            else:
-                requests.append(self.request(trace))
-        for done in self.pool.run(requests, control):
-            item = done.request.item
-            if done.status != "ok" or done.answer is None:
-                yield ScanOutcome(item, done.status, reason=done.reason, calls=done.calls)
-                continue
-            result: scan.ScanAnswer = done.answer.value
-            warnings = [f"cited steps the trace does not have: {list(result.bad_citations)}"] if result.bad_citations \
-                else []
-            yield ScanOutcome(item, "ok", warnings=warnings, calls=done.calls, cached=done.answer.cached,
-                              output_mode=done.answer.output_mode, result=result)
+    def warnings(self, result: scan.ScanAnswer) -> list[str]:
+        return [f"cited steps the trace does not have: {list(result.bad_citations)}"] if result.bad_citations else []
 
-    def commit(self, outcomes: Sequence[ScanOutcome]) -> None:
+    def commit(self, outcomes: Sequence[ItemOutcome]) -> None:
         now = timezone.now()
         rows = []
         for o in outcomes:
@@ -119,11 +102,6 @@ class ScanWork(ChunkWork):
             update_fields=["scanner_run", "status", "answer", "cited", "bad_citations", "explanation", "reason",
                            "cached", "updated_at"],
         )
-
-    def close(self) -> None:
-        if self.pool is not None:
-            self.pool.close()
-
 
 class ScannerClient(RunClient):
     kind = KIND

@@ -1,5 +1,5 @@
-"""The scanner run as the runs page starts it (runs.kinds): one of the study's scanners over a saved
-cohort or the whole study (the scanner's own page and ``POST scanners/<id>/runs/`` start the same)."""
+"""The scanner run as every door starts it (runs.kinds): one of the study's scanners over a saved cohort or
+the whole study (the scanner's own page and ``POST scanners/<id>/runs/`` start the same)."""
 
 from __future__ import annotations
 
@@ -8,17 +8,13 @@ from typing import Any
 from rest_framework import serializers
 
 from annotation.models import Study
-from runs import kinds, params
+from runs import kinds
 from search import scanners
 from search.models import Cohort, Scanner, ScannerRun
 
 
-class ScannerStartSerializer(params.CohortParam, serializers.Serializer):
+class ScannerStartSerializer(kinds.RunParams):
     scanner = serializers.CharField(label="Scanner", help_text="name of one of the study's scanners")
-    cohort = params.cohort_serializer_field()
-    force = serializers.BooleanField(default=False, label="Ask again",
-                                     help_text="ask again even where a cached answer exists")
-    budget_usd = params.serializer_field("budget_usd", required=False, allow_null=True)
 
     def validate_scanner(self, value: str) -> Scanner:
         scanner = Scanner.objects.filter(study=self.context["study"], name=value).select_related("judge").first()
@@ -29,15 +25,12 @@ class ScannerStartSerializer(params.CohortParam, serializers.Serializer):
 
 def start(study: Study, d: dict[str, Any], user) -> ScannerRun:
     cohort = Cohort.objects.get(study=study, pk=int(d["cohort"])) if d.get("cohort") else None
-    try:
-        return scanners.do_start_scan(d["scanner"], cohort=cohort, user=user, force=d["force"],
-                                      budget_usd=d.get("budget_usd"))
-    except scanners.ScannerError as exc:
-        raise serializers.ValidationError({exc.field: [exc.message]}) from None
+    return scanners.do_start_scan(d["scanner"], cohort=cohort, user=user, force=d["force"],
+                                  budget_usd=d.get("budget_usd"))
 
 
 def declare() -> None:
-    kinds.declare(kinds.Starter(
+    kinds.declare(kinds.RunKind(
         "scanner", "Scanner", ScannerStartSerializer, start,
         options=lambda study: {"scanner": list(Scanner.objects.filter(study=study).order_by("name")
                                                .values_list("name", flat=True))},

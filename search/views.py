@@ -11,7 +11,6 @@ from django.utils.http import url_has_allowed_host_and_scheme, urlencode
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from annotation import access
-from annotation.jobs import RunConflict
 from annotation.models import Membership, Trace, Verdict
 from annotation.review import queues
 from annotation.review.filters import study_models
@@ -19,6 +18,7 @@ from annotation.review.queues import AssignError
 from annotation.review.visibility import sees_everything
 from annotation.views import member_view
 from runs.version import code_version
+from runs.views import page_fields, start_from_page
 from scoring import exports
 from search import scanners, services
 from search.core.validation import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED
@@ -133,6 +133,9 @@ def cohort_detail(request: HttpRequest, pk: int) -> HttpResponse:
     page = Paginator(traces, 50).get_page(request.GET.get("page"))
     context = {"study": cohort.study, "membership": membership, "cohort": cohort, "page": page,
                "search_link": link.urlencode(), "judges": cohort.study.judges.order_by("name"),
+               # The judge run's form: the judge kind's parameters (runs.kinds), the cohort fixed by the page.
+               "judge_fields": page_fields("judge", cohort.study, without=("cohort", "model", "domain",
+                                                                            "answer_correct", "trace_ids")),
                "members": Membership.objects.filter(study=cohort.study).select_related("user").order_by("user__username"),
                "others": Cohort.objects.filter(study=cohort.study).exclude(pk=cohort.pk).order_by("name"),
                "k_range": queues.ANNOTATORS_PER_TRACE,
@@ -161,16 +164,7 @@ def cohort_judge(request: HttpRequest, pk: int) -> HttpResponse:
 
     cohort, membership = _cohort_for(request, pk)
     access.check_owner(membership)
-    judge = cohort.study.judges.filter(pk=request.POST.get("judge") or 0).first()
-    if judge is None:
-        messages.error(request, "Choose a judge of this study.")
-        return redirect(cohort)
-    try:
-        run = services.do_judge_cohort(cohort, judge, user=request.user)
-    except (services.CohortError, RunConflict, ValueError) as exc:
-        messages.error(request, f"Not started: {exc}")
-        return redirect(cohort)
-    return redirect("job", run.job_id)
+    return start_from_page(request, cohort.study, "judge", {"cohort": str(cohort.pk)}, back=cohort.get_absolute_url())
 
 
 @member_view
@@ -237,6 +231,7 @@ def scanner_detail(request: HttpRequest, pk: int) -> HttpResponse:
                .order_by("trace_id")[:50])
     context = {"study": scanner.study, "membership": membership, "scanner": scanner,
                "counts": scanners.counts(scanner), "report": scanners.validation_report(scanner),
+               "run_fields": page_fields("scanner", scanner.study, without=("scanner",)),
                "runs": scanner.runs.select_related("job", "cohort")[:10], "pending": pending,
                "cohorts": Cohort.objects.filter(study=scanner.study).order_by("name"),
                "sees_results": sees_everything(membership), "code_version": code_version(),
@@ -251,15 +246,8 @@ def scanner_detail(request: HttpRequest, pk: int) -> HttpResponse:
 def scanner_run(request: HttpRequest, pk: int) -> HttpResponse:
     scanner, membership = scanners.check_scanner(request.user, pk)
     access.check_owner(membership)
-    cohort = Cohort.objects.filter(study=scanner.study, pk=request.POST.get("cohort") or 0).first()
-    try:
-        budget = float(request.POST["budget_usd"]) if request.POST.get("budget_usd") else None
-        record = scanners.do_start_scan(scanner, cohort=cohort, user=request.user, budget_usd=budget,
-                                      force=request.POST.get("force") == "on")
-    except (scanners.ScannerError, RunConflict, ValueError) as exc:
-        messages.error(request, f"Not started: {exc}")
-        return redirect(scanner)
-    return redirect("job", record.job_id)
+    return start_from_page(request, scanner.study, "scanner", {"scanner": scanner.name},
+                           back=scanner.get_absolute_url())
 
 
 @member_view

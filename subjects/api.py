@@ -11,6 +11,8 @@ from rest_framework.views import APIView
 
 from annotation import access
 from annotation.api.serializers import JobSerializer
+from runs import api as runs_api
+from runs.serializers import RunDetailSerializer
 from subjects import serializers as s
 from subjects import services
 from subjects.models import GenerationRun, PromptTemplate, SubjectModel
@@ -83,7 +85,8 @@ class SubjectModelProbe(APIView):
 
 
 class StudyGenerationRuns(generics.ListAPIView):
-    """GET: the study's generation runs, newest first. POST: start one (owners) -> 202 with its job."""
+    """GET: the study's generation runs, newest first. POST: start one (owners) -> 202 with the run, as
+    ``POST studies/{id}/runs/`` with ``kind=generation`` (runs.api)."""
 
     serializer_class = s.GenerationRunSerializer
 
@@ -92,21 +95,10 @@ class StudyGenerationRuns(generics.ListAPIView):
         return (GenerationRun.objects.filter(subject__study=study).select_related("subject", "job", "run")
                 .order_by("-created_at", "-pk"))
 
-    @extend_schema(request=s.GenerationRunRequestSerializer, responses={202: JobSerializer})
+    @extend_schema(request=s.GenerationRunRequestSerializer, responses={202: RunDetailSerializer})
     def post(self, request, pk: int):
         study, membership = access.check_study(request.user, pk)
-        services.check_owner(membership)
-        ser = s.GenerationRunRequestSerializer(data=request.data, context={"study": study})
-        ser.is_valid(raise_exception=True)
-        data = ser.validated_data
-        try:
-            record = services.do_start_generation(data["model"], scope=data["problems"], samples=data.get("samples"),
-                                                   force=data["force"], budget_usd=data.get("budget_usd"),
-                                                   user=request.user, cohort=data.get("cohort", ""))
-        except ValueError as exc:
-            raise ValidationError({"non_field_errors": [str(exc)]}) from None
-        record.job.refresh_from_db()
-        return Response(JobSerializer(record.job, context={"request": request}).data, status=status.HTTP_202_ACCEPTED)
+        return runs_api.start(request, study, membership, "generation", request.data)
 
 
 class GenerationRunDetail(generics.RetrieveAPIView):

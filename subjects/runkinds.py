@@ -1,4 +1,6 @@
-"""The kinds of run this app declares to the runs page and the API (runs.kinds): generation and probe."""
+"""Generation as every door starts it (runs.kinds). The probe of a subject model is not a run (it asks a
+few requests outside the engine): its button is on the subject model's page, its endpoint
+``POST subject-models/{id}/probe/``."""
 
 from __future__ import annotations
 
@@ -30,6 +32,11 @@ def retry_generation(run, user) -> GenerationRun:
                                         user=user, cohort=str(run.job.params.get("cohort") or ""))
 
 
+def report(record: GenerationRun) -> str:
+    return (f"traces {record.traces_created} new, {record.traces_unchanged} unchanged, "
+            f"{record.samples_failed} samples failed")
+
+
 class SubjectModelParam:
     """A kind's ``model`` parameter: the name of one of the study's subject models (``context["study"]``),
     validated to the model itself, for every kind that calls a subject model."""
@@ -41,17 +48,8 @@ class SubjectModelParam:
         return subject
 
 
-class ProbeRequestSerializer(SubjectModelParam, serializers.Serializer):
-    model = serializers.CharField(label="Subject model", help_text="name of one of the study's subject models")
-
-
 def declare() -> None:
-    kinds.declare(kinds.Starter(
+    kinds.declare(kinds.RunKind(
         "generation", "Generation", GenerationRunRequestSerializer, start_generation, options=subject_names,
+        retry=retry_generation, report=report,
         help="K completions of a subject model for each selected problem; they become traces."))
-    kinds.declare(kinds.Starter(
-        "probe", "Probe", ProbeRequestSerializer, lambda study, data, user: services.do_start_probe(data["model"], user=user),
-        options=subject_names,
-        help="Ask the server which continuation mode it supports (a few requests; interventions, anytime and "
-             "early answering need it)."))
-    kinds.declare_retry("generation", retry_generation)

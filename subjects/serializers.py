@@ -5,6 +5,7 @@ from rest_framework import serializers
 from annotation.api.serializers import HtmlUrlMixin, JobSerializer
 from reasonlib import selection
 from runs import params
+from runs.kinds import RunParams
 from runs.outbound import shown_url
 from subjects.models import GenerationRun, PromptTemplate, SubjectModel
 
@@ -52,16 +53,12 @@ class SubjectModelSerializer(HtmlUrlMixin, serializers.ModelSerializer):
         return data
 
 
-class GenerationRunRequestSerializer(params.CohortParam, serializers.Serializer):
+class GenerationRunRequestSerializer(RunParams):
     model = serializers.CharField(label="Subject model", help_text="name of one of the study's subject models")
     problems = serializers.CharField(default=GenerationRun.Scope.ALL, max_length=2000, label="Problems",
                                      help_text="all, missing (lacking some of their K samples), or a filter: "
                                                "first:N, ids:A,B-C, pid:X,Y, sample:N@SEED")
     samples = params.serializer_field("samples", required=False)
-    force = serializers.BooleanField(default=False, label="New samples",
-                                     help_text="ask again for K new samples instead of replaying cached answers")
-    budget_usd = params.serializer_field("budget_usd", required=False, allow_null=True)
-    cohort = params.cohort_serializer_field()
 
     def validate_problems(self, value: str) -> str:
         try:

@@ -13,10 +13,12 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils.dateparse import parse_datetime
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from annotation import access, jobs
+from runs.views import start_from_page
 from subjects import services
 from subjects.forms import GenerationForm, PromptTemplateForm, SubjectModelForm
 from subjects.models import GenerationRun, PromptTemplate, SubjectModel
@@ -113,18 +115,10 @@ def subject_model_probe(request: HttpRequest, subject_id: int) -> HttpResponse:
 def generation_start(request: HttpRequest, subject_id: int) -> HttpResponse:
     subject, membership = services.check_subject(request.user, subject_id)
     services.check_owner(membership)
-    form = GenerationForm(request.POST)
-    if not form.is_valid():
-        messages.error(request, "; ".join(f"{k}: {' '.join(v)}" for k, v in form.errors.items()))
-        return redirect("subject-model-list", study_id=subject.study_id)
-    data = form.cleaned_data
-    try:
-        record = services.do_start_generation(subject, scope=data["problems"], samples=data["samples"],
-                                               force=data["force"], budget_usd=data["budget_usd"], user=request.user)
-    except ValueError as exc:
-        messages.error(request, str(exc))
-        return redirect("subject-model-list", study_id=subject.study_id)
-    return redirect("generation-run", run_id=record.pk)
+    # The generation kind's one serializer (runs.kinds), the model fixed by the row the form sits in.
+    return start_from_page(request, subject.study, "generation", {"model": subject.name},
+                           back=reverse("subject-model-list", args=[subject.study_id]),
+                           to=lambda record: reverse("generation-run", args=[record.pk]))
 
 
 @login_required

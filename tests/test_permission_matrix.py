@@ -265,6 +265,10 @@ RULES: dict[str, Rule] = {
     "study-runs": study(GET=MEMBERS, POST=OWNERS),
     "study-run-cancel": Rule(POST=JOB_CANCEL, kwargs={"study_id": "study", "run_id": "engine_run"}),
     "study-run-retry": Rule(POST=OWNERS, kwargs={"study_id": "study", "run_id": "engine_run"}),
+    "api-study-runs": api("study", GET=MEMBERS, POST=OWNERS),  # POST {"kind": ...}: 202 with the run
+    "api-run": api("engine_run", GET=MEMBERS),
+    "api-run-cancel": api("engine_run", POST=JOB_CANCEL),
+    "api-run-retry": api("engine_run", POST=OWNERS),
 }
 #: Django's admin site: its own staff check, one rule for all its patterns.
 ADMIN_RULE = Rule(GET=STAFF, POST=STAFF)

@@ -134,7 +134,7 @@ def test_the_kinds_of_an_intervention_run_may_be_a_json_list(client, owner, gene
     ok = client.post(url, {"what": "interventions", "model": "tiny", "kinds": ["value_flip", "paraphrase"]},
                      content_type="application/json")
     assert ok.status_code == 202, ok.content
-    record = FaithfulnessRun.objects.get(job_id=ok.json()["id"])
+    record = FaithfulnessRun.objects.get(job_id=ok.json()["job"])
     assert sorted(record.params["kinds"]) == ["paraphrase", "value_flip"]
     for bad_kinds in ([1, 2], {"kind": "value_flip"}, ["flip"]):
         bad = client.post(url, {"what": "interventions", "model": "tiny", "kinds": bad_kinds},

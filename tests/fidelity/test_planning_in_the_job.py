@@ -21,7 +21,7 @@ def test_the_api_queues_and_the_job_makes_the_variants(client, owner, problems, 
     assert r.status_code == 202, r.json()
     record = FidelityRun.objects.get()
     # Not transactional: the plan task has not run yet -- the request made no variant.
-    assert not Variant.objects.exists() and r.json()["total"] == 0
+    assert not Variant.objects.exists() and r.json()["progress"]["total"] == 0
     engine.plan_run(record.run_id)
     job = Job.objects.get(pk=record.job_id)
     report = job.params["suite_report"]

@@ -115,9 +115,10 @@ def test_a_judge_run_is_a_202_job_that_runs_after_commit(study, owner, make_trac
         response = api(owner).post(f"/api/v1/studies/{study.pk}/judge-runs/",
                                    {"judge": MECHANISTIC, "traces": "all"}, format="json")
     assert response.status_code == 202, response.content
-    job = response.json()
-    assert job["kind"] == "judge" and job["params"]["judge"] == MECHANISTIC and job["html_url"].endswith(
-        f"/jobs/{job['id']}/")
+    body = response.json()  # the run, as every start of every kind answers (runs.api)
+    assert body["kind"] == "judge" and body["params"]["judge"] == MECHANISTIC and body["html_url"].endswith(
+        f"/judge-runs/{body['record']}/")
+    job = {"id": body["job"]}
     shown = api(owner).get(f"/api/v1/jobs/{job['id']}/").json()
     assert shown["status"] == "succeeded" and shown["progress"] == {"done": 4, "total": 4, "failed": 0}
     assert StepLabel.objects.filter(kind="judge").count() == 12
@@ -133,7 +134,7 @@ def test_a_second_run_of_the_same_judge_answers_409_and_delete_cancels(study, ow
     first = api(owner).post(url, {"judge": MECHANISTIC}, format="json").json()  # queued: no commit in this test
     response = api(owner).post(url, {"judge": MECHANISTIC}, format="json")
     assert response.status_code == 409 and "in progress" in response.json()["detail"]
-    cancelled = api(owner).delete(f"/api/v1/jobs/{first['id']}/").json()
+    cancelled = api(owner).delete(f"/api/v1/jobs/{first['job']}/").json()
     assert cancelled["status"] == "cancelled"
     assert api(owner).post(url, {"judge": MECHANISTIC}, format="json").status_code == 202
 

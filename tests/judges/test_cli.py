@@ -77,7 +77,8 @@ def test_judge_exits_non_zero_when_the_run_failed(study, make_traces, capsys):
 
 
 def test_judge_names_the_judges_when_one_is_unknown(study):
-    with pytest.raises(CommandError, match="judges: mechanistic"):
+    # The serializer's refusal, by the option's name, as the page and the API say it (by the field's).
+    with pytest.raises(CommandError, match="--judge: no judge named 'gpt' in this study"):
         call_command("judge", "--study", study.name, "--judge", "gpt")
 
 

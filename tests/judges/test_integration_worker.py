@@ -99,7 +99,7 @@ def test_a_run_survives_a_killed_worker_with_no_lost_and_no_duplicated_labels(wo
         client.force_authenticate(owner)
         response = client.post(f"/api/v1/studies/{study.pk}/judge-runs/", {"judge": "gpt"}, format="json")
         assert response.status_code == 202, response.content
-        job_id = response.json()["id"]
+        job_id = response.json()["job"]
         run = Job.objects.get(pk=job_id).judge_run
         assert run.chunks.count() == 6  # 300 traces in chunks of 52 (13 rounds of 4)
 

@@ -2,7 +2,7 @@
 several kinds by mouse and keyboard, against the tests' fake OpenAI-compatible server as the subject model,
 sees a bad value refused once beside its field, and finds each run in the table with its status.
 
-The first test runs in CI: a probe, a generation, a judge and an anytime run, and a field error. The
+The first test runs in CI: a generation, a judge and an anytime run, and a field error. The
 second starts every kind the page offers and saves docs/screenshots/runs_page_<kind>.png (and
 runs_page_field_error.png); it runs on purpose:
 
@@ -53,7 +53,7 @@ def server() -> Iterator[FakeOpenAI]:
 @pytest.fixture
 def lab(study, do_import, server, settings) -> SubjectModel:
     """Three problems with skeletons (and one without numbers), the mechanistic judge, and subject model
-    "tiny" on the fake server -- not yet probed: the probe is started from the page too."""
+    "tiny" on the fake server, probed (the probe is no run: the subject model's page starts it)."""
     settings.RUN_RETRY_BASE_SECONDS = 0.01
     settings.RUN_RETRY_MAX_SECONDS = 0.05
     report = do_import(problem_records(3))
@@ -62,6 +62,7 @@ def lab(study, do_import, server, settings) -> SubjectModel:
     subject, _ = subject_services.do_save_subject(study, {
         "name": "tiny", "model": "tiny-model", "base_url": server.url, "concurrency": 2, "max_retries": 1,
         "timeout_seconds": 5.0, "seed": 0, "chat_template": SMOLLM2})
+    subject_services.do_probe_subject_model(subject)
     return subject
 
 
@@ -145,8 +146,6 @@ def test_an_owner_starts_runs_of_several_kinds_and_sees_them_listed(live_server,
 
     bad_value_is_shown_once_beside_its_field(page, base, study.pk)
 
-    probe = start(page, base, study.pk, "probe", {"model": "tiny"})
-    expect(page.locator("body")).to_contain_text("succeeded")
     generation = start(page, base, study.pk, "generation", {"model": "tiny", "problems": "first:3", "samples": "1"})
     judge = start(page, base, study.pk, "judge", {"judge": "mechanistic", "traces": "all"})
     anytime = start(page, base, study.pk, "anytime", {"model": "tiny", "budgets": "tokens:4,16,full", "limit": "3"})
@@ -156,7 +155,6 @@ def test_an_owner_starts_runs_of_several_kinds_and_sees_them_listed(live_server,
     row = expect_listed(page, base, study.pk, anytime, "Anytime profile")
     # Every forced answer done: 3 traces x the budgets below the full trace (the full one is its own answer).
     expect(row).to_contain_text(re.compile(r"\b(\d+) of \1 continuations"))
-    assert probe not in (generation, judge, anytime)
     assert not problems, problems
 
 
@@ -183,7 +181,6 @@ def test_every_kind_starts_from_the_page_screenshots(live_server, browser, owner
         bad_value_is_shown_once_beside_its_field(page, base, study.pk)
 
         plan: list[tuple[str, dict[str, str | bool], str]] = [
-            ("probe", {"model": "tiny"}, ""),
             ("generation", {"model": "tiny", "problems": "first:3", "samples": "2"}, "Generation"),
             ("judge", {"judge": "mechanistic", "traces": "all"}, "Judge"),
             ("interventions", {"model": "tiny", "kinds": "value_flip,paraphrase", "per_trace": "2", "limit": "3"},

@@ -79,9 +79,13 @@ def test_outsiders_get_404_and_blind_annotators_see_the_list(world, study, owner
 
 
 def test_every_kind_has_a_form_on_the_page(world, study, owner):
-    for kind in ("generation", "judge", "fidelity", "abstraction", "interventions", "anytime", "probe"):
-        page = web(owner).get(f"/studies/{study.pk}/runs/?kind={kind}")
-        assert page.status_code == 200 and f'name="kind" value="{kind}"' in page.content.decode(), kind
+    from runs import kinds
+
+    for kind in kinds.all_kinds():
+        page = web(owner).get(f"/studies/{study.pk}/runs/?kind={kind.name}")
+        assert page.status_code == 200 and f'name="kind" value="{kind.name}"' in page.content.decode(), kind.name
+    # The probe is not a run (a few requests outside the engine): the subject model's page starts it.
+    assert 'value="probe"' not in web(owner).get(f"/studies/{study.pk}/runs/").content.decode()
 
 
 def test_a_generation_run_starts_from_the_page_with_a_problem_filter(world, study, owner):
@@ -117,9 +121,9 @@ def test_every_parameter_of_every_kind_has_a_human_label_and_help(world, study):
     from runs import kinds
 
     # Every kind a researcher starts, early answering and scanners included.
-    assert {s.name for s in kinds.starters()} >= {"generation", "judge", "fidelity", "abstraction", "interventions",
-                                                  "anytime", "early_answering", "probe", "scanner"}
-    for st in kinds.starters():
+    assert {s.name for s in kinds.all_kinds()} >= {"generation", "judge", "fidelity", "abstraction", "interventions",
+                                                   "anytime", "early_answering", "scanner"}
+    for st in kinds.all_kinds():
         for f in kinds.form_fields(st, study):
             where = f"{st.name}.{f['name']}"
             # DRF's label from the name ("Budget usd", "Per trace") is what a multi-word name must not show.
@@ -139,7 +143,7 @@ def test_the_form_offers_the_studys_cohorts_by_name_and_lists_as_the_cli_writes_
 
 
 def test_the_cli_refuses_what_the_web_and_rest_refuse(world, study):
-    with pytest.raises(CommandError, match=r"--samples: must lie in 1\.\.100, got 101"):
+    with pytest.raises(CommandError, match=r"--samples: Ensure this value is less than or equal to 100\."):
         call_command("generate", "--study", study.name, "--model", "tiny", "--samples", "101")
     with pytest.raises(CommandError, match="first:N needs a positive N"):
         call_command("generate", "--study", study.name, "--model", "tiny", "--problems", "first:x")
@@ -165,13 +169,13 @@ def test_a_conflict_is_409_on_the_api_and_the_page_alike(world, study, owner):
 
 
 @pytest.mark.django_db(transaction=True)  # real commits: the queueing happens inside the request
-@pytest.mark.parametrize("kind", ["generation", "judge", "probe"])
+@pytest.mark.parametrize("kind", ["generation", "judge"])
 def test_with_the_broker_down_every_kind_ends_its_job_failed(world, study, owner, kind, monkeypatch):
     def down(*args, **kwargs):
         raise BrokerError("connection refused")
 
     monkeypatch.setattr(jobs, "queue_task", down)
-    body = {"generation": {"model": "tiny"}, "judge": {"judge": MECHANISTIC}, "probe": {"model": "tiny"}}[kind]
+    body = {"generation": {"model": "tiny"}, "judge": {"judge": MECHANISTIC}}[kind]
     page = web(owner).post(f"/studies/{study.pk}/runs/", {"kind": kind, **body})
     assert page.status_code == 503 and "task queue is not reachable" in page.content.decode()
     job = Job.objects.get()

@@ -78,8 +78,9 @@ def test_a_run_is_a_202_job_and_listed(study, owner, member, make_problems, subj
     with django_capture_on_commit_callbacks(execute=True):  # the first chunk is queued on commit (eager Celery)
         r = api(owner).post(url, {"model": "tiny", "samples": 3}, format="json")
     assert r.status_code == 202, r.json()
-    job = r.json()
-    assert job["kind"] == "generation" and job["status"] == "queued"
+    body = r.json()  # the run, as every start of every kind answers (runs.api)
+    assert body["kind"] == "generation" and body["status"] == "queued"
+    job = {"id": body["job"]}
     assert Job.objects.get(pk=job["id"]).status == "succeeded"
     assert Trace.objects.filter(model="tiny").count() == 6
     runs = api(member).get(url).json()["results"]

@@ -37,7 +37,7 @@ def test_a_generation_run_survives_a_killed_worker_with_no_duplicate_trace(worke
         client.force_authenticate(owner)
         response = client.post(f"/api/v1/studies/{study.pk}/generation-runs/", {"model": "tiny"}, format="json")
         assert response.status_code == 202, response.content
-        job_id = response.json()["id"]
+        job_id = response.json()["job"]
         run = Job.objects.get(pk=job_id).generation_run
         assert run.run.chunks.count() == 4  # 100 problems in chunks of 26 (52 requests: 13 rounds of 4)
 
