@@ -96,6 +96,7 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "annotation.middleware.RunErrorsMiddleware",
+    "reasonaudit.url_ids.UrlIdRangeMiddleware",  # an id past 64 bits in a URL is a 404, not a driver's overflow
     # Innermost, so it sees every 4xx on its way out (CSRF refusals and 405s included): annotation/errors.py.
     "annotation.errors.ErrorPageMiddleware",
 ]
