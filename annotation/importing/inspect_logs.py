@@ -21,7 +21,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from django.conf import settings
 
-from annotation.importing import regime
+from annotation.importing import bounded_zip, regime
 from annotation.importing.records import RecordError
 
 if TYPE_CHECKING:
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 Item = tuple[int, "dict[str, Any] | RecordError"]
 
 _ZIP_MAGIC = b"PK\x03\x04"
-_RATIO_FREE_BYTES = 1024 * 1024
+_RATIO_FREE_BYTES = bounded_zip.RATIO_FREE_BYTES
 
 
 @contextmanager
@@ -57,9 +57,8 @@ def zip_problem(path: str) -> str | None:
     """Why the ``.eval`` zip at ``path`` must not be read, from its directory alone (nothing is
     decompressed): a member larger than IMPORT_MAX_MEMBER_BYTES, more than
     IMPORT_MAX_UNCOMPRESSED_BYTES in all, or a member that expands more than IMPORT_MAX_ZIP_RATIO
-    times (a zip bomb); None when it may be read. The reader holds a member in memory whole, and
-    Python's zipfile never returns more than the directory's size of a member (a member that holds
-    more fails its CRC check), so these declared sizes bound what reading can cost."""
+    times (a zip bomb); None when it may be read. The declared sizes are an early refusal only: a
+    member may hold more than its entry says, so _bounded_copy counts what it really inflates to."""
     try:
         with zipfile.ZipFile(path) as archive:
             members = archive.infolist()
@@ -85,6 +84,31 @@ def zip_problem(path: str) -> str | None:
     return None
 
 
+@contextmanager
+def _bounded_copy(path: str, fmt: str) -> Iterator[tuple[str, str | None]]:
+    """The path the reader may read and None, or a refusal: a ``.eval`` zip is re-packed from what
+    its members actually inflate to (annotation.importing.bounded_zip), so inspect_ai's reader --
+    which inflates a member's whole stream whatever the directory says -- reads no more than the
+    caps let through. The directory's sizes are checked first (zip_problem): a cheap early refusal."""
+    if fmt != "eval":
+        yield path, None
+        return
+    problem = zip_problem(path)
+    if problem is not None:
+        yield path, problem
+        return
+    caps = bounded_zip.ZipCaps(settings.IMPORT_MAX_MEMBER_BYTES, settings.IMPORT_MAX_UNCOMPRESSED_BYTES,
+                               settings.IMPORT_MAX_ZIP_RATIO)
+    with tempfile.NamedTemporaryFile(suffix=".eval") as copy:
+        try:
+            bounded_zip.repack(path, copy, caps)
+        except bounded_zip.ZipRefused as exc:
+            yield path, str(exc)
+            return
+        copy.flush()
+        yield copy.name, None
+
+
 def records(stream: IO[bytes]) -> Iterator[Item]:
     # inspect_ai takes ~2 s to import: load it only when an Inspect log is imported,
     # not in every process that imports the pipeline.
@@ -92,8 +116,7 @@ def records(stream: IO[bytes]) -> Iterator[Item]:
     from inspect_ai._util.constants import LOG_SCHEMA_VERSION
     from inspect_ai.log import read_eval_log, read_eval_log_samples
 
-    with _log_path(stream) as (path, fmt):
-        problem = zip_problem(path) if fmt == "eval" else None
+    with _log_path(stream) as (original, fmt), _bounded_copy(original, fmt) as (path, problem):
         if problem is not None:
             yield 0, RecordError(problem)
             return
