@@ -178,11 +178,27 @@ def _reason(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text.splitlines()[0] if text else 'no detail'}"
 
 
-def _input_text(value: Any) -> str:
+def _message_chars(message: Any) -> int:
+    """The length of a chat message's text, without building it (a message of many parts, each a
+    resolved attachment, would join into one huge string)."""
+    content = getattr(message, "content", "")
+    if isinstance(content, str):
+        return len(content)
+    return sum(len(getattr(part, "text", None) or "") for part in content or [])
+
+
+def _input_text(value: Any, sample_id: Any = None) -> str:
     if isinstance(value, str):
         return value
     # A list of chat messages: the problem is what the user said.
-    return "\n\n".join(m.text for m in value if getattr(m, "role", "") == "user" and m.text)
+    said = [m for m in value if getattr(m, "role", "") == "user"]
+    size = sum(_message_chars(m) for m in said)
+    limit = settings.IMPORT_MAX_STATEMENT_CHARS
+    if size > limit:
+        # Counted before joining: attachments resolved into many messages repeat one text many times.
+        raise RecordError(f'sample "{sample_id}": its input is {size:,} characters long with attachments resolved, '
+                          f"more than {limit:,} (REASONAUDIT_IMPORT_MAX_STATEMENT_CHARS)")
+    return "\n\n".join(m.text for m in said if m.text)
 
 
 def _target(value: Any) -> str:
@@ -232,12 +248,20 @@ def _regime(header: EvalLog, sample: EvalSample) -> dict[str, Any]:
     request: dict[str, Any] = (event.call.request if event is not None and event.call is not None else None) or {}
     # The config the call was made with; the log header's merge of task and eval config when events are absent.
     config = event.config if event is not None else header.plan.config.merge(header.eval.model_generate_config)
+    chat: Any = None
     if isinstance(request.get("messages"), list):
         messages: Any = request["messages"]
-    elif event is not None:
-        messages = [{"role": m.role, "content": m.text} for m in event.input]
+        size = regime.prompt_chars(messages)
     else:
-        messages = [{"role": m.role, "content": m.text} for m in sample.messages[:-1]]
+        chat = event.input if event is not None else sample.messages[:-1]
+        size = sum(_message_chars(m) for m in chat)
+    if size > settings.IMPORT_MAX_PROMPT_CHARS:
+        # Counted before anything is joined or hashed: resolved attachments repeat one text many times.
+        raise RecordError(f'sample "{sample.id}": its prompt messages are {size:,} characters long with attachments '
+                          f"resolved, more than {settings.IMPORT_MAX_PROMPT_CHARS:,} "
+                          "(REASONAUDIT_IMPORT_MAX_PROMPT_CHARS)")
+    if chat is not None:
+        messages = [{"role": m.role, "content": m.text} for m in chat]
     tools = sorted({t.name for t in (event.tools if event is not None else [])})
     steps = [{"solver": s.solver, "params": s.params} for s in header.plan.steps]
     plan_hash = hashlib.sha256(json.dumps(steps, sort_keys=True, default=str).encode()).hexdigest()[:12]
@@ -282,7 +306,7 @@ def sample_records(header: EvalLog, sample: EvalSample, seen_problems: set[str])
     problem_id = f"{ev.dataset.name or ev.task}/{sample.id}"
     if problem_id not in seen_problems:
         seen_problems.add(problem_id)
-        statement = _input_text(sample.input)
+        statement = _input_text(sample.input, sample.id)
         if not statement.strip():
             raise RecordError(f'sample "{sample.id}": its input has no user text to use as the problem')
         yield {
