@@ -18,6 +18,7 @@ from annotation.models import Membership, StepLabel, Study, Trace
 from judges import protocol, services
 from judges.forms import JudgeConfigForm, PromptForm, RunForm
 from judges.models import JudgeConfig, JudgeRun, JudgeTraceResult
+from reasonlib.ids import is_id
 from runs.templating import PromptTemplateError
 
 FAILED_CALLS_PER_PAGE = 25
@@ -143,7 +144,7 @@ def _preview(judge: JudgeConfig, form: PromptForm) -> dict:
     wanted = form.cleaned_data["trace"].strip()
     traces = Trace.objects.filter(study=judge.study)
     if wanted:
-        lookup = Q(trace_id=wanted) | Q(pk=int(wanted)) if wanted.isdigit() else Q(trace_id=wanted)
+        lookup = Q(trace_id=wanted) | Q(pk=int(wanted)) if is_id(wanted) else Q(trace_id=wanted)
         trace = traces.filter(lookup).first()
     else:
         trace = traces.order_by("pk").first()

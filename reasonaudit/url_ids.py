@@ -10,8 +10,7 @@ from collections.abc import Callable
 
 from django.http import Http404, HttpRequest, HttpResponse
 
-# Every id column is at most a signed 64-bit integer (BigAutoField), on SQLite and PostgreSQL.
-MAX_ID = 2**63 - 1
+from reasonlib.ids import MAX_ID  # every id column: a signed 64-bit integer, on SQLite and PostgreSQL
 
 
 class UrlIdRangeMiddleware:

@@ -15,6 +15,7 @@ from django.urls import reverse
 from annotation import access
 from annotation.models import Membership, Step, StepLabel, Study, Trace
 from annotation.review.queues import do_assign
+from reasonlib.ids import is_id
 from search import backends
 from search.core import query as ql
 from search.core.regex import Budget, BudgetSpent
@@ -375,7 +376,7 @@ def cohort_scope(study: Study, value: str) -> QuerySet:
     from annotation.scopes import ScopeError
 
     value = str(value).strip()
-    if not value.isdigit():
+    if not is_id(value):
         raise ScopeError(f"give a cohort's id, not {value!r}")
     cohort = Cohort.objects.filter(study=study, pk=int(value)).first()
     if cohort is None:

@@ -92,3 +92,30 @@ def test_any_page_size_answers_below_500(study, owner, traces, size):
 def test_a_cohort_given_as_a_superscript_digit_is_refused(study, owner, traces):
     r = api(owner).get(f"/api/v1/studies/{study.pk}/traces/", {"cohort": "²"})
     assert r.status_code == 400 and r.json()["errors"][0]["field"] == "cohort"
+
+
+@pytest.mark.parametrize("text, ok", [("7", True), ("0", True), (str(2**63 - 1), True), (str(2**63), False),
+                                      ("²", False), ("٣", False), ("", False), (" 7", False), ("-1", False),
+                                      ("1e3", False), (None, False)])
+def test_is_id_takes_ascii_digits_within_64_bits(text, ok):
+    from reasonlib.ids import is_id
+
+    assert is_id(text) is ok
+
+
+@pytest.mark.parametrize("value", ["²", "٣", "99999999999999999999"])
+def test_ids_typed_in_parameters_are_refused_or_not_found(study, owner, traces, value):
+    """Every door that read an id with str.isdigit() then int(): the cohort scope of exports, a cohort
+    comparison's other cohort, the download's cohort and scanner."""
+    from annotation.scopes import ScopeError
+    from search import services
+
+    with pytest.raises(ScopeError):
+        services.cohort_scope(study, value)
+    cohort = services.do_save_cohort(study, study.memberships.get(user=owner), name="all", data={})
+    web = signed_in(owner)
+    assert web.get(f"/cohorts/{cohort.pk}/compare/", {"b": value}).status_code < 500
+    for what, key in (("cohort-compare", "cohort"), ("scanner-answers", "scanner")):
+        r = web.get(f"/studies/{study.pk}/search/download/", {"what": what, key: value, "versus": value,
+                                                               "format": "csv"})
+        assert r.status_code in (400, 404), (what, r.status_code)
