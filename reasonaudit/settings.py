@@ -274,10 +274,10 @@ IMPORT_MAX_ZIP_RATIO = env_int("REASONAUDIT_IMPORT_MAX_ZIP_RATIO", 200, minimum=
 # What one imported record may hold, in characters (annotation/importing/records.py, issue 29): a
 # problem's statement, a trace's output (raw and steps), its thought (every thought field), and the
 # prompt messages an eval log's sample hashes into its regime (attachments resolved).
-IMPORT_MAX_STATEMENT_CHARS = env_int("REASONAUDIT_IMPORT_MAX_STATEMENT_CHARS", 1_000_000, minimum=1)
+IMPORT_MAX_STATEMENT_CHARS = env_int("REASONAUDIT_IMPORT_MAX_STATEMENT_CHARS", 4_000_000, minimum=1)
 IMPORT_MAX_OUTPUT_CHARS = env_int("REASONAUDIT_IMPORT_MAX_OUTPUT_CHARS", 4_000_000, minimum=1)
 IMPORT_MAX_THOUGHT_CHARS = env_int("REASONAUDIT_IMPORT_MAX_THOUGHT_CHARS", 4_000_000, minimum=1)
-IMPORT_MAX_PROMPT_CHARS = env_int("REASONAUDIT_IMPORT_MAX_PROMPT_CHARS", 8_000_000, minimum=1)
+IMPORT_MAX_PROMPT_CHARS = env_int("REASONAUDIT_IMPORT_MAX_PROMPT_CHARS", 16_000_000, minimum=1)
 # Every request body: the largest import plus room for the form's other fields (reasonaudit/limits.py).
 REQUEST_MAX_BYTES = env_int("REASONAUDIT_REQUEST_MAX_BYTES", IMPORT_MAX_BYTES + 1024 * 1024, minimum=1)
 FILE_UPLOAD_HANDLERS = [
