@@ -28,6 +28,7 @@ from agreement.core.steps import step_agreement
 from agreement.models import CalibrationStudy
 from annotation import access
 from annotation.models import Membership, Study
+from reasonlib.ids import is_id
 from scoring import services
 from scoring.core.labels import INVALID, final_labels, human_consensus
 from scoring.models import ScoringProfile
@@ -161,7 +162,7 @@ def select(study: Study, params, *, calibration: CalibrationStudy | None = None)
 def _calibration(study: Study, value) -> CalibrationStudy:
     value = str(value).strip()
     qs = CalibrationStudy.objects.filter(study=study)
-    found = qs.filter(pk=int(value)).first() if value.isdigit() else qs.filter(name=value).first()
+    found = qs.filter(pk=int(value)).first() if is_id(value) else qs.filter(name=value).first()
     if found is None:
         raise BadSelection("calibration", f"no calibration study {value!r} in this study")
     return found

@@ -54,6 +54,7 @@ from annotation.review.labels import LabelIn, do_flag, do_save_labels, do_skip
 from annotation.review.progress import annotator_progress, study_progress
 from annotation.review.queues import AssignError, do_assign, do_clear_assignments, next_trace_id
 from annotation.review.visibility import is_revealed, sees_everything, source_name, visible_label_rows
+from reasonlib.ids import is_id
 
 OWNER, ADJUDICATOR, ANNOTATOR = Membership.Role.OWNER, Membership.Role.ADJUDICATOR, Membership.Role.ANNOTATOR
 
@@ -385,7 +386,7 @@ def problem(request: HttpRequest, problem_id: int) -> HttpResponse:
     versions = skeletons.history(problem)
     source = None
     wanted = request.GET.get("from")
-    if wanted and wanted.isdigit():
+    if wanted and is_id(wanted):
         source = next((v for v in versions if v.skeleton.version == int(wanted)), None)
     if source is None:
         source = next((v for v in versions if v.is_current), versions[0] if versions else None)
@@ -682,7 +683,7 @@ def _posted_labels(request: HttpRequest, trace: Trace) -> tuple[dict, list[Label
         verdict = request.POST.get(f"v{i}", "")
         refs = []
         for r in request.POST.getlist(f"r{i}"):
-            if r.isdigit():
+            if is_id(r):
                 refs.append(int(r))
         note = request.POST.get(f"n{i}", "")
         posted[i] = (verdict, refs, note)
@@ -942,7 +943,7 @@ def adjudicate(request: HttpRequest, step_id: int) -> HttpResponse:
         version = int(request.POST.get("version", "0"))
     except ValueError:
         version = -1
-    refs = [int(r) for r in request.POST.getlist("refs") if r.isdigit()]
+    refs = [int(r) for r in request.POST.getlist("refs") if is_id(r)]
     error, level, status = "", "ok", 200
     try:
         do_adjudicate(step, request.user, version=version, verdict=request.POST.get("verdict", ""),

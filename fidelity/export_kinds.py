@@ -9,6 +9,7 @@ import json
 from fidelity.imported import imported_rows, symbolic_accuracy, symbolic_models
 from fidelity.models import FidelityRun
 from fidelity.report import ROW_COLUMNS, item_rows, report
+from reasonlib.ids import is_id
 from scoring.exports import ExportError, ExportRequest, Table, register
 
 
@@ -54,7 +55,7 @@ def _report(request: ExportRequest):
     run_id = request.extra.get("run")
     runs = FidelityRun.objects.filter(suite__study=request.study).select_related("suite", "subject", "job", "run")
     if run_id:
-        run = runs.filter(pk=int(run_id) if str(run_id).isdigit() else -1).first()
+        run = runs.filter(pk=int(run_id) if is_id(str(run_id)) else -1).first()
         if run is None:
             raise ExportError(f"--run: no fidelity run {run_id!r} in this study")
     else:

@@ -6,13 +6,13 @@ prompt preview both call these functions.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from reasonlib import json_answer
 from runs import transport
 from runs.templating import BoundedTemplate, PromptTemplateError
 from runs.templating import compile_template as _compile_bounded
@@ -270,30 +270,14 @@ class ParsedOutput:
     copied_example: bool = False
 
 
-_FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL | re.IGNORECASE)
-
-
 def extract_json(text: str) -> dict:
-    """The first JSON object in ``text``: the whole text, a fenced block, or
-    the first ``{...}`` that parses (models like to talk around their JSON)."""
-    text = (text or "").strip()
-    candidates = [text] + [m.group(1).strip() for m in _FENCE.finditer(text)]
-    for candidate in candidates:
-        try:
-            value = json.loads(candidate)
-        except ValueError:
-            continue
-        if isinstance(value, dict):
-            return value
-    decoder = json.JSONDecoder()
-    for m in re.finditer(r"\{", text):
-        try:
-            value, _ = decoder.raw_decode(text, m.start())
-        except ValueError:
-            continue
-        if isinstance(value, dict) and "steps" in value:
-            return value
-    raise MalformedOutput("no JSON object in the answer" if text else "the answer is empty")
+    """The JSON object of an answer: the whole text, a fenced block, or the first ``{...}`` holding
+    ``steps`` (models like to talk around their JSON). Linear in the answer's length, at most
+    reasonlib.json_answer.MAX_ANSWER_CHARS read; every failure is MalformedOutput (issue 29)."""
+    try:
+        return json_answer.find_object(text or "", lambda d: "steps" in d)
+    except json_answer.JSONAnswerError as exc:
+        raise MalformedOutput(str(exc)) from None
 
 
 def parse_output(content: str | None, n_steps: int, n_skeleton: int, mode: str) -> ParsedOutput:

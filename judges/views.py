@@ -19,6 +19,7 @@ from annotation.models import Membership, StepLabel, Study, Trace
 from judges import protocol, services
 from judges.forms import JudgeConfigForm, PromptForm
 from judges.models import JudgeConfig, JudgeRun, JudgeTraceResult
+from reasonlib.ids import is_id
 from runs.templating import PromptTemplateError
 from runs.views import page_fields, start_from_page
 
@@ -141,7 +142,7 @@ def _preview(judge: JudgeConfig, form: PromptForm) -> dict:
     wanted = form.cleaned_data["trace"].strip()
     traces = Trace.objects.filter(study=judge.study)
     if wanted:
-        lookup = Q(trace_id=wanted) | Q(pk=int(wanted)) if wanted.isdigit() else Q(trace_id=wanted)
+        lookup = Q(trace_id=wanted) | Q(pk=int(wanted)) if is_id(wanted) else Q(trace_id=wanted)
         trace = traces.filter(lookup).first()
     else:
         trace = traces.order_by("pk").first()

@@ -96,6 +96,7 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "annotation.middleware.RunErrorsMiddleware",
+    "reasonaudit.url_ids.UrlIdRangeMiddleware",  # an id past 64 bits in a URL is a 404, not a driver's overflow
     # Innermost, so it sees every 4xx on its way out (CSRF refusals and 405s included): annotation/errors.py.
     "annotation.errors.ErrorPageMiddleware",
 ]
@@ -273,6 +274,13 @@ IMPORT_MAX_BYTES = env_int("REASONAUDIT_IMPORT_MAX_BYTES", 512 * 1024 * 1024, mi
 IMPORT_MAX_UNCOMPRESSED_BYTES = env_int("REASONAUDIT_IMPORT_MAX_UNCOMPRESSED_BYTES", 2 * 1024**3, minimum=1)
 IMPORT_MAX_MEMBER_BYTES = env_int("REASONAUDIT_IMPORT_MAX_MEMBER_BYTES", 256 * 1024**2, minimum=1)
 IMPORT_MAX_ZIP_RATIO = env_int("REASONAUDIT_IMPORT_MAX_ZIP_RATIO", 200, minimum=1)
+# What one imported record may hold, in characters (annotation/importing/records.py, issue 29): a
+# problem's statement, a trace's output (raw and steps), its thought (every thought field), and the
+# prompt messages an eval log's sample hashes into its regime (attachments resolved).
+IMPORT_MAX_STATEMENT_CHARS = env_int("REASONAUDIT_IMPORT_MAX_STATEMENT_CHARS", 4_000_000, minimum=1)
+IMPORT_MAX_OUTPUT_CHARS = env_int("REASONAUDIT_IMPORT_MAX_OUTPUT_CHARS", 4_000_000, minimum=1)
+IMPORT_MAX_THOUGHT_CHARS = env_int("REASONAUDIT_IMPORT_MAX_THOUGHT_CHARS", 4_000_000, minimum=1)
+IMPORT_MAX_PROMPT_CHARS = env_int("REASONAUDIT_IMPORT_MAX_PROMPT_CHARS", 16_000_000, minimum=1)
 # Every request body: the largest import plus room for the form's other fields (reasonaudit/limits.py).
 REQUEST_MAX_BYTES = env_int("REASONAUDIT_REQUEST_MAX_BYTES", IMPORT_MAX_BYTES + 1024 * 1024, minimum=1)
 FILE_UPLOAD_HANDLERS = [

@@ -15,6 +15,8 @@ import random
 import re
 from collections.abc import Sequence
 
+from reasonlib.ids import is_id
+
 SYNTAX = "all | first:N | ids:A,B-C | pid:X,Y | sample:N@SEED"
 
 
@@ -46,7 +48,7 @@ def select(spec: str | None, ordered_ids: Sequence[str]) -> list[str]:
     if not sep:
         raise FilterError(f"unknown problem filter {spec!r}; use {SYNTAX}")
     if kind == "first":
-        if not arg.isdigit() or int(arg) < 1:
+        if not is_id(arg) or int(arg) < 1:
             raise FilterError(f"first:N needs a positive N, got {arg!r}")
         return list(ordered_ids[: int(arg)])
     if kind == "ids":
@@ -84,7 +86,7 @@ def validate(spec: str | None) -> str:
     kind, sep, arg = spec.partition(":")
     if not sep or kind not in ("first", "ids", "pid", "sample"):
         raise FilterError(f"unknown problem filter {spec!r}; use {SYNTAX}")
-    if kind == "first" and not (arg.isdigit() and int(arg) >= 1):
+    if kind == "first" and not (is_id(arg) and int(arg) >= 1):
         raise FilterError(f"first:N needs a positive N, got {arg!r}")
     if kind == "ids":
         _positions(arg)

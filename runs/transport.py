@@ -123,7 +123,15 @@ class ModelRequest:
     key_extra: dict | None = None
 
     def parse_answer(self, choice: Choice) -> Any:
-        return self.parse_choice(choice) if self.parse_choice is not None else self.parse(choice.text)
+        """The parsed value, or Malformed: ANY exception of a parser (a ValueError of a cut fence, a
+        RecursionError of deep JSON...) fails this item's attempt as malformed, never the chunk or
+        the run (issue 29, L2)."""
+        try:
+            return self.parse_choice(choice) if self.parse_choice is not None else self.parse(choice.text)
+        except Malformed:
+            raise
+        except Exception as exc:  # noqa: BLE001 -- whatever a parser raises is a malformed answer
+            raise Malformed(f"unreadable answer ({type(exc).__name__}: {str(exc)[:200]})") from None
 
 
 @dataclass

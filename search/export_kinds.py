@@ -22,6 +22,7 @@ from typing import Any
 from annotation import access
 from annotation.access import AccessDenied
 from annotation.models import Membership, Study, Trace
+from reasonlib.ids import is_id
 from runs.version import code_version
 from scoring.exports import ExportError, ExportForbidden, ExportRequest, Table, register
 from search import scanners, services
@@ -63,7 +64,7 @@ def _member(request: ExportRequest, data) -> Membership:
 
 def _id(request: ExportRequest, key: str) -> int:
     value = str(request.extra.get(key) or "").strip()
-    if not value.isdigit():
+    if not is_id(value):
         raise ExportError(f"{key}: give an id, not {value!r}" if value else f"{key}: required for --what {request.what}")
     return int(value)
 
@@ -78,7 +79,7 @@ def _cohort(study: Study, pk: int, key: str) -> Cohort:
 def _scanner(request: ExportRequest) -> Scanner:
     value = str(request.extra.get("scanner") or "").strip()
     scanners_ = Scanner.objects.filter(study=request.study).select_related("judge")
-    found = scanners_.filter(pk=int(value)).first() if value.isdigit() else None
+    found = scanners_.filter(pk=int(value)).first() if is_id(value) else None
     found = found or scanners_.filter(name=value).first()
     if found is None:
         raise ExportError(f"scanner: no scanner {value!r} in this study" if value

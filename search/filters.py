@@ -10,8 +10,8 @@ and judges' labels are refused with 403, as on the review page.
 from __future__ import annotations
 
 import json
+import math
 import re
-import time
 
 import django_filters
 from django import forms
@@ -33,13 +33,16 @@ from annotation.review.filters import filter_traces
 from annotation.review.visibility import sees_everything
 from search import backends
 from search.core import query as ql
-from search.core.regex import RegexError, compile_bounded
+from search.core.regex import Budget, BudgetSpent, RegexError, compile_bounded
 from search.errors import bad as _bad
 
 SOURCE_HELP = "label source: human, mine, annotator:USERNAME, adjudicated or judge:NAME"
 # The regex option reads step texts in Python: at most this many steps and this long per request.
 REGEX_MAX_STEPS = 200_000
+# Seconds of matching a request may spend in all (search.core.regex.Budget), of which filtering
+# leaves REGEX_MARK_RESERVE_S to the marking of the page's snippets.
 REGEX_BUDGET_S = 2.0
+REGEX_MARK_RESERVE_S = 0.5
 _REGIME_KEY = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")
 
 
@@ -116,6 +119,7 @@ class TraceSearchFilter(django_filters.FilterSet):
         self.study, self.membership = study, membership
         self.parsed: ql.Query | None = None
         self.pattern = None
+        self.regex_budget: Budget | None = None
         self.notes: list[str] = []
 
     # -- helpers -----------------------------------------------------------
@@ -272,6 +276,8 @@ class TraceSearchFilter(django_filters.FilterSet):
                 wanted = json.loads(raw)
             except ValueError:
                 wanted = raw
+            if isinstance(wanted, float) and not math.isfinite(wanted):
+                wanted = raw  # NaN, Infinity, 1e999: no JSON document holds them, so only the text can match
             path = "__".join(key.split("."))
             if isinstance(wanted, (dict, list)):
                 raise _bad("regime", f"{pair!r}: compare with a number, text, true/false or null")
@@ -334,7 +340,9 @@ class TraceSearchFilter(django_filters.FilterSet):
             self.pattern = compile_bounded(value)
         except RegexError as exc:
             raise _bad("re", str(exc)) from None
-        deadline = time.monotonic() + REGEX_BUDGET_S
+        # One budget for the request: filtering spends it but leaves REGEX_MARK_RESERVE_S to the
+        # page's snippet marking (search.services.hits), which spends the rest.
+        self.regex_budget = Budget(REGEX_BUDGET_S)
         matched: set[int] = set()
         steps = Step.objects.filter(trace__in=qs.order_by().values("pk"))
         if self._value("channel"):
@@ -344,15 +352,18 @@ class TraceSearchFilter(django_filters.FilterSet):
         n = 0
         for trace_id, text in steps.iterator(chunk_size=2000):
             n += 1
-            if n > REGEX_MAX_STEPS or time.monotonic() > deadline:
-                self.notes.append(f"the regular expression read the first {n - 1} steps only "
-                                  f"(limits: {REGEX_MAX_STEPS} steps, {REGEX_BUDGET_S:g} s); narrow the search")
-                break
             if trace_id in matched:
                 continue
             try:
-                if self.pattern.search(text):
+                if n > REGEX_MAX_STEPS:
+                    raise BudgetSpent
+                if self.pattern.search(text, self.regex_budget, reserve=REGEX_MARK_RESERVE_S):
                     matched.add(trace_id)
+            except BudgetSpent:
+                self.notes.append(f"the regular expression read the first {n - 1} steps only "
+                                  f"(limits: {REGEX_MAX_STEPS} steps, {REGEX_BUDGET_S:g} s a request); "
+                                  "narrow the search")
+                break
             except TimeoutError:
                 raise _bad("re", "the pattern took too long on a step; simplify it") from None
         if not matched:

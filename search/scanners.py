@@ -14,6 +14,7 @@ from django.utils import timezone
 from annotation import access, jobs
 from annotation.models import Job, Membership, Study, Trace
 from annotation.review.visibility import sees_everything
+from reasonlib.ids import is_id
 from runs import engine
 from runs.engine import ACTIVE
 from search.core.validation import Validation, validate
@@ -106,7 +107,7 @@ ANSWERS = ("yes", "no", "uncited", "failed")
 def scanner_condition(study: Study, membership: Membership, value: str) -> Q:
     """``ID:yes`` / ``ID:no`` / ``ID:uncited`` (yes or no citing no step) / ``ID:failed``."""
     pk, _sep, answer = (value or "").partition(":")
-    if not pk.strip().isdigit() or answer not in ANSWERS:
+    if not is_id(pk.strip()) or answer not in ANSWERS:
         raise bad("scanner", f"give ID:{'|'.join(ANSWERS)}, e.g. 3:yes")
     scanner = Scanner.objects.filter(study=study, pk=int(pk)).first()
     if scanner is None:

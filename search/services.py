@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.core.exceptions import EmptyResultSet
 from django.core.paginator import EmptyPage, Page, PageNotAnInteger, Paginator
 from django.db import IntegrityError, connection, transaction
 from django.db.models import F, QuerySet
@@ -14,10 +15,12 @@ from django.urls import reverse
 from annotation import access
 from annotation.models import Membership, Step, StepLabel, Study, Trace
 from annotation.review.queues import do_assign
+from reasonlib.ids import is_id
 from search import backends
 from search.core import query as ql
+from search.core.regex import Budget, BudgetSpent
 from search.errors import SearchError
-from search.filters import TraceSearchFilter
+from search.filters import REGEX_BUDGET_S, TraceSearchFilter
 from search.models import Cohort, CohortTrace
 
 # Parameters that are not filters (pagination, the API's format, the page's own switches, a download's).
@@ -76,6 +79,20 @@ def search(study: Study, membership: Membership, data) -> Search:
     return Search(fs.qs, fs, search_params(data))
 
 
+# An OFFSET no table reaches, well inside a signed 64-bit integer.
+_MAX_OFFSET = 2**62
+
+
+def _ids_sql(qs: QuerySet, alias: str) -> tuple[str, tuple] | None:
+    """The SQL of ``qs``'s ids (in a column named ``alias``), or None when the queryset selects
+    nothing by construction: Django raises EmptyResultSet compiling a filter it knows is empty
+    (``qs.none()``, ``pk__in=[]``), which was a 500 for any regex that matched nothing (issue 29, L3)."""
+    try:
+        return qs.order_by().annotate(**{alias: F("pk")}).values(alias).query.sql_with_params()
+    except EmptyResultSet:
+        return None
+
+
 class SearchPaginator(Paginator):
     """Django's paginator with the count and the page's ids in one query, for querysets in pk order
     (the search's): the matching ids are materialized once (``WITH m AS MATERIALIZED``), counted, and
@@ -97,15 +114,21 @@ class SearchPaginator(Paginator):
         if n < 1:
             raise EmptyPage("That page number is less than 1")
         bottom = (n - 1) * self.per_page
+        if bottom > _MAX_OFFSET:
+            # Past every possible row, and past what the database's OFFSET takes (issue 29, L3).
+            raise EmptyPage("That page contains no results")
         qs = self.object_list
         if tuple(qs.query.order_by) not in (("pk",), ("id",)):
             raise ValueError("SearchPaginator pages querysets ordered by pk")
         # An explicit alias: the column of a bare values("pk") has no name SQLite's outer query can use.
-        ids_sql, params = qs.order_by().annotate(_search_id=F("pk")).values("_search_id").query.sql_with_params()
-        with backends.planned_search(qs.db) as cursor:
-            cursor.execute(f"WITH m AS MATERIALIZED ({ids_sql}) SELECT m._search_id, (SELECT COUNT(*) FROM m) "
-                           f"FROM m ORDER BY m._search_id LIMIT %s OFFSET %s", [*params, self.per_page, bottom])
-            rows = cursor.fetchall()
+        ids = _ids_sql(qs, "_search_id")
+        rows: list[tuple[int, int]] = []
+        if ids is not None:
+            ids_sql, params = ids
+            with backends.planned_search(qs.db) as cursor:
+                cursor.execute(f"WITH m AS MATERIALIZED ({ids_sql}) SELECT m._search_id, (SELECT COUNT(*) FROM m) "
+                               f"FROM m ORDER BY m._search_id LIMIT %s OFFSET %s", [*params, self.per_page, bottom])
+                rows = cursor.fetchall()
         if rows:
             self.__dict__["count"] = rows[0][1]  # Paginator.count is a cached_property
         n = self.validate_number(n)
@@ -175,24 +198,40 @@ def hits(s: Search, traces: list[Trace]) -> dict[int, list[Hit]]:
             out[lab.step.trace_id].append(Hit("label", ql.snippet_html(marked), lab.step.index,
                                               lab.step.channel, _review_url(lab.step.trace_id, lab.step.index)))
     if pattern is not None:
-        seen: dict[int, int] = {}
-        steps = Step.objects.filter(trace_id__in=ids)
-        if s.filterset.form.cleaned_data.get("channel"):
-            steps = steps.filter(channel=s.filterset.form.cleaned_data["channel"])
-        for trace_id, index, step_channel, text in steps.order_by("trace_id", "index").values_list(
-                "trace_id", "index", "channel", "text"):
-            if seen.get(trace_id, 0) >= MAX_HITS_PER_TRACE:
-                continue
-            try:
-                m = pattern.search(text)
-            except TimeoutError:
-                continue
-            if m is None:
-                continue
-            seen[trace_id] = seen.get(trace_id, 0) + 1
-            marked = text[:m.start()] + ql.START + m.group() + ql.STOP + text[m.end():]
-            out[trace_id].append(_step_hit(trace_id, index, ql.window(marked, m.start(), 80), step_channel))
+        _mark_regex(s, pattern, ids, out)
     return out
+
+
+def _mark_regex(s: Search, pattern, ids: list[int], out: dict[int, list[Hit]]) -> None:
+    """The regex's snippets of the page's traces, within what the request's regex budget has left
+    after filtering (search.filters.REGEX_BUDGET_S); when it runs out, the marks so far stay and a
+    note says they are partial -- the request never runs on."""
+    budget = s.filterset.regex_budget or Budget(REGEX_BUDGET_S)
+    seen: dict[int, int] = {}
+    steps = Step.objects.filter(trace_id__in=ids)
+    if s.filterset.form.cleaned_data.get("channel"):
+        steps = steps.filter(channel=s.filterset.form.cleaned_data["channel"])
+    read = 0
+    for trace_id, index, step_channel, text in steps.order_by("trace_id", "index").values_list(
+            "trace_id", "index", "channel", "text"):
+        if seen.get(trace_id, 0) >= MAX_HITS_PER_TRACE:
+            continue
+        try:
+            m = pattern.search(text, budget)
+        except BudgetSpent:
+            s.filterset.notes.append(
+                f"partial marks: the regular expression's budget ({REGEX_BUDGET_S:g} s a request) ran out after "
+                f"{read} steps of this page; {len(seen)} of its {len(ids)} traces show their matches")
+            return
+        except TimeoutError:
+            continue  # too slow on this step: it shows no mark, the others still may
+        finally:
+            read += 1
+        if m is None:
+            continue
+        seen[trace_id] = seen.get(trace_id, 0) + 1
+        marked = text[:m.start()] + ql.START + m.group() + ql.STOP + text[m.end():]
+        out[trace_id].append(_step_hit(trace_id, index, ql.window(marked, m.start(), 80), step_channel))
 
 
 def _review_url(trace_pk: int, index: int) -> str:
@@ -222,18 +261,20 @@ def do_save_cohort(study: Study, membership: Membership, *, name: str, data, not
         raise CohortError("name", "give a name of 1 to 200 characters")
     s = search(study, membership, data)
     # An explicit alias: the column of a bare values("pk") has no name SQLite's outer query can use.
-    ids_sql, ids_params = (s.traces.order_by().annotate(cohort_trace=F("pk")).values("cohort_trace")
-                           .query.sql_with_params())
+    ids = _ids_sql(s.traces, "cohort_trace")
     try:
         with transaction.atomic():
             cohort = Cohort.objects.create(study=study, name=name, query=s.params, note=note,
                                            created_by=membership.user)
             table, col_c, col_t = (CohortTrace._meta.db_table, CohortTrace._meta.get_field("cohort").column,
                                    CohortTrace._meta.get_field("trace").column)
-            with backends.planned_search() as cursor:
-                cursor.execute(f'INSERT INTO "{table}" ("{col_c}", "{col_t}") SELECT %s, sub.cohort_trace FROM ({ids_sql}) sub',
-                               [cohort.pk, *ids_params])
-                n = cursor.rowcount
+            n = 0
+            if ids is not None:  # None: the search selects nothing, an empty cohort
+                ids_sql, ids_params = ids
+                with backends.planned_search() as cursor:
+                    cursor.execute(f'INSERT INTO "{table}" ("{col_c}", "{col_t}") SELECT %s, sub.cohort_trace '
+                                   f'FROM ({ids_sql}) sub', [cohort.pk, *ids_params])
+                    n = cursor.rowcount
             cohort.n_traces = n
             cohort.save(update_fields=["n_traces"])
     except IntegrityError:
@@ -335,7 +376,7 @@ def cohort_scope(study: Study, value: str) -> QuerySet:
     from annotation.scopes import ScopeError
 
     value = str(value).strip()
-    if not value.isdigit():
+    if not is_id(value):
         raise ScopeError(f"give a cohort's id, not {value!r}")
     cohort = Cohort.objects.filter(study=study, pk=int(value)).first()
     if cohort is None:

@@ -17,6 +17,7 @@ from annotation.review.filters import study_models
 from annotation.review.queues import AssignError
 from annotation.review.visibility import sees_everything
 from annotation.views import member_view
+from reasonlib.ids import is_id
 from runs.version import code_version
 from runs.views import page_fields, start_from_page
 from scoring import exports
@@ -182,7 +183,7 @@ def cohort_compare(request: HttpRequest, pk: int) -> HttpResponse:
     a, membership = _cohort_for(request, pk)
     other = request.GET.get("b", "")
     result, error = None, ""
-    if other.isdigit():
+    if is_id(other):
         b, _m = _cohort_for(request, int(other))
         try:
             result = services.compare_cohorts(a, b)

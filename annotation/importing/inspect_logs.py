@@ -21,7 +21,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from django.conf import settings
 
-from annotation.importing import regime
+from annotation.importing import bounded_zip, regime
 from annotation.importing.records import RecordError
 
 if TYPE_CHECKING:
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 Item = tuple[int, "dict[str, Any] | RecordError"]
 
 _ZIP_MAGIC = b"PK\x03\x04"
-_RATIO_FREE_BYTES = 1024 * 1024
+_RATIO_FREE_BYTES = bounded_zip.RATIO_FREE_BYTES
 
 
 @contextmanager
@@ -57,9 +57,8 @@ def zip_problem(path: str) -> str | None:
     """Why the ``.eval`` zip at ``path`` must not be read, from its directory alone (nothing is
     decompressed): a member larger than IMPORT_MAX_MEMBER_BYTES, more than
     IMPORT_MAX_UNCOMPRESSED_BYTES in all, or a member that expands more than IMPORT_MAX_ZIP_RATIO
-    times (a zip bomb); None when it may be read. The reader holds a member in memory whole, and
-    Python's zipfile never returns more than the directory's size of a member (a member that holds
-    more fails its CRC check), so these declared sizes bound what reading can cost."""
+    times (a zip bomb); None when it may be read. The declared sizes are an early refusal only: a
+    member may hold more than its entry says, so _bounded_copy counts what it really inflates to."""
     try:
         with zipfile.ZipFile(path) as archive:
             members = archive.infolist()
@@ -85,6 +84,31 @@ def zip_problem(path: str) -> str | None:
     return None
 
 
+@contextmanager
+def _bounded_copy(path: str, fmt: str) -> Iterator[tuple[str, str | None]]:
+    """The path the reader may read and None, or a refusal: a ``.eval`` zip is re-packed from what
+    its members actually inflate to (annotation.importing.bounded_zip), so inspect_ai's reader --
+    which inflates a member's whole stream whatever the directory says -- reads no more than the
+    caps let through. The directory's sizes are checked first (zip_problem): a cheap early refusal."""
+    if fmt != "eval":
+        yield path, None
+        return
+    problem = zip_problem(path)
+    if problem is not None:
+        yield path, problem
+        return
+    caps = bounded_zip.ZipCaps(settings.IMPORT_MAX_MEMBER_BYTES, settings.IMPORT_MAX_UNCOMPRESSED_BYTES,
+                               settings.IMPORT_MAX_ZIP_RATIO)
+    with tempfile.NamedTemporaryFile(suffix=".eval") as copy:
+        try:
+            bounded_zip.repack(path, copy, caps)
+        except bounded_zip.ZipRefused as exc:
+            yield path, str(exc)
+            return
+        copy.flush()
+        yield copy.name, None
+
+
 def records(stream: IO[bytes]) -> Iterator[Item]:
     # inspect_ai takes ~2 s to import: load it only when an Inspect log is imported,
     # not in every process that imports the pipeline.
@@ -92,8 +116,7 @@ def records(stream: IO[bytes]) -> Iterator[Item]:
     from inspect_ai._util.constants import LOG_SCHEMA_VERSION
     from inspect_ai.log import read_eval_log, read_eval_log_samples
 
-    with _log_path(stream) as (path, fmt):
-        problem = zip_problem(path) if fmt == "eval" else None
+    with _log_path(stream) as (original, fmt), _bounded_copy(original, fmt) as (path, problem):
         if problem is not None:
             yield 0, RecordError(problem)
             return
@@ -155,11 +178,27 @@ def _reason(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text.splitlines()[0] if text else 'no detail'}"
 
 
-def _input_text(value: Any) -> str:
+def _message_chars(message: Any) -> int:
+    """The length of a chat message's text, without building it (a message of many parts, each a
+    resolved attachment, would join into one huge string)."""
+    content = getattr(message, "content", "")
+    if isinstance(content, str):
+        return len(content)
+    return sum(len(getattr(part, "text", None) or "") for part in content or [])
+
+
+def _input_text(value: Any, sample_id: Any = None) -> str:
     if isinstance(value, str):
         return value
     # A list of chat messages: the problem is what the user said.
-    return "\n\n".join(m.text for m in value if getattr(m, "role", "") == "user" and m.text)
+    said = [m for m in value if getattr(m, "role", "") == "user"]
+    size = sum(_message_chars(m) for m in said)
+    limit = settings.IMPORT_MAX_STATEMENT_CHARS
+    if size > limit:
+        # Counted before joining: attachments resolved into many messages repeat one text many times.
+        raise RecordError(f'sample "{sample_id}": its input is {size:,} characters long with attachments resolved, '
+                          f"more than {limit:,} (REASONAUDIT_IMPORT_MAX_STATEMENT_CHARS)")
+    return "\n\n".join(m.text for m in said if m.text)
 
 
 def _target(value: Any) -> str:
@@ -209,12 +248,20 @@ def _regime(header: EvalLog, sample: EvalSample) -> dict[str, Any]:
     request: dict[str, Any] = (event.call.request if event is not None and event.call is not None else None) or {}
     # The config the call was made with; the log header's merge of task and eval config when events are absent.
     config = event.config if event is not None else header.plan.config.merge(header.eval.model_generate_config)
+    chat: Any = None
     if isinstance(request.get("messages"), list):
         messages: Any = request["messages"]
-    elif event is not None:
-        messages = [{"role": m.role, "content": m.text} for m in event.input]
+        size = regime.prompt_chars(messages)
     else:
-        messages = [{"role": m.role, "content": m.text} for m in sample.messages[:-1]]
+        chat = event.input if event is not None else sample.messages[:-1]
+        size = sum(_message_chars(m) for m in chat)
+    if size > settings.IMPORT_MAX_PROMPT_CHARS:
+        # Counted before anything is joined or hashed: resolved attachments repeat one text many times.
+        raise RecordError(f'sample "{sample.id}": its prompt messages are {size:,} characters long with attachments '
+                          f"resolved, more than {settings.IMPORT_MAX_PROMPT_CHARS:,} "
+                          "(REASONAUDIT_IMPORT_MAX_PROMPT_CHARS)")
+    if chat is not None:
+        messages = [{"role": m.role, "content": m.text} for m in chat]
     tools = sorted({t.name for t in (event.tools if event is not None else [])})
     steps = [{"solver": s.solver, "params": s.params} for s in header.plan.steps]
     plan_hash = hashlib.sha256(json.dumps(steps, sort_keys=True, default=str).encode()).hexdigest()[:12]
@@ -259,7 +306,7 @@ def sample_records(header: EvalLog, sample: EvalSample, seen_problems: set[str])
     problem_id = f"{ev.dataset.name or ev.task}/{sample.id}"
     if problem_id not in seen_problems:
         seen_problems.add(problem_id)
-        statement = _input_text(sample.input)
+        statement = _input_text(sample.input, sample.id)
         if not statement.strip():
             raise RecordError(f'sample "{sample.id}": its input has no user text to use as the problem')
         yield {

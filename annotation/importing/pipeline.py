@@ -25,7 +25,7 @@ from django.db import connection, models, transaction
 from django.utils import timezone
 
 from annotation.importing import adapters
-from annotation.importing.records import ProblemIn, RecordError, TraceIn, validate
+from annotation.importing.records import ProblemIn, RecordError, TextLimits, TraceIn, validate
 from annotation.models import (
     LabelHistory,
     Membership,
@@ -820,6 +820,8 @@ def import_stream(
             for wrapper in _IMPORT_WRAPPERS:
                 wrappers.enter_context(wrapper())
             writer = _Writer(study, report, actor, skip_invalid=skip_invalid)
+            limits = TextLimits(settings.IMPORT_MAX_STATEMENT_CHARS, settings.IMPORT_MAX_OUTPUT_CHARS,
+                                settings.IMPORT_MAX_THOUGHT_CHARS)
             lines_seen = -1
             for line, item in adapters.records(stream, fmt):
                 if line != lines_seen:
@@ -830,7 +832,7 @@ def import_stream(
                 try:
                     if isinstance(item, RecordError):
                         raise item
-                    writer.add(line, validate(item))
+                    writer.add(line, validate(item, limits))
                 except RecordError as exc:
                     writer.reject(line, str(exc))
                 if writer.full():

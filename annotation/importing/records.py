@@ -6,6 +6,7 @@ records or a RecordError with a plain sentence a researcher can act on.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -15,6 +16,17 @@ VERDICTS = ("valid", "invalid", "neutral")
 
 class RecordError(Exception):
     """A line that cannot be imported; ``str(exc)`` is the reason shown to the user."""
+
+
+@dataclass(frozen=True)
+class TextLimits:
+    """What one record may hold, in characters (settings REASONAUDIT_IMPORT_MAX_*_CHARS): a line over
+    a limit is refused with its line number like any other bad line, before anything is segmented,
+    stored or indexed."""
+
+    statement: int
+    output: int
+    thought: int
 
 
 class _Record(BaseModel):
@@ -140,7 +152,28 @@ def _describe(exc: ValidationError) -> str:
     return "; ".join(parts)
 
 
-def validate(obj: Any) -> ProblemIn | TraceIn:
+def _over(what: str, size: int, limit: int, setting: str) -> RecordError:
+    return RecordError(f"{what} is {size:,} characters long, more than {limit:,} (REASONAUDIT_IMPORT_MAX_{setting}_CHARS)")
+
+
+def check_sizes(record: ProblemIn | TraceIn, limits: TextLimits) -> None:
+    """RecordError when a text of ``record`` is over ``limits``."""
+    if isinstance(record, ProblemIn):
+        if len(record.statement) > limits.statement:
+            raise _over('"statement"', len(record.statement), limits.statement, "STATEMENT")
+        return
+    output = len(record.raw or "") + sum(len(s) for s in record.steps or [])
+    if output > limits.output:
+        raise _over('the output ("raw" and "steps")', output, limits.output, "OUTPUT")
+    # validate() has put the one separate thought (under whichever name it came) in record.thought.
+    thought = (len(record.thought or "")
+               + sum(len(s) for s in record.thought_steps or [])
+               + sum(len(b.text) for b in record.thought_blocks or []))
+    if thought > limits.thought:
+        raise _over("the thought", thought, limits.thought, "THOUGHT")
+
+
+def validate(obj: Any, limits: TextLimits | None = None) -> ProblemIn | TraceIn:
     if not isinstance(obj, dict):
         raise RecordError(f"expected a JSON object, got {type(obj).__name__}")
     kind = obj.get("kind")
@@ -165,4 +198,6 @@ def validate(obj: Any) -> ProblemIn | TraceIn:
         record.thought = next(iter(given.values()), None)
         if record.rating is not None and not record.labels:
             raise RecordError('"rating" needs "labels" naming the annotator who gave it')
+    if limits is not None:
+        check_sizes(record, limits)
     return record

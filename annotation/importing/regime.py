@@ -46,6 +46,20 @@ def _text(content: Any) -> str:
     return "" if content is None else str(content)
 
 
+def prompt_chars(messages: Iterable[dict[str, Any]]) -> int:
+    """The length of the messages' text as canonical_messages would build it, without building it."""
+    total = 0
+    for m in messages:
+        content = m.get("content") if isinstance(m, dict) else None
+        if isinstance(content, str):
+            total += len(content)
+        elif isinstance(content, list):
+            total += sum(len(str(part.get("text") or "")) for part in content if isinstance(part, dict))
+        elif content is not None:
+            total += len(str(content))
+    return total
+
+
 def canonical_messages(messages: Iterable[dict[str, Any]]) -> list[dict[str, str]]:
     return [{"role": str(m.get("role") or ""), "content": _text(m.get("content"))} for m in messages]
 

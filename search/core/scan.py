@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+from reasonlib import json_answer
 
 SCHEMA = {
     "type": "object",
@@ -23,7 +23,6 @@ SYSTEM = (
     '"explanation": "one or two sentences"}. Cite the steps your answer rests on; for "no", cite the '
     "steps you checked that come closest, or none."
 )
-_FENCE = re.compile(r"```(?:json)?\s*(\{.*?\})\s*```", re.DOTALL)
 
 
 class BadAnswer(ValueError):
@@ -60,21 +59,17 @@ def messages(question: str, problem: str, steps: Sequence[StepText], answer: str
 def parse(content: str, existing: Sequence[int]) -> ScanAnswer:
     """The answer of ``content``; cited numbers are checked against ``existing`` (the trace's step
     numbers): those that do not exist are set apart, never dropped silently."""
-    text = content.strip()
-    m = _FENCE.search(text)
-    if m:
-        text = m.group(1)
-    elif not text.startswith("{") and "{" in text:
-        text = text[text.index("{"):text.rindex("}") + 1]
     try:
-        data = json.loads(text)
-    except ValueError:
-        raise BadAnswer("the answer is not JSON") from None
+        # Linear in the answer's length and capped (issue 29: the fence regex was quadratic); a cut
+        # fence or JSON nested too deeply is a bad answer, never an exception of another kind.
+        data = json_answer.find_object(content, lambda d: "answer" in d)
+    except json_answer.JSONAnswerError as exc:
+        raise BadAnswer(f"the answer is not JSON: {exc}") from None
     if not isinstance(data, dict):
         raise BadAnswer("the answer is not a JSON object")
     raw = str(data.get("answer", "")).strip().lower()
     if raw not in ("yes", "no", "true", "false"):
-        raise BadAnswer(f"answer must be yes or no, not {data.get('answer')!r}")
+        raise BadAnswer(f"answer must be yes or no, not {str(data.get('answer'))[:80]!r}")
     steps = data.get("steps", [])
     if not isinstance(steps, list) or not all(isinstance(s, int) and not isinstance(s, bool) for s in steps):
         raise BadAnswer("steps must be a list of step numbers")
