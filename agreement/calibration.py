@@ -37,6 +37,7 @@ from agreement.models import CalibrationStudy, CalibrationTrace
 from annotation import scopes
 from annotation.models import Study, Trace
 from annotation.review.queues import AssignError, do_assign
+from reasonlib.refusals import FieldInvalid
 from scoring import services
 from scoring.core.labels import complete_traces
 from scoring.core.scores import estimate_hazard
@@ -47,13 +48,8 @@ MAX_SAMPLE = 100_000
 MAX_CANDIDATES = 12
 
 
-class CalibrationError(ValueError):
+class CalibrationError(FieldInvalid):
     """Bad input; str() starts with the field."""
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(f"{field}: {message}")
-        self.field = field
-        self.message = message
 
 
 # ---------------------------------------------------------------------------

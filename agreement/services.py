@@ -28,6 +28,7 @@ from agreement.core.steps import step_agreement
 from agreement.models import CalibrationStudy
 from annotation import access
 from annotation.models import Membership, Study
+from reasonlib.refusals import FieldInvalid
 from scoring import services
 from scoring.core.labels import INVALID, final_labels, human_consensus
 from scoring.models import ScoringProfile
@@ -40,13 +41,8 @@ CACHE_SECONDS = 24 * 3600
 MAX_SEED = 2**32 - 1
 
 
-class BadSelection(ValueError):
+class BadSelection(FieldInvalid):
     """A request parameter that names nothing in the study; str() starts with the field."""
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(f"{field}: {message}")
-        self.field = field
-        self.message = message
 
 
 # ---------------------------------------------------------------------------

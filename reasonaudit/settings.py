@@ -95,7 +95,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
-    "annotation.middleware.RunErrorsMiddleware",
+    "annotation.middleware.RefusalMiddleware",  # one rendering of every refusal on the web
     # Innermost, so it sees every 4xx on its way out (CSRF refusals and 405s included): annotation/errors.py.
     "annotation.errors.ErrorPageMiddleware",
 ]

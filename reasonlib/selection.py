@@ -15,11 +15,13 @@ import random
 import re
 from collections.abc import Sequence
 
+from reasonlib.refusals import Invalid
+
 SYNTAX = "all | first:N | ids:A,B-C | pid:X,Y | sample:N@SEED"
 
 
-class FilterError(ValueError):
-    pass
+class FilterError(Invalid):
+    """A ``--problems`` filter that does not parse."""
 
 
 def _positions(spec: str) -> list[int]:

@@ -14,7 +14,7 @@ from rest_framework import serializers
 
 from annotation import scopes
 from annotation.models import Job, Study
-from runs.params import ParamError
+from reasonlib.refusals import Invalid
 
 
 @dataclass(frozen=True)
@@ -86,14 +86,18 @@ def validate(kind: str, study: Study, data) -> tuple[Starter, dict[str, Any]]:
 
 
 def start(kind: str, study: Study, data, user) -> Any:
-    """Validate and start a run of ``kind``; a service's refusal becomes a ValidationError naming its
-    field (runs.params.ParamError) or the form as a whole. A RunConflict (409) and a broker that is
-    down (503) go through unchanged: the API and the web map them once."""
+    """Validate and start a run of ``kind``; a service's refusal of bad input (reasonlib.refusals.Invalid)
+    becomes a ValidationError naming its fields, as the serializer's own (each message once: the API
+    prefixes the field itself). A RunConflict (409) and a broker that is down (503) go through unchanged:
+    every door renders them once."""
     st, validated = validate(kind, study, data)
     try:
         return st.start(study, validated, user)
-    except ParamError as exc:
-        raise serializers.ValidationError({exc.field: [str(exc)]}) from None
+    except Invalid as exc:
+        detail: dict[str, list[str]] = {}
+        for field, message in exc.errors:
+            detail.setdefault(field or "non_field_errors", []).append(message)
+        raise serializers.ValidationError(detail) from None
     except ValueError as exc:
         raise serializers.ValidationError({"non_field_errors": [str(exc)]}) from None
 

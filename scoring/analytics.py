@@ -21,6 +21,7 @@ from django.core.cache import cache
 
 from annotation import access, study_summary
 from annotation.models import Membership, Study
+from reasonlib.refusals import FieldInvalid
 from scoring import services, sources, storage
 from scoring.core import aggregate
 from scoring.core import scores as core_scores
@@ -52,13 +53,8 @@ RELATIVE_HAZARD_FIELDS = ["model"] + RELATIVE_HAZARD_COLUMNS
 RECOVERY_FIELDS = ["model"] + RECOVERY_SUMMARY_COLUMNS
 
 
-class BadFilter(ValueError):
+class BadFilter(FieldInvalid):
     """A filter value that names nothing in the study; str() starts with the field."""
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(f"{field}: {message}")
-        self.field = field
-        self.message = message
 
 
 # ---------------------------------------------------------------------------

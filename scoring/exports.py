@@ -42,6 +42,7 @@ import pandas as pd
 
 from annotation import access
 from annotation.access import AccessDenied
+from reasonlib.refusals import Invalid
 from runs.version import code_version
 
 FORMATS = ("jsonl", "csv", "parquet")
@@ -53,7 +54,7 @@ PLANNED = ("scores", "labels", "hazard", "leaderboard", "agreement", "lucky-gues
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 
-class ExportError(ValueError):
+class ExportError(Invalid):
     """A request that cannot be exported; the message is shown to the user."""
 
 

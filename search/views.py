@@ -18,6 +18,7 @@ from annotation.review.filters import study_models
 from annotation.review.queues import AssignError
 from annotation.review.visibility import sees_everything
 from annotation.views import member_view
+from runs import params
 from runs.version import code_version
 from scoring import exports
 from search import scanners, services
@@ -251,15 +252,25 @@ def scanner_detail(request: HttpRequest, pk: int) -> HttpResponse:
 def scanner_run(request: HttpRequest, pk: int) -> HttpResponse:
     scanner, membership = scanners.check_scanner(request.user, pk)
     access.check_owner(membership)
-    cohort = Cohort.objects.filter(study=scanner.study, pk=request.POST.get("cohort") or 0).first()
-    try:
-        budget = float(request.POST["budget_usd"]) if request.POST.get("budget_usd") else None
-        record = scanners.do_start_scan(scanner, cohort=cohort, user=request.user, budget_usd=budget,
-                                      force=request.POST.get("force") == "on")
-    except (scanners.ScannerError, RunConflict, ValueError) as exc:
-        messages.error(request, f"Not started: {exc}")
-        return redirect(scanner)
+    # An unknown cohort id is refused (400), as on the runs page and in the API, never read as "the whole
+    # study"; the refusal and a bad budget are rendered by annotation.middleware (a flash on this page).
+    cohort_id = params.check_cohort(scanner.study, request.POST.get("cohort") or "")
+    cohort = Cohort.objects.get(pk=cohort_id) if cohort_id else None
+    record = scanners.do_start_scan(scanner, cohort=cohort, user=request.user,
+                                    budget_usd=_number(request.POST, "budget_usd"),
+                                    force=request.POST.get("force") == "on")
     return redirect("job", record.job_id)
+
+
+def _number(data, field: str) -> float | None:
+    """The posted number ``field`` in its declared range (runs.params; None when empty), else a refusal
+    naming the field."""
+    text = (data.get(field) or "").strip()
+    try:
+        value = float(text) if text else None
+    except ValueError:
+        raise params.ParamError(field, f"must be a number, got {text!r}") from None
+    return params.check(field, value)
 
 
 @member_view

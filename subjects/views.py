@@ -98,7 +98,7 @@ def subject_model_probe(request: HttpRequest, subject_id: int) -> HttpResponse:
     request); the page follows it and shows the result when it ends."""
     subject, membership = services.check_subject(request.user, subject_id)
     services.check_owner(membership)
-    services.do_start_probe(subject, user=request.user)  # a conflict or a queue that is down: RunErrorsMiddleware
+    services.do_start_probe(subject, user=request.user)  # a conflict or a queue that is down: RefusalMiddleware
     return redirect("subject-model", subject_id=subject.pk)
 
 
