@@ -137,16 +137,16 @@ def select(study: Study, params, *, calibration: CalibrationStudy | None = None)
         reference = ad.check_source(study, params.get("reference") or DEFAULT_REFERENCE, judges=judges,
                                     annotators=annotators)
     except ad.UnknownSource as exc:
-        raise BadSelection("reference", str(exc)) from None
+        raise BadSelection("reference", exc.message) from None
     raw = params.get("candidate") or default_candidate(study, judges)
     try:
         candidate = ad.check_source(study, raw, judges=judges, annotators=annotators)
     except ad.UnknownSource as exc:
-        raise BadSelection("candidate", str(exc)) from None
+        raise BadSelection("candidate", exc.message) from None
     try:
         profile = services.resolve_profile(study, params.get("profile"), profiles)
     except services.UnknownProfile as exc:
-        raise BadSelection("profile", str(exc)) from None
+        raise BadSelection("profile", exc.message) from None
     if calibration is None and params.get("calibration"):
         calibration = _calibration(study, params.get("calibration"))
     return Selection(study=study, reference=reference, candidate=candidate, profile=profile, profiles=profiles,

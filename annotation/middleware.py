@@ -18,7 +18,6 @@ from django import forms
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.utils.http import url_has_allowed_host_and_scheme
-from django.utils.text import capfirst
 from kombu.exceptions import OperationalError as BrokerError
 
 from annotation.access import AccessDenied
@@ -51,9 +50,9 @@ def respond(request: HttpRequest, message: str, status: int) -> HttpResponse:
     back = request.headers.get("referer", "")
     if request.method == "POST" and back and url_has_allowed_host_and_scheme(
             back, allowed_hosts={request.get_host()}, require_https=request.is_secure()):
-        messages.error(request, capfirst(message))
+        messages.error(request, message)
         return HttpResponseRedirect(back)
-    return render_error(request, status, capfirst(message))
+    return render_error(request, status, message)
 
 
 @contextmanager

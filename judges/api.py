@@ -14,6 +14,7 @@ from annotation.api.serializers import JobSerializer
 from judges import serializers as s
 from judges import services
 from judges.models import JudgeConfig, JudgeRun
+from reasonlib.refusals import Refusal
 
 
 def _save(study, data: dict, *, judge=None, user=None) -> JudgeConfig:
@@ -23,6 +24,8 @@ def _save(study, data: dict, *, judge=None, user=None) -> JudgeConfig:
         judge, _ = services.do_save_judge(study, data, judge=judge, user=user, prompt_version=prompt_version)
     except DjangoValidationError as exc:
         raise ValidationError(exc.message_dict) from None
+    except Refusal:
+        raise  # rendered with its own field (annotation.api.errors)
     except ValueError as exc:
         raise ValidationError({"prompt_version" if prompt_version else "non_field_errors": [str(exc)]}) from None
     return judge
@@ -94,11 +97,8 @@ class StudyJudgeRuns(generics.ListAPIView):
         ser.is_valid(raise_exception=True)
         data = ser.validated_data
         filters = {key: data.get(key) for key in services.FILTER_KEYS}
-        try:
-            run = services.do_start_run(data["judge"], scope=data["traces"], filters=filters, force=data["force"],
-                                        budget_usd=data.get("budget_usd"), user=request.user)
-        except ValueError as exc:
-            raise ValidationError({"non_field_errors": [str(exc)]}) from None
+        run = services.do_start_run(data["judge"], scope=data["traces"], filters=filters, force=data["force"],
+                                    budget_usd=data.get("budget_usd"), user=request.user)
         run.job.refresh_from_db()
         return Response(JobSerializer(run.job, context={"request": request}).data, status=status.HTTP_202_ACCEPTED)
 

@@ -32,29 +32,32 @@ class Refusal(Exception):
     default_field: str = ""
 
     def __init__(self, message: str = "", *, field: str = "", errors: Sequence[tuple[str, str]] = (),
-                 code: str = "") -> None:
+                 code: str = "", said: str = "") -> None:
         self.errors: list[tuple[str, str]] = ([(str(f), str(m)) for f, m in errors]
                                               or [(field or self.default_field, message)])
         self.field, self.message = self.errors[0]
+        self.said = said
         if code:
             self.code = code
         super().__init__(self.text)
 
     @property
     def text(self) -> str:
-        return "; ".join(f"{f}: {m}" if f else m for f, m in self.errors)
+        """What every door says: ``said`` when the raiser put it in other words than the pairs (a stale
+        version's sentence, an export's ``--option``), else the pairs."""
+        return self.said or "; ".join(f"{f}: {m}" if f else m for f, m in self.errors)
 
     def __str__(self) -> str:
         return self.text
 
     def __reduce__(self):
         # Subclasses take other constructor arguments; a copy (pickle, a Celery result) keeps the pairs.
-        return _restore, (type(self), self.errors, self.code)
+        return _restore, (type(self), self.errors, self.code, self.said)
 
 
-def _restore(cls: type[Refusal], errors: list[tuple[str, str]], code: str) -> Refusal:
+def _restore(cls: type[Refusal], errors: list[tuple[str, str]], code: str, said: str) -> Refusal:
     refusal = cls.__new__(cls)
-    Refusal.__init__(refusal, errors=errors, code=code)
+    Refusal.__init__(refusal, errors=errors, code=code, said=said)
     return refusal
 
 

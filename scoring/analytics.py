@@ -121,11 +121,11 @@ def select(study: Study, params, membership: Membership | None = None) -> Select
     try:
         source = services.resolve_source(study, params.get("source"), judges)
     except sources.UnknownSource as exc:
-        raise BadFilter("source", str(exc)) from None
+        raise BadFilter("source", exc.message) from None
     try:
         profile = services.resolve_profile(study, params.get("profile"), profiles)
     except services.UnknownProfile as exc:
-        raise BadFilter("profile", str(exc)) from None
+        raise BadFilter("profile", exc.message) from None
     group = params.get("group") or "model"
     if group not in GROUPS:
         raise BadFilter("group", f"choose one of {', '.join(GROUPS)}")

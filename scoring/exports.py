@@ -32,6 +32,7 @@ import importlib
 import io
 import json
 import math
+import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,7 +56,14 @@ _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 
 class ExportError(Invalid):
-    """A request that cannot be exported; the message is shown to the user."""
+    """A request that cannot be exported; the message is shown to the user as it was written. Raisers
+    write the field (or the command's option) first ("--profile: no profile named ..."), so the field is
+    read off the message; without one it is about ``what`` is exported."""
+
+    def __init__(self, message: str) -> None:
+        named = re.match(r"^-*([a-z_]+): (.*)$", message, re.S)
+        super().__init__(named.group(2) if named else message, field=named.group(1) if named else "what",
+                         said=message)
 
 
 class ExportForbidden(AccessDenied):

@@ -58,7 +58,7 @@ def search_page(request: HttpRequest, study_id: int) -> HttpResponse:
         hits = services.hits(s, list(page))
         notes = s.notes
     except SearchError as exc:
-        errors = exc.errors
+        errors = exc.by_field
     for t in page or []:
         t.hits = hits.get(t.pk, [])
     context = {
@@ -86,11 +86,8 @@ def download(request: HttpRequest, study_id: int) -> HttpResponse:
     # A search reads the whole URL as the search page does (services.search_params drops the switches).
     extra = {"query": request.GET.urlencode()} if what == "search" else {k: request.GET.get(k, "") for k in DOWNLOADS[what]}
     req = exports.ExportRequest(study=study, what=what, membership=membership, extra=extra)
-    try:
-        return exports.download(req, request.GET.get("format") or "csv",
-                                manifest_only=request.GET.get("manifest") == "1")
-    except exports.ExportError as exc:
-        return HttpResponse(str(exc), status=400, content_type="text/plain")
+    return exports.download(req, request.GET.get("format") or "csv",
+                            manifest_only=request.GET.get("manifest") == "1")
 
 
 @member_view

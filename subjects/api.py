@@ -5,20 +5,16 @@ from __future__ import annotations
 from django.core.exceptions import ValidationError as DjangoValidationError
 from drf_spectacular.utils import extend_schema
 from rest_framework import generics, status
-from rest_framework.exceptions import APIException, ValidationError
+from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from annotation import access
 from annotation.api.serializers import JobSerializer
+from reasonlib.refusals import Refusal
 from subjects import serializers as s
 from subjects import services
 from subjects.models import GenerationRun, PromptTemplate, SubjectModel
-
-
-class BadGateway(APIException):
-    status_code = status.HTTP_502_BAD_GATEWAY
-    default_detail = "the model server is not reachable"
 
 
 def _save(study, data: dict, *, subject: SubjectModel | None = None) -> SubjectModel:
@@ -31,10 +27,10 @@ def _save(study, data: dict, *, subject: SubjectModel | None = None) -> SubjectM
         if name:
             data["prompt_template"] = services.find_template(study, name, version)
         subject, _ = services.do_save_subject(study, data, subject=subject)
-    except services.Unreachable as exc:
-        raise BadGateway(str(exc)) from None
     except DjangoValidationError as exc:
         raise ValidationError(exc.message_dict) from None
+    except Refusal:
+        raise  # rendered with its field and status (annotation.api.errors); 502 when the server does not answer
     except ValueError as exc:
         raise ValidationError({"non_field_errors": [str(exc)]}) from None
     return subject
@@ -146,10 +142,7 @@ class StudyPromptTemplates(generics.ListAPIView):
         ser.is_valid(raise_exception=True)
         data = ser.validated_data
         before = PromptTemplate.objects.filter(study=study, name=data["name"]).count()
-        try:
-            saved = services.do_save_template(study, data["name"], data["template"], exemplars=data.get("exemplars"))
-        except services.TemplateInvalid as exc:
-            raise _template_invalid(exc) from None
+        saved = services.do_save_template(study, data["name"], data["template"], exemplars=data.get("exemplars"))
         created = PromptTemplate.objects.filter(study=study, name=data["name"]).count() > before
         return Response(s.PromptTemplateSerializer(saved, context={"request": request}).data,
                         status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
@@ -178,9 +171,6 @@ class PromptTemplatePreview(APIView):
         ser = s.PromptTemplatePreviewSerializer(data=request.data)
         ser.is_valid(raise_exception=True)
         data = ser.validated_data
-        try:
-            preview = services.preview_template(study, data["template"], data["exemplars"],
-                                                problem_id=data["problem_id"] or None)
-        except services.TemplateInvalid as exc:
-            raise _template_invalid(exc) from None
+        preview = services.preview_template(study, data["template"], data["exemplars"],
+                                            problem_id=data["problem_id"] or None)
         return Response({"problem_id": preview.problem_id, "text": preview.text})

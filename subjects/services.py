@@ -214,8 +214,8 @@ def check_reachable(base_url: str, *, timeout: float = 10.0) -> None:
         check_endpoint(base_url, "")
         with guarded_client(timeout) as client:
             client.get(url)
-    except OutboundRefused as exc:
-        raise ValueError(f"base_url: {exc}") from None
+    except OutboundRefused:
+        raise  # a refusal naming base_url (the family of reasonlib.refusals)
     except httpx.HTTPError:
         raise Unreachable(f"no model server answered at {redact_url(base_url)} (GET /models); save without the "
                           "check to keep it anyway") from None

@@ -41,10 +41,11 @@ def _flatten(detail: Any, prefix: str = "") -> list[dict[str, str]]:
 
 def refusal_body(refusal: Refusal) -> dict[str, Any]:
     """The documented body of a refusal (docs/api.md, "Errors"). An outsider learns nothing: DRF's
-    plain "Not found."; 403/404/409/5xx answers carry their reason in ``detail`` only."""
+    plain "Not found."."""
     if isinstance(refusal, AccessDenied):
         return {"detail": "Not found." if refusal.outsider else refusal.text, "errors": []}
-    errors = [{"field": f, "message": m} for f, m in refusal.errors] if refusal.status == 400 else []
+    # Bad input lists every field's message; other refusals only the fields they name (a stale version).
+    errors = [{"field": f, "message": m} for f, m in refusal.errors if f or refusal.status == 400]
     return {"detail": refusal.text, "errors": errors}
 
 

@@ -24,10 +24,11 @@ class ReviewError(Invalid):
 
 
 class Conflict(Conflicting):
-    """The version a save started from is stale; nothing was written."""
+    """The version a save started from is stale; nothing was written. ``str()`` is the message; the
+    ``version`` field's error gives the current version."""
 
     def __init__(self, message: str, current_version: int):
-        super().__init__(message)
+        super().__init__(errors=[("version", f"the current version is {current_version}")], said=message)
         self.current_version = current_version
 
 
