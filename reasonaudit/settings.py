@@ -308,9 +308,15 @@ RUN_PARALLEL_CHUNKS = env_int("RUN_PARALLEL_CHUNKS", 1, minimum=1)
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    # An expected refusal (a 4xx) is one line, not a traceback (reasonaudit/logs.py).
+    "filters": {"expected_refusals": {"()": "reasonaudit.logs.ExpectedRefusals"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["expected_refusals"]}},
     "root": {"handlers": ["console"], "level": "WARNING"},
-    "loggers": {"reasonaudit": {"level": "INFO"}, "annotation": {"level": "INFO"}},
+    "loggers": {
+        "reasonaudit": {"level": "INFO"}, "annotation": {"level": "INFO"},
+        # Django's own console handler (DEBUG) printed every record a second time beside the root's.
+        "django": {"handlers": [], "level": "INFO"},
+    },
 }
 
 # Live progress of long jobs goes through the cache, not the Job row: an import
