@@ -11,6 +11,7 @@ from rest_framework.views import APIView
 from abstraction import runkinds, services
 from abstraction.models import AbstractionRun, Benchmark, Result
 from annotation import access
+from annotation.api.schema import ARRAY_OF_OBJECTS
 from annotation.api.serializers import JobSerializer
 from runs import kinds
 
@@ -89,7 +90,7 @@ class StudyAbstractionRuns(APIView):
     job: ``{"model", "benchmark", "mode"?, "categories"?, "per_sub_dataset"?, "max_examples"?,
     "checker_judge"?, "force"?, "budget_usd"?}`` (abstraction.runkinds, the runs page's validation too)."""
 
-    @extend_schema(responses={200: dict})
+    @extend_schema(responses={200: ARRAY_OF_OBJECTS})
     def get(self, request, pk: int):
         study, _ = access.check_study(request.user, pk)
         runs = (AbstractionRun.objects.filter(benchmark__study=study).select_related("subject", "benchmark", "job", "run")

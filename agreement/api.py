@@ -21,6 +21,7 @@ from agreement import calibration
 from agreement import services as svc
 from agreement.models import CalibrationStudy
 from annotation import access
+from annotation.api.schema import one_page
 from annotation.api.serializers import JobSerializer, annotators_per_trace_field
 from annotation.models import Membership, Trace
 from scoring import exports
@@ -145,7 +146,8 @@ def _calibration_error(exc: calibration.CalibrationError):
 
 
 class StudyCalibrations(APIView):
-    @extend_schema(responses=CalibrationSerializer(many=True))
+    @extend_schema(responses=one_page(CalibrationSerializer, "CalibrationPage"),
+                   operation_id="v1_studies_calibrations_list")
     def get(self, request, pk: int):
         study, _ = _viewer(request, pk)
         qs = (CalibrationStudy.objects.filter(study=study).select_related("created_by")
@@ -268,6 +270,7 @@ class StudyExports(APIView):
 
 
 class ExportDownload(APIView):
+    refusal_statuses = (409,)  # the export has not finished (annotation.api.schema)
     @extend_schema(parameters=[OpenApiParameter("manifest", bool, description="the manifest instead of the file")],
                    responses={(200, "application/octet-stream"): OpenApiTypes.BINARY},
                    description="The file of a finished export job (members; label and agreement exports: owners "

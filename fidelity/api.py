@@ -9,6 +9,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from annotation import access
+from annotation.api.schema import ARRAY_OF_OBJECTS
 from fidelity import runkinds
 from fidelity.models import FidelityRun
 from fidelity.report import item_rows, report, report_data
@@ -26,7 +27,7 @@ class StudyFidelityRuns(APIView):
     """GET: the study's fidelity runs (members). POST: queue a run (owners) -> 202; its job builds or extends the suite:
     ``{"model", "suite"?, "axes"?, "per_problem"?, "problems"?, "seed"?}``."""
 
-    @extend_schema(responses=OpenApiTypes.OBJECT)
+    @extend_schema(responses={200: ARRAY_OF_OBJECTS})
     def get(self, request, pk: int):
         study, _ = access.check_study(request.user, pk)
         runs = FidelityRun.objects.filter(suite__study=study).select_related("suite", "subject", "job").order_by("-pk")

@@ -13,6 +13,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from annotation import access
+from annotation.api.schema import one_page
 from annotation.api.serializers import JobSerializer
 from annotation.models import Trace, TraceReview
 from scoring import analytics, services, sources
@@ -160,7 +161,7 @@ def _check_params(params) -> None:
 
 
 class StudyProfiles(APIView):
-    @extend_schema(responses=ProfileSerializer(many=True))
+    @extend_schema(responses=one_page(ProfileSerializer, "ProfilePage"), operation_id="v1_studies_profiles_list")
     def get(self, request, pk: int):
         study, _ = access.check_study(request.user, pk)
         current = services.ensure_profiles(study)

@@ -39,6 +39,7 @@ def _save(study, data: dict, *, subject: SubjectModel | None = None) -> SubjectM
 class StudySubjectModels(generics.ListCreateAPIView):
     """GET: the study's subject models (members). POST: a new one (owners)."""
 
+    refusal_statuses = (502,)  # the model server named does not answer (annotation.api.schema)
     serializer_class = s.SubjectModelSerializer
 
     def get_queryset(self):
@@ -55,6 +56,8 @@ class StudySubjectModels(generics.ListCreateAPIView):
 
 
 class SubjectModelDetail(APIView):
+    refusal_statuses = (502,)  # the model server named does not answer (annotation.api.schema)
+
     @extend_schema(responses=s.SubjectModelSerializer)
     def get(self, request, pk: int):
         subject, _ = services.check_subject(request.user, pk)

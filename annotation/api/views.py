@@ -106,7 +106,9 @@ class JobDetail(APIView):
         job, _ = access.check_job(request.user, pk, kinds=self.kinds)
         return Response(s.JobSerializer(job, context={"request": request}).data)
 
-    @extend_schema(responses=s.JobSerializer)
+    @extend_schema(responses=s.JobSerializer, summary="Cancel the job",
+                   description="Cancels the job (who started it, owners and adjudicators); the job is kept and "
+                               "answered with its status (cancelled, or still running until its worker stops).")
     def delete(self, request, pk: int):
         job, membership = access.check_job(request.user, pk, kinds=self.kinds)
         access.check_cancel_job(request.user, job, membership)
@@ -332,6 +334,7 @@ class StudyDisagreements(generics.GenericAPIView):
 
     serializer_class = s.DisagreementSerializer
 
+    @extend_schema(responses=s.DisagreementSerializer(many=True))  # a page of rows
     def get(self, request, pk: int):
         study, membership = access.check_study(request.user, pk)
         access.check_adjudicator(membership, "adjudication")
@@ -383,6 +386,7 @@ class StudyQueue(generics.GenericAPIView):
 
     serializer_class = s.QueueItemSerializer
 
+    @extend_schema(responses=s.QueueItemSerializer(many=True))  # a page of rows
     def get(self, request, pk: int):
         study, membership = access.check_study(request.user, pk)
         mine = TraceReview.objects.filter(trace=OuterRef("trace"), annotator=request.user)
