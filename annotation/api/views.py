@@ -106,7 +106,7 @@ class JobDetail(APIView):
         job, _ = access.check_job(request.user, pk, kinds=self.kinds)
         return Response(s.JobSerializer(job, context={"request": request}).data)
 
-    @extend_schema(responses=s.JobSerializer, summary="Cancel the job",
+    @extend_schema(responses={200: s.JobSerializer}, summary="Cancel the job",
                    description="Cancels the job (who started it, owners and adjudicators); the job is kept and "
                                "answered with its status (cancelled, or still running until its worker stops).")
     def delete(self, request, pk: int):
