@@ -106,7 +106,7 @@ class StudyAnnotatorAgreement(APIView):
 # ---------------------------------------------------------------------------
 class CalibrationSerializer(serializers.ModelSerializer):
     traces = serializers.SerializerMethodField()
-    created_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    created_by = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
     profile = serializers.CharField(source="profile_name")
     html_url = serializers.SerializerMethodField()
 

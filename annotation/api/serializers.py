@@ -22,7 +22,7 @@ class HtmlUrlMixin(serializers.Serializer):
 
 class StudySerializer(HtmlUrlMixin, serializers.ModelSerializer):
     role = serializers.SerializerMethodField()
-    primary_judge = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    primary_judge = serializers.SlugRelatedField(slug_field="name", read_only=True, allow_null=True)  # none chosen
 
     class Meta:
         model = Study
