@@ -10,6 +10,7 @@ from rest_framework.views import APIView
 from abstraction import runkinds, services
 from abstraction.models import AbstractionRun, Benchmark, Result
 from annotation import access
+from annotation.api.schema import ARRAY_OF_OBJECTS
 from runs import api as runs_api
 from runs.serializers import RunDetailSerializer
 
@@ -88,7 +89,7 @@ class StudyAbstractionRuns(APIView):
     run, as ``POST studies/{id}/runs/`` with ``kind=abstraction`` (runs.api): ``{"model", "benchmark", "mode"?,
     "categories"?, "per_sub_dataset"?, "max_examples"?, "checker_judge"?, "force"?, "budget_usd"?}``."""
 
-    @extend_schema(responses={200: dict})
+    @extend_schema(responses={200: ARRAY_OF_OBJECTS})
     def get(self, request, pk: int):
         study, _ = access.check_study(request.user, pk)
         runs = (AbstractionRun.objects.filter(benchmark__study=study).select_related("subject", "benchmark", "job", "run")

@@ -143,8 +143,5 @@ def download(request: HttpRequest, study_id: int) -> HttpResponse:
     bench = request.GET.get("benchmark") or ""
     _benchmark(study, bench)
     req = exports.ExportRequest(study=study, what=what, membership=membership, extra={"benchmark": bench})
-    try:
-        return exports.download(req, request.GET.get("format") or "csv",
-                                manifest_only=request.GET.get("manifest") == "1")
-    except exports.ExportError as exc:
-        return HttpResponse(str(exc), status=400, content_type="text/plain")
+    return exports.download(req, request.GET.get("format") or "csv",
+                            manifest_only=request.GET.get("manifest") == "1")

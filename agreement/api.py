@@ -4,11 +4,10 @@ agreement.services, agreement.calibration, agreement.exports (kinds) and scoring
 
 from __future__ import annotations
 
-import re
 from urllib.parse import urlencode
 
 from django.db.models import Count
-from django.http import FileResponse, JsonResponse
+from django.http import FileResponse
 from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -22,10 +21,11 @@ from agreement import calibration
 from agreement import services as svc
 from agreement.models import CalibrationStudy
 from annotation import access
+from annotation.api.schema import one_page
 from annotation.api.serializers import JobSerializer, annotators_per_trace_field
 from annotation.models import Membership, Trace
 from scoring import exports
-from scoring.export_jobs import NotReady, check_download, do_queue_export, open_download
+from scoring.export_jobs import check_download, do_queue_export, open_download
 
 REFERENCE = OpenApiParameter("reference", str, description="reference label source (default human): human, final, "
                                                             "adjudicated, judge:NAME or annotator:USERNAME")
@@ -43,10 +43,7 @@ def _viewer(request, study_id: int):
 
 
 def _select(request, study, params=None, calibration_obj=None) -> svc.Selection:
-    try:
-        return svc.select(study, request.query_params if params is None else params, calibration=calibration_obj)
-    except svc.BadSelection as exc:
-        raise ValidationError({exc.field: [exc.message]}) from None
+    return svc.select(study, request.query_params if params is None else params, calibration=calibration_obj)
 
 
 def _abs(request, url: str) -> str:
@@ -98,10 +95,7 @@ class StudyAnnotatorAgreement(APIView):
         study, _ = _viewer(request, pk)
         cal = None
         if request.query_params.get("calibration"):
-            try:
-                cal = svc._calibration(study, request.query_params["calibration"])
-            except svc.BadSelection as exc:
-                raise ValidationError({exc.field: [exc.message]}) from None
+            cal = svc._calibration(study, request.query_params["calibration"])
         report = svc.cached_annotator_report(study, cal)
         page = reverse("scoring-annotators", args=[study.pk]) + (f"?calibration={cal.pk}" if cal else "")
         return Response({**report, "html_url": _abs(request, page)})
@@ -112,7 +106,7 @@ class StudyAnnotatorAgreement(APIView):
 # ---------------------------------------------------------------------------
 class CalibrationSerializer(serializers.ModelSerializer):
     traces = serializers.SerializerMethodField()
-    created_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    created_by = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
     profile = serializers.CharField(source="profile_name")
     html_url = serializers.SerializerMethodField()
 
@@ -152,7 +146,8 @@ def _calibration_error(exc: calibration.CalibrationError):
 
 
 class StudyCalibrations(APIView):
-    @extend_schema(responses=CalibrationSerializer(many=True))
+    @extend_schema(responses=one_page(CalibrationSerializer, "CalibrationPage"),
+                   operation_id="v1_studies_calibrations_list")
     def get(self, request, pk: int):
         study, _ = _viewer(request, pk)
         qs = (CalibrationStudy.objects.filter(study=study).select_related("created_by")
@@ -168,14 +163,11 @@ class StudyCalibrations(APIView):
         ser = CalibrationCreateSerializer(data=request.data)
         ser.is_valid(raise_exception=True)
         d = ser.validated_data
-        try:
-            cal = calibration.do_create_calibration(
-                study, name=d["name"], reference=d["reference"], candidates=d["candidates"], size=d["size"],
-                seed=d["seed"], allocation=d["allocation"], models=d["models"], domain=d["domain"],
-                profile_name=d["profile"], validation_fraction=d["validation_fraction"], note=d["note"],
-                cohort=d["cohort"], user=request.user)
-        except calibration.CalibrationError as exc:
-            raise _calibration_error(exc) from None
+        cal = calibration.do_create_calibration(
+            study, name=d["name"], reference=d["reference"], candidates=d["candidates"], size=d["size"],
+            seed=d["seed"], allocation=d["allocation"], models=d["models"], domain=d["domain"],
+            profile_name=d["profile"], validation_fraction=d["validation_fraction"], note=d["note"],
+            cohort=d["cohort"], user=request.user)
         return Response(CalibrationSerializer(cal, context={"request": request}).data, status=status.HTTP_201_CREATED)
 
 
@@ -215,13 +207,10 @@ class CalibrationTuning(APIView):
     def get(self, request, pk: int):
         cal, _ = _calibration_for(request, pk)
         q = request.query_params
-        try:
-            omegas = calibration.parse_grid(q.get("omegas"), field="omegas", low=0.0, high=100.0)
-            ws = calibration.parse_grid(q.get("ws"), field="ws", low=0.0, high=1.0)
-            result = calibration.cached_tuning(cal, q.get("candidate", ""), target=q.get("target") or "process",
-                                               omegas=omegas, ws=ws)
-        except calibration.CalibrationError as exc:
-            raise _calibration_error(exc) from None
+        omegas = calibration.parse_grid(q.get("omegas"), field="omegas", low=0.0, high=100.0)
+        ws = calibration.parse_grid(q.get("ws"), field="ws", low=0.0, high=1.0)
+        result = calibration.cached_tuning(cal, q.get("candidate", ""), target=q.get("target") or "process",
+                                           omegas=omegas, ws=ws)
         return Response(result)
 
 
@@ -244,10 +233,7 @@ class CalibrationQueue(APIView):
         missing = [n for n in names if n not in users]
         if missing:
             raise ValidationError({"annotators": [f"not members of the study: {', '.join(missing)}"]})
-        try:
-            n = calibration.do_queue_calibration(cal, request.user, [users[n] for n in names], ser.validated_data["k"])
-        except calibration.CalibrationError as exc:
-            raise _calibration_error(exc) from None
+        n = calibration.do_queue_calibration(cal, request.user, [users[n] for n in names], ser.validated_data["k"])
         return Response({"assignments_created": n})
 
 
@@ -277,26 +263,20 @@ class StudyExports(APIView):
         study, membership = access.check_study(request.user, pk)
         ser = ExportSerializer(data=request.data)
         ser.is_valid(raise_exception=True)
-        try:
-            job = do_queue_export(study, membership, ser.validated_data, user=request.user,
-                                                    base_url=request.build_absolute_uri("/"))
-        except exports.ExportError as exc:
-            m = re.match(r"^-*([a-z_]+): (.*)$", str(exc), re.S)
-            raise ValidationError({m.group(1): [m.group(2)]} if m else {"what": [str(exc)]}) from None
+        job = do_queue_export(study, membership, ser.validated_data, user=request.user,
+                              base_url=request.build_absolute_uri("/"))
         job.refresh_from_db()
         return Response(JobSerializer(job, context={"request": request}).data, status=status.HTTP_202_ACCEPTED)
 
 
 class ExportDownload(APIView):
+    refusal_statuses = (409,)  # the export has not finished (annotation.api.schema)
     @extend_schema(parameters=[OpenApiParameter("manifest", bool, description="the manifest instead of the file")],
                    responses={(200, "application/octet-stream"): OpenApiTypes.BINARY},
                    description="The file of a finished export job (members; label and agreement exports: owners "
                                "and adjudicators); 409 while it runs or when it failed.")
     def get(self, request, pk: int):
-        try:
-            job = check_download(request.user, pk)
-        except NotReady as exc:
-            return JsonResponse({"detail": str(exc), "errors": []}, status=409)
+        job = check_download(request.user, pk)
         fh, name, ctype = open_download(job, manifest=request.query_params.get("manifest") in (
             "1", "true", "yes"))
         return FileResponse(fh, as_attachment=True, filename=name, content_type=ctype)

@@ -37,6 +37,7 @@ from agreement.models import CalibrationStudy, CalibrationTrace
 from annotation import scopes
 from annotation.models import Study, Trace
 from annotation.review.queues import AssignError, do_assign
+from reasonlib.refusals import FieldInvalid
 from scoring import services
 from scoring.core.labels import complete_traces
 from scoring.core.scores import estimate_hazard
@@ -47,13 +48,8 @@ MAX_SAMPLE = 100_000
 MAX_CANDIDATES = 12
 
 
-class CalibrationError(ValueError):
+class CalibrationError(FieldInvalid):
     """Bad input; str() starts with the field."""
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(f"{field}: {message}")
-        self.field = field
-        self.message = message
 
 
 # ---------------------------------------------------------------------------
@@ -171,13 +167,13 @@ def check_sources(study: Study, reference: str, candidates: Sequence[str]) -> tu
     try:
         reference = ad.check_source(study, reference, judges=judges, annotators=annotators)
     except ad.UnknownSource as exc:
-        raise CalibrationError("reference", str(exc)) from None
+        raise CalibrationError("reference", exc.message) from None
     out = []
     for c in candidates:
         try:
             c = ad.check_source(study, c, judges=judges, annotators=annotators)
         except ad.UnknownSource as exc:
-            raise CalibrationError("candidates", str(exc)) from None
+            raise CalibrationError("candidates", exc.message) from None
         if c == reference:
             raise CalibrationError("candidates", f"{c} is the reference")
         if c not in out:
@@ -210,7 +206,7 @@ def do_create_calibration(study: Study, *, name: str, reference: str, candidates
         try:
             services.resolve_profile(study, profile_name)
         except services.UnknownProfile as exc:
-            raise CalibrationError("profile", str(exc)) from None
+            raise CalibrationError("profile", exc.message) from None
     models = [m for m in dict.fromkeys(models) if m]
     frame = eligible_traces(study, models, domain, cohort)
     if frame.empty:
@@ -318,7 +314,7 @@ def calibration_report(calibration: CalibrationStudy) -> dict[str, Any]:
         try:
             data.check(candidate)
         except ad.UnknownSource as exc:  # a judge deleted since
-            rows.append({"candidate": candidate, "metrics": None, "error": str(exc), "disagreements": []})
+            rows.append({"candidate": candidate, "metrics": None, "error": exc.message, "disagreements": []})
             continue
         metrics, diff = svc.agreement(study, calibration.reference, candidate, profile, data=data,
                                       seed=calibration.seed, calibration=calibration, with_disagreements=True)
@@ -388,7 +384,7 @@ def tuning(calibration: CalibrationStudy, candidate: str, *, target: str = "proc
     try:
         data.check(candidate)
     except ad.UnknownSource as exc:
-        raise CalibrationError("candidate", str(exc)) from None
+        raise CalibrationError("candidate", exc.message) from None
     traces = data.traces()[["trace_id", "n_steps", "l_gold", "answer_correct"]]
     judge_steps = data.steps(candidate)
     core_profile = profile.as_profile()

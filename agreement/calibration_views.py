@@ -23,6 +23,7 @@ from agreement.core import processbench
 from agreement.models import CalibrationStudy
 from agreement.views import AGREEMENT_PAGES, METRICS, export_forms, metric_rows, page_disagreements, study_for
 from annotation import access
+from annotation.middleware import refusals_into
 from annotation.models import Membership, Trace
 from scoring import services
 
@@ -85,15 +86,12 @@ def calibrations(request: HttpRequest, study_id: int) -> HttpResponse:
         if request.method == "POST":
             if form.is_valid():
                 d = form.cleaned_data
-                try:
+                with refusals_into(form):  # a refusal stands under its field; the form is shown again
                     cal = calibration.do_create_calibration(
                         study, name=d["name"], reference=d["reference"], candidates=d["candidates"], size=d["size"],
                         seed=d["seed"], allocation=d["allocation"], models=d["models"], domain=d["domain"],
                         profile_name=d["profile"], validation_fraction=d["validation_fraction"], note=d["note"],
                         user=request.user)
-                except calibration.CalibrationError as exc:
-                    form.add_error(exc.field if exc.field in form.fields else None, exc.message)
-                else:
                     messages.success(request, f"{cal.name}: {cal.items.count()} traces sampled.")
                     return redirect(cal.get_absolute_url())
             status = 400

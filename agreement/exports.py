@@ -94,14 +94,14 @@ def _source(request: ExportRequest, value: str | None, option: str = "--source")
     try:
         return ad.check_source(request.study, value)
     except ad.UnknownSource as exc:
-        raise ExportError(f"{option}: {exc}") from None
+        raise ExportError(f"{option}: {exc.message}") from None
 
 
 def _profile(request: ExportRequest):
     try:
         return services.resolve_profile(request.study, request.profile)
     except services.UnknownProfile as exc:
-        raise ExportError(f"--profile: {exc}") from None
+        raise ExportError(f"--profile: {exc.message}") from None
 
 
 def _profile_meta(profile) -> dict[str, Any]:

@@ -29,6 +29,7 @@ from agreement.models import CalibrationStudy
 from annotation import access
 from annotation.models import Membership, Study
 from reasonlib.ids import is_id
+from reasonlib.refusals import FieldInvalid
 from scoring import services
 from scoring.core.labels import INVALID, final_labels, human_consensus
 from scoring.models import ScoringProfile
@@ -41,13 +42,8 @@ CACHE_SECONDS = 24 * 3600
 MAX_SEED = 2**32 - 1
 
 
-class BadSelection(ValueError):
+class BadSelection(FieldInvalid):
     """A request parameter that names nothing in the study; str() starts with the field."""
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(f"{field}: {message}")
-        self.field = field
-        self.message = message
 
 
 # ---------------------------------------------------------------------------
@@ -142,16 +138,16 @@ def select(study: Study, params, *, calibration: CalibrationStudy | None = None)
         reference = ad.check_source(study, params.get("reference") or DEFAULT_REFERENCE, judges=judges,
                                     annotators=annotators)
     except ad.UnknownSource as exc:
-        raise BadSelection("reference", str(exc)) from None
+        raise BadSelection("reference", exc.message) from None
     raw = params.get("candidate") or default_candidate(study, judges)
     try:
         candidate = ad.check_source(study, raw, judges=judges, annotators=annotators)
     except ad.UnknownSource as exc:
-        raise BadSelection("candidate", str(exc)) from None
+        raise BadSelection("candidate", exc.message) from None
     try:
         profile = services.resolve_profile(study, params.get("profile"), profiles)
     except services.UnknownProfile as exc:
-        raise BadSelection("profile", str(exc)) from None
+        raise BadSelection("profile", exc.message) from None
     if calibration is None and params.get("calibration"):
         calibration = _calibration(study, params.get("calibration"))
     return Selection(study=study, reference=reference, candidate=candidate, profile=profile, profiles=profiles,

@@ -23,7 +23,7 @@ from agreement.models import CalibrationStudy
 from annotation import access, jobs
 from annotation.models import Job, Membership, Study, Trace
 from scoring import exports
-from scoring.export_jobs import NotReady, check_download, do_queue_export, open_download
+from scoring.export_jobs import check_download, do_queue_export, open_download
 
 AGREEMENT_PAGES = [
     ("scoring-agreement", "Judge vs reference"),
@@ -161,11 +161,8 @@ def annotators(request: HttpRequest, study_id: int) -> HttpResponse:
 @require_POST
 def export_create(request: HttpRequest, study_id: int) -> HttpResponse:
     study, membership = access.check_study(request.user, study_id)
-    try:
-        job = do_queue_export(study, membership, request.POST, user=request.user,
-                                                base_url=request.build_absolute_uri("/"))
-    except exports.ExportError as exc:
-        return HttpResponse(str(exc), status=400, content_type="text/plain")
+    job = do_queue_export(study, membership, request.POST, user=request.user,
+                          base_url=request.build_absolute_uri("/"))
     return redirect("scoring-export-job", study_id=study.pk, job_id=job.pk)
 
 
@@ -193,9 +190,6 @@ def export_job(request: HttpRequest, study_id: int, job_id: int) -> HttpResponse
 @require_GET
 def export_download(request: HttpRequest, study_id: int, job_id: int) -> HttpResponse:
     study, membership, job = _export_job(request, study_id, job_id)
-    try:
-        job = check_download(request.user, job.pk)
-    except NotReady as exc:
-        return HttpResponse(str(exc), status=409, content_type="text/plain")
+    job = check_download(request.user, job.pk)
     fh, name, ctype = open_download(job, manifest=request.GET.get("manifest") == "1")
     return FileResponse(fh, as_attachment=True, filename=name, content_type=ctype)

@@ -18,8 +18,9 @@ decides access itself. The rules (docs/review.md, docs/agreement.md):
 * A job may be cancelled by who started it, and by the study's owners and
   adjudicators.
 
-One refusal type, :class:`AccessDenied` (a ``PermissionDenied``), carries
-the answer; ``reasonaudit.urls.handler403`` renders it on the web and
+One refusal type, :class:`AccessDenied` (a ``PermissionDenied`` of the
+family of ``reasonlib.refusals``), carries the answer;
+``reasonaudit.urls.handler403`` renders it on the web and
 ``annotation.api.errors.exception_handler`` in the API, the same way.
 """
 
@@ -31,6 +32,7 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import F, Model, QuerySet
 
 from annotation.models import Job, Membership, Study, Trace
+from reasonlib.refusals import Refusal
 
 OWNER, ADJUDICATOR, ANNOTATOR = Membership.Role.OWNER, Membership.Role.ADJUDICATOR, Membership.Role.ANNOTATOR
 #: Who may change what a study's members do: role sets by operation kind.
@@ -39,22 +41,25 @@ ADJUDICATORS = (OWNER, ADJUDICATOR)
 
 M = TypeVar("M", bound=Model)
 
-class AccessDenied(PermissionDenied):
-    """The one refusal. ``outsider`` refusals are answered 404 with a message
-    that names no study; the others 403 with ``str(exc)``, which names the
-    role the operation needs."""
+class AccessDenied(Refusal, PermissionDenied):
+    """The refusal of access (of the family of reasonlib.refusals). ``outsider``
+    refusals are answered 404 with a message that names no study; the others
+    403 with ``str(exc)``, which names the role the operation needs."""
 
     def __init__(self, message: str, *, outsider: bool = False) -> None:
-        super().__init__(message)
-        self.message = message
+        super().__init__(message, code="not_found" if outsider else "forbidden")
         self.outsider = outsider
 
     @property
-    def status_code(self) -> int:
+    def status(self) -> int:  # type: ignore[override] - decided per refusal, not per class
         return 404 if self.outsider else 403
 
-    def __str__(self) -> str:
-        return self.message
+    @property
+    def status_code(self) -> int:
+        return self.status
+
+    def __reduce__(self):
+        return type(self), (self.message,), {"outsider": self.outsider}
 
 
 def not_found(what: str = "page") -> AccessDenied:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.template.loader import render_to_string
 from django.utils.safestring import mark_safe
 
@@ -51,13 +51,24 @@ def render_error(request: HttpRequest, status: int, reason: str = "", *, title: 
     return response
 
 
+def _api_error(status: int, detail: str) -> JsonResponse:
+    """The API's error body (docs/api.md, "Errors") for what no API view saw: an address under /api/ that
+    matches no endpoint (a malformed id such as ``jobs/null,null/`` included), a request that could not
+    be read."""
+    return JsonResponse({"detail": detail, "errors": []}, status=status)
+
+
 def page_not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
     """``handler404``: the page does not exist, or the viewer may not know that it does."""
+    if request.path.startswith("/api/"):
+        return _api_error(404, "Not found.")
     return render_error(request, 404, "there is no such page, or you are not a member of its study")
 
 
 def bad_request(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
     """``handler400`` (e.g. a request for a host not in ALLOWED_HOSTS, a malformed upload)."""
+    if request.path.startswith("/api/"):
+        return _api_error(400, "the request could not be read")
     return render_error(request, 400, "the request could not be read")
 
 

@@ -11,13 +11,14 @@ from django.db.models import Q
 from django.utils import timezone
 
 from annotation.models import Job
+from reasonlib.refusals import Conflicting
 
 _PROGRESS_TTL = 24 * 3600
 #: The error of a job that was created but could not be queued: it ends failed with it at once.
 BROKER_DOWN = "the task queue is not reachable; the job was not started (try again once it is up)"
 
 
-class RunConflict(Exception):
+class RunConflict(Conflicting):
     """Work of this kind is already in progress on the same thing (one run per judge or subject model,
     one probe per subject model). One exception for every kind of run: the API answers 409 with the message
     (annotation.api.errors), the web pages show it where the form was (annotation.middleware)."""

@@ -12,10 +12,11 @@ from django.utils.http import urlsafe_base64_encode
 
 from annotation.models import Membership, Study
 from annotation.services import generate_password
+from reasonlib.refusals import Invalid
 
 
-class MemberError(ValueError):
-    pass
+class MemberError(Invalid):
+    """A membership change refused (an unknown role or user, the last owner)."""
 
 
 @transaction.atomic

@@ -1,22 +1,33 @@
-"""The web side of the errors every kind of run shares, mapped once (the API maps the same
-exceptions in annotation.api.errors): a run already in progress (409) and a task queue that is
-down (503). A form post goes back to the page it came from with the message on top; an htmx
-request gets the status and the message as text, which the page shows in place."""
+"""The web's one rendering of the refusal family (reasonlib.refusals; the API renders the same refusals
+in annotation.api.errors, commands in runs.cli).
+
+A view that shows a form catches refusals into it with :func:`refusals_into`, so the message stands under
+its field (or above the form when it names none). Any other refusal that leaves a view is answered here,
+never as a 500: an htmx request gets the status and the text, which the page shows in place; a form post
+goes back to the page it came from with the text flashed on top; anything else gets the styled error page
+with the refusal's status. A task queue that is down is the 503 refusal. Access refusals
+(annotation.access.AccessDenied) are left to ``handler403``, which hides a study from outsiders.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from django import forms
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
-from django.shortcuts import render
 from django.utils.http import url_has_allowed_host_and_scheme
 from kombu.exceptions import OperationalError as BrokerError
 
-from annotation.jobs import RunConflict
+from annotation.access import AccessDenied
+from annotation.errors import render_error
+from reasonlib.refusals import Refusal, Unavailable
 
 BROKER_MESSAGE = "The task queue is not reachable; try again later."
 
 
-class RunErrorsMiddleware:
+class RefusalMiddleware:
     def __init__(self, get_response) -> None:
         self.get_response = get_response
 
@@ -24,11 +35,13 @@ class RunErrorsMiddleware:
         return self.get_response(request)
 
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
-        if isinstance(exception, RunConflict):
-            return respond(request, str(exception), 409)
         if isinstance(exception, BrokerError):
-            return respond(request, BROKER_MESSAGE, 503)
-        return None
+            exception = Unavailable(BROKER_MESSAGE)
+        if not isinstance(exception, Refusal) or isinstance(exception, AccessDenied):
+            return None
+        if request.path.startswith("/api/"):
+            return None  # DRF's handler answers there (a refusal outside a DRF view is a bug to see)
+        return respond(request, str(exception), exception.status)
 
 
 def respond(request: HttpRequest, message: str, status: int) -> HttpResponse:
@@ -39,4 +52,18 @@ def respond(request: HttpRequest, message: str, status: int) -> HttpResponse:
             back, allowed_hosts={request.get_host()}, require_https=request.is_secure()):
         messages.error(request, message)
         return HttpResponseRedirect(back)
-    return render(request, "annotation/run_error.html", {"reason": message}, status=status)
+    return render_error(request, status, message)
+
+
+@contextmanager
+def refusals_into(form: forms.BaseForm) -> Iterator[None]:
+    """Put a refusal raised inside the block under its field of ``form`` (above the form when the field is
+    not one of the form's); the view then shows the form again, as for its own validation errors."""
+    try:
+        yield
+    except Refusal as exc:
+        if isinstance(exc, AccessDenied):
+            raise
+        for field, message in exc.errors:
+            form.add_error(field if field in form.fields else None, message if field in form.fields
+                           else (f"{field}: {message}" if field else message))

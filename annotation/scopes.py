@@ -9,6 +9,7 @@ from collections.abc import Callable
 from django.db.models import QuerySet
 
 from annotation.models import Study, Trace
+from reasonlib.refusals import Invalid
 
 # (study, value) -> a queryset of the scope's trace ids (values("pk")); raises ScopeError on a bad value.
 TraceScope = Callable[[Study, str], QuerySet]
@@ -18,7 +19,7 @@ ScopeChoices = Callable[[Study], list[tuple[str, str]]]
 _CHOICES: dict[str, ScopeChoices] = {}
 
 
-class ScopeError(ValueError):
+class ScopeError(Invalid):
     """A scope value that names nothing of the study; the message says which."""
 
 

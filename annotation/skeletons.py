@@ -17,6 +17,7 @@ from django.utils import timezone
 from annotation import access, signals
 from annotation.models import Membership, Problem, Skeleton, SkeletonStep, Study
 from reasonlib.arithmetic import chain_claims, check_value, unlatex
+from reasonlib.refusals import Invalid
 
 # The paper's guidance: a skeleton lists the few assertions every correct
 # solution must establish.
@@ -26,12 +27,11 @@ TEXT_MAX = 2000
 CHECK_MAX = 500
 
 
-class SkeletonError(ValueError):
+class SkeletonError(Invalid):
     """Bad skeleton input; ``errors`` are (field, message) pairs."""
 
     def __init__(self, errors: list[tuple[str, str]]):
-        self.errors = errors
-        super().__init__("; ".join(f"{f}: {m}" if f else m for f, m in errors))
+        super().__init__(errors=errors)
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from annotation import access
+from annotation.api.schema import ARRAY_OF_OBJECTS
 from fidelity import runkinds
 from fidelity.models import FidelityRun
 from fidelity.report import item_rows, report, report_data
@@ -28,7 +29,7 @@ class StudyFidelityRuns(APIView):
     ``{"model", "suite"?, "axes"?, "per_problem"?, "problems"?, "seed"?}``; GET jobs/{job}/ follows it, its
     params hold the suite's report ("suite_report") once it is planned."""
 
-    @extend_schema(responses=OpenApiTypes.OBJECT)
+    @extend_schema(responses={200: ARRAY_OF_OBJECTS})
     def get(self, request, pk: int):
         study, _ = access.check_study(request.user, pk)
         runs = FidelityRun.objects.filter(suite__study=study).select_related("suite", "subject", "job").order_by("-pk")

@@ -13,6 +13,7 @@ from annotation import access
 from judges import serializers as s
 from judges import services
 from judges.models import JudgeConfig, JudgeRun
+from reasonlib.refusals import Refusal
 from runs import api as runs_api
 from runs.serializers import RunDetailSerializer
 
@@ -24,6 +25,8 @@ def _save(study, data: dict, *, judge=None, user=None) -> JudgeConfig:
         judge, _ = services.do_save_judge(study, data, judge=judge, user=user, prompt_version=prompt_version)
     except DjangoValidationError as exc:
         raise ValidationError(exc.message_dict) from None
+    except Refusal:
+        raise  # rendered with its own field (annotation.api.errors)
     except ValueError as exc:
         raise ValidationError({"prompt_version" if prompt_version else "non_field_errors": [str(exc)]}) from None
     return judge

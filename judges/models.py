@@ -130,7 +130,7 @@ class JudgeConfig(models.Model):
         try:
             check_endpoint(self.base_url, self.api_key_env)
         except OutboundRefused as exc:
-            raise ValidationError({exc.field: str(exc)}) from None
+            raise ValidationError({exc.field: exc.message}) from None
 
     @property
     def source(self) -> str:

@@ -21,6 +21,10 @@ class JudgeSerializer(HtmlUrlMixin, serializers.ModelSerializer):
                                             help_text="a new value makes a new prompt version")
     prompt_version = serializers.CharField(required=False, max_length=50,
                                            help_text="the prompt version to use (or to name a new template)")
+    # Blank until a run of an "auto" judge found what the server accepts: "" is one of its values.
+    output_mode_resolved = serializers.ChoiceField(choices=JudgeConfig.OutputMode.choices, allow_blank=True,
+                                                   read_only=True, help_text="what auto found the server "
+                                                   "accepts; empty until a run found it")
 
     class Meta:
         model = JudgeConfig

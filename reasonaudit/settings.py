@@ -95,7 +95,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
-    "annotation.middleware.RunErrorsMiddleware",
+    "annotation.middleware.RefusalMiddleware",  # one rendering of every refusal on the web
     "reasonaudit.url_ids.UrlIdRangeMiddleware",  # an id past 64 bits in a URL is a 404, not a driver's overflow
     # Innermost, so it sees every 4xx on its way out (CSRF refusals and 405s included): annotation/errors.py.
     "annotation.errors.ErrorPageMiddleware",
@@ -203,7 +203,7 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "annotation.api.schema.RefusalsSchema",  # every operation documents its errors
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
     "PAGE_SIZE": 50,
     "EXCEPTION_HANDLER": "annotation.api.errors.exception_handler",
@@ -323,9 +323,15 @@ RUN_PARALLEL_CHUNKS = env_int("RUN_PARALLEL_CHUNKS", 1, minimum=1)
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    # An expected refusal (a 4xx) is one line, not a traceback (reasonaudit/logs.py).
+    "filters": {"expected_refusals": {"()": "reasonaudit.logs.ExpectedRefusals"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["expected_refusals"]}},
     "root": {"handlers": ["console"], "level": "WARNING"},
-    "loggers": {"reasonaudit": {"level": "INFO"}, "annotation": {"level": "INFO"}},
+    "loggers": {
+        "reasonaudit": {"level": "INFO"}, "annotation": {"level": "INFO"},
+        # Django's own console handler (DEBUG) printed every record a second time beside the root's.
+        "django": {"handlers": [], "level": "INFO"},
+    },
 }
 
 # Live progress of long jobs goes through the cache, not the Job row: an import

@@ -16,12 +16,13 @@ import re
 from collections.abc import Sequence
 
 from reasonlib.ids import is_id
+from reasonlib.refusals import Invalid
 
 SYNTAX = "all | first:N | ids:A,B-C | pid:X,Y | sample:N@SEED"
 
 
-class FilterError(ValueError):
-    pass
+class FilterError(Invalid):
+    """A ``--problems`` filter that does not parse."""
 
 
 def _positions(spec: str) -> list[int]:

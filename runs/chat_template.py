@@ -26,10 +26,11 @@ from jinja2 import nodes
 from jinja2.ext import Extension, loopcontrols
 from jinja2.sandbox import ImmutableSandboxedEnvironment, safe_range
 
+from reasonlib.refusals import Invalid
 from runs import sandbox
 
 
-class ChatTemplateError(ValueError):
+class ChatTemplateError(Invalid):
     """A template that does not compile or refuses the conversation (its ``raise_exception``)."""
 
 

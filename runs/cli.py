@@ -17,10 +17,11 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from rest_framework import serializers
 
 from annotation import jobs
+from annotation.commands import RefusingCommand
 from annotation.management.commands._progress import Bar
 from annotation.models import Job, Study
 from runs import engine, kinds, params
@@ -76,7 +77,7 @@ def run_of(row: Any) -> Run:
     return row if isinstance(row, Run) else row.run
 
 
-class RunCommand(BaseCommand):
+class RunCommand(RefusingCommand):
     """A command that starts (or cancels) runs of one kind. A subclass adds its own arguments in
     ``add_kind_arguments`` and calls ``start_and_follow`` with a function that starts the run through
     the kind's service; ``describe`` and ``report`` say what was started and what it did."""

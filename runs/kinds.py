@@ -17,6 +17,7 @@ from rest_framework import serializers
 
 from annotation import scopes
 from annotation.models import Job, Study
+from reasonlib.refusals import Invalid
 from runs import engine, params
 from runs.models import Run
 from runs.params import ParamError
@@ -160,8 +161,15 @@ def _begin(kind: RunKind, study: Study, validated: dict[str, Any], given: dict[s
     try:
         with engine.overrides(concurrency=concurrency, request={"kind": kind.name, **given}):
             return kind.start(study, validated, user)
-    except ParamError as exc:
-        raise serializers.ValidationError({exc.field: [str(exc).removeprefix(f"{exc.field}: ")]}) from None
+    except Invalid as exc:
+        # A service's refusal of bad input (reasonlib.refusals.Invalid, ParamError among them) becomes a
+        # ValidationError naming its fields, as the serializer's own (each message once: the API prefixes the
+        # field itself). A RunConflict (409) and a broker that is down (503) pass through unchanged: every
+        # door renders them once.
+        detail: dict[str, list[str]] = {}
+        for field, message in exc.errors:
+            detail.setdefault(field or "non_field_errors", []).append(message)
+        raise serializers.ValidationError(detail) from None
     except ValueError as exc:
         field_name = getattr(exc, "field", None)
         if field_name:

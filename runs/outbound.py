@@ -34,6 +34,7 @@ import httpx2
 from django.conf import settings
 
 from reasonaudit.env import ANY_HOST, is_app_variable
+from reasonlib.refusals import Invalid
 from runs import deadline
 
 # Query parameters that carry credentials (Azure's api-key, signed URLs, tokens, ?pwd=, ?bearer=): refused
@@ -50,13 +51,12 @@ Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 
-class OutboundRefused(ValueError):
+class OutboundRefused(Invalid):
     """A model request or configuration the operator's policy does not allow; ``field`` names the
     configuration field at fault (``base_url`` or ``api_key_env``)."""
 
     def __init__(self, field: str, message: str) -> None:
-        super().__init__(message)
-        self.field = field
+        super().__init__(message, field=field)
 
 
 def model_keys() -> Mapping[str, Sequence[str]]:

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 
 from django.core.validators import MaxValueValidator, MinValueValidator
 
+from reasonlib.refusals import FieldInvalid
+
 
 @dataclass(frozen=True)
 class Limit:
@@ -56,12 +58,8 @@ LIMITS: dict[str, Limit] = {
 }
 
 
-class ParamError(ValueError):
+class ParamError(FieldInvalid):
     """A run parameter out of its range; the message starts with the field's name."""
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(f"{field}: {message}")
-        self.field = field
 
 
 def range_text(name: str) -> str:

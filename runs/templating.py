@@ -35,6 +35,7 @@ from django.template import Context, Engine, TemplateSyntaxError
 from django.template.base import Node, NodeList
 from django.template.defaulttags import ForNode
 
+from reasonlib.refusals import Invalid
 from runs import sandbox
 
 MAX_STEPS = 200_000  # a GSM8K 8-shot prompt takes about 50, a judge prompt of 100 steps about 500
@@ -47,7 +48,7 @@ MAX_SOURCE_CHARS = 200_000
 ENGINE = Engine(autoescape=False, string_if_invalid="", libraries={}, builtins=["runs.template_library"])
 
 
-class PromptTemplateError(ValueError):
+class PromptTemplateError(Invalid):
     """A prompt template that does not compile, or failed or went over a limit while rendering."""
 
 

@@ -21,6 +21,7 @@ from django.core.cache import cache
 
 from annotation import access, study_summary
 from annotation.models import Membership, Study, Trace
+from reasonlib.refusals import FieldInvalid
 from scoring import services, sources, storage
 from scoring.core import aggregate
 from scoring.core import scores as core_scores
@@ -55,13 +56,8 @@ RELATIVE_HAZARD_FIELDS = ["model"] + RELATIVE_HAZARD_COLUMNS
 RECOVERY_FIELDS = ["model"] + RECOVERY_SUMMARY_COLUMNS
 
 
-class BadFilter(ValueError):
+class BadFilter(FieldInvalid):
     """A filter value that names nothing in the study; str() starts with the field."""
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(f"{field}: {message}")
-        self.field = field
-        self.message = message
 
 
 # ---------------------------------------------------------------------------
@@ -128,11 +124,11 @@ def select(study: Study, params, membership: Membership | None = None) -> Select
     try:
         source = services.resolve_source(study, params.get("source"), judges)
     except sources.UnknownSource as exc:
-        raise BadFilter("source", str(exc)) from None
+        raise BadFilter("source", exc.message) from None
     try:
         profile = services.resolve_profile(study, params.get("profile"), profiles)
     except services.UnknownProfile as exc:
-        raise BadFilter("profile", str(exc)) from None
+        raise BadFilter("profile", exc.message) from None
     group = params.get("group") or "model"
     if group not in GROUPS:
         raise BadFilter("group", f"choose one of {', '.join(GROUPS)}")

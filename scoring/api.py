@@ -13,6 +13,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from annotation import access
+from annotation.api.schema import one_page
 from annotation.api.serializers import JobSerializer
 from annotation.models import Trace, TraceReview
 from scoring import analytics, services, sources
@@ -29,10 +30,7 @@ def _absolute(request, url: str) -> str:
 
 
 def _selection(request, study, membership, params=None) -> analytics.Selection:
-    try:
-        return analytics.select(study, request.query_params if params is None else params, membership)
-    except analytics.BadFilter as exc:
-        raise ValidationError({exc.field: [exc.message]}) from None
+    return analytics.select(study, request.query_params if params is None else params, membership)
 
 
 def _score_row(score: TraceScore, source: str, profile: str, request) -> dict:
@@ -62,16 +60,10 @@ class TraceScores(APIView):
                                                 study_path="study_id", what="trace")
         study = membership.study
         profiles = services.ensure_profiles(study)
-        try:
-            profile = services.resolve_profile(study, request.query_params.get("profile"), profiles)
-        except services.UnknownProfile as exc:
-            raise ValidationError({"profile": [str(exc)]}) from None
+        profile = services.resolve_profile(study, request.query_params.get("profile"), profiles)
         qs = TraceScore.objects.filter(trace=trace, score_set__profile=profile).select_related("score_set")
         if request.query_params.get("source"):
-            try:
-                source = sources.check_source(study, request.query_params["source"])
-            except sources.UnknownSource as exc:
-                raise ValidationError({"source": [str(exc)]}) from None
+            source = sources.check_source(study, request.query_params["source"])
             qs = qs.filter(score_set__source=source)
         finished = TraceReview.objects.filter(trace=trace, annotator=request.user, complete=True).exists()
         if not access.is_revealed(membership, finished):
@@ -169,7 +161,7 @@ def _check_params(params) -> None:
 
 
 class StudyProfiles(APIView):
-    @extend_schema(responses=ProfileSerializer(many=True))
+    @extend_schema(responses=one_page(ProfileSerializer, "ProfilePage"), operation_id="v1_studies_profiles_list")
     def get(self, request, pk: int):
         study, _ = access.check_study(request.user, pk)
         current = services.ensure_profiles(study)
@@ -230,10 +222,7 @@ class StudyScore(APIView):
         access.check_owner(membership)
         name = request.query_params.get("profile") or request.data.get("profile")
         if name:
-            try:
-                services.resolve_profile(study, name)
-            except services.UnknownProfile as exc:
-                raise ValidationError({"profile": [str(exc)]}) from None
+            services.resolve_profile(study, name)
         job = services.request_recompute(study, reason="requested through the API", user=request.user,
                                          profiles=[name] if name else None)
         job.refresh_from_db()

@@ -21,6 +21,7 @@ from django.urls import reverse
 
 from annotation import access, jobs
 from annotation.models import Job, Membership, Study
+from reasonlib.refusals import Conflicting
 from scoring import exports
 from scoring.exports import ExportError, ExportRequest, Table
 
@@ -157,7 +158,7 @@ def run_export_job(job_id: int, *, final_attempt: bool = True) -> dict[str, Any]
     return result
 
 
-class NotReady(Exception):
+class NotReady(Conflicting):
     """The export job has not (successfully) finished."""
 
 

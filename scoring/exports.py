@@ -32,6 +32,7 @@ import importlib
 import io
 import json
 import math
+import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,6 +43,7 @@ import pandas as pd
 
 from annotation import access
 from annotation.access import AccessDenied
+from reasonlib.refusals import Invalid
 from runs.version import code_version
 
 FORMATS = ("jsonl", "csv", "parquet")
@@ -53,8 +55,15 @@ PLANNED = ("scores", "labels", "hazard", "leaderboard", "agreement", "lucky-gues
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 
-class ExportError(ValueError):
-    """A request that cannot be exported; the message is shown to the user."""
+class ExportError(Invalid):
+    """A request that cannot be exported; the message is shown to the user as it was written. Raisers
+    write the field (or the command's option) first ("--profile: no profile named ..."), so the field is
+    read off the message; without one it is about ``what`` is exported."""
+
+    def __init__(self, message: str) -> None:
+        named = re.match(r"^-*([a-z_]+): (.*)$", message, re.S)
+        super().__init__(named.group(2) if named else message, field=named.group(1) if named else "what",
+                         said=message)
 
 
 class ExportForbidden(AccessDenied):

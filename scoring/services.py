@@ -22,6 +22,7 @@ from django.utils import timezone
 
 from annotation import jobs
 from annotation.models import Job, Study
+from reasonlib.refusals import Invalid
 from scoring.core.profile import ABLATIONS, DEFAULT, Profile
 from scoring.models import ScoringProfile
 
@@ -35,8 +36,10 @@ ABLATION_NAMES = tuple(ABLATIONS)
 PENDING_STALE = timedelta(minutes=10)
 
 
-class UnknownProfile(ValueError):
-    pass
+class UnknownProfile(Invalid):
+    """A profile name that names no current profile of the study."""
+
+    default_field = "profile"
 
 
 # ---------------------------------------------------------------------------

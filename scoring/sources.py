@@ -27,6 +27,7 @@ import pandas as pd
 from django.db import connection, transaction
 
 from annotation.models import Problem, Step, StepLabel, Study, Trace, TraceReview
+from reasonlib.refusals import Invalid
 from reasonlib.verifier.corrections import claim_keys
 from scoring.core.labels import INVALID, VALID, VERDICTS, final_labels, human_consensus
 
@@ -36,8 +37,10 @@ JUDGE_PREFIX = "judge:"
 STEP_COLUMNS = ["trace_id", "step", "verdict", "skeleton_refs"]
 
 
-class UnknownSource(ValueError):
+class UnknownSource(Invalid):
     """A source name that is malformed or names no judge of the study."""
+
+    default_field = "source"
 
 
 def judge_names(study: Study) -> list[str]:

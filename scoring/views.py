@@ -246,11 +246,8 @@ def export(request: HttpRequest, study_id: int) -> HttpResponse:
                "benchmark": request.GET.get("benchmark", "")},
     )
     safe = "".join(ch if ch.isalnum() or ch in "-_" else "-" for ch in study.name)[:60]
-    try:
-        return exports.download(req, fmt, manifest_only=request.GET.get("manifest") == "1",
-                                filename=f"{safe}-{what}.{fmt}")
-    except exports.ExportError as exc:
-        return HttpResponse(str(exc), status=400, content_type="text/plain")
+    return exports.download(req, fmt, manifest_only=request.GET.get("manifest") == "1",
+                            filename=f"{safe}-{what}.{fmt}")
 
 
 # ---------------------------------------------------------------------------

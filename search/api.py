@@ -18,7 +18,6 @@ from annotation import access
 from annotation.api.serializers import TraceListSerializer, annotators_per_trace_field
 from annotation.api.views import StudyTraces
 from annotation.models import Trace
-from annotation.review.queues import AssignError
 from judges.serializers import JudgeRunRequestSerializer
 from runs import api as runs_api
 from runs.serializers import RunDetailSerializer
@@ -62,10 +61,7 @@ class SearchTraces(StudyTraces):
 
     def _search(self) -> services.Search:
         study, membership = access.check_study(self.request.user, self.kwargs["pk"])
-        try:
-            return services.search(study, membership, self.request.query_params)
-        except SearchError as exc:
-            raise _invalid(exc) from None
+        return services.search(study, membership, self.request.query_params)
 
     def list(self, request, *args, **kwargs):
         s = self._search()
@@ -104,11 +100,8 @@ class StudyCohorts(APIView):
         study, membership = access.check_study(request.user, pk)
         data = CohortIn(data=request.data)
         data.is_valid(raise_exception=True)
-        try:
-            cohort = services.do_save_cohort(study, membership, name=data.validated_data["name"],
-                                             data=data.validated_data["query"], note=data.validated_data["note"])
-        except (SearchError, services.CohortError) as exc:
-            raise _invalid(exc) from None
+        cohort = services.do_save_cohort(study, membership, name=data.validated_data["name"],
+                                         data=data.validated_data["query"], note=data.validated_data["note"])
         return Response(CohortSerializer(cohort).data, status=status.HTTP_201_CREATED)
 
 
@@ -138,10 +131,7 @@ class CohortCompare(APIView):
         data = CompareIn(data=request.query_params)
         data.is_valid(raise_exception=True)
         b, _m = services.check_cohort(request.user, data.validated_data["b"])
-        try:
-            return Response(services.compare_cohorts(a, b))
-        except services.CohortError as exc:
-            raise _invalid(exc) from None
+        return Response(services.compare_cohorts(a, b))
 
 
 class CohortOwnerAction(APIView):
@@ -156,10 +146,7 @@ class CohortOwnerAction(APIView):
         access.check_owner(membership)
         data = self.serializer_class(data=request.data)
         data.is_valid(raise_exception=True)
-        try:
-            return self.act(request, cohort, data.validated_data)
-        except services.CohortError as exc:
-            raise _invalid(exc) from None
+        return self.act(request, cohort, data.validated_data)
 
     def act(self, request, cohort: Cohort, data: dict) -> Response:
         raise NotImplementedError
@@ -181,10 +168,7 @@ class CohortAssign(CohortOwnerAction):
         missing = set(data["annotators"]) - {u.username for u in users}
         if missing:
             raise ValidationError({"annotators": [f"no user named {sorted(missing)[0]!r}"]})
-        try:
-            n = services.do_assign_cohort(cohort, request.user, users, data["k"])
-        except AssignError as exc:
-            raise ValidationError({exc.field: [str(exc)]}) from None
+        n = services.do_assign_cohort(cohort, request.user, users, data["k"])
         return Response({"assigned": n}, status=status.HTTP_201_CREATED)
 
 
@@ -242,12 +226,9 @@ class StudyScanners(APIView):
         access.check_owner(membership)
         data = ScannerIn(data=request.data)
         data.is_valid(raise_exception=True)
-        try:
-            scanner = scanners.do_create_scanner(study, name=data.validated_data["name"],
-                                                 question=data.validated_data["question"],
-                                                 judge_name=data.validated_data["judge"], user=request.user)
-        except scanners.ScannerError as exc:
-            raise _scanner_invalid(exc) from None
+        scanner = scanners.do_create_scanner(study, name=data.validated_data["name"],
+                                             question=data.validated_data["question"],
+                                             judge_name=data.validated_data["judge"], user=request.user)
         return Response(ScannerSerializer(scanner).data, status=status.HTTP_201_CREATED)
 
 
@@ -296,11 +277,8 @@ class ScannerSample(APIView):
         access.check_adjudicator(membership)
         data = SampleIn(data=request.data)
         data.is_valid(raise_exception=True)
-        try:
-            n = scanners.do_draw_sample(scanner, data.validated_data["size"], seed=data.validated_data["seed"],
-                                        cohort=_cohort_of(scanner, data.validated_data["cohort"]))
-        except scanners.ScannerError as exc:
-            raise _scanner_invalid(exc) from None
+        n = scanners.do_draw_sample(scanner, data.validated_data["size"], seed=data.validated_data["seed"],
+                                    cohort=_cohort_of(scanner, data.validated_data["cohort"]))
         return Response({"added": n}, status=status.HTTP_201_CREATED)
 
 

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+from reasonlib.refusals import Invalid
 
-class SearchError(ValueError):
-    """Bad search input: ``errors`` maps each parameter to its messages."""
+
+class SearchError(Invalid):
+    """Bad search input, given as each parameter's messages; ``by_field`` gives them back so."""
 
     def __init__(self, errors: dict[str, list[str]]) -> None:
-        self.errors = errors
-        super().__init__("; ".join(f"{k}: {' '.join(v)}" for k, v in errors.items()))
+        super().__init__(errors=[(k, " ".join(v)) for k, v in errors.items()])
+
+    @property
+    def by_field(self) -> dict[str, list[str]]:
+        return {field: [message] for field, message in self.errors}
 
 
 def bad(field: str, message: str) -> SearchError:

@@ -15,6 +15,7 @@ from annotation import access, jobs
 from annotation.models import Job, Membership, Study, Trace
 from annotation.review.visibility import sees_everything
 from reasonlib.ids import is_id
+from reasonlib.refusals import FieldInvalid
 from runs import engine
 from runs.engine import ACTIVE
 from search.core.validation import Validation, validate
@@ -28,10 +29,8 @@ TEST_PER_MILLE = 500
 MAX_SAMPLE = 2000
 
 
-class ScannerError(ValueError):
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(f"{field}: {message}")
-        self.field, self.message = field, message
+class ScannerError(FieldInvalid):
+    """A scanner, its run or its sample refused; names the field at fault."""
 
 
 def check_scanner(user, pk: int) -> tuple[Scanner, Membership]:

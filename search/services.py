@@ -16,6 +16,7 @@ from annotation import access
 from annotation.models import Membership, Step, StepLabel, Study, Trace
 from annotation.review.queues import do_assign
 from reasonlib.ids import is_id
+from reasonlib.refusals import FieldInvalid
 from search import backends
 from search.core import query as ql
 from search.core.regex import Budget, BudgetSpent
@@ -246,10 +247,8 @@ def _step_hit(trace_pk: int, index: int, marked: str, channel: str) -> Hit:
 # Cohorts
 
 
-class CohortError(ValueError):
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(f"{field}: {message}")
-        self.field, self.message = field, message
+class CohortError(FieldInvalid):
+    """A cohort, or a use of one, refused; names the field at fault."""
 
 
 def do_save_cohort(study: Study, membership: Membership, *, name: str, data, note: str = "") -> Cohort:

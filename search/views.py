@@ -18,6 +18,7 @@ from annotation.review.queues import AssignError
 from annotation.review.visibility import sees_everything
 from annotation.views import member_view
 from reasonlib.ids import is_id
+from runs import params
 from runs.version import code_version
 from runs.views import page_fields, start_from_page
 from scoring import exports
@@ -58,7 +59,7 @@ def search_page(request: HttpRequest, study_id: int) -> HttpResponse:
         hits = services.hits(s, list(page))
         notes = s.notes
     except SearchError as exc:
-        errors = exc.errors
+        errors = exc.by_field
     for t in page or []:
         t.hits = hits.get(t.pk, [])
     context = {
@@ -86,11 +87,8 @@ def download(request: HttpRequest, study_id: int) -> HttpResponse:
     # A search reads the whole URL as the search page does (services.search_params drops the switches).
     extra = {"query": request.GET.urlencode()} if what == "search" else {k: request.GET.get(k, "") for k in DOWNLOADS[what]}
     req = exports.ExportRequest(study=study, what=what, membership=membership, extra=extra)
-    try:
-        return exports.download(req, request.GET.get("format") or "csv",
-                                manifest_only=request.GET.get("manifest") == "1")
-    except exports.ExportError as exc:
-        return HttpResponse(str(exc), status=400, content_type="text/plain")
+    return exports.download(req, request.GET.get("format") or "csv",
+                            manifest_only=request.GET.get("manifest") == "1")
 
 
 @member_view
@@ -249,6 +247,17 @@ def scanner_run(request: HttpRequest, pk: int) -> HttpResponse:
     access.check_owner(membership)
     return start_from_page(request, scanner.study, "scanner", {"scanner": scanner.name},
                            back=scanner.get_absolute_url())
+
+
+def _number(data, field: str) -> float | None:
+    """The posted number ``field`` in its declared range (runs.params; None when empty), else a refusal
+    naming the field."""
+    text = (data.get(field) or "").strip()
+    try:
+        value = float(text) if text else None
+    except ValueError:
+        raise params.ParamError(field, f"must be a number, got {text!r}") from None
+    return params.check(field, value)
 
 
 @member_view

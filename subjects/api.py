@@ -11,6 +11,7 @@ from rest_framework.views import APIView
 
 from annotation import access
 from annotation.api.serializers import JobSerializer
+from reasonlib.refusals import Refusal
 from runs import api as runs_api
 from runs.serializers import RunDetailSerializer
 from subjects import serializers as s
@@ -30,6 +31,8 @@ def _save(study, data: dict, *, subject: SubjectModel | None = None, user=None) 
         subject, _ = services.do_save_subject(study, data, subject=subject)
     except DjangoValidationError as exc:
         raise ValidationError(exc.message_dict) from None
+    except Refusal:
+        raise  # rendered with its field and status (annotation.api.errors); 502 when the server does not answer
     except ValueError as exc:
         raise ValidationError({"non_field_errors": [str(exc)]}) from None
     if check and "base_url" in data:
@@ -40,6 +43,7 @@ def _save(study, data: dict, *, subject: SubjectModel | None = None, user=None) 
 class StudySubjectModels(generics.ListCreateAPIView):
     """GET: the study's subject models (members). POST: a new one (owners)."""
 
+    refusal_statuses = (502,)  # the model server named does not answer (annotation.api.schema)
     serializer_class = s.SubjectModelSerializer
 
     def get_queryset(self):
@@ -56,6 +60,8 @@ class StudySubjectModels(generics.ListCreateAPIView):
 
 
 class SubjectModelDetail(APIView):
+    refusal_statuses = (502,)  # the model server named does not answer (annotation.api.schema)
+
     @extend_schema(responses=s.SubjectModelSerializer)
     def get(self, request, pk: int):
         subject, _ = services.check_subject(request.user, pk)
@@ -133,10 +139,7 @@ class StudyPromptTemplates(generics.ListAPIView):
         ser.is_valid(raise_exception=True)
         data = ser.validated_data
         before = PromptTemplate.objects.filter(study=study, name=data["name"]).count()
-        try:
-            saved = services.do_save_template(study, data["name"], data["template"], exemplars=data.get("exemplars"))
-        except services.TemplateInvalid as exc:
-            raise _template_invalid(exc) from None
+        saved = services.do_save_template(study, data["name"], data["template"], exemplars=data.get("exemplars"))
         created = PromptTemplate.objects.filter(study=study, name=data["name"]).count() > before
         return Response(s.PromptTemplateSerializer(saved, context={"request": request}).data,
                         status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
@@ -165,9 +168,6 @@ class PromptTemplatePreview(APIView):
         ser = s.PromptTemplatePreviewSerializer(data=request.data)
         ser.is_valid(raise_exception=True)
         data = ser.validated_data
-        try:
-            preview = services.preview_template(study, data["template"], data["exemplars"],
-                                                problem_id=data["problem_id"] or None)
-        except services.TemplateInvalid as exc:
-            raise _template_invalid(exc) from None
+        preview = services.preview_template(study, data["template"], data["exemplars"],
+                                            problem_id=data["problem_id"] or None)
         return Response({"problem_id": preview.problem_id, "text": preview.text})

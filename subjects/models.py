@@ -172,7 +172,7 @@ class SubjectModel(models.Model):
         try:
             check_endpoint(self.base_url, self.api_key_env)
         except OutboundRefused as exc:
-            raise ValidationError({exc.field: str(exc)}) from None
+            raise ValidationError({exc.field: exc.message}) from None
 
     def server(self) -> ModelServer:
         """The plain server configuration the continuation service and the probe take."""

@@ -20,6 +20,7 @@ from annotation import access, jobs, scopes
 from annotation.models import Job, Membership, Problem, Study, Trace
 from reasonlib import selection
 from reasonlib.parsing import normalize_answer
+from reasonlib.refusals import Invalid, Refusal
 from runs import deadline, engine
 from runs.chat_template import ChatTemplateError, TemplateSource, compile_template, template_from_text
 from runs.continuation import ProbeResult, ServerUnreachable, probe_model
@@ -46,8 +47,12 @@ FIELDS = ("name", "base_url", "model", "api_key_env", "api", "system_prompt", "p
 PROBED_FIELDS = ("base_url", "model", "api_key_env", "chat_template", "eos_token")
 
 
-class Unreachable(Exception):
-    """The base URL did not answer (``GET /models``, or any request of a probe)."""
+class Unreachable(Refusal):
+    """The base URL did not answer (``GET /models``, or any request of a probe): the server the request
+    names is at fault, hence a bad gateway (502), not a bad request."""
+
+    status = 502
+    code = "bad_gateway"
 
 
 class ProbeFailed(Exception):
@@ -99,12 +104,11 @@ def find_template(study: Study, name: str, version: int | None = None) -> Prompt
     return template
 
 
-class TemplateInvalid(ValueError):
+class TemplateInvalid(Invalid):
     """A prompt template (or its preview) refused, naming the field at fault."""
 
     def __init__(self, field: str, message: str) -> None:
-        super().__init__(message)
-        self.field = field
+        super().__init__(message, field=field)
 
 
 def validate_template(name: str | None, template: str, exemplars: Any, *, system: bool = False) -> list[dict]:
@@ -211,8 +215,8 @@ def check_reachable(base_url: str, *, timeout: float = 10.0) -> None:
         check_endpoint(base_url, "")
         with guarded_client(timeout) as client, deadline.total(timeout):  # redirects included
             client.get(url)
-    except OutboundRefused as exc:
-        raise ValueError(f"base_url: {exc}") from None
+    except OutboundRefused:
+        raise  # a refusal naming base_url (the family of reasonlib.refusals)
     except httpx2.HTTPError:
         raise Unreachable(f"no model server answered at {redact_url(base_url)} (GET /models); save without the "
                           "check to keep it anyway") from None

@@ -18,6 +18,7 @@ from django.utils.dateparse import parse_datetime
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from annotation import access, jobs
+from annotation.middleware import refusals_into
 from runs.views import start_from_page
 from subjects import services
 from subjects.forms import GenerationForm, PromptTemplateForm, SubjectModelForm
@@ -106,7 +107,7 @@ def subject_model_probe(request: HttpRequest, subject_id: int) -> HttpResponse:
     request); the page follows it and shows the result when it ends."""
     subject, membership = services.check_subject(request.user, subject_id)
     services.check_owner(membership)
-    services.do_start_probe(subject, user=request.user)  # a conflict or a queue that is down: RunErrorsMiddleware
+    services.do_start_probe(subject, user=request.user)  # a conflict or a queue that is down: RefusalMiddleware
     return redirect("subject-model", subject_id=subject.pk)
 
 
@@ -146,11 +147,8 @@ def _save_template(request: HttpRequest, study, membership, current: PromptTempl
     form = PromptTemplateForm(request.POST)
     if form.is_valid():
         data = form.cleaned_data
-        try:
+        with refusals_into(form):  # a refusal stands under its field; the form is shown again
             saved = services.do_save_template(study, data["name"], data["template"], exemplars=data["exemplars"])
-        except services.TemplateInvalid as exc:
-            form.add_error(exc.field if exc.field in form.fields else None, str(exc))
-        else:
             messages.success(request, f"Prompt template {saved.name} v{saved.version} saved.")
             return redirect("prompt-template", template_id=saved.pk)
     return render(request, "subjects/templates.html", _template_context(request, study, membership, form, current),

@@ -19,13 +19,15 @@ import string
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from reasonlib.refusals import Invalid
+
 POOL = string.digits + string.ascii_uppercase + string.ascii_lowercase  # the 62 single-token characters
 VARIANTS = ("all", "num", "op")
 MODES = ("repo", "clean")
 _BLANK = frozenset(" \n")
 
 
-class RemapError(ValueError):
+class RemapError(Invalid):
     """The instance cannot be remapped (more symbols than the pool holds)."""
 
 

@@ -1,17 +1,24 @@
-"""Every API error has the same JSON shape: {"detail": ..., "errors": [...]}."""
+"""Every API error has the same JSON shape: {"detail": ..., "errors": [{"field", "message"}, ...]}.
+
+The one REST rendering of the refusal family (reasonlib.refusals): a domain refusal answers its own
+status with its text, so no endpoint maps a domain exception by hand. DRF's own exceptions (a serializer's
+ValidationError, 401, 404, 405, 415, throttling) get the same body.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 from kombu.exceptions import OperationalError as BrokerError
-from rest_framework import status
 from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_handler
 
 from annotation.access import AccessDenied
-from annotation.jobs import RunConflict
+from reasonlib.refusals import Refusal, Unavailable
+
+#: What a down task queue answers, on every door.
+BROKER_MESSAGE = "the task queue is not reachable; try again later"
 
 
 def _flatten(detail: Any, prefix: str = "") -> list[dict[str, str]]:
@@ -32,19 +39,21 @@ def _flatten(detail: Any, prefix: str = "") -> list[dict[str, str]]:
     return [{"field": prefix, "message": str(detail)}]
 
 
+def refusal_body(refusal: Refusal) -> dict[str, Any]:
+    """The documented body of a refusal (docs/api.md, "Errors"). An outsider learns nothing: DRF's
+    plain "Not found."."""
+    if isinstance(refusal, AccessDenied):
+        return {"detail": "Not found." if refusal.outsider else refusal.text, "errors": []}
+    # Bad input lists every field's message; other refusals only the fields they name (a stale version).
+    errors = [{"field": f, "message": m} for f, m in refusal.errors if f or refusal.status == 400]
+    return {"detail": refusal.text, "errors": errors}
+
+
 def exception_handler(exc, context):
-    if isinstance(exc, AccessDenied):
-        # Rendered as on the web (annotation.views.permission_denied): an
-        # outsider gets DRF's plain 404, a member the reason and the role.
-        detail = "Not found." if exc.outsider else str(exc)
-        return Response({"detail": detail, "errors": []}, status=exc.status_code)
-    if isinstance(exc, RunConflict):
-        return Response({"detail": str(exc), "errors": []}, status=status.HTTP_409_CONFLICT)
     if isinstance(exc, BrokerError):
-        return Response(
-            {"detail": "the task queue is not reachable; try again later", "errors": []},
-            status=status.HTTP_503_SERVICE_UNAVAILABLE,
-        )
+        exc = Unavailable(BROKER_MESSAGE)
+    if isinstance(exc, Refusal):
+        return Response(refusal_body(exc), status=exc.status)
     response = drf_handler(exc, context)
     if response is None:
         return None

@@ -28,7 +28,7 @@ def _free_study_name(name: str, instance: Study | None) -> str:
 
 class StudySerializer(HtmlUrlMixin, serializers.ModelSerializer):
     role = serializers.SerializerMethodField()
-    primary_judge = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    primary_judge = serializers.SlugRelatedField(slug_field="name", read_only=True, allow_null=True)  # none chosen
 
     class Meta:
         model = Study
@@ -164,8 +164,9 @@ class SkeletonStepSerializer(serializers.ModelSerializer):
 
 class SkeletonSerializer(serializers.ModelSerializer):
     steps = SkeletonStepSerializer(many=True, read_only=True)
-    created_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
-    approved_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    # Null for a skeleton imported with its problem (no author) and for one not approved yet.
+    created_by = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
+    approved_by = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
     is_current = serializers.SerializerMethodField(help_text="the problem's approved skeleton (sets L_gold)")
     html_url = serializers.SerializerMethodField()
 

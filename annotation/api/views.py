@@ -30,11 +30,11 @@ from annotation.models import (
     TraceReview,
 )
 from annotation.review.adjudication import disagreement_steps, do_adjudicate
-from annotation.review.base import UNSET, VIA_API, Conflict, ReviewError
+from annotation.review.base import UNSET, VIA_API
 from annotation.review.filters import filter_traces, parse_flag
 from annotation.review.labels import LabelIn, do_save_labels
 from annotation.review.progress import annotator_progress
-from annotation.review.queues import AssignError, do_assign
+from annotation.review.queues import do_assign
 from annotation.review.visibility import is_revealed, source_name, visible_labels
 
 
@@ -106,7 +106,9 @@ class JobDetail(APIView):
         job, _ = access.check_job(request.user, pk, kinds=self.kinds)
         return Response(s.JobSerializer(job, context={"request": request}).data)
 
-    @extend_schema(responses=s.JobSerializer)
+    @extend_schema(responses={200: s.JobSerializer}, summary="Cancel the job",
+                   description="Cancels the job (who started it, owners and adjudicators); the job is kept and "
+                               "answered with its status (cancelled, or still running until its worker stops).")
     def delete(self, request, pk: int):
         job, membership = access.check_job(request.user, pk, kinds=self.kinds)
         access.check_cancel_job(request.user, job, membership)
@@ -123,14 +125,6 @@ def _error(status_code: int, detail: str, errors: list[tuple[str, str]] | None =
     return Response({"detail": detail, "errors": [{"field": f, "message": m} for f, m in errors or []]},
                     status=status_code)
 
-
-def _invalid(exc: ReviewError | skeletons.SkeletonError) -> Response:
-    field, message = exc.errors[0]
-    return _error(status.HTTP_400_BAD_REQUEST, f"{field}: {message}" if field else message, exc.errors)
-
-
-def _conflict(exc: Conflict) -> Response:
-    return _error(status.HTTP_409_CONFLICT, str(exc), [("version", f"the current version is {exc.current_version}")])
 
 
 def _trace_and_membership(user, pk: int) -> tuple[Trace, Membership]:
@@ -214,19 +208,14 @@ class TraceLabels(APIView):
         ser = s.LabelsSerializer(data=request.data)
         ser.is_valid(raise_exception=True)
         data = ser.validated_data
-        try:
-            do_save_labels(
-                trace, request.user, version=data["version"], complete=data.get("complete"),
-                rating=data["rating"] if "rating" in data else UNSET,
-                labels=[LabelIn(lab["step"], lab["verdict"], lab["skeleton_refs"], lab["note"])
-                        for lab in data["labels"]],
-                answer_correct=data["answer_correct"] if "answer_correct" in data else UNSET,
-                via=VIA_API,
-            )
-        except ReviewError as exc:
-            return _invalid(exc)
-        except Conflict as exc:
-            return _conflict(exc)
+        do_save_labels(
+            trace, request.user, version=data["version"], complete=data.get("complete"),
+            rating=data["rating"] if "rating" in data else UNSET,
+            labels=[LabelIn(lab["step"], lab["verdict"], lab["skeleton_refs"], lab["note"])
+                    for lab in data["labels"]],
+            answer_correct=data["answer_correct"] if "answer_correct" in data else UNSET,
+            via=VIA_API,
+        )
         trace.refresh_from_db(fields=["answer_correct", "answer_origin"])
         return Response(self._state(request, trace))
 
@@ -302,11 +291,8 @@ class ProblemSkeletons(APIView):
         approve = ser.validated_data["status"] == "approved"
         if approve:
             access.check_adjudicator(membership, "approving a skeleton")
-        try:
-            sk = skeletons.do_save_skeleton(problem, request.user, ser.validated_data["steps"],
-                                            note=ser.validated_data["note"], approve=approve)
-        except skeletons.SkeletonError as exc:
-            return _invalid(exc)
+        sk = skeletons.do_save_skeleton(problem, request.user, ser.validated_data["steps"],
+                                        note=ser.validated_data["note"], approve=approve)
         sk = Skeleton.objects.select_related("problem", "created_by", "approved_by").get(pk=sk.pk)
         return Response(s.SkeletonSerializer(sk, context={"request": request}).data, status=status.HTTP_201_CREATED)
 
@@ -352,6 +338,7 @@ class StudyDisagreements(generics.GenericAPIView):
 
     serializer_class = s.DisagreementSerializer
 
+    @extend_schema(responses=s.DisagreementSerializer(many=True))  # a page of rows
     def get(self, request, pk: int):
         study, membership = access.check_study(request.user, pk)
         access.check_adjudicator(membership, "adjudication")
@@ -389,13 +376,8 @@ class StepAdjudication(APIView):
         ser = s.AdjudicationSerializer(data=request.data)
         ser.is_valid(raise_exception=True)
         d = ser.validated_data
-        try:
-            do_adjudicate(step, request.user, version=d["version"], verdict=d["verdict"],
-                                 skeleton_refs=d["skeleton_refs"], reason=d["reason"], via=VIA_API)
-        except ReviewError as exc:
-            return _invalid(exc)
-        except Conflict as exc:
-            return _conflict(exc)
+        do_adjudicate(step, request.user, version=d["version"], verdict=d["verdict"],
+                      skeleton_refs=d["skeleton_refs"], reason=d["reason"], via=VIA_API)
         return Response(self._row(request, step))
 
 
@@ -408,6 +390,7 @@ class StudyQueue(generics.GenericAPIView):
 
     serializer_class = s.QueueItemSerializer
 
+    @extend_schema(responses=s.QueueItemSerializer(many=True))  # a page of rows
     def get(self, request, pk: int):
         study, membership = access.check_study(request.user, pk)
         mine = TraceReview.objects.filter(trace=OuterRef("trace"), annotator=request.user)
@@ -442,11 +425,8 @@ class StudyAssignments(APIView):
         missing = [u for u in d["annotators"] if u not in users]
         if missing:
             return _error(400, f"annotators: no user named {missing[0]!r}", [("annotators", f"unknown: {', '.join(missing)}")])
-        try:
-            n = do_assign(study, request.user, [users[u] for u in d["annotators"]], d["k"],
-                                 stratify=d["stratify"], only_unassigned=d["only_unassigned"])
-        except AssignError as exc:
-            return _error(400, str(exc), [(exc.field, str(exc))])
+        n = do_assign(study, request.user, [users[u] for u in d["annotators"]], d["k"],
+                      stratify=d["stratify"], only_unassigned=d["only_unassigned"])
         return Response({"created": n, "progress": annotator_progress(study)}, status=status.HTTP_201_CREATED)
 
 
@@ -463,8 +443,5 @@ class StudyMembers(APIView):
         access.check_owner(membership, "managing members")
         ser = s.MemberRequestSerializer(data=request.data)
         ser.is_valid(raise_exception=True)
-        try:
-            m, _ = members.do_set_role(study, ser.validated_data["username"], ser.validated_data["role"])
-        except members.MemberError as exc:
-            return _error(400, str(exc), [("username", str(exc))])
+        m, _ = members.do_set_role(study, ser.validated_data["username"], ser.validated_data["role"])
         return Response(s.MembershipSerializer(m).data)

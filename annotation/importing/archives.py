@@ -13,11 +13,13 @@ import tarfile
 import zipfile
 from pathlib import Path, PurePosixPath
 
+from reasonlib.refusals import Invalid
+
 ARCHIVE_SUFFIXES = (".zip", ".tar", ".tar.gz", ".tgz")
 
 
-class ArchiveError(ValueError):
-    pass
+class ArchiveError(Invalid):
+    """An upload archive refused (a member outside its folder, too many or too large members)."""
 
 
 def is_archive(name: str) -> bool:

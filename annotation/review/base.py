@@ -9,26 +9,27 @@ from django.db import transaction
 
 from annotation import signals
 from annotation.models import Study
+from reasonlib.refusals import Conflicting, Invalid
 
 VIA_WEB, VIA_API = "web", "api"
 NOTE_MAX = 5000
 UNSET = object()
 
 
-class ReviewError(ValueError):
+class ReviewError(Invalid):
     """Bad input; ``errors`` are (field, message) pairs."""
 
     def __init__(self, errors: list[tuple[str, str]]):
-        self.errors = errors
-        super().__init__("; ".join(f"{f}: {m}" if f else m for f, m in errors))
+        super().__init__(errors=errors)
 
 
-class Conflict(Exception):
-    """The version a save started from is stale; nothing was written."""
+class Conflict(Conflicting):
+    """The version a save started from is stale; nothing was written. ``str()`` is the message; the
+    ``version`` field's error gives the current version."""
 
     def __init__(self, message: str, current_version: int):
+        super().__init__(errors=[("version", f"the current version is {current_version}")], said=message)
         self.current_version = current_version
-        super().__init__(message)
 
 
 def send_data_changed(study_id: int) -> None:

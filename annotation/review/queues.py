@@ -11,6 +11,7 @@ from django.db.models import Exists, Max, OuterRef, Q
 from django.utils import timezone
 
 from annotation.models import Assignment, Membership, Study, Trace, TraceReview
+from reasonlib.refusals import Invalid
 
 
 def _done_or_skipped(user) -> Exists:
@@ -45,13 +46,12 @@ def next_trace_id(study: Study, user, after: Trace | None = None) -> int | None:
     return todo.values_list("pk", flat=True).first()
 
 
-class AssignError(ValueError):
+class AssignError(Invalid):
     """An assignment refused; ``field`` is the parameter at fault (``annotators`` or ``k``), so every road
     names the same one."""
 
     def __init__(self, message: str, field: str = "annotators") -> None:
-        super().__init__(message)
-        self.field = field
+        super().__init__(message, field=field)
 
 
 #: Annotators per trace (``k``) in one assignment: one declaration of the range for the review page's form,

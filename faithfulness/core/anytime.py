@@ -18,6 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from reasonlib.refusals import Invalid
+
 TOKENS, STEPS = "tokens", "steps"
 THINKING = "thinking"  # tokens of the thought only (faithfulness.core.early: thinking budgets)
 UNITS = (TOKENS, STEPS, THINKING)
@@ -30,7 +32,7 @@ DEFAULT_TOKEN_GRID = "tokens:64,128,256,512,1024,2048,full"
 DEFAULT_STEP_GRID = "steps:1,2,3,5,8,full"
 
 
-class GridError(ValueError):
+class GridError(Invalid):
     pass
 
 

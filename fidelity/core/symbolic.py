@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
+from reasonlib.refusals import Invalid
+
 MAX_DRAWS = 1000
 # Bounds of the interpreter (docs/fidelity.md): templates are user files, so no expression may take
 # unbounded time or memory. Checked before the work where it can be (range, **, round), else on
@@ -49,7 +51,7 @@ _PLACEHOLDER = re.compile(r"\{(\w+)(?:,[^{}]*)?\}")
 _SECTION = re.compile(r"^#(init|conditions|answer)\s*:\s*(.*)$")
 
 
-class TemplateError(ValueError):
+class TemplateError(Invalid):
     """A template that cannot be parsed or instantiated."""
 
 

@@ -18,6 +18,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from reasonlib.refusals import Invalid
+
 MAX_QUERY_CHARS = 500
 MAX_ITEMS = 32
 
@@ -25,7 +27,7 @@ MAX_ITEMS = 32
 _WORD = re.compile(r"[^\W_]+")
 
 
-class QueryError(ValueError):
+class QueryError(Invalid):
     """A query that cannot be searched; the message says why, for the ``q`` field."""
 
 

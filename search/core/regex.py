@@ -9,11 +9,13 @@ from dataclasses import dataclass, field
 
 import regex
 
+from reasonlib.refusals import Invalid
+
 MAX_PATTERN_CHARS = 200
 MATCH_TIMEOUT_S = 0.05
 
 
-class RegexError(ValueError):
+class RegexError(Invalid):
     """A pattern refused; the message names the problem for the ``re`` field."""
 
 

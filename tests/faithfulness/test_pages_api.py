@@ -140,3 +140,20 @@ def test_the_kinds_of_an_intervention_run_may_be_a_json_list(client, owner, gene
         bad = client.post(url, {"what": "interventions", "model": "tiny", "kinds": bad_kinds},
                           content_type="application/json")
         assert bad.status_code == 400 and bad.json()["errors"][0]["field"] == "kinds", bad_kinds
+
+
+def test_a_cohort_without_the_models_traces_is_refused_naming_the_field_once(client, owner, generated, study):
+    """The refusal is rendered once (annotation.api.errors): "cohort: cohort N holds none ...", not
+    "cohort: cohort: cohort N ..." as when runs.kinds re-prefixed the refusal's text."""
+    from annotation.models import Membership
+    from search.services import do_save_cohort
+
+    cohort = do_save_cohort(study, Membership.objects.get(study=study, user=owner), name="empty", data={})
+    cohort.members.all().delete()
+    client.force_login(owner)
+    bad = client.post(reverse("api-study-faithfulness-runs", args=[study.pk]),
+                      {"what": "anytime", "model": "tiny", "budgets": "steps:1,full", "cohort": str(cohort.pk)},
+                      content_type="application/json")
+    assert bad.status_code == 400
+    assert bad.json()["detail"].startswith(f"cohort: cohort {cohort.pk} holds none of subject model tiny")
+    assert bad.json()["errors"][0] == {"field": "cohort", "message": bad.json()["detail"].removeprefix("cohort: ")}

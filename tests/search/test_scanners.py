@@ -286,3 +286,26 @@ def test_scan_refuses_a_bad_sample_before_running(study, scanner):
     with pytest.raises(CommandError, match="--answers-from-labels: choose"):
         call_command("scan", "--study", study.name, "--scanner", "waits", "--answers-from-labels", "nobody")
     assert not ScannerRun.objects.exists()
+
+
+def test_the_scanner_page_refuses_an_unknown_cohort_instead_of_scanning_the_whole_study(study, owner, scanner):
+    """Was: an unknown cohort id read as "no cohort" and the whole study was scanned. Now the refusal of
+    the runs page and the API (400 naming ``cohort``), shown as a flash on the page the form was on."""
+    from django.urls import reverse
+
+    from tests.conftest import signed_in
+
+    web = signed_in(owner)
+    url = reverse("search-scanner-run", args=[scanner.pk])
+    page = scanner.get_absolute_url()
+    answer = web.post(url, {"cohort": "999999"}, HTTP_REFERER=f"http://testserver{page}")
+    assert answer.status_code == 302 and answer["Location"].endswith(page)
+    assert not ScannerRun.objects.exists()
+    shown = web.get(page).content.decode()
+    assert "cohort: " in shown and "999999" in shown
+    # Without a page to go back to: the styled error page with the status, never a 500.
+    answer = web.post(url, {"cohort": "999999"})
+    assert answer.status_code == 400 and "999999" in answer.content.decode()
+    answer = web.post(url, {"budget_usd": "1e9"})
+    assert answer.status_code == 400 and "budget_usd: must lie in 0..100000" in answer.content.decode()
+    assert not ScannerRun.objects.exists()

@@ -105,7 +105,7 @@ def test_bad_input_names_the_parameter(study, owner_m, traces):
     for field, (value, message) in cases.items():
         with pytest.raises(SearchError) as exc:
             ids(study, owner_m, **{field: value})
-        assert field in exc.value.errors and message in " ".join(exc.value.errors[field]), (field, exc.value.errors)
+        assert field in exc.value.by_field and message in " ".join(exc.value.by_field[field]), (field, exc.value.errors)
 
 
 def test_structured_filters(study, owner, owner_m, traces):

@@ -1,10 +1,11 @@
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from annotation import services
+from annotation.commands import RefusingCommand
 from annotation.models import Membership, Study
 
 
-class Command(BaseCommand):
+class Command(RefusingCommand):
     help = "Create the user if missing and set their role in a study."
 
     def add_arguments(self, parser):

@@ -2,14 +2,15 @@ import json
 import sys
 from pathlib import Path
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from annotation import services
+from annotation.commands import RefusingCommand
 from annotation.importing.adapters import PATH_FORMAT_OPTIONS, PATH_FORMATS, cli_formats
 from annotation.management.commands._progress import Bar
 
 
-class Command(BaseCommand):
+class Command(RefusingCommand):
     # A data command: the URL/admin checks cost start-up time and check nothing it uses.
     requires_system_checks: list[str] = []
     help = "Import model traces (and problems, skeletons, labels) into a study; creates the study if missing."

@@ -3,9 +3,10 @@ from pathlib import Path
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from annotation import services
+from annotation.commands import RefusingCommand
 from annotation.management.commands._progress import Bar
 from annotation.models import Membership, Study
 
@@ -15,7 +16,7 @@ DEMO_FILE = Path(settings.BASE_DIR) / "annotation" / "demo_data" / "gsm8k" / "ex
 DEMO_LABELS = sorted((Path(settings.BASE_DIR) / "annotation" / "demo_data" / "gsm8k_labels").glob("labels_*.jsonl"))
 
 
-class Command(BaseCommand):
+class Command(RefusingCommand):
     help = "Create (idempotently) the GSM8K demo study and the user 'demo'."
 
     def add_arguments(self, parser):

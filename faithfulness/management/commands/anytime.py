@@ -1,4 +1,3 @@
-from django.core.management.base import CommandError
 
 from faithfulness.core import anytime
 from faithfulness.management.commands._common import FaithfulnessCommand
@@ -19,10 +18,7 @@ class Command(FaithfulnessCommand):
                                  f"{anytime.DEFAULT_TOKEN_GRID})")
 
     def handle(self, *args, **opts):
-        try:
-            anytime.parse_grid(opts["budgets"])
-        except anytime.GridError as exc:
-            raise CommandError(str(exc)) from None
+        anytime.parse_grid(opts["budgets"])
         self.run_kind(opts, lambda subject, queue: do_start_anytime(
             subject, grid=opts["budgets"], mode=opts["mode"], queue=queue, force=opts["force"],
             budget_usd=opts["budget"], limit=opts["limit"], cohort=opts["cohort"]))

@@ -1,7 +1,5 @@
-from django.core.management.base import CommandError
 
 from faithfulness.core import early
-from faithfulness.core.anytime import GridError
 from faithfulness.management.commands._common import FaithfulnessCommand
 from faithfulness.running import do_start_early
 from faithfulness.summaries import early_summary
@@ -20,10 +18,7 @@ class Command(FaithfulnessCommand):
                                  "e.g. 0,0.25,0.5,0.75,1")
 
     def handle(self, *args, **opts):
-        try:
-            early.parse_early_grid(opts["grid"])
-        except GridError as exc:
-            raise CommandError(str(exc)) from None
+        early.parse_early_grid(opts["grid"])
         self.run_kind(opts, lambda subject, queue: do_start_early(
             subject, grid=opts["grid"], mode=opts["mode"], queue=queue, force=opts["force"],
             budget_usd=opts["budget"], limit=opts["limit"], cohort=opts["cohort"]))

@@ -1,13 +1,14 @@
 import sys
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
+from annotation.commands import RefusingCommand
 from annotation.models import Study
 from faithfulness.core import validity
 from faithfulness.evidence import FORMATS, report
 
 
-class Command(BaseCommand):
+class Command(RefusingCommand):
     requires_system_checks: list[str] = []
     help = ("The evidence report of a study (paper 000, section 6): per model the tier reached and the reporting "
             "template filled from what the study holds, every missing item named; Markdown, LaTeX or JSON.")

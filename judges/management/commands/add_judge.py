@@ -2,8 +2,9 @@ import argparse
 from pathlib import Path
 
 from django.core.exceptions import ValidationError
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
+from annotation.commands import RefusingCommand
 from annotation.models import Study
 from judges import services
 from judges.models import JudgeConfig
@@ -21,7 +22,7 @@ def _max_tokens(value: str):
         raise argparse.ArgumentTypeError(f"expected a whole number or auto, not {value!r}") from None
 
 
-class Command(BaseCommand):
+class Command(RefusingCommand):
     requires_system_checks: list[str] = []
     help = "Create or update an LLM judge (any OpenAI-compatible endpoint) of a study."
 

@@ -2,13 +2,14 @@ import json
 import sys
 from pathlib import Path
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
+from annotation.commands import RefusingCommand
 from annotation.models import Study
 from scoring import exports
 
 
-class Command(BaseCommand):
+class Command(RefusingCommand):
     requires_system_checks: list[str] = []
     help = ("Write an export of a study (scores, labels, agreement, PRM training data, ...) to a file or stdout. "
             "With --out, a manifest (study, profile version, sources, counts, code version, time) is written "
@@ -49,26 +50,23 @@ class Command(BaseCommand):
             extra=extra,
         )
         fmt = opts["format"]
-        try:
-            table = exports.build(request)
-            if opts["out"]:
-                path = Path(opts["out"])  # call_command passes keyword options unconverted
-                info = exports.write_file(table, fmt, path, request)
-                if opts["manifest"]:
-                    Path(opts["manifest"]).write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
-                self.stderr.write(f"wrote {info['counts']['rows']} {opts['what']} row(s) to {path} "
-                                  f"(manifest: {exports.manifest_path(path).name})")
-                return
-            if fmt == "parquet":
-                out = getattr(self.stdout._out, "buffer", None)
-                if out is None:
-                    raise CommandError("parquet is binary: give --out PATH")
-                n = exports.write(table, fmt, out)
-                out.flush()
-            else:
-                n = exports.write(table, fmt, self.stdout._out if hasattr(self.stdout, "_out") else sys.stdout)
-        except exports.ExportError as exc:
-            raise CommandError(str(exc)) from None
+        table = exports.build(request)
+        if opts["out"]:
+            path = Path(opts["out"])  # call_command passes keyword options unconverted
+            info = exports.write_file(table, fmt, path, request)
+            if opts["manifest"]:
+                Path(opts["manifest"]).write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
+            self.stderr.write(f"wrote {info['counts']['rows']} {opts['what']} row(s) to {path} "
+                              f"(manifest: {exports.manifest_path(path).name})")
+            return
+        if fmt == "parquet":
+            out = getattr(self.stdout._out, "buffer", None)
+            if out is None:
+                raise CommandError("parquet is binary: give --out PATH")
+            n = exports.write(table, fmt, out)
+            out.flush()
+        else:
+            n = exports.write(table, fmt, self.stdout._out if hasattr(self.stdout, "_out") else sys.stdout)
         if opts["manifest"]:
             info = exports.manifest(request, table, fmt, n)
             Path(opts["manifest"]).write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")

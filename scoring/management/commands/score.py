@@ -2,15 +2,16 @@ import sys
 import time
 
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from annotation import jobs
+from annotation.commands import RefusingCommand
 from annotation.management.commands._progress import Bar
 from annotation.models import Job, Study
 from scoring import services
 
 
-class Command(BaseCommand):
+class Command(RefusingCommand):
     requires_system_checks: list[str] = []
     help = "Recompute all scores of a study (every label source) and wait; Celery unless eager."
 
@@ -57,7 +58,7 @@ class Command(BaseCommand):
 
         try:
             return services.do_queue_score_job(study, profiles=profiles, reason="score command")
-        except BrokerError as exc:
+        except BrokerError as exc:  # the base's words, and how to do without the queue
             raise CommandError(f"the task queue is not reachable ({exc}); use --inline") from None
 
     def _wait(self, job, bar, timeout):

@@ -60,10 +60,7 @@ class Command(RunCommand):
                 return
         # A failed or cancelled run answered nothing worth sampling; the report shows the scanner as it stands.
         if opts["sample"] and (job is None or job.status in (Job.Status.SUCCEEDED, Job.Status.PARTIAL)):
-            try:
-                scanners.do_draw_sample(scanner, opts["sample"], seed=opts["seed"], cohort=cohort)
-            except scanners.ScannerError as exc:
-                raise CommandError(str(exc)) from None
+            scanners.do_draw_sample(scanner, opts["sample"], seed=opts["seed"], cohort=cohort)
         if opts["answers_from_labels"]:
             self._answer_from_labels(scanner, opts["answers_from_labels"])
         self.stdout.write(json.dumps(self._report(scanner), indent=2))
@@ -74,11 +71,8 @@ class Command(RunCommand):
         if scanner is None:
             if not (opts["question"] and opts["judge"]):
                 raise CommandError(f"no scanner named {opts['scanner']!r}; give --question and --judge to create it")
-            try:
-                scanner = scanners.do_create_scanner(study, name=opts["scanner"], question=opts["question"],
-                                                     judge_name=opts["judge"])
-            except scanners.ScannerError as exc:
-                raise CommandError(str(exc)) from None
+            scanner = scanners.do_create_scanner(study, name=opts["scanner"], question=opts["question"],
+                                                 judge_name=opts["judge"])
         cohort = None
         if opts["cohort"] is not None:
             cohort = Cohort.objects.filter(study=study, pk=opts["cohort"]).first()

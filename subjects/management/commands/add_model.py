@@ -1,14 +1,15 @@
 from pathlib import Path
 
 from django.core.exceptions import ValidationError
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
+from annotation.commands import RefusingCommand
 from annotation.models import Study
 from subjects import services
 from subjects.models import SubjectModel
 
 
-class Command(BaseCommand):
+class Command(RefusingCommand):
     requires_system_checks: list[str] = []
     help = ("Create or update a subject model (a model under test at any OpenAI-compatible endpoint) of a study. "
             "The base URL is checked first with GET /models (skip with --no-check); nothing is saved if it fails.")

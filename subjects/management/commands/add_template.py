@@ -1,13 +1,14 @@
 import json
 from pathlib import Path
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
+from annotation.commands import RefusingCommand
 from annotation.models import Study
 from subjects import services
 
 
-class Command(BaseCommand):
+class Command(RefusingCommand):
     requires_system_checks: list[str] = []
     help = ("Save a prompt template of a study for subject models: a new version of NAME when it differs from the "
             "newest one. The template is a Django template over problem, problem_id and exemplars.")

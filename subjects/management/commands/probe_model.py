@@ -1,8 +1,9 @@
 import json
 from pathlib import Path
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
+from annotation.commands import RefusingCommand
 from annotation.models import Study
 from runs.continuation import ModelServer, ProbeResult, ServerUnreachable, probe_model
 from runs.transport import FatalRunError
@@ -10,7 +11,7 @@ from subjects import services
 from subjects.models import SubjectModel
 
 
-class Command(BaseCommand):
+class Command(RefusingCommand):
     requires_system_checks: list[str] = []
     help = ("Detect which continuation modes (completions, prefill, instructed) an OpenAI-compatible server "
             "supports, with the evidence, and the strongest one. With --study, probe a subject model of the study "
