@@ -491,7 +491,7 @@ def with_determined_first_errors(sel: Selection, score_set: ScoreSet, frame: pd.
         unscored = unscored.filter(reviews__annotator=sel.restricted_user, reviews__complete=True)
     rows = list(unscored.order_by("pk").values_list("pk", "trace_id", "problem__problem_id", "model",
                                                        "problem__domain", "n_steps", "problem__l_gold",
-                                                       "answer_correct"))
+                                                       "answer_correct", "n_thought_steps"))
     if not rows:
         return frame
     traces = pd.DataFrame({"trace_id": [r[0] for r in rows], "n_steps": [r[5] for r in rows]})
@@ -502,8 +502,8 @@ def with_determined_first_errors(sel: Selection, score_set: ScoreSet, frame: pd.
     keep = det["determined"].to_numpy() & det["first_error"].notna().to_numpy()
     extra = [{**dict.fromkeys(frame.columns), "trace": pk, "trace_id": tid, "problem_id": pid, "model": model,
               "domain": domain, "n_steps": n, "l_gold": l_gold, "first_error": int(found[pk]),
-              "answer_correct": bool(correct), "empty": False}
-             for (pk, tid, pid, model, domain, n, l_gold, correct), k in zip(rows, keep, strict=True) if k]
+              "answer_correct": bool(correct), "empty": False, "n_thought_steps": n_thought}
+             for (pk, tid, pid, model, domain, n, l_gold, correct, n_thought), k in zip(rows, keep, strict=True) if k]
     if not extra:
         return frame
     merged = pd.concat([frame.astype(object), pd.DataFrame(extra, columns=frame.columns)], ignore_index=True)
