@@ -11,9 +11,9 @@ from django.db import IntegrityError, transaction
 from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
-from annotation import access, jobs
+from annotation import access, gate, jobs
+from annotation.gate import Source
 from annotation.models import Job, Membership, Study, Trace
-from annotation.review.visibility import sees_everything
 from runs import engine
 from runs.engine import ACTIVE
 from search.core.validation import Validation, validate
@@ -101,6 +101,8 @@ def cancel(record: ScannerRun) -> Job:
 
 
 ANSWERS = ("yes", "no", "uncited", "failed")
+#: A scanner's answers are a judge's (annotation.gate): its counts, answers and filter read this.
+SCANNER_READS = frozenset({Source.SCANNER})
 
 
 def scanner_condition(study: Study, membership: Membership, value: str) -> Q:
@@ -111,9 +113,7 @@ def scanner_condition(study: Study, membership: Membership, value: str) -> Q:
     scanner = Scanner.objects.filter(study=study, pk=int(pk)).first()
     if scanner is None:
         raise bad("scanner", f"no scanner {pk} in this study")
-    if not sees_everything(membership):
-        raise access.AccessDenied("in this blind study annotators may not filter by a scanner's answers "
-                                  "(they are a judge's)")
+    gate.check(membership, "scanner", SCANNER_READS)
     results = ScanResult.objects.filter(scanner=scanner, trace=OuterRef("pk"))
     if answer == "failed":
         results = results.filter(status=ScanResult.Status.FAILED)
@@ -181,6 +181,20 @@ def validation_report(scanner: Scanner) -> dict[str, Any]:
         pairs = [(labels[pk], said[pk]) for pk in sorted(labels) if pk in said and splits[pk] == split]
         out[split] = validate(pairs)
     return out
+
+
+#: The validation compares the scanner's answers with people's (annotation.gate): for who reads both.
+VALIDATION_READS = SCANNER_READS | {Source.OWN, Source.PEER}
+
+
+def visible_counts(scanner: Scanner, membership: Membership | None) -> dict[str, int] | None:
+    """The answers' counts, or None for a member the gate does not let read a scanner's answers."""
+    return counts(scanner) if gate.may_read(membership, SCANNER_READS) else None
+
+
+def visible_validation(scanner: Scanner, membership: Membership | None) -> dict[str, Any] | None:
+    """The validation report, or None for a member the gate does not let read it (issue 29, L1)."""
+    return validation_report(scanner) if gate.may_read(membership, VALIDATION_READS) else None
 
 
 def counts(scanner: Scanner) -> dict[str, int]:
