@@ -51,7 +51,7 @@ from annotation.review.adjudication import disagreement_steps, do_adjudicate
 from annotation.review.base import UNSET, VIA_WEB, Conflict, ReviewError
 from annotation.review.filters import filter_traces, study_models, visible_trace_filters
 from annotation.review.labels import LabelIn, do_flag, do_save_labels, do_skip
-from annotation.review.progress import annotator_progress, study_progress
+from annotation.review.progress import study_progress, visible_annotator_progress, visible_progress
 from annotation.review.queues import AssignError, do_assign, do_clear_assignments, next_trace_id
 from annotation.review.visibility import is_revealed, sees_everything, source_name, visible_label_rows
 
@@ -116,7 +116,8 @@ def studies(request: HttpRequest) -> HttpResponse:
         .annotate(n=Count("pk")).values_list("study", "n")
     )
     progress = study_progress([m.study_id for m in memberships], request.user)
-    rows = [{"m": m, "n_problems": problems.get(m.study_id, 0), **progress[m.study_id]} for m in memberships]
+    rows = [{"m": m, "n_problems": problems.get(m.study_id, 0), **visible_progress(progress[m.study_id], m)}
+            for m in memberships]
     return render(request, "annotation/studies.html", {"rows": rows, "memberships": memberships,
                                                        "invitations": members.pending_invitations(request.user)})
 
@@ -156,8 +157,8 @@ def _study_context(request: HttpRequest, study: Study, membership: Membership,
         "membership": membership,
         "model_rows": model_rows,
         "n_problems": counts["problems"],
-        "progress": study_summary.study_progress([study.pk], request.user,
-                                                 stored={study.pk: stored} if stored is not None else {})[study.pk],
+        "progress": visible_progress(study_summary.study_progress(
+            [study.pk], request.user, stored={study.pk: stored} if stored is not None else {})[study.pk], membership),
         "jobs": [(job, jobs.live_progress(job)) for job in recent_jobs],
         "import_form": (import_form or ImportForm()) if membership.is_owner else None,
     }
@@ -820,7 +821,7 @@ def queue(request: HttpRequest, study_id: int) -> HttpResponse:
     has_assignments = Assignment.objects.filter(study=study, annotator=user).exists()
     context = {
         "study": study, "membership": membership, "page": page, "status": status,
-        "progress": annotator_progress(study), "assign_form": form, "has_assignments": has_assignments,
+        "progress": visible_annotator_progress(study, membership), "assign_form": form, "has_assignments": has_assignments,
         "next_id": next_trace_id(study, user), "query": _page_query(request),
         "status_choices": [("todo", "to do"), ("done", "done"), ("skipped", "skipped"), ("all", "all")],
         **_trace_filter_context(request, study, membership),
