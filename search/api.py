@@ -347,4 +347,5 @@ class ScannerLabels(APIView):
         if trace is None:
             raise ValidationError({"trace": [f"no trace {data.validated_data['trace']} in this study"]})
         label = scanners.do_answer(scanner, trace, request.user, data.validated_data["answer"])
-        return Response({"trace": trace.pk, "answer": label.answer, "split": label.split})
+        # The member's own answer (each person answers for themselves).
+        return Response({"trace": trace.pk, "answer": data.validated_data["answer"], "split": label.split})

@@ -207,8 +207,7 @@ def _end(ci: tuple[float, float] | None, i: int) -> float | None:
                "in the validation sample (--scanner NAME or id)")
 def answers_table(request: ExportRequest) -> Table:
     scanner = _scanner(request)
-    people = {pk: (split, answer) for pk, split, answer in
-              ScanLabel.objects.filter(scanner=scanner).values_list("trace_id", "split", "answer")}
+    people = scanners.people_answers(scanner)
     results = (ScanResult.objects.filter(scanner=scanner)
                .select_related("trace", "scanner_run").order_by("trace_id"))
     version, judge_version = code_version(), scanner.judge.version

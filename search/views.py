@@ -23,7 +23,7 @@ from search import scanners, services
 from search.core.validation import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED
 from search.errors import SearchError
 from search.filters import TraceSearchFilter, usable_filters
-from search.models import Cohort, ScanLabel, Scanner
+from search.models import Cohort, Scanner
 
 # Filters shown as fields of the page's form (the rest are still honoured from the URL).
 FORM_FIELDS = ("q", "re", "channel", "model", "answer_correct", "flagged", "lucky_guess", "disagreement", "needs_review",
@@ -236,8 +236,7 @@ def scanner_list(request: HttpRequest, study_id: int) -> HttpResponse:
 @require_GET
 def scanner_detail(request: HttpRequest, pk: int) -> HttpResponse:
     scanner, membership = scanners.check_scanner(request.user, pk)
-    pending = (ScanLabel.objects.filter(scanner=scanner, answer__isnull=True).select_related("trace")
-               .order_by("trace_id")[:50])
+    pending = scanners.unanswered_by(scanner, request.user).select_related("trace")[:50]  # by this member
     context = {"study": scanner.study, "membership": membership, "scanner": scanner,
                "counts": scanners.visible_counts(scanner, membership),
                "report": scanners.visible_validation(scanner, membership),
