@@ -14,6 +14,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from annotation import access, gate, jobs
+from annotation.gate import Source
 from annotation.models import Membership, StepLabel, Study, Trace
 from judges import protocol, services
 from judges.forms import JudgeConfigForm, PromptForm, RunForm
@@ -44,9 +45,14 @@ def _models(study: Study) -> list[str]:
 def judge_list(request: HttpRequest, study_id: int) -> HttpResponse:
     study, membership = _study_for(request, study_id)
     judges = services.judge_list(study)
-    if not gate.may_read(membership, services.DISAGREEMENT_READS):
-        for judge in judges:  # the column is hidden (annotation.gate); None, not 0, so nothing can tell
+    # Columns the member may not read are hidden (annotation.gate): None, not 0, so nothing can tell.
+    hide_disagreements = not gate.may_read(membership, services.DISAGREEMENT_READS)
+    hide_labels = not gate.may_read(membership, {Source.JUDGE})  # how many steps each judge labelled
+    for judge in judges:
+        if hide_disagreements:
             judge.n_disagreements = None
+        if hide_labels:
+            judge.n_labels = None
     context = {"study": study, "membership": membership, "judges": judges}
     return render(request, "judges/list.html", context)
 

@@ -129,18 +129,24 @@ def _plain(value):
 
 def set_other_sources(world, state: int) -> None:
     """The judge's, the peer's and the adjudicator's labels in state 0 or 1, a scanner's answer, then the scores.
-    The peer agrees with the judge on every step in state 0 and disagrees on every other step in state 1."""
+    The peer agrees with the judge on every step in state 0 and disagrees on every other step in state 1; in
+    state 1 the judge has not labelled the last trace and the peer has not finished it (the counters move)."""
     verdicts = ("valid", "invalid")
-    for trace in Trace.objects.filter(study=world.study).order_by("pk"):
+    traces = list(Trace.objects.filter(study=world.study).order_by("pk"))
+    for trace in traces:
+        last = trace == traces[-1] and state == 1
         steps = list(Step.objects.filter(trace=trace).order_by("index"))
         for step in steps:
+            if last:
+                StepLabel.objects.filter(step=step, kind=StepLabel.Kind.JUDGE).delete()
+                continue
             StepLabel.objects.update_or_create(
                 step=step, kind=StepLabel.Kind.JUDGE, judge=world.judge,
                 defaults={"verdict": verdicts[(step.index + state) % 2], "reason": f"judge state {state}"})
         review = TraceReview.objects.filter(trace=trace, annotator=world.peer).first()
-        do_save_labels(trace, world.peer, version=review.version if review else 0, complete=True,
+        do_save_labels(trace, world.peer, version=review.version if review else 0, complete=not last,
                        labels=[LabelIn(s.index, verdicts[(s.index * (state + 1)) % 2], note=f"peer {state}")
-                               for s in steps])
+                               for s in (steps[:1] if last else steps)])
         StepLabel.objects.update_or_create(
             step=steps[0], kind=StepLabel.Kind.ADJUDICATION,
             defaults={"verdict": verdicts[state], "annotator": world.adjudicator_user, "reason": f"adj {state}"})

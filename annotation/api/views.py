@@ -154,7 +154,7 @@ def _bool_param(name: str, description: str) -> OpenApiParameter:
     _bool_param("lucky_guess", "a lucky guess by the final labels under the default profile (needs scores)"),
     _bool_param("flagged", "flagged by any reviewer"),
     _bool_param("needs_review", "true: not labelled completely by you"),
-    _bool_param("disagreement", "labels of some step disagree (for a blinded annotator: only traces they finished)"),
+    _bool_param("disagreement", "labels of some step disagree (refused to a blinded annotator: annotation.gate)"),
 ]))
 class StudyTraces(generics.ListAPIView):
     """Traces of a study with filters; paginated."""
