@@ -28,6 +28,7 @@ from scoring.exports import ExportError, ExportForbidden, ExportRequest, Table, 
 from search import scanners, services
 from search.core.validation import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED
 from search.errors import SearchError
+from search.filters import cohort_reads
 from search.models import Cohort, ScanLabel, Scanner, ScanResult
 from search.scanners import SCANNER_READS
 
@@ -74,7 +75,7 @@ def _cohort(request: ExportRequest, pk: int, key: str) -> Cohort:
     cohort = Cohort.objects.filter(study=request.study, pk=pk).select_related("study").first()
     if cohort is None:
         raise ExportError(f"{key}: no cohort {pk} in this study")
-    gate.check(request.membership, f"cohort {cohort.name!r}", services.cohort_reads(cohort, request.membership))
+    gate.check(request.membership, f"cohort {cohort.name!r}", cohort_reads(cohort, request.membership))
     return cohort
 
 

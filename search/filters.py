@@ -30,6 +30,7 @@ from django.db.models import (
 )
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Cast, Length
+from django.http import QueryDict
 
 from annotation import gate
 from annotation.gate import Source
@@ -399,14 +400,43 @@ def _source_reads(fs: TraceSearchFilter) -> frozenset[Source]:
 
 
 def _cohort_reads(fs: TraceSearchFilter) -> frozenset[Source]:
-    from search.services import cohort_reads
-
     cohort = fs.chosen_cohort()
     return cohort_reads(cohort, fs.membership) if cohort is not None else frozenset({Source.TRACE})
 
 
 def _registered(name: str):
     return lambda fs: TRACE_FILTERS[name].reads if name in TRACE_FILTERS else frozenset(Source)
+
+
+def cohort_reads(cohort, viewer: Membership | None) -> frozenset[Source]:
+    """The label sources a cohort's snapshot read, as ``viewer`` sees them: what its query's filters
+    read for its author (annotation.gate) -- the author's own labels are another member's labels to
+    anyone else, and an author who saw everything matched every source's notes with a text query."""
+    if gate.readable(viewer) == frozenset(Source):
+        return frozenset({Source.TRACE})  # nothing to decide: the viewer reads every source
+    author = (Membership.objects.filter(study_id=cohort.study_id, user_id=cohort.created_by_id)
+              .select_related("study", "user").first() if cohort.created_by_id else None)
+    if author is None:  # the author left: assume they saw everything
+        from django.contrib.auth import get_user_model
+
+        author = Membership(study=cohort.study, user=get_user_model()(), role=Membership.Role.OWNER)
+    data = QueryDict(mutable=True)
+    for key, value in (cohort.query or {}).items():
+        for v in value if isinstance(value, list) else [value]:
+            data.appendlist(key, str(v))
+    fs = TraceSearchFilter(data, queryset=Trace.objects.none(), study=cohort.study, membership=author)
+    if not fs.is_valid():
+        return frozenset(Source)  # a query that no longer parses: it may have read anything
+    reads: set[Source] = {Source.TRACE}
+    for name, value in fs.form.cleaned_data.items():
+        if value not in (None, "", [], ()):
+            reads |= fs.reads(name)
+    if "q" in data and data.get("q"):
+        reads |= gate.readable(author) - {Source.SCORES, Source.SCANNER}
+    if viewer is None or author.user_id != viewer.user_id:
+        reads = {Source.PEER if r == Source.OWN else r for r in reads}
+    return frozenset(reads)
+
 
 
 _T = frozenset({Source.TRACE})

@@ -18,7 +18,7 @@ from annotation.review.queues import do_assign
 from search import backends
 from search.core import query as ql
 from search.errors import SearchError
-from search.filters import TraceSearchFilter
+from search.filters import TraceSearchFilter, cohort_reads
 from search.models import Cohort, CohortTrace
 
 # Parameters that are not filters (pagination, the API's format, the page's own switches, a download's).
@@ -251,33 +251,6 @@ def check_cohort(user, pk: int) -> tuple[Cohort, Membership]:
     _study, membership = access.check_study(user, cohort.study_id)
     gate.check(membership, f"cohort {cohort.name!r}", cohort_reads(cohort, membership))
     return cohort, membership
-
-
-def cohort_reads(cohort: Cohort, viewer: Membership | None) -> frozenset[Source]:
-    """The label sources a cohort's snapshot read, as ``viewer`` sees them: what its query's filters
-    read for its author (annotation.gate) -- the author's own labels are another member's labels to
-    anyone else, and an author who saw everything matched every source's notes with a text query."""
-    if gate.readable(viewer) == frozenset(Source):
-        return frozenset({Source.TRACE})  # nothing to decide: the viewer reads every source
-    author = (Membership.objects.filter(study_id=cohort.study_id, user_id=cohort.created_by_id)
-              .select_related("study", "user").first() if cohort.created_by_id else None)
-    if author is None:  # the author left: assume they saw everything
-        from django.contrib.auth import get_user_model
-
-        author = Membership(study=cohort.study, user=get_user_model()(), role=Membership.Role.OWNER)
-    data = _querydict(cohort.query or {})
-    fs = TraceSearchFilter(data, queryset=Trace.objects.none(), study=cohort.study, membership=author)
-    if not fs.is_valid():
-        return frozenset(Source)  # a query that no longer parses: it may have read anything
-    reads: set[Source] = {Source.TRACE}
-    for name, value in fs.form.cleaned_data.items():
-        if value not in (None, "", [], ()):
-            reads |= fs.reads(name)
-    if "q" in data and data.get("q"):
-        reads |= gate.readable(author) - {Source.SCORES, Source.SCANNER}
-    if viewer is None or author.user_id != viewer.user_id:
-        reads = {Source.PEER if r == Source.OWN else r for r in reads}
-    return frozenset(reads)
 
 
 def readable_cohorts(study: Study, membership: Membership | None) -> list[Cohort]:
