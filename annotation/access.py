@@ -14,7 +14,10 @@ decides access itself. The rules (docs/review.md, docs/agreement.md):
 * Blind mode: in a blind study an annotator sees other sources' verdicts
   (other annotators' labels, judge verdicts) only on a trace they finished
   labelling; pages that list such verdicts across traces (agreement,
-  a judge's disagreements) are for those who see everything.
+  a judge's disagreements) are for those who see everything. Filters,
+  counts, cohorts, comparisons, reports and exports declare the label
+  sources they read and ask the visibility gate (annotation.gate), built on
+  ``sees_everything`` below.
 * A job may be cancelled by who started it, and by the study's owners and
   adjudicators.
 

@@ -1,4 +1,13 @@
-"""Study membership managed by owners on the web and through the API."""
+"""Study membership managed by owners on the web and through the API.
+
+Nobody is added to a study without consent, and nobody learns whether a username exists (issue 29, L5):
+an owner *invites* a user by name (``do_invite``); the answer is the same whether the name exists or
+not (``invited_message``), and the user becomes a member only by accepting the invitation on their
+studies page (``do_respond``). Changing the role of someone who is already a member (listed on the
+members page anyway) takes effect at once. Creating an account for someone who has none is for site
+administrators (``do_create_account``): a free name would otherwise answer differently from a taken one.
+The ``add_member`` command, run by the server's operator, still adds directly.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +19,8 @@ from django.urls import reverse
 from django.utils.encoding import force_bytes
 from django.utils.http import urlsafe_base64_encode
 
-from annotation.models import Membership, Study
+from annotation import access
+from annotation.models import Invitation, Membership, Study
 from annotation.services import generate_password
 from reasonlib.refusals import Invalid
 
@@ -19,21 +29,50 @@ class MemberError(Invalid):
     """A membership change refused (an unknown role or user, the last owner)."""
 
 
+def invited_message(username: str, role: str) -> str:
+    """The one answer to an invitation, whether the name exists or not."""
+    return (f"If {username.strip()!r} has an account, they are invited as {role}: they join the study when they "
+            "accept the invitation on their studies page.")
+
+
 @transaction.atomic
-def do_set_role(study: Study, username: str, role: str) -> tuple[Membership, bool]:
-    """Invite an existing user (or change their role). Unlike the
-    ``add_member`` command, the web never creates accounts."""
+def do_invite(study: Study, username: str, role: str, *, by=None) -> Membership | None:
+    """Change a member's role (returns the membership), or invite a user who is not a member (returns None,
+    whether the name exists or not: the caller answers ``invited_message``)."""
     if role not in Membership.Role.values:
         raise MemberError(f"unknown role {role!r}; choose one of {', '.join(Membership.Role.values)}")
-    user = get_user_model().objects.filter(username=username.strip(), is_active=True).first()
-    if user is None:
-        raise MemberError(f"no active user named {username.strip()!r}; an administrator creates accounts "
-                          "(python manage.py add_member)")
-    current = Membership.objects.select_for_update().filter(study=study, user=user).first()
-    if current and current.role == Membership.Role.OWNER and role != Membership.Role.OWNER:
-        _keep_an_owner(study, current)
-    membership, created = Membership.objects.update_or_create(study=study, user=user, defaults={"role": role})
-    return membership, created
+    username = username.strip()
+    current = (Membership.objects.select_for_update().select_related("user")
+               .filter(study=study, user__username=username).first())
+    if current is not None:
+        if current.role == Membership.Role.OWNER and role != Membership.Role.OWNER:
+            _keep_an_owner(study, current)
+        current.role = role
+        current.save(update_fields=["role"])
+        return current
+    user = get_user_model().objects.filter(username=username, is_active=True).first()
+    if user is not None:
+        Invitation.objects.update_or_create(study=study, user=user, defaults={"role": role, "invited_by": by})
+    return None
+
+
+def pending_invitations(user) -> list[Invitation]:
+    """The user's invitations, newest first (their studies page)."""
+    return list(Invitation.objects.filter(user=user).select_related("study", "invited_by").order_by("-created_at"))
+
+
+@transaction.atomic
+def do_respond(user, invitation_id: int, accept: bool) -> Membership | None:
+    """Accept (the membership) or decline (None) one of the user's own invitations; another's is not found."""
+    invitation = Invitation.objects.select_for_update().filter(pk=invitation_id, user=user).first()
+    if invitation is None:
+        raise access.not_found("invitation")
+    membership = None
+    if accept:
+        membership, _ = Membership.objects.get_or_create(study=invitation.study, user=user,
+                                                         defaults={"role": invitation.role})
+    invitation.delete()
+    return membership
 
 
 @transaction.atomic
@@ -58,12 +97,22 @@ HANDOVER_PASSWORD = "password"
 HANDOVER_LINK = "link"
 
 
+CREATE_ACCOUNTS_REFUSAL = "creating accounts is for site administrators; invite an existing user instead"
+
+
+def creates_accounts(user) -> bool:
+    return user is not None and bool(user.is_staff or user.is_superuser)
+
+
 @transaction.atomic
-def do_create_account(study: Study, username: str, role: str, *, handover: str) -> tuple[Membership, str]:
-    """Create an account for a new member of ``study`` (owners only, checked by the caller) and return the
-    membership and the secret to show the owner once: the one-time password, or the path of the link
-    where the user sets their own. An existing username is refused, so nobody's password is ever reset
-    through another study's owner."""
+def do_create_account(study: Study, username: str, role: str, *, handover: str, by) -> tuple[Membership, str]:
+    """Create an account for a new member of ``study`` (owners, checked by the caller, who are site
+    administrators) and return the membership and the secret to show once: the one-time password, or the
+    path of the link where the user sets their own. An existing username is refused, so nobody's password
+    is ever reset through another study's owner; because that refusal tells a taken name from a free one,
+    only site administrators create accounts (everyone else invites)."""
+    if not creates_accounts(by):
+        raise MemberError(CREATE_ACCOUNTS_REFUSAL)
     if role not in Membership.Role.values:
         raise MemberError(f"unknown role {role!r}; choose one of {', '.join(Membership.Role.values)}")
     if handover not in (HANDOVER_PASSWORD, HANDOVER_LINK):

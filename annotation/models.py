@@ -98,6 +98,26 @@ class Membership(models.Model):
         return self.role == self.Role.OWNER
 
 
+class Invitation(models.Model):
+    """An owner's invitation of an existing user to a study, with a role: the user becomes a member only
+    by accepting it (annotation.members; issue 29, L5). Nobody is added to a study without consent."""
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="invitations")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="invitations")
+    role = models.CharField(max_length=20, choices=Membership.Role.choices, default=Membership.Role.ANNOTATOR)
+    invited_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["study", "user"], name="invitation_unique_user_per_study")]
+        # "my invitations" (the studies page): the unique constraint leads with the study, so the user needs one.
+        indexes = [models.Index(fields=["user"], name="invitation_user_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.user} invited to {self.study} ({self.role})"
+
+
 class StudyScopedQuerySet(models.QuerySet):
     """For models that hang off a study through ``study_path``."""
 

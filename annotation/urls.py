@@ -14,6 +14,7 @@ urlpatterns = [
     path("profile/", views.profile, name="profile"),
     path("", views.studies, name="studies"),
     path("studies/new/", views.study_create, name="study-create"),
+    path("invitations/<int:invitation_id>/", views.invitation_respond, name="invitation-respond"),
     path("studies/<int:study_id>/", views.study, name="study"),
     path("studies/<int:study_id>/members/", views.study_members, name="study-members"),
     path("studies/<int:study_id>/settings/", settings_views.study_settings, name="study-settings"),

@@ -49,9 +49,9 @@ from annotation.models import (
 from annotation.rendering import has_markup, raw_with_boundaries, render_inline, render_markdown, step_rows_html
 from annotation.review.adjudication import disagreement_steps, do_adjudicate
 from annotation.review.base import UNSET, VIA_WEB, Conflict, ReviewError
-from annotation.review.filters import filter_traces, lucky_guess_available, study_models
+from annotation.review.filters import filter_traces, study_models, visible_trace_filters
 from annotation.review.labels import LabelIn, do_flag, do_save_labels, do_skip
-from annotation.review.progress import annotator_progress, study_progress
+from annotation.review.progress import study_progress, visible_annotator_progress, visible_progress
 from annotation.review.queues import AssignError, do_assign, do_clear_assignments, next_trace_id
 from annotation.review.visibility import is_revealed, sees_everything, source_name, visible_label_rows
 from reasonlib.ids import is_id
@@ -117,8 +117,23 @@ def studies(request: HttpRequest) -> HttpResponse:
         .annotate(n=Count("pk")).values_list("study", "n")
     )
     progress = study_progress([m.study_id for m in memberships], request.user)
-    rows = [{"m": m, "n_problems": problems.get(m.study_id, 0), **progress[m.study_id]} for m in memberships]
-    return render(request, "annotation/studies.html", {"rows": rows, "memberships": memberships})
+    rows = [{"m": m, "n_problems": problems.get(m.study_id, 0), **visible_progress(progress[m.study_id], m)}
+            for m in memberships]
+    return render(request, "annotation/studies.html", {"rows": rows, "memberships": memberships,
+                                                       "invitations": members.pending_invitations(request.user)})
+
+
+@member_view
+@require_POST
+def invitation_respond(request: HttpRequest, invitation_id: int) -> HttpResponse:
+    """Accept or decline one of my invitations (``action=accept|decline``); another's answers 404."""
+    accept = request.POST.get("action") == "accept"
+    m = members.do_respond(request.user, invitation_id, accept)
+    if m is not None:
+        messages.success(request, f"You joined {m.study.name} as {m.role}.")
+        return redirect("study", study_id=m.study_id)
+    messages.success(request, "Invitation declined." if not accept else "You are a member already.")
+    return redirect("studies")
 
 
 @member_view
@@ -143,8 +158,8 @@ def _study_context(request: HttpRequest, study: Study, membership: Membership,
         "membership": membership,
         "model_rows": model_rows,
         "n_problems": counts["problems"],
-        "progress": study_summary.study_progress([study.pk], request.user,
-                                                 stored={study.pk: stored} if stored is not None else {})[study.pk],
+        "progress": visible_progress(study_summary.study_progress(
+            [study.pk], request.user, stored={study.pk: stored} if stored is not None else {})[study.pk], membership),
         "jobs": [(job, jobs.live_progress(job)) for job in recent_jobs],
         "import_form": (import_form or ImportForm()) if membership.is_owner else None,
     }
@@ -185,12 +200,16 @@ def study_members(request: HttpRequest, study_id: int) -> HttpResponse:
                 messages.success(request, f"Removed {request.POST.get('username')}.")
                 return redirect("study-members", study_id=study.pk)
             if action == "create":
+                if not members.creates_accounts(request.user):  # the card is not shown to them: a page says why
+                    return errors.render_error(request, 400, members.CREATE_ACCOUNTS_REFUSAL,
+                                               back=reverse("study-members", args=[study.pk]),
+                                               back_label="Back to the members")
                 account_form = AccountForm(request.POST)
                 if account_form.is_valid():
                     data = account_form.cleaned_data
                     try:
                         m, secret = members.do_create_account(study, data["username"], data["role"],
-                                                              handover=data["handover"])
+                                                              handover=data["handover"], by=request.user)
                     except members.MemberError as exc:
                         account_form.add_error("username", str(exc))
                     else:
@@ -203,8 +222,10 @@ def study_members(request: HttpRequest, study_id: int) -> HttpResponse:
             else:
                 form = MemberForm(request.POST)
                 if form.is_valid():
-                    m, was_created = members.do_set_role(study, form.cleaned_data["username"], form.cleaned_data["role"])
-                    messages.success(request, f"{m.user.username} is {'now' if not was_created else 'added as'} {m.role}.")
+                    name, role = form.cleaned_data["username"], form.cleaned_data["role"]
+                    m = members.do_invite(study, name, role, by=request.user)
+                    messages.success(request, f"{m.user.username} is now {m.role}." if m is not None
+                                     else members.invited_message(name, role))
                     return redirect("study-members", study_id=study.pk)
                 status = 400
         except members.MemberError as exc:
@@ -305,12 +326,13 @@ def job(request: HttpRequest, job_id: int) -> HttpResponse:
 # Lists
 
 
-def _trace_filter_context(request: HttpRequest, study: Study) -> dict:
+def _trace_filter_context(request: HttpRequest, study: Study, membership: Membership) -> dict:
     return {
         "models": study_models(study),
         "f": {k: request.GET.get(k, "") for k in ("model", "domain", "answer_correct", "flagged", "lucky_guess",
                                                   "disagreement", "needs_review", "status")},
-        "lucky_available": lucky_guess_available(),
+        # The filters the visibility gate lets this member use (lucky_guess only once scoring registered it).
+        "usable": visible_trace_filters(membership),
     }
 
 
@@ -330,7 +352,7 @@ def trace_list(request: HttpRequest, study_id: int) -> HttpResponse:
     for t in page:
         t.my_review = mine.get(t.pk)
     context = {"study": study, "membership": membership, "page": page, "query": _page_query(request),
-               **_trace_filter_context(request, study)}
+               **_trace_filter_context(request, study, membership)}
     template = "annotation/trace_list.html#rows" if request.htmx else "annotation/trace_list.html"
     return render(request, template, context)
 
@@ -806,10 +828,10 @@ def queue(request: HttpRequest, study_id: int) -> HttpResponse:
     has_assignments = Assignment.objects.filter(study=study, annotator=user).exists()
     context = {
         "study": study, "membership": membership, "page": page, "status": status,
-        "progress": annotator_progress(study), "assign_form": form, "has_assignments": has_assignments,
+        "progress": visible_annotator_progress(study, membership), "assign_form": form, "has_assignments": has_assignments,
         "next_id": next_trace_id(study, user), "query": _page_query(request),
         "status_choices": [("todo", "to do"), ("done", "done"), ("skipped", "skipped"), ("all", "all")],
-        **_trace_filter_context(request, study),
+        **_trace_filter_context(request, study, membership),
     }
     template = "annotation/queue.html#rows" if request.htmx else "annotation/queue.html"
     return render(request, template, context)

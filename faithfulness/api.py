@@ -19,10 +19,10 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from annotation import access
+from annotation import access, gate
 from faithfulness.core import anytime as any_core
 from faithfulness.core import validity as val_core
-from faithfulness.evidence import report
+from faithfulness.evidence import EVIDENCE_READS, report
 from faithfulness.models import FaithfulnessRun, Intervention
 from faithfulness.running import check_frun, check_owner
 from faithfulness.summaries import anytime_summary, early_summary, ifr_summary, skipped_reasons, thinking_budget_summary
@@ -116,7 +116,8 @@ class StudyEvidence(APIView):
     @extend_schema(parameters=[OpenApiParameter("model", str), OpenApiParameter("policy", str, enum=val_core.POLICIES)],
                    responses={200: dict})
     def get(self, request, pk: int):
-        study, _ = access.check_study(request.user, pk)
+        study, membership = access.check_study(request.user, pk)
+        gate.check(membership, "the faithfulness evidence", EVIDENCE_READS)
         policy = request.query_params.get("policy", val_core.EXCLUDE)
         if policy not in val_core.POLICIES:
             raise ValidationError({"policy": [f"choose {', '.join(val_core.POLICIES)}"]})

@@ -14,6 +14,7 @@ from django.db import transaction
 from django.db.models import Count
 from django.db.models.fields.json import KT
 
+from annotation.gate import Source
 from annotation.models import Job, Step, StepLabel, Study, Trace
 from faithfulness import stored_evidence
 from faithfulness.core import halting as halt_core
@@ -25,6 +26,10 @@ from faithfulness.summaries import anytime_summary, early_summary, ifr_of_runs, 
 from judges.models import JudgeConfig
 from runs.version import code_version
 from subjects.models import Generation
+
+#: The evidence (its tier, SVR/VSR and report) reads the judges' and the annotators' labels and the
+#: adjudications (annotation.gate): for members who may read every source.
+EVIDENCE_READS = frozenset({Source.OWN, Source.PEER, Source.JUDGE, Source.ADJUDICATION})
 
 
 def _labels(study: Study, models: list[str] | None = None) -> dict[tuple[str, str], dict[int, dict[int, tuple]]]:

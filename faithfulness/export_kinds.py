@@ -7,8 +7,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from annotation.gate import TRACE_ONLY
 from faithfulness.core import early as early_core
 from faithfulness.core import tiers as tier_core
+from faithfulness.evidence import EVIDENCE_READS
 from faithfulness.evidence import evidence as study_evidence
 from faithfulness.models import AnytimePoint, FaithfulnessRun, Intervention
 from faithfulness.summaries import anytime_summary, early_curves, ifr_summary
@@ -46,7 +48,7 @@ def _runs(request: ExportRequest, kind: str) -> list[FaithfulnessRun]:
     return list(latest.values())
 
 
-@register("interventions", help="one row per intervention of the newest run per subject model and mode (or --run)")
+@register("interventions", reads=TRACE_ONLY, help="one row per intervention of the newest run per subject model and mode (or --run)")
 def interventions(request: ExportRequest) -> Table:
     runs = _runs(request, FaithfulnessRun.Kind.INTERVENTIONS)
 
@@ -68,7 +70,7 @@ def interventions(request: ExportRequest) -> Table:
     return Table(INTERVENTION_FIELDS, rows(), meta={"runs": [f.pk for f in runs]})
 
 
-@register("ifr", help="IFR per model, kind and continuation mode (strict, lenient, monotone; paraphrase invariance)")
+@register("ifr", reads=TRACE_ONLY, help="IFR per model, kind and continuation mode (strict, lenient, monotone; paraphrase invariance)")
 def ifr(request: ExportRequest) -> Table:
     runs = _runs(request, FaithfulnessRun.Kind.INTERVENTIONS)
     out = []
@@ -88,7 +90,7 @@ def ifr(request: ExportRequest) -> Table:
     return Table(IFR_FIELDS, out, meta={"runs": [f.pk for f in runs]})
 
 
-@register("anytime", help="one row per (trace, budget) of the newest anytime run per subject model, mode and grid")
+@register("anytime", reads=TRACE_ONLY, help="one row per (trace, budget) of the newest anytime run per subject model, mode and grid")
 def anytime(request: ExportRequest) -> Table:
     runs = _runs(request, FaithfulnessRun.Kind.ANYTIME)
 
@@ -103,7 +105,7 @@ def anytime(request: ExportRequest) -> Table:
     return Table(POINT_FIELDS, rows(), meta={"runs": [f.pk for f in runs]})
 
 
-@register("anytime-curve", help="Acc(b) per budget and AUC_any (the table behind the anytime chart)")
+@register("anytime-curve", reads=TRACE_ONLY, help="Acc(b) per budget and AUC_any (the table behind the anytime chart)")
 def anytime_curve(request: ExportRequest) -> Table:
     runs = _runs(request, FaithfulnessRun.Kind.ANYTIME)
     out = []
@@ -120,7 +122,7 @@ EARLY_FIELDS = ["run", "model", "mode", "grid", "trace_id", "steps", "k", "fract
                 "final_answer", "same", "importance", "aoc", "decision_point", "after_share", "code_version"]
 
 
-@register("early-answering", help="one row per (trace, cut point k) of the newest early-answering run per subject "
+@register("early-answering", reads=TRACE_ONLY, help="one row per (trace, cut point k) of the newest early-answering run per subject "
                                   "model and mode: the forced answer, whether it is the final one, and the trace's "
                                   "AOC, decision point and share of thought after it")
 def early_answering(request: ExportRequest) -> Table:
@@ -141,7 +143,7 @@ def early_answering(request: ExportRequest) -> Table:
     return Table(EARLY_FIELDS, rows(), meta={"runs": [f.pk for f in runs]})
 
 
-@register("evidence", help="the evidence tier and headline numbers per model, with the missing report items")
+@register("evidence", reads=EVIDENCE_READS, help="the evidence tier and headline numbers per model, with the missing report items")
 def evidence(request: ExportRequest) -> Table:
     out = []
     for ev in study_evidence(request.study, request.model or None):

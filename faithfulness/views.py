@@ -10,11 +10,11 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
-from annotation import access, jobs
+from annotation import access, gate, jobs
 from faithfulness import charts, stored_evidence
 from faithfulness.core import tiers as tier_core
 from faithfulness.core import validity as val_core
-from faithfulness.evidence import FORMATS, evidence, report
+from faithfulness.evidence import EVIDENCE_READS, FORMATS, evidence, report
 from faithfulness.models import FaithfulnessRun, Status
 from faithfulness.running import check_frun, check_intervention
 from faithfulness.summaries import (
@@ -34,6 +34,7 @@ CONTENT = {"md": "text/markdown; charset=utf-8", "tex": "application/x-tex; char
 @require_GET
 def overview(request: HttpRequest, study_id: int) -> HttpResponse:
     study, membership = access.check_study(request.user, study_id)
+    gate.check(membership, "the faithfulness evidence", EVIDENCE_READS)
     policy = request.GET.get("policy", val_core.EXCLUDE)
     if policy not in val_core.POLICIES:
         return render(request, "faithfulness/bad_request.html",
@@ -61,7 +62,8 @@ def overview(request: HttpRequest, study_id: int) -> HttpResponse:
 @login_required
 @require_GET
 def report_download(request: HttpRequest, study_id: int) -> HttpResponse:
-    study, _membership = access.check_study(request.user, study_id)
+    study, membership = access.check_study(request.user, study_id)
+    gate.check(membership, "the faithfulness evidence", EVIDENCE_READS)
     fmt = request.GET.get("format", "md")
     try:
         text = report(study, request.GET.get("model") or None, fmt,

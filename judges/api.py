@@ -64,8 +64,9 @@ class StudyJudges(generics.ListCreateAPIView):
 class JudgeDetail(APIView):
     @extend_schema(responses=s.JudgeDetailSerializer)
     def get(self, request, pk: int):
-        judge, _ = services.check_judge(request.user, pk)
-        return Response(s.JudgeDetailSerializer(judge, context={"request": request, "study": judge.study}).data)
+        judge, membership = services.check_judge(request.user, pk)
+        return Response(s.JudgeDetailSerializer(judge, context={"request": request, "study": judge.study,
+                                                                "membership": membership}).data)
 
     @extend_schema(request=s.JudgeSerializer, responses=s.JudgeDetailSerializer)
     def patch(self, request, pk: int):
@@ -73,7 +74,7 @@ class JudgeDetail(APIView):
         services.check_owner(membership)
         if judge.builtin:
             raise ValidationError({"non_field_errors": ["the built-in mechanistic judge has no settings to change"]})
-        context = {"request": request, "study": judge.study}
+        context = {"request": request, "study": judge.study, "membership": membership}
         ser = s.JudgeSerializer(judge, data=request.data, partial=True, context=context)
         ser.is_valid(raise_exception=True)
         judge = _save(judge.study, ser.validated_data, judge=judge, user=request.user)

@@ -63,10 +63,14 @@ class JudgeDetailSerializer(JudgeSerializer):
     class Meta(JudgeSerializer.Meta):
         fields = JudgeSerializer.Meta.fields + ["disagreements"]
 
-    def get_disagreements(self, obj: JudgeConfig) -> int:
+    def get_disagreements(self, obj: JudgeConfig) -> int | None:
         from judges import services
 
-        return services.disagreement_count(obj)
+        # null for a member the visibility gate does not let read it (annotation.gate); no membership in the
+        # context: the caller checked nothing, so nothing is shown.
+        if "membership" not in self.context:
+            return None
+        return services.visible_disagreement_count(obj, self.context["membership"])
 
 
 class JudgeRunRequestSerializer(RunParams):

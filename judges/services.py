@@ -20,7 +20,8 @@ from typing import Any
 from django.db import transaction
 from django.db.models import Count, Exists, Max, Min, OuterRef, QuerySet, Subquery
 
-from annotation import access, study_summary
+from annotation import access, gate, study_summary
+from annotation.gate import Source
 from annotation.models import Job, Membership, Step, StepLabel, Study, Trace
 from judges import protocol
 from judges.models import MECHANISTIC, JudgeConfig, JudgeRun, JudgeTraceResult, PromptVersion
@@ -308,6 +309,16 @@ def disagreements(study: Study, judge: JudgeConfig) -> QuerySet[Step]:
 def disagreement_counts(study: Study) -> dict[int, int]:
     """{judge id: steps where it disagrees with an annotator} in one query."""
     return {int(judge): n for judge, (_labels, n) in study_summary.judge_counts(study).items() if n}
+
+
+#: A judge's disagreements compare its verdicts with the annotators' (annotation.gate): a blinded annotator's
+#: own save moved the count (issue 29, M6), so it is shown only to who reads every one of these.
+DISAGREEMENT_READS = frozenset({Source.OWN, Source.PEER, Source.JUDGE})
+
+
+def visible_disagreement_count(judge: JudgeConfig, membership: Membership | None) -> int | None:
+    """:func:`disagreement_count`, or None for a member the gate does not let read it."""
+    return disagreement_count(judge) if gate.may_read(membership, DISAGREEMENT_READS) else None
 
 
 def disagreement_count(judge: JudgeConfig) -> int:

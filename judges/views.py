@@ -14,7 +14,8 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from annotation import access, jobs
+from annotation import access, gate, jobs
+from annotation.gate import Source
 from annotation.models import Membership, StepLabel, Study, Trace
 from judges import protocol, services
 from judges.forms import JudgeConfigForm, PromptForm
@@ -42,7 +43,16 @@ def _owner_only(membership: Membership) -> None:
 @require_GET
 def judge_list(request: HttpRequest, study_id: int) -> HttpResponse:
     study, membership = _study_for(request, study_id)
-    context = {"study": study, "membership": membership, "judges": services.judge_list(study)}
+    judges = services.judge_list(study)
+    # Columns the member may not read are hidden (annotation.gate): None, not 0, so nothing can tell.
+    hide_disagreements = not gate.may_read(membership, services.DISAGREEMENT_READS)
+    hide_labels = not gate.may_read(membership, {Source.JUDGE})  # how many steps each judge labelled
+    for judge in judges:
+        if hide_disagreements:
+            judge.n_disagreements = None
+        if hide_labels:
+            judge.n_labels = None
+    context = {"study": study, "membership": membership, "judges": judges}
     return render(request, "judges/list.html", context)
 
 
@@ -90,7 +100,7 @@ def judge_detail(request: HttpRequest, judge_id: int) -> HttpResponse:
         "runs": [(run, jobs.live_progress(run.job)) for run in runs],
         "failed": failed,
         "n_failed": JudgeTraceResult.objects.filter(judge=judge, status=JudgeTraceResult.Status.FAILED).count(),
-        "n_disagreements": services.disagreement_count(judge),
+        "n_disagreements": services.visible_disagreement_count(judge, membership),
         "run_fields": page_fields("judge", judge.study, without=("judge",)) if membership.is_owner else None,
         "estimate": (services.estimate_run(judge, Trace.objects.filter(study=judge.study))
                      if membership.is_owner else None),
@@ -191,7 +201,7 @@ def judge_run(request: HttpRequest, run_id: int) -> HttpResponse:
 def judge_disagreements(request: HttpRequest, judge_id: int) -> HttpResponse:
     judge, membership = _judge_for(request, judge_id)
     # The page lists the judge's and every annotator's verdicts: blind mode, as agreement.
-    access.check_sees_everything(membership, "a judge's disagreements page")
+    gate.check(membership, "a judge's disagreements page", services.DISAGREEMENT_READS)
     steps = services.disagreements(judge.study, judge).select_related("trace").prefetch_related(
         Prefetch("labels", queryset=StepLabel.objects.filter(kind=StepLabel.Kind.HUMAN).select_related("annotator"),
                  to_attr="human_labels")

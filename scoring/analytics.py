@@ -19,7 +19,8 @@ import numpy as np
 import pandas as pd
 from django.core.cache import cache
 
-from annotation import access, study_summary
+from annotation import access, gate, study_summary
+from annotation.gate import Source
 from annotation.models import Membership, Study, Trace
 from reasonlib.refusals import FieldInvalid
 from scoring import services, sources, storage
@@ -117,8 +118,15 @@ class Selection:
         return m.user
 
 
+#: What every analytics page, endpoint and export reads (annotation.gate): stored scores, computed from the
+#: labels of every source (``final``: adjudications, the annotators, the primary judge).
+ANALYTICS_READS = frozenset({Source.SCORES})
+
+
 def select(study: Study, params, membership: Membership | None = None) -> Selection:
-    """Parse source, profile, model, domain and group from GET parameters."""
+    """Parse source, profile, model, domain and group from GET parameters, after the visibility gate:
+    a member who may not read scores (a blinded annotator) is refused with its one message."""
+    gate.check(membership, "score analytics", ANALYTICS_READS)
     profiles = services.ensure_profiles(study)
     judges = sources.judge_names(study)
     try:

@@ -16,7 +16,9 @@ kinds, e.g. ``agreement``). Kinds
 named in ``PLANNED`` but not registered answer a clear "not implemented yet".
 A kind registered with ``restricted=True`` is refused to members who are not
 owners or adjudicators (``ExportForbidden``); ``check`` validates a request
-cheaply before an export job is queued.
+cheaply before an export job is queued. Every kind declares the label sources
+it reads (``reads``, annotation.gate; a kind that declares nothing reads every
+source) and the visibility gate refuses it to a member who may not read them.
 
 Every written file can carry a manifest (``manifest``; ``write_file`` puts it
 next to the file as ``<file>.manifest.json``): study, export, filters,
@@ -41,8 +43,9 @@ from typing import IO, Any
 import numpy as np
 import pandas as pd
 
-from annotation import access
+from annotation import access, gate
 from annotation.access import AccessDenied
+from annotation.gate import Source
 from reasonlib.refusals import Invalid
 from runs.version import code_version
 
@@ -128,6 +131,7 @@ class Kind:
     help: str = ""
     restricted: bool = False  # owners and adjudicators only
     check: Callable[[ExportRequest], None] | None = None
+    reads: frozenset[Source] = frozenset(Source)  # what it reads (annotation.gate); undeclared: everything
 
 
 _REGISTRY: dict[str, Kind] = {}
@@ -149,9 +153,10 @@ def _load_kinds() -> None:
 
 
 def register(name: str, *, help: str = "", restricted: bool = False,
-             check: Callable[[ExportRequest], None] | None = None) -> Callable:
+             check: Callable[[ExportRequest], None] | None = None, reads: Iterable[Source] | None = None) -> Callable:
     def decorate(fn: Callable[[ExportRequest], Table]) -> Callable[[ExportRequest], Table]:
-        _REGISTRY[name] = Kind(name, fn, help, restricted, check)
+        _REGISTRY[name] = Kind(name, fn, help, restricted, check,
+                               frozenset(reads) if reads is not None else frozenset(Source))
         return fn
 
     return decorate
@@ -176,6 +181,7 @@ def allowed(request: ExportRequest) -> None:
     if found.restricted and m is not None and not access.can_adjudicate(m):
         raise ExportForbidden(f"{request.what} exports carry every source's labels: they are for owners and "
                               f"adjudicators; you are {m.role}")
+    gate.check(m, f"the {request.what} export", found.reads)
 
 
 def check(request: ExportRequest) -> None:

@@ -91,9 +91,14 @@ class CohortIn(serializers.Serializer):
 class StudyCohorts(APIView):
     @extend_schema(responses=CohortSerializer(many=True))
     def get(self, request, pk: int):
-        study, _m = access.check_study(request.user, pk)
-        return Response(CohortSerializer(Cohort.objects.filter(study=study).select_related("created_by"),
-                                         many=True).data)
+        study, membership = access.check_study(request.user, pk)
+        rows = []
+        for cohort in Cohort.objects.filter(study=study).select_related("created_by"):
+            row = CohortSerializer(cohort).data
+            if not services.readable_cohort(cohort, membership):
+                row["n_traces"] = None  # its query read other sources (annotation.gate): the size would tell
+            rows.append(row)
+        return Response(rows)
 
     @extend_schema(request=CohortIn, responses={201: CohortSerializer})
     def post(self, request, pk: int):
@@ -127,11 +132,11 @@ class CompareIn(serializers.Serializer):
 class CohortCompare(APIView):
     @extend_schema(parameters=[CompareIn], responses=OpenApiTypes.OBJECT)
     def get(self, request, pk: int):
-        a, _m = services.check_cohort(request.user, pk)
+        a, membership = services.check_cohort(request.user, pk)
         data = CompareIn(data=request.query_params)
         data.is_valid(raise_exception=True)
         b, _m = services.check_cohort(request.user, data.validated_data["b"])
-        return Response(services.compare_cohorts(a, b))
+        return Response(services.compare_cohorts(a, b, membership))
 
 
 class CohortOwnerAction(APIView):
@@ -204,8 +209,9 @@ class ScannerSerializer(serializers.ModelSerializer):
         model = Scanner
         fields = ["id", "name", "question", "judge", "created_at", "counts"]
 
-    def get_counts(self, scanner) -> dict:
-        return scanners.counts(scanner)
+    def get_counts(self, scanner) -> dict | None:
+        # null for a member the visibility gate does not let read a scanner's answers (annotation.gate)
+        return scanners.visible_counts(scanner, self.context.get("membership"))
 
 
 class ScannerIn(serializers.Serializer):
@@ -217,8 +223,9 @@ class ScannerIn(serializers.Serializer):
 class StudyScanners(APIView):
     @extend_schema(responses=ScannerSerializer(many=True))
     def get(self, request, pk: int):
-        study, _m = access.check_study(request.user, pk)
-        return Response(ScannerSerializer(Scanner.objects.filter(study=study).select_related("judge"), many=True).data)
+        study, membership = access.check_study(request.user, pk)
+        return Response(ScannerSerializer(Scanner.objects.filter(study=study).select_related("judge"), many=True,
+                                          context={"membership": membership}).data)
 
     @extend_schema(request=ScannerIn, responses={201: ScannerSerializer})
     def post(self, request, pk: int):
@@ -235,10 +242,12 @@ class StudyScanners(APIView):
 class ScannerDetail(APIView):
     @extend_schema(responses=OpenApiTypes.OBJECT)
     def get(self, request, pk: int):
-        scanner, _m = scanners.check_scanner(request.user, pk)
-        report = scanners.validation_report(scanner)
-        data = ScannerSerializer(scanner).data
-        data["validation"] = {k: (asdict(v) if k in ("dev", "test") else v) for k, v in report.items()}
+        scanner, membership = scanners.check_scanner(request.user, pk)
+        report = scanners.visible_validation(scanner, membership)
+        data = ScannerSerializer(scanner, context={"membership": membership}).data
+        # null for who may not read both the scanner's and people's answers (annotation.gate)
+        data["validation"] = ({k: (asdict(v) if k in ("dev", "test") else v) for k, v in report.items()}
+                              if report is not None else None)
         return Response(data)
 
 
@@ -299,4 +308,5 @@ class ScannerLabels(APIView):
         if trace is None:
             raise ValidationError({"trace": [f"no trace {data.validated_data['trace']} in this study"]})
         label = scanners.do_answer(scanner, trace, request.user, data.validated_data["answer"])
-        return Response({"trace": trace.pk, "answer": label.answer, "split": label.split})
+        # The member's own answer (each person answers for themselves).
+        return Response({"trace": trace.pk, "answer": data.validated_data["answer"], "split": label.split})

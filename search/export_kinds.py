@@ -19,16 +19,19 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from annotation import access
+from annotation import gate
 from annotation.access import AccessDenied
-from annotation.models import Membership, Study, Trace
+from annotation.gate import TRACE_ONLY
+from annotation.models import Membership, Trace
 from reasonlib.ids import is_id
 from runs.version import code_version
 from scoring.exports import ExportError, ExportForbidden, ExportRequest, Table, register
 from search import scanners, services
 from search.core.validation import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED
 from search.errors import SearchError
+from search.filters import cohort_reads
 from search.models import Cohort, ScanLabel, Scanner, ScanResult
+from search.scanners import SCANNER_READS
 
 SEARCH_FIELDS = ["trace", "trace_id", "problem_id", "model", "answer_correct", "n_steps", "flagged", "review_url"]
 COHORT_FIELDS = ["cohort", "name", "n_traces", "query", "note", "created_by", "created_at"]
@@ -69,10 +72,11 @@ def _id(request: ExportRequest, key: str) -> int:
     return int(value)
 
 
-def _cohort(study: Study, pk: int, key: str) -> Cohort:
-    cohort = Cohort.objects.filter(study=study, pk=pk).select_related("study").first()
+def _cohort(request: ExportRequest, pk: int, key: str) -> Cohort:
+    cohort = Cohort.objects.filter(study=request.study, pk=pk).select_related("study").first()
     if cohort is None:
         raise ExportError(f"{key}: no cohort {pk} in this study")
+    gate.check(request.membership, f"cohort {cohort.name!r}", cohort_reads(cohort, request.membership))
     return cohort
 
 
@@ -87,7 +91,7 @@ def _scanner(request: ExportRequest) -> Scanner:
     return found
 
 
-@register("search", help="the traces a search matches (--query 'q=wait&model=m1', the search page's URL "
+@register("search", reads=TRACE_ONLY, help="the traces a search matches (--query 'q=wait&model=m1', the search page's URL "
                          "parameters), one row per trace")
 def search_table(request: ExportRequest) -> Table:
     from django.http import QueryDict
@@ -120,11 +124,13 @@ def search_table(request: ExportRequest) -> Table:
                  meta={"applied": ["query", "cohort"], "sources": []})
 
 
-@register("cohorts", help="the study's saved cohorts, one row per cohort (its query as JSON text)")
+@register("cohorts", reads=TRACE_ONLY, help="the study's saved cohorts, one row per cohort (its query as JSON text)")
 def cohorts_table(request: ExportRequest) -> Table:
     import json
 
-    rows = [{"cohort": c.pk, "name": c.name, "n_traces": c.n_traces, "query": json.dumps(c.query, sort_keys=True),
+    # A cohort whose query read what the member may not (annotation.gate) is listed without its size.
+    rows = [{"cohort": c.pk, "name": c.name,
+             "n_traces": c.n_traces if services.readable_cohort(c, request.membership) else None, "query": json.dumps(c.query, sort_keys=True),
              "note": c.note, "created_by": c.created_by.username if c.created_by else "",
              "created_at": c.created_at.isoformat()}
             for c in Cohort.objects.filter(study=request.study).select_related("created_by").order_by("name")]
@@ -139,12 +145,12 @@ def _measure(side: dict[str, Any], measure: str, n: int | None, estimate: float 
             "code_version": code_version()}
 
 
-@register("cohort-compare", help="two cohorts side by side (--cohort A --versus B): one row per (cohort, measure): "
+@register("cohort-compare", reads=TRACE_ONLY, help="two cohorts side by side (--cohort A --versus B): one row per (cohort, measure): "
                                  "traces, answer accuracy (Wilson 95%), mean process/holistic/PRM score (bootstrap 95%)")
 def compare_table(request: ExportRequest) -> Table:
-    a = _cohort(request.study, _id(request, "cohort"), "cohort")
-    b = _cohort(request.study, _id(request, "versus"), "versus")
-    result = services.compare_cohorts(a, b)
+    a = _cohort(request, _id(request, "cohort"), "cohort")
+    b = _cohort(request, _id(request, "versus"), "versus")
+    result = services.compare_cohorts(a, b, request.membership)
     bootstrap = f"percentile bootstrap 95%, {services.COMPARE_RESAMPLES} resamples, seed {services.COMPARE_SEED}"
     rows: list[dict[str, Any]] = []
     for side in (result["a"], result["b"]):
@@ -152,7 +158,7 @@ def compare_table(request: ExportRequest) -> Table:
         rows.append(_measure(side, "shared_traces", result["shared"], result["shared"]))
         rows.append(_measure(side, "answer_accuracy", side["n_answer_judged"], side["accuracy"], side["accuracy_ci"],
                              "wilson 95%"))
-        for name in ("process", "holistic", "s_prm"):
+        for name in ("process", "holistic", "s_prm") if side["scores"] is not None else ():
             s = side["scores"][name]
             rows.append(_measure(side, f"mean_{name}", s["n"], s["mean"], s["ci"], bootstrap))
         for model, n in side["models"].items():
@@ -163,7 +169,7 @@ def compare_table(request: ExportRequest) -> Table:
                        "profile": {"name": profile.name, "version": profile.version} if profile else None})
 
 
-@register("scanners", help="the study's scanners, one row per scanner with its answers' counts (as the scanners page)")
+@register("scanners", reads=SCANNER_READS, help="the study's scanners, one row per scanner with its answers' counts (as the scanners page)")
 def scanners_table(request: ExportRequest) -> Table:
     rows = [{"scanner": s.pk, "name": s.name, "question": s.question, "judge": s.judge.name,
              "judge_version": s.judge.version, "judge_model": s.judge.model, **scanners.counts(s)}
@@ -171,7 +177,7 @@ def scanners_table(request: ExportRequest) -> Table:
     return Table(columns=SCANNER_FIELDS, rows=rows, meta={"applied": [], "sources": ["scanner"]})
 
 
-@register("scanner-validation", help="a scanner's precision, recall (Wilson 95%) and F1 (bootstrap 95%) against "
+@register("scanner-validation", reads=scanners.VALIDATION_READS, help="a scanner's precision, recall (Wilson 95%) and F1 (bootstrap 95%) against "
                                      "people's answers, one row per split (--scanner NAME or id)")
 def validation_table(request: ExportRequest) -> Table:
     scanner = _scanner(request)
@@ -198,19 +204,12 @@ def _end(ci: tuple[float, float] | None, i: int) -> float | None:
     return ci[i] if ci else None
 
 
-def _check_answers(request: ExportRequest) -> None:
-    if request.membership is not None and not access.sees_everything(request.membership):
-        raise ExportForbidden("in this blind study a scanner's answers are shown to owners and adjudicators only")
-
-
-@register("scanner-answers", check=_check_answers,
+@register("scanner-answers", reads=SCANNER_READS,
           help="a scanner's latest answer per trace with its cited steps, and the person's answer where the trace is "
                "in the validation sample (--scanner NAME or id)")
 def answers_table(request: ExportRequest) -> Table:
-    _check_answers(request)
     scanner = _scanner(request)
-    people = {pk: (split, answer) for pk, split, answer in
-              ScanLabel.objects.filter(scanner=scanner).values_list("trace_id", "split", "answer")}
+    people = scanners.people_answers(scanner)
     results = (ScanResult.objects.filter(scanner=scanner)
                .select_related("trace", "scanner_run").order_by("trace_id"))
     version, judge_version = code_version(), scanner.judge.version

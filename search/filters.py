@@ -2,9 +2,11 @@
 the search page read the same parameters through ``TraceSearchFilter``.
 
 Filters that read labels name a label source (``source``): ``human`` (any annotator), ``mine``,
-``annotator:USERNAME``, ``adjudicated`` or ``judge:NAME``. In a blind study an annotator who
-does not see everything may only use ``mine`` (or their own ``annotator:``): other annotators'
-and judges' labels are refused with 403, as on the review page.
+``annotator:USERNAME``, ``adjudicated`` or ``judge:NAME``. Every filter declares the label sources
+it reads (``READS``, checked complete when this module loads); before any filter runs,
+``filter_queryset`` asks the visibility gate (annotation.gate), so in a blind study an annotator who
+does not see everything is refused (403, the gate's one message) every filter that reads another
+source than the trace and her own labels: ``source=mine`` (or her own ``annotator:``) only.
 """
 
 from __future__ import annotations
@@ -12,9 +14,11 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Callable
 
 import django_filters
 from django import forms
+from django.core.exceptions import ImproperlyConfigured
 from django.db.models import (
     Exists,
     F,
@@ -26,11 +30,12 @@ from django.db.models import (
 )
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Cast, Length
+from django.http import QueryDict
 
-from annotation.access import AccessDenied
+from annotation import gate
+from annotation.gate import Source
 from annotation.models import Membership, Step, StepLabel, Study, Trace, TraceReview, Verdict
-from annotation.review.filters import filter_traces
-from annotation.review.visibility import sees_everything
+from annotation.review.filters import TRACE_FILTERS, filter_traces
 from search import backends
 from search.core import query as ql
 from search.core.regex import Budget, BudgetSpent, RegexError, compile_bounded
@@ -66,7 +71,7 @@ class FlagFilter(django_filters.Filter):
 
 
 def _sees_everything(membership: Membership) -> bool:
-    return sees_everything(membership)
+    return gate.may_read(membership, gate.OTHER_SOURCES)
 
 
 class TraceSearchFilter(django_filters.FilterSet):
@@ -129,11 +134,8 @@ class TraceSearchFilter(django_filters.FilterSet):
     def label_q(self, source: str | None, *, prefix: str = "") -> Q:
         """Q over StepLabel for a source name, after the blind-mode check."""
         user = self.membership.user
-        source = (source or "").strip() or ("human" if _sees_everything(self.membership) else "mine")
-        own = source == "mine" or (user.pk is not None and source == f"annotator:{user.get_username()}")
-        if not own and not _sees_everything(self.membership):
-            raise AccessDenied(f"in this blind study annotators filter by their own labels only (source=mine), "
-                               f"not by {source!r}")
+        source, own = self.resolve_source(source)
+        gate.check(self.membership, f"source={source}", gate.label_sources(source, own=own))
         p = prefix
         if own:
             return Q(**{f"{p}kind": StepLabel.Kind.HUMAN, f"{p}annotator": user})
@@ -152,6 +154,26 @@ class TraceSearchFilter(django_filters.FilterSet):
                 raise _bad("source", f"no judge named {name!r} in this study")
             return Q(**{f"{p}kind": StepLabel.Kind.JUDGE, f"{p}judge__name": name})
         raise _bad("source", f"unknown label source {source!r}; use {SOURCE_HELP.split(': ', 1)[1]}")
+
+    def resolve_source(self, source: str | None) -> tuple[str, bool]:
+        """The source name (``human`` by default, ``mine`` for a blinded annotator) and whether it is the member's."""
+        user = self.membership.user
+        source = (source or "").strip() or ("human" if _sees_everything(self.membership) else "mine")
+        own = source == "mine" or (user.pk is not None and source == f"annotator:{user.get_username()}")
+        return source, own
+
+    # -- the gate ----------------------------------------------------------
+    def reads(self, name: str) -> frozenset[Source]:
+        """What the filter ``name`` reads with this request's values (``READS``)."""
+        declared = READS[name]
+        return declared(self) if callable(declared) else declared
+
+    def filter_queryset(self, queryset: QuerySet) -> QuerySet:
+        # Every filter given a value passes the gate before any runs: a refusal never depends on the data.
+        for name, value in self.form.cleaned_data.items():
+            if value not in (None, "", [], ()):
+                gate.check(self.membership, f"the {name} filter", self.reads(name))
+        return super().filter_queryset(queryset)
 
     def _labelled_traces(self, source: str | None, **where) -> QuerySet:
         """Ids of the traces with a label from ``source`` (and ``where``), for ``pk__in``: one pass over
@@ -233,9 +255,6 @@ class TraceSearchFilter(django_filters.FilterSet):
     def filter_human_judge(self, qs: QuerySet, name: str, value: bool | None) -> QuerySet:
         if value is None:
             return qs
-        if not _sees_everything(self.membership):
-            raise AccessDenied("in this blind study annotators may not compare other sources' labels "
-                               "(human_judge_disagreement)")
         judge_name = (self._value("judge") or "").strip()
         judge = (self.study.judges.filter(name=judge_name).first() if judge_name
                  else self.study.primary_judge)
@@ -251,8 +270,6 @@ class TraceSearchFilter(django_filters.FilterSet):
     def filter_adjudicated(self, qs: QuerySet, name: str, value: bool | None) -> QuerySet:
         if value is None:
             return qs
-        if not _sees_everything(self.membership):
-            raise AccessDenied("in this blind study annotators may not filter by adjudications")
         done = StepLabel.objects.filter(step__trace=OuterRef("pk"), kind=StepLabel.Kind.ADJUDICATION)
         return qs.filter(Exists(done)) if value else qs.exclude(Exists(done))
 
@@ -322,13 +339,24 @@ class TraceSearchFilter(django_filters.FilterSet):
         return qs.filter(cond) if value else qs.exclude(cond)
 
     def filter_cohort(self, qs: QuerySet, name: str, value) -> QuerySet:
-        from search.models import Cohort, CohortTrace
+        from search.models import CohortTrace
 
         if value is None:
             return qs
-        if not Cohort.objects.filter(study=self.study, pk=int(value)).exists():
+        if self.chosen_cohort() is None:
             raise _bad("cohort", f"no cohort {int(value)} in this study")
         return qs.filter(Exists(CohortTrace.objects.filter(cohort_id=int(value), trace=OuterRef("pk"))))
+
+    def chosen_cohort(self):
+        """The cohort of the ``cohort`` filter (None when absent or not of this study)."""
+        from search.models import Cohort
+
+        pk = self._value("cohort")
+        if pk is None:
+            return None
+        if not hasattr(self, "_cohort"):
+            self._cohort = Cohort.objects.filter(study=self.study, pk=int(pk)).select_related("created_by").first()
+        return self._cohort
 
     def filter_scanner(self, qs: QuerySet, name: str, value: str) -> QuerySet:
         from search.scanners import scanner_condition
@@ -371,3 +399,91 @@ class TraceSearchFilter(django_filters.FilterSet):
         # Integers only, so inlining is safe; a parameter per id would pass SQLite's variable limit.
         ids = ",".join(str(int(pk)) for pk in sorted(matched))
         return qs.filter(pk__in=RawSQL(f"SELECT id FROM annotation_trace WHERE id IN ({ids})", []))
+
+
+# --------------------------------------------------------------------------
+# What every filter reads (annotation.gate): a set, or a function of the filter set (of the request's values)
+
+
+def _source_reads(fs: TraceSearchFilter) -> frozenset[Source]:
+    source, own = fs.resolve_source(fs._value("source"))
+    return gate.label_sources(source, own=own)
+
+
+def _cohort_reads(fs: TraceSearchFilter) -> frozenset[Source]:
+    cohort = fs.chosen_cohort()
+    return cohort_reads(cohort, fs.membership) if cohort is not None else frozenset({Source.TRACE})
+
+
+def _registered(name: str):
+    return lambda fs: TRACE_FILTERS[name].reads if name in TRACE_FILTERS else frozenset(Source)
+
+
+def cohort_reads(cohort, viewer: Membership | None) -> frozenset[Source]:
+    """The label sources a cohort's snapshot read, as ``viewer`` sees them: what its query's filters
+    read for its author (annotation.gate) -- the author's own labels are another member's labels to
+    anyone else, and an author who saw everything matched every source's notes with a text query."""
+    if gate.readable(viewer) == frozenset(Source):
+        return frozenset({Source.TRACE})  # nothing to decide: the viewer reads every source
+    author = (Membership.objects.filter(study_id=cohort.study_id, user_id=cohort.created_by_id)
+              .select_related("study", "user").first() if cohort.created_by_id else None)
+    if author is None:  # the author left: assume they saw everything
+        from django.contrib.auth import get_user_model
+
+        author = Membership(study=cohort.study, user=get_user_model()(), role=Membership.Role.OWNER)
+    data = QueryDict(mutable=True)
+    for key, value in (cohort.query or {}).items():
+        for v in value if isinstance(value, list) else [value]:
+            data.appendlist(key, str(v))
+    fs = TraceSearchFilter(data, queryset=Trace.objects.none(), study=cohort.study, membership=author)
+    if not fs.is_valid():
+        return frozenset(Source)  # a query that no longer parses: it may have read anything
+    reads: set[Source] = {Source.TRACE}
+    for name, value in fs.form.cleaned_data.items():
+        if value not in (None, "", [], ()):
+            reads |= fs.reads(name)
+    if "q" in data and data.get("q"):
+        reads |= gate.readable(author) - {Source.SCORES, Source.SCANNER}
+    if viewer is None or author.user_id != viewer.user_id:
+        reads = {Source.PEER if r == Source.OWN else r for r in reads}
+    return frozenset(reads)
+
+
+
+_T = frozenset({Source.TRACE})
+#: Text queries read the trace, and the notes of labels: the member's own only unless she sees
+#: everything (``_label_where``), so a text query never reads what the gate would refuse.
+_TEXT = frozenset({Source.TRACE, Source.OWN})
+_OTHERS = frozenset({Source.OWN, Source.PEER, Source.JUDGE})
+READS: dict[str, frozenset[Source] | Callable[[TraceSearchFilter], frozenset[Source]]] = {
+    "channel": _T, "q": _TEXT, "re": _T, "model": _T, "domain": _T, "n_steps_min": _T, "n_steps_max": _T,
+    "chars_min": _T, "chars_max": _T, "regime": _T,
+    # Model runs' outputs on the trace (interventions, fidelity variants): no labels.
+    "intervention_changed": _T, "fidelity_failed": _T,
+    "answer_correct": _registered("answer_correct"), "flagged": _registered("flagged"),
+    "lucky_guess": _registered("lucky_guess"), "needs_review": _registered("needs_review"),
+    "disagreement": _registered("disagreement"),
+    "source": _source_reads, "labelled": _source_reads, "verdict": _source_reads,
+    "first_error_min": _source_reads, "first_error_max": _source_reads,
+    "first_error_rel_min": _source_reads, "first_error_rel_max": _source_reads,
+    "judge": frozenset({Source.JUDGE}), "human_judge_disagreement": _OTHERS,
+    "adjudicated": frozenset({Source.ADJUDICATION}),
+    # Any reviewer's flag ("bad problem", "can't judge"): peers' reviews.
+    "review_flag": frozenset({Source.OWN, Source.PEER}),
+    "coverage_min": frozenset({Source.SCORES}), "coverage_max": frozenset({Source.SCORES}),
+    "cohort": _cohort_reads,
+    "scanner": frozenset({Source.SCANNER}),
+}
+# Both ways: a filter without a declaration, or a declaration whose filter a method of the same name hid.
+
+
+def usable_filters(study: Study, membership: Membership) -> set[str]:
+    """The filters the member may use with their default values (the page shows only these)."""
+    fs = TraceSearchFilter({}, queryset=Trace.objects.none(), study=study, membership=membership)
+    fs.form.is_valid()
+    return {name for name in fs.base_filters if gate.may_read(membership, fs.reads(name))}
+
+
+_undeclared = sorted(set(TraceSearchFilter.base_filters) ^ set(READS))
+if _undeclared:
+    raise ImproperlyConfigured(f"search.filters.READS must say what each filter reads, no more: {', '.join(_undeclared)}")

@@ -120,7 +120,7 @@ class ScanResult(models.Model):
 
 
 class ScanLabel(models.Model):
-    """A person's answer to a scanner's question on one trace of its validation sample."""
+    """One trace of a scanner's validation sample, with its split; people's answers are ``ScanAnswer`` rows."""
 
     class Split(models.TextChoices):
         DEV = "dev"
@@ -129,11 +129,26 @@ class ScanLabel(models.Model):
     scanner = models.ForeignKey(Scanner, on_delete=models.CASCADE, related_name="labels")
     trace = models.ForeignKey("annotation.Trace", on_delete=models.CASCADE, related_name="scan_labels")
     split = models.CharField(max_length=4, choices=Split.choices)
-    answer = models.BooleanField(null=True)  # null: drawn, not answered yet
-    annotator = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-                                  related_name="+")
-    answered_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["scanner", "split", "trace"]
         constraints = [models.UniqueConstraint(fields=["scanner", "trace"], name="scanlabel_one_per_trace")]
+
+
+class ScanAnswer(models.Model):
+    """One person's answer to a scanner's question on a sampled trace. Each person answers for themselves
+    (issue 29, L1): nobody overwrites or withdraws another's answer. ``annotator`` null: the command line's
+    (``scan --answer-from``), one per trace."""
+
+    label = models.ForeignKey(ScanLabel, on_delete=models.CASCADE, related_name="answers")
+    annotator = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE,
+                                  related_name="+")
+    answer = models.BooleanField()
+    answered_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["label", "annotator"], name="scananswer_one_per_person"),
+            models.UniqueConstraint(fields=["label"], condition=models.Q(annotator__isnull=True),
+                                    name="scananswer_one_by_the_command_line"),
+        ]

@@ -8,19 +8,19 @@ import random
 from typing import Any
 
 from django.db import IntegrityError, transaction
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 
-from annotation import access, jobs
+from annotation import access, gate, jobs
+from annotation.gate import Source
 from annotation.models import Job, Membership, Study, Trace
-from annotation.review.visibility import sees_everything
 from reasonlib.ids import is_id
 from reasonlib.refusals import FieldInvalid
 from runs import engine
 from runs.engine import ACTIVE
 from search.core.validation import Validation, validate
 from search.errors import bad
-from search.models import Cohort, CohortTrace, ScanLabel, Scanner, ScannerRun, ScanResult
+from search.models import Cohort, CohortTrace, ScanAnswer, ScanLabel, Scanner, ScannerRun, ScanResult
 from search.runclient import KIND, cache_scope
 
 # Half of the hand-labelled traces are kept for the test split, by a hash of (scanner, trace): the split of
@@ -101,6 +101,8 @@ def cancel(record: ScannerRun) -> Job:
 
 
 ANSWERS = ("yes", "no", "uncited", "failed")
+#: A scanner's answers are a judge's (annotation.gate): its counts, answers and filter read this.
+SCANNER_READS = frozenset({Source.SCANNER})
 
 
 def scanner_condition(study: Study, membership: Membership, value: str) -> Q:
@@ -111,9 +113,7 @@ def scanner_condition(study: Study, membership: Membership, value: str) -> Q:
     scanner = Scanner.objects.filter(study=study, pk=int(pk)).first()
     if scanner is None:
         raise bad("scanner", f"no scanner {pk} in this study")
-    if not sees_everything(membership):
-        raise access.AccessDenied("in this blind study annotators may not filter by a scanner's answers "
-                                  "(they are a judge's)")
+    gate.check(membership, "scanner", SCANNER_READS)
     results = ScanResult.objects.filter(scanner=scanner, trace=OuterRef("pk"))
     if answer == "failed":
         results = results.filter(status=ScanResult.Status.FAILED)
@@ -151,36 +151,81 @@ def do_draw_sample(scanner: Scanner, size: int, *, seed: int = 0, cohort: Cohort
     return len(chosen)
 
 
+def _whose(user) -> Q:
+    """The answers of ``user`` (None: the command line's)."""
+    return Q(annotator=user) if user is not None else Q(annotator__isnull=True)
+
+
 def do_answer(scanner: Scanner, trace: Trace, user, answer: bool | None) -> ScanLabel:
-    """A person's answer to the scanner's question on ``trace`` (None withdraws it); a trace not yet
-    in the sample joins it."""
+    """``user``'s own answer to the scanner's question on ``trace`` (None withdraws it; ``user`` None: the
+    command line's); a trace not yet in the sample joins it. Each person answers for themselves: another's
+    answer is never overwritten or withdrawn (issue 29, L1)."""
     if trace.study_id != scanner.study_id:
         raise ScannerError("trace", "the trace belongs to another study")
-    label, _ = ScanLabel.objects.get_or_create(scanner=scanner, trace=trace,
-                                               defaults={"split": split_for(scanner, trace.pk)})
-    label.answer, label.annotator = answer, user if answer is not None else None
-    label.answered_at = timezone.now() if answer is not None else None
-    label.save(update_fields=["answer", "annotator", "answered_at"])
+    with transaction.atomic():
+        label, _ = ScanLabel.objects.get_or_create(scanner=scanner, trace=trace,
+                                                   defaults={"split": split_for(scanner, trace.pk)})
+        mine = ScanAnswer.objects.filter(_whose(user), label=label)
+        if answer is None:
+            mine.delete()
+        elif not mine.update(answer=answer, answered_at=timezone.now()):
+            ScanAnswer.objects.create(label=label, annotator=user, answer=answer)
     return label
 
 
-def pending_questions(trace: Trace) -> list[dict[str, Any]]:
-    """The scanners whose validation sample holds ``trace``, with the answer given so far (review page)."""
-    return [{"scanner": lab.scanner, "answer": lab.answer}
+def unanswered_by(scanner: Scanner, user) -> QuerySet[ScanLabel]:
+    """The sampled traces ``user`` (None: the command line) has not answered, in trace order."""
+    theirs = ScanAnswer.objects.filter(_whose(user), label=OuterRef("pk"))
+    return ScanLabel.objects.filter(scanner=scanner).exclude(Exists(theirs)).order_by("trace_id")
+
+
+def pending_questions(trace: Trace, user) -> list[dict[str, Any]]:
+    """The scanners whose validation sample holds ``trace``, with ``user``'s own answer so far (review page)."""
+    mine = dict(ScanAnswer.objects.filter(_whose(user), label__trace=trace).values_list("label_id", "answer"))
+    return [{"scanner": lab.scanner, "answer": mine.get(lab.pk)}
             for lab in ScanLabel.objects.filter(trace=trace).select_related("scanner").order_by("scanner__name")]
 
 
 def validation_report(scanner: Scanner) -> dict[str, Any]:
-    labels = dict(ScanLabel.objects.filter(scanner=scanner, answer__isnull=False).values_list("trace_id", "answer"))
-    splits = dict(ScanLabel.objects.filter(scanner=scanner).values_list("trace_id", "split"))
-    said = dict(ScanResult.objects.filter(scanner=scanner, status=ScanResult.Status.OK, trace_id__in=list(labels))
+    """Per split, the scanner's answer against every person's answer (each person's answer is one pair,
+    so a trace two people answered counts twice); ``pending``: sampled traces nobody answered yet."""
+    answers = list(ScanAnswer.objects.filter(label__scanner=scanner)
+                   .values_list("label__trace_id", "label__split", "answer").order_by("label__trace_id", "pk"))
+    answered = {pk for pk, _split, _a in answers}
+    said = dict(ScanResult.objects.filter(scanner=scanner, status=ScanResult.Status.OK, trace_id__in=sorted(answered))
                 .values_list("trace_id", "answer"))
-    out: dict[str, Any] = {"pending": ScanLabel.objects.filter(scanner=scanner, answer__isnull=True).count(),
-                           "unscanned": len([pk for pk in labels if pk not in said])}
+    out: dict[str, Any] = {"pending": ScanLabel.objects.filter(scanner=scanner, answers__isnull=True).count(),
+                           "unscanned": len([pk for pk in answered if pk not in said])}
     for split in ScanLabel.Split.values:
-        pairs = [(labels[pk], said[pk]) for pk in sorted(labels) if pk in said and splits[pk] == split]
-        out[split] = validate(pairs)
+        out[split] = validate([(person, said[pk]) for pk, s, person in answers if pk in said and s == split])
     return out
+
+
+def people_answers(scanner: Scanner) -> dict[int, tuple[str, bool | None]]:
+    """Per sampled trace: its split and the people's answer -- their majority, None when they are split
+    evenly or nobody answered (the ``scanner-answers`` export)."""
+    votes: dict[int, list[bool]] = {}
+    for pk, answer in ScanAnswer.objects.filter(label__scanner=scanner).values_list("label__trace_id", "answer"):
+        votes.setdefault(pk, []).append(answer)
+    out: dict[int, tuple[str, bool | None]] = {}
+    for pk, split in ScanLabel.objects.filter(scanner=scanner).values_list("trace_id", "split"):
+        yes, n = sum(votes.get(pk, [])), len(votes.get(pk, []))
+        out[pk] = (split, None if n == 0 or 2 * yes == n else 2 * yes > n)
+    return out
+
+
+#: The validation compares the scanner's answers with people's (annotation.gate): for who reads both.
+VALIDATION_READS = SCANNER_READS | {Source.OWN, Source.PEER}
+
+
+def visible_counts(scanner: Scanner, membership: Membership | None) -> dict[str, int] | None:
+    """The answers' counts, or None for a member the gate does not let read a scanner's answers."""
+    return counts(scanner) if gate.may_read(membership, SCANNER_READS) else None
+
+
+def visible_validation(scanner: Scanner, membership: Membership | None) -> dict[str, Any] | None:
+    """The validation report, or None for a member the gate does not let read it (issue 29, L1)."""
+    return validation_report(scanner) if gate.may_read(membership, VALIDATION_READS) else None
 
 
 def counts(scanner: Scanner) -> dict[str, int]:

@@ -12,7 +12,8 @@ from django.db.models import F, QuerySet
 from django.db.models.expressions import RawSQL
 from django.urls import reverse
 
-from annotation import access
+from annotation import access, gate
+from annotation.gate import Source
 from annotation.models import Membership, Step, StepLabel, Study, Trace
 from annotation.review.queues import do_assign
 from reasonlib.ids import is_id
@@ -21,7 +22,7 @@ from search import backends
 from search.core import query as ql
 from search.core.regex import Budget, BudgetSpent
 from search.errors import SearchError
-from search.filters import REGEX_BUDGET_S, TraceSearchFilter
+from search.filters import REGEX_BUDGET_S, TraceSearchFilter, cohort_reads
 from search.models import Cohort, CohortTrace
 
 # Parameters that are not filters (pagination, the API's format, the page's own switches, a download's).
@@ -282,12 +283,25 @@ def do_save_cohort(study: Study, membership: Membership, *, name: str, data, not
 
 
 def check_cohort(user, pk: int) -> tuple[Cohort, Membership]:
-    """The cohort and the user's membership of its study (404 for outsiders)."""
+    """The cohort and the user's membership of its study (404 for outsiders), after the visibility
+    gate: a cohort's traces are what its query read (``cohort_reads``)."""
     cohort = Cohort.objects.filter(pk=pk).select_related("study").first()
     if cohort is None:
         raise access.AccessDenied("no such cohort", outsider=True)
     _study, membership = access.check_study(user, cohort.study_id)
+    gate.check(membership, f"cohort {cohort.name!r}", cohort_reads(cohort, membership))
     return cohort, membership
+
+
+def readable_cohorts(study: Study, membership: Membership | None) -> list[Cohort]:
+    """The study's cohorts, by name, that ``membership`` may use (menus offer only these)."""
+    cohorts = Cohort.objects.filter(study=study).order_by("name")
+    return [c for c in cohorts if readable_cohort(c, membership)]
+
+
+def readable_cohort(cohort: Cohort, membership: Membership | None) -> bool:
+    """Whether the cohort's size and traces may be shown to ``membership`` (lists hide the others' size)."""
+    return gate.may_read(membership, cohort_reads(cohort, membership))
 
 
 def cohort_traces(cohort: Cohort) -> QuerySet[Trace]:
@@ -326,7 +340,7 @@ def do_judge_cohort(cohort: Cohort, judge, *, user=None, force: bool = False, bu
                                        user=user, queue=queue)
 
 
-def _cohort_summary(cohort: Cohort) -> dict[str, Any]:
+def _cohort_summary(cohort: Cohort, with_scores: bool) -> dict[str, Any]:
     from scoring.core.bootstrap import bootstrap_ci
     from scoring.models import TraceScore
     from search.core.stats import wilson
@@ -346,6 +360,10 @@ def _cohort_summary(cohort: Cohort) -> dict[str, Any]:
         "accuracy": correct / len(judged) if judged else None, "accuracy_ci": wilson(correct, len(judged)),
         "models": dict(sorted(models.items())), "scores": {},
     }
+    if not with_scores:
+        # Scores are computed from every source's labels (annotation.gate): hidden from a blinded annotator.
+        out["scores"] = None
+        return out
     values = list(scores.values_list("process", "holistic", "s_prm"))
     for i, name in enumerate(("process", "holistic", "s_prm")):
         col = [v[i] for v in values if v[i] is not None]
@@ -355,13 +373,21 @@ def _cohort_summary(cohort: Cohort) -> dict[str, Any]:
     return out
 
 
-def compare_cohorts(a: Cohort, b: Cohort) -> dict[str, Any]:
+#: What a comparison's mean scores read (annotation.gate): shown only to who may read them.
+COMPARE_SCORES_READ = frozenset({Source.SCORES})
+
+
+def compare_cohorts(a: Cohort, b: Cohort, membership: Membership | None = None) -> dict[str, Any]:
     """Side by side: counts, answer accuracy (Wilson 95%), mean scores of the final labels under the
-    default profile (percentile bootstrap 95%), and the traces the two share."""
+    default profile (percentile bootstrap 95%), and the traces the two share. ``scores`` is None for a
+    member the gate does not let read scores (``membership`` None: the operator, who reads everything);
+    the cohorts themselves passed the gate in ``check_cohort``."""
     if a.study_id != b.study_id:
         raise CohortError("b", "the two cohorts belong to different studies")
+    with_scores = gate.may_read(membership, COMPARE_SCORES_READ)
     shared = CohortTrace.objects.filter(cohort=a, trace__in=CohortTrace.objects.filter(cohort=b).values("trace"))
-    return {"a": _cohort_summary(a), "b": _cohort_summary(b), "shared": shared.count()}
+    return {"a": _cohort_summary(a, with_scores), "b": _cohort_summary(b, with_scores), "shared": shared.count(),
+            "scores_hidden": not with_scores}
 
 
 def cohort_choices(study: Study) -> list[tuple[str, str]]:

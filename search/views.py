@@ -15,7 +15,6 @@ from annotation.models import Membership, Trace, Verdict
 from annotation.review import queues
 from annotation.review.filters import study_models
 from annotation.review.queues import AssignError
-from annotation.review.visibility import sees_everything
 from annotation.views import member_view
 from reasonlib.ids import is_id
 from runs import params
@@ -25,8 +24,8 @@ from scoring import exports
 from search import scanners, services
 from search.core.validation import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED
 from search.errors import SearchError
-from search.filters import TraceSearchFilter
-from search.models import Cohort, ScanLabel, Scanner
+from search.filters import TraceSearchFilter, usable_filters
+from search.models import Cohort, Scanner
 
 # Filters shown as fields of the page's form (the rest are still honoured from the URL).
 FORM_FIELDS = ("q", "re", "channel", "model", "answer_correct", "flagged", "lucky_guess", "disagreement", "needs_review",
@@ -66,7 +65,8 @@ def search_page(request: HttpRequest, study_id: int) -> HttpResponse:
         "study": study, "membership": membership, "page": page, "errors": errors, "notes": notes,
         "f": {k: request.GET.get(k, "") for k in FORM_FIELDS}, "query": _query(request),
         "models": study_models(study), "verdicts": Verdict.values,
-        "cohorts": Cohort.objects.filter(study=study).order_by("name"),
+        "cohorts": services.readable_cohorts(study, membership),
+        "usable": usable_filters(study, membership),
         "searched": any(request.GET.get(k) for k in FORM_FIELDS),
         "filter_help": {name: f.extra.get("help_text", "") for name, f in TraceSearchFilter.base_filters.items()},
     }
@@ -110,7 +110,9 @@ def cohort_list(request: HttpRequest, study_id: int) -> HttpResponse:
             return redirect("search-cohorts", study.pk)
         messages.success(request, f"Cohort {cohort.name} saved with {cohort.n_traces} traces.")
         return redirect(cohort)
-    cohorts = Cohort.objects.filter(study=study).select_related("created_by")
+    cohorts = list(Cohort.objects.filter(study=study).select_related("created_by"))
+    for c in cohorts:  # a cohort whose query read other sources (annotation.gate) is listed without size or link
+        c.readable = services.readable_cohort(c, membership)
     return render(request, "search/cohorts.html", {"study": study, "membership": membership, "cohorts": cohorts})
 
 
@@ -184,7 +186,7 @@ def cohort_compare(request: HttpRequest, pk: int) -> HttpResponse:
     if is_id(other):
         b, _m = _cohort_for(request, int(other))
         try:
-            result = services.compare_cohorts(a, b)
+            result = services.compare_cohorts(a, b, membership)
         except services.CohortError as exc:
             error = exc.message
     elif other:
@@ -216,7 +218,8 @@ def scanner_list(request: HttpRequest, study_id: int) -> HttpResponse:
             messages.error(request, f"Not created: {exc.field}: {exc.message}")
             return redirect("search-scanners", study.pk)
         return redirect(scanner)
-    rows = [(s, scanners.counts(s)) for s in Scanner.objects.filter(study=study).select_related("judge")]
+    rows = [(s, scanners.visible_counts(s, membership))
+            for s in Scanner.objects.filter(study=study).select_related("judge")]
     judges = [j for j in study.judges.order_by("name") if j.uses_prompt]
     return render(request, "search/scanners.html", {"study": study, "membership": membership, "rows": rows,
                                                     "judges": judges})
@@ -226,14 +229,14 @@ def scanner_list(request: HttpRequest, study_id: int) -> HttpResponse:
 @require_GET
 def scanner_detail(request: HttpRequest, pk: int) -> HttpResponse:
     scanner, membership = scanners.check_scanner(request.user, pk)
-    pending = (ScanLabel.objects.filter(scanner=scanner, answer__isnull=True).select_related("trace")
-               .order_by("trace_id")[:50])
+    pending = scanners.unanswered_by(scanner, request.user).select_related("trace")[:50]  # by this member
     context = {"study": scanner.study, "membership": membership, "scanner": scanner,
-               "counts": scanners.counts(scanner), "report": scanners.validation_report(scanner),
+               "counts": scanners.visible_counts(scanner, membership),
+               "report": scanners.visible_validation(scanner, membership),
                "run_fields": page_fields("scanner", scanner.study, without=("scanner",)),
                "runs": scanner.runs.select_related("job", "cohort")[:10], "pending": pending,
                "cohorts": Cohort.objects.filter(study=scanner.study).order_by("name"),
-               "sees_results": sees_everything(membership), "code_version": code_version(),
+               "code_version": code_version(),
                "resamples": BOOTSTRAP_RESAMPLES, "seed": BOOTSTRAP_SEED,
                "validation_params": urlencode({"what": "scanner-validation", "scanner": scanner.pk}),
                "answers_params": urlencode({"what": "scanner-answers", "scanner": scanner.pk})}

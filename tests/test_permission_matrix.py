@@ -31,7 +31,7 @@ from django.urls import URLPattern, URLResolver, get_resolver
 from agreement.models import CalibrationStudy
 from annotation import services
 from annotation.importing.pipeline import import_stream
-from annotation.models import Job, Membership, Skeleton, Step, Study, Trace
+from annotation.models import Invitation, Job, Membership, Skeleton, Step, Study, Trace
 from faithfulness.models import FaithfulnessRun, Intervention
 from fidelity.running import do_start_run
 from fidelity.suites import do_create_suite
@@ -60,6 +60,7 @@ class Who:
     study_scoped: bool = True  # outsiders get 404 (False: any signed-in user is let through)
     public: bool = False  # anonymous visitors too
     staff: bool = False  # Django's admin: every role here is sent to the admin login
+    invitee: bool = False  # only the invited user (the table's outsider); everyone else: 404
 
 
 PUBLIC = Who("public", MEMBER_ROLES, study_scoped=False, public=True)
@@ -71,6 +72,8 @@ OWNERS = Who("owners", (OWNER,))
 # The job of the table was started by the owner: who started it, owners and adjudicators cancel.
 JOB_CANCEL = Who("who started the job, owners and adjudicators", (OWNER, ADJUDICATOR))
 STAFF = Who("staff (Django admin)", staff=True)
+# The world's invitation is the owner's, to the outsider: only they answer it (annotation.members, issue 29 L5).
+INVITEE = Who("the invited user", invitee=True)
 
 
 @dataclass(frozen=True)
@@ -104,6 +107,7 @@ RULES: dict[str, Rule] = {
     # annotation: web
     "studies": Rule(GET=SIGNED_IN),
     "study-create": Rule(GET=SIGNED_IN, POST=SIGNED_IN),
+    "invitation-respond": Rule(POST=INVITEE, kwargs={"invitation_id": "invitation"}),
     "profile": Rule(GET=SIGNED_IN, POST=SIGNED_IN),
     "password-set": Rule(GET=PUBLIC, POST=PUBLIC),  # the one-time link itself is the credential
     "study": study(GET=MEMBERS),
@@ -146,11 +150,12 @@ RULES: dict[str, Rule] = {
     "api-trace-labels": api("trace", GET=MEMBERS),
     "api-step-adjudication": api("step", GET=ADJUDICATORS),
     # scoring: web
-    "scoring-leaderboard": study(GET=MEMBERS),
-    "scoring-hazard": study(GET=MEMBERS),
-    "scoring-distributions": study(GET=MEMBERS),
-    "scoring-lucky": study(GET=MEMBERS),
-    "scoring-ablations": study(GET=MEMBERS),
+    # Score analytics read scores, computed from every source's labels (annotation.gate): not for a blinded annotator.
+    "scoring-leaderboard": study(GET=SEES_ALL),
+    "scoring-hazard": study(GET=SEES_ALL),
+    "scoring-distributions": study(GET=SEES_ALL),
+    "scoring-lucky": study(GET=SEES_ALL),
+    "scoring-ablations": study(GET=SEES_ALL),
     "scoring-export": study(GET=MEMBERS),
     "scoring-profiles": study(GET=MEMBERS, POST=OWNERS),
     "scoring-recompute": study(POST=OWNERS),
@@ -165,9 +170,9 @@ RULES: dict[str, Rule] = {
     "scoring-export-download": Rule(GET=ADJUDICATORS, kwargs={"study_id": "study", "job_id": "export_job"}),
     # scoring: API
     "api-trace-scores": api("trace", GET=SEES_ALL),  # blind: only once the annotator finished the trace
-    "api-study-leaderboard": api("study", GET=MEMBERS),
-    "api-study-hazard": api("study", GET=MEMBERS),
-    "api-study-lucky-guesses": api("study", GET=MEMBERS),
+    "api-study-leaderboard": api("study", GET=SEES_ALL),
+    "api-study-hazard": api("study", GET=SEES_ALL),
+    "api-study-lucky-guesses": api("study", GET=SEES_ALL),
     "api-study-profiles": api("study", GET=MEMBERS, POST=OWNERS),
     "api-study-profile": Rule(GET=MEMBERS, kwargs={"pk": "study", "name": "profile_name"}),
     "api-study-score": api("study", POST=OWNERS),
@@ -220,14 +225,15 @@ RULES: dict[str, Rule] = {
     "api-prompt-template-preview": api("study", POST=OWNERS),
     "api-prompt-template": api("prompt_template", GET=MEMBERS),
     # faithfulness
-    "faithfulness": study(GET=MEMBERS),
-    "faithfulness-report": study(GET=MEMBERS),
+    # The evidence reads the judges', the annotators' and the adjudicated labels (annotation.gate).
+    "faithfulness": study(GET=SEES_ALL),
+    "faithfulness-report": study(GET=SEES_ALL),
     "faithfulness-run": Rule(GET=MEMBERS, kwargs={"run_id": "faithfulness_run"}),
     "faithfulness-intervention": Rule(GET=MEMBERS, kwargs={"pk": "intervention"}),
     "api-study-faithfulness-runs": api("study", GET=MEMBERS, POST=OWNERS),
     "api-faithfulness-run": api("faithfulness_run", GET=MEMBERS),
     "api-faithfulness-run-interventions": api("faithfulness_run", GET=MEMBERS),
-    "api-study-evidence": api("study", GET=MEMBERS),
+    "api-study-evidence": api("study", GET=SEES_ALL),
     # fidelity diagnostics (docs/fidelity.md)
     "fidelity-list": study(GET=MEMBERS),
     "fidelity-report": Rule(GET=MEMBERS, kwargs={"run_id": "fidelity_run"}),
@@ -356,7 +362,7 @@ def _guarded(view) -> bool:
 class World:
     """A study with one of everything a URL can name."""
 
-    def __init__(self, name: str, *, blind: bool, owner, adjudicator, annotator) -> None:
+    def __init__(self, name: str, *, blind: bool, owner, adjudicator, annotator, outsider=None) -> None:
         self.study, _ = services.do_get_or_create_study(name, owner=owner)
         Study.objects.filter(pk=self.study.pk).update(blind=blind)
         services.do_add_member(self.study, adjudicator.username, Membership.Role.ADJUDICATOR)
@@ -396,6 +402,9 @@ class World:
         # search: two cohorts by the owner (the owner's POST to delete/ takes the second)
         self.cohort = Cohort.objects.create(study=self.study, name="matrix", created_by=owner)
         self.doomed_cohort = Cohort.objects.create(study=self.study, name="doomed", created_by=owner)
+        # The outsider's invitation: the matrix's empty POST declines it, so they stay an outsider.
+        self.invitation = (Invitation.objects.create(study=self.study, user=outsider, role=Membership.Role.ANNOTATOR,
+                                                     invited_by=owner) if outsider is not None else None)
         self.scanner = Scanner.objects.create(study=self.study, name="waits", question="Does it say wait?",
                                               judge=self.judge, created_by=owner)
 
@@ -445,6 +454,8 @@ def expected(rule: Rule, method: str, role: str, pattern: Pattern) -> str:
         return "405"
     if who.staff:
         return "admin-login"
+    if who.invitee:
+        return "ok" if role == OUTSIDER else "404"
     if role == OUTSIDER:
         return "404" if who.study_scoped else "ok"
     return "ok" if role in who.members else "403"
@@ -471,8 +482,8 @@ def worlds(django_user_model):
     users = {name: django_user_model.objects.create_user(name, password="pw")
              for name in ("olivia", "adam", "anna", "mallory")}
     kw = {"owner": users["olivia"], "adjudicator": users["adam"], "annotator": users["anna"]}
-    open_world = World("Open study", blind=False, **kw)
-    blind_world = World("Blind study", blind=True, **kw)
+    open_world = World("Open study", blind=False, outsider=users["mallory"], **kw)
+    blind_world = World("Blind study", blind=True, outsider=users["mallory"], **kw)
     return {
         OWNER: (users["olivia"], open_world), ADJUDICATOR: (users["adam"], open_world),
         ANNOTATOR: (users["anna"], open_world), BLIND_ANNOTATOR: (users["anna"], blind_world),

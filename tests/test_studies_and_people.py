@@ -15,10 +15,11 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 from django.urls import reverse
 from rest_framework.authtoken.models import Token
+from rest_framework.test import APIClient
 
 from annotation.forms import ImportForm
 from annotation.importing.adapters import cli_formats
-from annotation.models import Job, Membership, Study, Trace
+from annotation.models import Invitation, Job, Membership, Study, Trace
 from tests.conftest import signed_in
 from tests.evallogs.conftest import LM_EVAL_RESULTS, LM_EVAL_SAMPLES
 
@@ -62,8 +63,14 @@ def test_an_anonymous_visitor_is_sent_to_sign_in_before_creating_a_study(client)
 # Members: accounts, roles, revocation
 
 
+def _site_admin(user):
+    User.objects.filter(pk=user.pk).update(is_staff=True)
+    user.refresh_from_db()
+    return user
+
+
 def test_an_owner_creates_an_account_whose_one_time_password_is_shown_once(owner, study):
-    client = signed_in(owner)
+    client = signed_in(_site_admin(owner))
     response = client.post(reverse("study-members", args=[study.pk]),
                            {"action": "create", "username": "bob", "role": "adjudicator", "handover": "password"})
     assert response.status_code == 200
@@ -77,7 +84,7 @@ def test_an_owner_creates_an_account_whose_one_time_password_is_shown_once(owner
 
 
 def test_an_owner_creates_an_account_with_a_link_where_the_user_sets_the_password(owner, study):
-    response = signed_in(owner).post(reverse("study-members", args=[study.pk]),
+    response = signed_in(_site_admin(owner)).post(reverse("study-members", args=[study.pk]),
                                      {"action": "create", "username": "carol", "role": "annotator",
                                       "handover": "link"})
     assert response.status_code == 200
@@ -97,7 +104,7 @@ def test_an_owner_creates_an_account_with_a_link_where_the_user_sets_the_passwor
 
 
 def test_creating_an_account_refuses_a_taken_username_and_resets_nobody(owner, member, study):
-    response = signed_in(owner).post(reverse("study-members", args=[study.pk]),
+    response = signed_in(_site_admin(owner)).post(reverse("study-members", args=[study.pk]),
                                      {"action": "create", "username": member.username.upper(), "role": "owner",
                                       "handover": "password"})
     assert response.status_code == 400
@@ -105,6 +112,63 @@ def test_creating_an_account_refuses_a_taken_username_and_resets_nobody(owner, m
     member.refresh_from_db()
     assert member.check_password("pw-alice")
     assert Membership.objects.get(study=study, user=member).role == "annotator"
+
+
+def test_an_owner_who_is_no_site_administrator_creates_no_account(owner, study):
+    # A taken name answers differently from a free one, so only site administrators create accounts (issue 29, L5).
+    response = signed_in(owner).post(reverse("study-members", args=[study.pk]),
+                                     {"action": "create", "username": "bob", "role": "annotator", "handover": "password"})
+    assert response.status_code == 400 and "site administrators" in response.content.decode()
+    assert not User.objects.filter(username="bob").exists()
+    assert "Create an account" not in signed_in(owner).get(reverse("study-members", args=[study.pk])).content.decode()
+
+
+def test_an_invitation_answers_the_same_whether_the_name_exists_and_adds_nobody_without_consent(
+        owner, outsider, study):
+    url = reverse("study-members", args=[study.pk])
+    answers = {}
+    for name in (outsider.username, "nobody-by-that-name"):
+        response = signed_in(owner).post(url, {"action": "set", "username": name, "role": "annotator"}, follow=True)
+        answers[name] = re.sub(r'(csrfmiddlewaretoken" value="|"X-CSRFToken": ")[^"]+', "-",
+                               response.content.decode().replace(name, "NAME"))
+    assert answers[outsider.username] == answers["nobody-by-that-name"]
+    api = APIClient()
+    api.force_authenticate(owner)
+    bodies = [api.post(f"/api/v1/studies/{study.pk}/members/", {"username": name, "role": "annotator"}, format="json")
+              for name in (outsider.username, "nobody-by-that-name")]
+    assert [b.status_code for b in bodies] == [202, 202]
+    assert bodies[0].json()["detail"].replace(outsider.username, "N") == bodies[1].json()["detail"].replace(
+        "nobody-by-that-name", "N")
+    # Not a member until they accept; the study stays hidden from them until then.
+    assert not Membership.objects.filter(study=study, user=outsider).exists()
+    assert signed_in(outsider).get(reverse("study", args=[study.pk])).status_code == 404
+    studies_page = signed_in(outsider).get(reverse("studies")).content.decode()
+    assert "invites you to" in studies_page and study.name in studies_page
+    invitation = Invitation.objects.get(study=study, user=outsider)
+    # Nobody else answers someone's invitation (the owner included): not found.
+    assert signed_in(owner).post(reverse("invitation-respond", args=[invitation.pk]),
+                                 {"action": "accept"}).status_code == 404
+    assert signed_in(outsider).post(reverse("invitation-respond", args=[invitation.pk]),
+                                    {"action": "accept"}).status_code == 302
+    assert Membership.objects.get(study=study, user=outsider).role == "annotator"
+    assert not Invitation.objects.exists()
+
+
+def test_a_declined_invitation_adds_nobody(owner, outsider, study):
+    signed_in(owner).post(reverse("study-members", args=[study.pk]),
+                          {"action": "set", "username": outsider.username, "role": "owner"})
+    invitation = Invitation.objects.get(study=study, user=outsider)
+    signed_in(outsider).post(reverse("invitation-respond", args=[invitation.pk]), {"action": "decline"})
+    assert not Membership.objects.filter(study=study, user=outsider).exists() and not Invitation.objects.exists()
+
+
+def test_assigning_work_names_members_only(owner, outsider, study):
+    api = APIClient()
+    api.force_authenticate(owner)
+    answers = [api.post(f"/api/v1/studies/{study.pk}/assignments/", {"annotators": [name]}, format="json").json()
+               for name in (outsider.username, "nobody-by-that-name")]
+    assert [a["detail"] for a in answers] == [f"annotators: no member named {outsider.username!r}",
+                                              "annotators: no member named 'nobody-by-that-name'"]
 
 
 def test_an_owner_changes_a_role_and_revokes_a_member(owner, member, study):

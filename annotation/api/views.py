@@ -148,7 +148,7 @@ def _bool_param(name: str, description: str) -> OpenApiParameter:
     _bool_param("lucky_guess", "a lucky guess by the final labels under the default profile (needs scores)"),
     _bool_param("flagged", "flagged by any reviewer"),
     _bool_param("needs_review", "true: not labelled completely by you"),
-    _bool_param("disagreement", "labels of some step disagree (for a blinded annotator: only traces they finished)"),
+    _bool_param("disagreement", "labels of some step disagree (refused to a blinded annotator: annotation.gate)"),
 ]))
 class StudyTraces(generics.ListAPIView):
     """Traces of a study with filters; paginated."""
@@ -421,10 +421,13 @@ class StudyAssignments(APIView):
         ser = s.AssignmentRequestSerializer(data=request.data)
         ser.is_valid(raise_exception=True)
         d = ser.validated_data
-        users = {u.username: u for u in get_user_model().objects.filter(username__in=d["annotators"])}
+        # Members only: whether some other account exists is nobody's business here (issue 29, L5).
+        users = {u.username: u for u in get_user_model().objects.filter(username__in=d["annotators"],
+                                                                          memberships__study=study)}
         missing = [u for u in d["annotators"] if u not in users]
         if missing:
-            return _error(400, f"annotators: no user named {missing[0]!r}", [("annotators", f"unknown: {', '.join(missing)}")])
+            return _error(400, f"annotators: no member named {missing[0]!r}",
+                          [("annotators", f"not members: {', '.join(missing)}")])
         n = do_assign(study, request.user, [users[u] for u in d["annotators"]], d["k"],
                       stratify=d["stratify"], only_unassigned=d["only_unassigned"])
         return Response({"created": n, "progress": annotator_progress(study)}, status=status.HTTP_201_CREATED)
@@ -443,5 +446,12 @@ class StudyMembers(APIView):
         access.check_owner(membership, "managing members")
         ser = s.MemberRequestSerializer(data=request.data)
         ser.is_valid(raise_exception=True)
-        m, _ = members.do_set_role(study, ser.validated_data["username"], ser.validated_data["role"])
+        name, role = ser.validated_data["username"], ser.validated_data["role"]
+        try:
+            m = members.do_invite(study, name, role, by=request.user)
+        except members.MemberError as exc:
+            return _error(400, str(exc), [("username", str(exc))])
+        if m is None:  # invited, or no such user: one answer (annotation.members)
+            return Response({"detail": members.invited_message(name, role), "invited": name, "role": role},
+                            status=status.HTTP_202_ACCEPTED)
         return Response(s.MembershipSerializer(m).data)

@@ -5,12 +5,15 @@ and the trace conditions other apps contribute to them by name.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 from django.db.models import Exists, OuterRef, Q, QuerySet
 
+from annotation import gate
+from annotation.gate import Source
 from annotation.models import Membership, Study, Trace, TraceReview
 from annotation.review.adjudication import traces_with_disagreement
-from annotation.review.visibility import sees_everything
 
 
 def study_models(study: Study) -> list[str]:
@@ -38,21 +41,48 @@ def study_models(study: Study) -> list[str]:
         return [row[0] for row in cur.fetchall()]
 
 
-# Trace conditions that other apps contribute to the trace filters by name
-# (e.g. scoring's "lucky_guess"): annotation is the lowest app and never
-# imports the apps above it, so they register here from their AppConfig.ready.
-# A condition takes (study, prefix) -- prefix is the path from the filtered
-# model to Trace -- and returns an expression to filter on.
+# The trace filters of the trace list, the queue and their API (search.filters delegates the flags among
+# them too): each declares the label sources it reads, and filter_traces asks the visibility gate
+# (annotation.gate) before applying it, so a blinded annotator is refused every filter that reads
+# another source -- by construction, for a filter registered tomorrow too.
+#
+# Other apps contribute trace conditions by name (e.g. scoring's "lucky_guess"): annotation is the
+# lowest app and never imports the apps above it, so they register here from their AppConfig.ready.
+# A condition takes (study, prefix) -- prefix is the path from the filtered model to Trace -- and
+# returns an expression to filter on.
 TraceCondition = Callable[[Study, str], Exists | Q]
-_TRACE_CONDITIONS: dict[str, TraceCondition] = {}
+#: (queryset, value, study, membership, prefix) -> queryset; value is a str (text filters) or a bool (flags).
+Apply = Callable[[QuerySet, Any, Study, "Membership | None", str], QuerySet]
 
 
-def register_trace_condition(name: str, condition: TraceCondition) -> None:
-    _TRACE_CONDITIONS[name] = condition
+@dataclass(frozen=True)
+class TraceFilter:
+    name: str
+    reads: frozenset[Source]
+    apply: Apply
+    flag: bool = True  # a true/false filter (else a text value)
+    help: str = ""
+
+
+TRACE_FILTERS: dict[str, TraceFilter] = {}
+
+
+def register_trace_filter(f: TraceFilter) -> None:
+    TRACE_FILTERS[f.name] = f
+
+
+def register_trace_condition(name: str, condition: TraceCondition, reads: frozenset[Source], help: str = "") -> None:
+    """A true/false filter from another app: ``condition`` selects the traces where it holds."""
+
+    def apply(qs: QuerySet, v: bool, study: Study, membership: Membership | None, p: str) -> QuerySet:
+        cond = condition(study, p)
+        return qs.filter(cond if v else ~cond)
+
+    register_trace_filter(TraceFilter(name, frozenset(reads), apply, help=help))
 
 
 def lucky_guess_available() -> bool:
-    return "lucky_guess" in _TRACE_CONDITIONS
+    return "lucky_guess" in TRACE_FILTERS
 
 
 TRUE, FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
@@ -65,36 +95,54 @@ def parse_flag(value: str | None) -> bool | None:
     return True if v in TRUE else False if v in FALSE else None
 
 
-def filter_traces(qs: QuerySet, params, study: Study, membership: Membership, *, prefix: str = "") -> QuerySet:
-    """Apply the trace filters of ``params`` (a QueryDict or dict) to ``qs``.
+def _mine_done(membership: Membership | None, p: str) -> Exists:
+    return Exists(TraceReview.objects.filter(trace=OuterRef(f"{p}pk"), annotator=membership.user if membership
+                                             else None, complete=True))
 
-    ``prefix`` is the path from the queryset's model to Trace (``"trace__"``
-    for assignments). ``disagreement`` only shows a blinded annotator the
-    traces they have finished, so it leaks nothing.
-    """
-    p = prefix
-    if params.get("model"):
-        qs = qs.filter(**{f"{p}model": params["model"]})
-    if params.get("domain"):
-        qs = qs.filter(**{f"{p}problem__domain": params["domain"]})
-    if (v := parse_flag(params.get("answer_correct"))) is not None:
-        qs = qs.filter(**{f"{p}answer_correct": v})
-    if (v := parse_flag(params.get("flagged"))) is not None:
-        qs = qs.filter(**{f"{p}flagged": v})
-    for name, condition in _TRACE_CONDITIONS.items():
-        if (v := parse_flag(params.get(name))) is not None:
-            cond = condition(study, p)
-            qs = qs.filter(cond if v else ~cond)
 
-    def mine_done() -> Exists:
-        # Built only when a filter needs the member's own reviews (the export command searches as no member).
-        return Exists(TraceReview.objects.filter(trace=OuterRef(f"{p}pk"), annotator=membership.user, complete=True))
+def _field(path: str) -> Apply:
+    return lambda qs, v, study, m, p: qs.filter(**{f"{p}{path}": v})
 
-    if (v := parse_flag(params.get("needs_review"))) is not None:
-        qs = qs.exclude(mine_done()) if v else qs.filter(mine_done())
-    if (v := parse_flag(params.get("disagreement"))) is not None:
-        cond = Q(**{f"{p}pk__in": traces_with_disagreement(study)})
-        qs = qs.filter(cond) if v else qs.exclude(cond)
-        if v and not sees_everything(membership):
-            qs = qs.filter(mine_done())
+
+def _needs_review(qs: QuerySet, v: bool, study: Study, m: Membership | None, p: str) -> QuerySet:
+    return qs.exclude(_mine_done(m, p)) if v else qs.filter(_mine_done(m, p))
+
+
+def _disagreement(qs: QuerySet, v: bool, study: Study, m: Membership | None, p: str) -> QuerySet:
+    cond = Q(**{f"{p}pk__in": traces_with_disagreement(study)})
+    return qs.filter(cond) if v else qs.exclude(cond)
+
+
+_TRACE = frozenset({Source.TRACE})
+for _f in (
+    TraceFilter("model", _TRACE, _field("model"), flag=False),
+    TraceFilter("domain", _TRACE, _field("problem__domain"), flag=False),
+    # The answer verdict: the automatic check, or a reviewer's override (shown on every page as the trace's).
+    TraceFilter("answer_correct", _TRACE, _field("answer_correct"), help="the answer verdict"),
+    TraceFilter("flagged", frozenset({Source.OWN, Source.PEER}), _field("flagged"), help="flagged by any reviewer"),
+    TraceFilter("needs_review", frozenset({Source.OWN}), _needs_review,
+                help="true: not labelled completely by you"),
+    TraceFilter("disagreement", frozenset({Source.OWN, Source.PEER, Source.JUDGE, Source.ADJUDICATION}),
+                _disagreement, help="labels of some step disagree (annotator against annotator or the primary judge)"),
+):
+    register_trace_filter(_f)
+
+
+def visible_trace_filters(membership: Membership | None) -> set[str]:
+    """The names of the filters the member may use (the pages show only these)."""
+    return {name for name, f in TRACE_FILTERS.items() if gate.may_read(membership, f.reads)}
+
+
+def filter_traces(qs: QuerySet, params, study: Study, membership: Membership | None, *,
+                  prefix: str = "") -> QuerySet:
+    """Apply the trace filters of ``params`` (a QueryDict or dict) to ``qs``, each after the gate.
+
+    ``prefix`` is the path from the queryset's model to Trace (``"trace__"`` for assignments)."""
+    for name, f in TRACE_FILTERS.items():
+        raw = params.get(name)
+        value = parse_flag(raw) if f.flag else (raw or None)
+        if value is None:
+            continue
+        gate.check(membership, f"the {name} filter", f.reads)
+        qs = f.apply(qs, value, study, membership, prefix)
     return qs

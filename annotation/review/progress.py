@@ -6,7 +6,9 @@ from __future__ import annotations
 from django.contrib.auth import get_user_model
 from django.db.models import Count, Exists, OuterRef, Q
 
-from annotation.models import Assignment, Study, TraceReview
+from annotation import gate
+from annotation.gate import Source
+from annotation.models import Assignment, Membership, Study, TraceReview
 
 
 def annotator_progress(study: Study) -> list[dict]:
@@ -41,3 +43,25 @@ def study_progress(study_ids: list[int], user) -> dict[int, dict[str, int]]:
     from annotation import study_summary
 
     return study_summary.study_progress(study_ids, user)
+
+
+#: What each review-progress counter reads (annotation.gate); a counter a member may not read is None.
+PROGRESS_READS = {
+    "traces": frozenset({Source.TRACE}), "mine": frozenset({Source.OWN}),
+    "anyone": frozenset({Source.OWN, Source.PEER}), "judged": frozenset({Source.JUDGE}),
+    "disagreements": frozenset({Source.OWN, Source.PEER, Source.JUDGE, Source.ADJUDICATION}),
+}
+
+
+def visible_progress(counts: dict[str, int], membership: Membership | None) -> dict[str, int | None]:
+    """A study's progress counters as ``membership`` may see them: the others' are None (the pages show "–")."""
+    return {k: (v if gate.may_read(membership, PROGRESS_READS.get(k, frozenset(Source))) else None)
+            for k, v in counts.items()}
+
+
+def visible_annotator_progress(study: Study, membership: Membership | None) -> list[dict]:
+    """The per-annotator progress of the queue page: a member who may not read peers' reviews sees her own row."""
+    rows = annotator_progress(study)
+    if gate.may_read(membership, {Source.PEER}):
+        return rows
+    return [r for r in rows if membership is not None and r["username"] == membership.user.get_username()]

@@ -12,5 +12,7 @@ register = template.Library()
 def scanner_questions(context, trace) -> dict:
     from search.scanners import pending_questions
 
-    return {"questions": pending_questions(trace), "trace": trace, "request": context.get("request"),
+    request = context.get("request")
+    user = request.user if request is not None else None
+    return {"questions": pending_questions(trace, user), "trace": trace, "request": request,
             "csrf_token": context.get("csrf_token")}

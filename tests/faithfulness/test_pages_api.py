@@ -26,11 +26,11 @@ def ran(generated):
     return record, anytime
 
 
-def test_the_overview_shows_tiers_ifr_and_the_anytime_chart_with_its_table(client, member, outsider, ran, study):
+def test_the_overview_shows_tiers_ifr_and_the_anytime_chart_with_its_table(client, owner, outsider, ran, study):
     url = reverse("faithfulness", args=[study.pk])
     client.force_login(outsider)
     assert client.get(url).status_code == 404
-    client.force_login(member)
+    client.force_login(owner)
     page = client.get(url).content.decode()
     assert "tiny" in page and "L1" in page and "+ Halting" not in page
     assert "an undefined k* counts as a false STOP" in page  # the halting table says how it counts
@@ -63,8 +63,8 @@ def test_the_run_page_polls_until_done_and_lists_the_interventions(client, membe
     assert "AUC_any" in page and "0.667" in page
 
 
-def test_the_report_downloads_in_each_format_and_refuses_an_unknown_one(client, member, ran, study):
-    client.force_login(member)
+def test_the_report_downloads_in_each_format_and_refuses_an_unknown_one(client, owner, ran, study):
+    client.force_login(owner)
     url = reverse("faithfulness-report", args=[study.pk])
     md = client.get(url, {"format": "md"})
     assert md["Content-Disposition"].endswith('.md"') and "## tiny — L1" in md.content.decode()
@@ -74,9 +74,9 @@ def test_the_report_downloads_in_each_format_and_refuses_an_unknown_one(client, 
     assert bad.status_code == 400 and "unknown report format" in bad.content.decode()
 
 
-def test_the_api_lists_runs_with_constant_queries_and_shows_a_summary(client, member, ran, study):
+def test_the_api_lists_runs_with_constant_queries_and_shows_a_summary(client, owner, ran, study):
     record, anytime = ran
-    client.force_login(member)
+    client.force_login(owner)
     url = reverse("api-study-faithfulness-runs", args=[study.pk])
     with CaptureQueriesContext(connection) as few:
         assert client.get(url).status_code == 200

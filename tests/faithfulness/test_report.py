@@ -104,11 +104,11 @@ def test_the_report_names_every_missing_item_in_markdown_latex_and_json(held):
         report(held, None, "pdf")
 
 
-def test_the_leaderboard_tier_card_comes_from_the_evidence_report(client, member, held):
+def test_the_leaderboard_tier_card_comes_from_the_evidence_report(client, owner, held):
     from scoring import score_jobs
 
     score_jobs.recompute(held, warm=False)
-    client.force_login(member)
+    client.force_login(owner)
     page = client.get(reverse("scoring-leaderboard", args=[held.pk])).content.decode()
     assert page.count("Level 0</span>") == 1 and page.count("Level 1</span>") == 1
     assert page.count("Level 2</span>") == 1 and '<span class="tag">human</span>' in page

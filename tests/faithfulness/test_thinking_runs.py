@@ -150,7 +150,11 @@ def test_pages_rest_and_export_show_early_answering_and_thinking_budgets(reasone
     client.force_login(outsider)
     assert client.get(f"/faithfulness/runs/{early_run.pk}/").status_code == 404
     client.force_login(member)
+    # The overview's evidence reads every label source: for owners and adjudicators in a blind study (annotation.gate).
+    assert client.get(f"/studies/{study.pk}/faithfulness/").status_code == 403
+    client.force_login(owner)
     page = client.get(f"/studies/{study.pk}/faithfulness/").content.decode()
+    client.force_login(member)
     assert 'data-chart="chart-early"' in page and 'id="chart-early" type="application/json"' in page
     assert "follow (completions, AOC 0.500)" in page and "ignore (completions, AOC 0.000)" in page
     assert 'data-chart="chart-thinking"' in page and "0.375" in page  # AUC_think of the follower

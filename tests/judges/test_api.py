@@ -149,7 +149,7 @@ def test_bad_run_requests_answer_400(study, owner, body, field):
     assert response.status_code == 400 and response.json()["errors"][0]["field"] == field
 
 
-def test_the_judge_detail_counts_disagreements(study, member, do_import):
+def test_the_judge_detail_counts_disagreements(study, owner, do_import):
     from tests.conftest import jsonl
 
     do_import(jsonl({"kind": "problem", "problem_id": "p", "statement": "s", "gold_answer": "7"},
@@ -157,7 +157,7 @@ def test_the_judge_detail_counts_disagreements(study, member, do_import):
                      "labels": [{"step": 1, "verdict": "valid", "annotator": "ann"}]}))
     mechanistic = JudgeConfig.objects.get(study=study, name=MECHANISTIC)
     services.run_inline(services.do_start_run(mechanistic, queue=False))
-    assert api(member).get(f"/api/v1/judges/{mechanistic.pk}/").json()["disagreements"] == 1
+    assert api(owner).get(f"/api/v1/judges/{mechanistic.pk}/").json()["disagreements"] == 1
 
 
 def test_list_endpoints_use_a_constant_number_of_queries(study, owner, make_traces, django_assert_max_num_queries):

@@ -86,14 +86,22 @@ def test_the_labels_endpoint_only_ever_returns_my_own(member, labelled):
     assert client.get(f"/api/v1/traces/{labelled.pk}/labels/").json()["labels"] == []
 
 
-def test_the_disagreement_filter_leaks_nothing_to_a_blinded_annotator(client, member, annotator2, labelled):
-    # bob disagrees with the judge on step 2 only if he labelled it -- he did; make a real disagreement.
+def test_the_disagreement_filter_is_refused_to_a_blinded_annotator_with_the_gates_message(
+        client, member, annotator2, labelled):
+    # Limited to her finished traces it still leaked (issue 29, M6): disagreement=false moved as she
+    # saved partial labels. The gate (annotation.gate) refuses it on the page's form, the list and the API.
     judge_label(labelled, 2, Study.objects.get(pk=labelled.study_id).primary_judge, "valid")
     client.force_login(member)
-    url = reverse("trace-list", args=[labelled.study_id]) + "?disagreement=true"
-    assert labelled.trace_id not in client.get(url).content.decode()
+    page = client.get(reverse("trace-list", args=[labelled.study_id])).content.decode()
+    assert 'name="disagreement"' not in page and 'name="flagged"' not in page
+    response = client.get(reverse("trace-list", args=[labelled.study_id]) + "?disagreement=true")
+    assert response.status_code == 403 and "blind study" in response.content.decode()
     api = APIClient()
     api.force_authenticate(member)
-    assert api.get(f"/api/v1/studies/{labelled.study_id}/traces/?disagreement=true").json()["count"] == 0
+    for value in ("true", "false"):
+        r = api.get(f"/api/v1/studies/{labelled.study_id}/traces/?disagreement={value}")
+        assert r.status_code == 403 and "the disagreement filter reads other sources" in r.json()["detail"]
     do_save_labels(labelled, member, version=0, labels=[LabelIn(i, "valid") for i in (1, 2, 3)])
+    assert api.get(f"/api/v1/studies/{labelled.study_id}/traces/?disagreement=true").status_code == 403
+    Study.objects.filter(pk=labelled.study_id).update(blind=False)
     assert api.get(f"/api/v1/studies/{labelled.study_id}/traces/?disagreement=true").json()["count"] == 1

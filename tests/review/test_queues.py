@@ -125,13 +125,17 @@ def test_the_queue_api(many, owner, member):
     assert rows["results"][0]["trace"]["html_url"].startswith("http")
 
 
-def test_trace_filters_flagged_and_needs_review(client, seeded, member):
+def test_trace_filters_flagged_and_needs_review(client, seeded, owner, member):
     trace = Trace.objects.get(trace_id="p0/m1")
     do_flag(trace, member, "bad_problem")
     api = APIClient()
     api.force_authenticate(member)
     url = f"/api/v1/studies/{seeded.pk}/traces/"
-    assert [r["trace_id"] for r in api.get(url + "?flagged=true").json()["results"]] == ["p0/m1"]
+    # Anyone's flag: another source for an annotator of this blind study (annotation.gate), not for the owner.
+    assert api.get(url + "?flagged=true").status_code == 403
+    owner_api = APIClient()
+    owner_api.force_authenticate(owner)
+    assert [r["trace_id"] for r in owner_api.get(url + "?flagged=true").json()["results"]] == ["p0/m1"]
     assert api.get(url + "?needs_review=true").json()["count"] == 4
     do_save_labels(trace, member, version=0, labels=[LabelIn(i, "valid") for i in (1, 2, 3)])
     assert api.get(url + "?needs_review=true").json()["count"] == 3
@@ -139,10 +143,13 @@ def test_trace_filters_flagged_and_needs_review(client, seeded, member):
     assert api.get(url + "?domain=algebra").json()["count"] == 2
 
 
-def test_the_lucky_guess_filter_reads_the_scores_the_scoring_app_registered(seeded, member):
+def test_the_lucky_guess_filter_reads_the_scores_the_scoring_app_registered(seeded, owner, member):
     api = APIClient()
     api.force_authenticate(member)
     url = f"/api/v1/studies/{seeded.pk}/traces/"
     assert lucky_guess_available()  # scoring registers the condition at start-up
+    # Scores come from every source's labels: refused to an annotator of this blind study (annotation.gate).
+    assert api.get(url + "?lucky_guess=true").status_code == 403
+    api.force_authenticate(owner)
     assert api.get(url + "?lucky_guess=true").json()["count"] == 0  # nothing scored yet
     assert api.get(url + "?lucky_guess=false").json()["count"] == 4

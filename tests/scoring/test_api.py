@@ -91,8 +91,8 @@ def test_blind_annotators_see_trace_scores_only_after_finishing_the_trace(scored
     assert api(member).get(f"/api/v1/traces/{t1.pk}/scores/").status_code == 200
 
 
-def test_the_leaderboard_rows_are_exactly_the_documented_fields(scored, member):
-    body = api(member).get(f"/api/v1/studies/{scored.pk}/leaderboard/").json()
+def test_the_leaderboard_rows_are_exactly_the_documented_fields(scored, owner):
+    body = api(owner).get(f"/api/v1/studies/{scored.pk}/leaderboard/").json()
     assert body["source"] == "final" and body["profile"] == "default"
     assert body["html_url"].startswith("http://testserver/studies/")
     assert [list(r) for r in body["results"]] == [LEADERBOARD_FIELDS] * 3
@@ -103,17 +103,17 @@ def test_the_leaderboard_rows_are_exactly_the_documented_fields(scored, member):
         assert rows[model]["traces"] == len(flags)
     assert rows["m1"]["process_mean"] == pytest.approx(7 / 6)
     assert rows["m3"]["s_hcrs_mean"] is None and rows["m3"]["svr"] is None
-    human = api(member).get(f"/api/v1/studies/{scored.pk}/leaderboard/", {"source": "human", "model": "m2"}).json()
+    human = api(owner).get(f"/api/v1/studies/{scored.pk}/leaderboard/", {"source": "human", "model": "m2"}).json()
     assert [r["model"] for r in human["results"]] == ["m2"]
 
 
-def test_hazard_rows_and_model_filter(scored, member):
-    body = api(member).get(f"/api/v1/studies/{scored.pk}/hazard/").json()
+def test_hazard_rows_and_model_filter(scored, owner):
+    body = api(owner).get(f"/api/v1/studies/{scored.pk}/hazard/").json()
     assert [list(r) for r in body["results"]] == [HAZARD_FIELDS] * len(body["results"])
     # t1 (N=3, error at 2) and t3 (N=2, error at 1): at risk 2, 1, 0
     assert [(r["step"], r["at_risk"], r["events"]) for r in body["results"]] == [(1, 2, 1), (2, 1, 1), (3, 0, 0)]
     assert body["results"][-1]["survival"] == 0.0
-    m1 = api(member).get(f"/api/v1/studies/{scored.pk}/hazard/", {"model": "m1"}).json()["results"]
+    m1 = api(owner).get(f"/api/v1/studies/{scored.pk}/hazard/", {"model": "m1"}).json()["results"]
     assert [(r["step"], r["at_risk"], r["events"], r["hazard"]) for r in m1] == [(1, 1, 0, 0.0), (2, 1, 1, 1.0),
                                                                                 (3, 0, 0, 0.0)]
 

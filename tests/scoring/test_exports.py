@@ -164,19 +164,21 @@ def test_another_app_can_register_an_export_kind(scored, monkeypatch):
         "reference": "human", "candidate": "judge:x"}
 
 
-def test_the_download_links_of_the_pages(client, member, outsider, scored):
+def test_the_download_links_of_the_pages(client, owner, member, outsider, scored):
     url = reverse("scoring-export", args=[scored.pk])
     client.force_login(outsider)
     assert client.get(url, {"what": "scores"}).status_code == 404
     client.force_login(member)
+    # Scores read every source's labels: a blind study's annotator is refused them (annotation.gate).
+    assert client.get(url, {"what": "scores", "format": "jsonl"}).status_code == 403
+    assert client.get(url, {"what": "labels"}).status_code == 403  # annotators may not export every source's labels
+    client.force_login(owner)
     response = client.get(url, {"what": "hazard", "format": "csv", "source": "human"})
     assert response.status_code == 200 and response["Content-Type"].startswith("text/csv")
     assert response.content.decode().splitlines()[0] == ",".join(["model", *HAZARD_FIELDS])
     assert client.get(url, {"what": "labels"}).status_code == 403  # annotators may not export every source's labels
     parquet = client.get(url, {"what": "leaderboard", "format": "parquet"})
     assert list(pd.read_parquet(io.BytesIO(parquet.content)).columns) == LEADERBOARD_FIELDS
-    # a blind study's annotator downloads scores only of traces they finished (none here)
-    assert client.get(url, {"what": "scores", "format": "jsonl"}).content == b""
     # The file's name, a bad format named, and the manifest of the same file (scoring.exports.download).
     assert response["Content-Disposition"] == f'attachment; filename="{scored.name.replace(" ", "-")}-hazard.csv"'
     bad = client.get(url, {"what": "hazard", "format": "xls"})

@@ -32,14 +32,21 @@ def test_it_answers_members_and_hides_from_outsiders_and_anonymous(client, owner
     assert client.get(url).status_code == 302  # anonymous: sign in first
     client.force_login(outsider)
     assert client.get(url).status_code == 404
-    for user in (member, owner):
-        client.force_login(user)
-        assert client.get(url).status_code == 200
+    client.force_login(owner)
+    assert client.get(url).status_code == 200
+    # Scores are computed from every source's labels: refused to an annotator of a blind study (annotation.gate);
+    # the profiles (parameters, no labels) are every member's.
+    client.force_login(member)
+    answer = client.get(url)
+    if name == "scoring-profiles":
+        assert answer.status_code == 200
+    else:
+        assert answer.status_code == 403 and "blind study" in answer.content.decode()
 
 
 @pytest.mark.parametrize("name", PAGES[:-1])
-def test_it_draws_charts_with_plotly_from_static_and_no_external_url(client, member, scored, name):
-    client.force_login(member)
+def test_it_draws_charts_with_plotly_from_static_and_no_external_url(client, owner, scored, name):
+    client.force_login(owner)
     page = client.get(reverse(name, args=[scored.pk])).content.decode()
     assert '<script src="/static/vendor/plotly/plotly.min.js"></script>' in page
     assert '<script src="/static/js/charts.js"></script>' in page
@@ -62,8 +69,8 @@ def test_the_plotly_bundle_is_served(client, member, scored):
     assert finders.find("js/charts.js")
 
 
-def test_the_leaderboard_shows_accuracy_scores_and_evidence_tiers(client, member, scored):
-    client.force_login(member)
+def test_the_leaderboard_shows_accuracy_scores_and_evidence_tiers(client, owner, scored):
+    client.force_login(owner)
     page = client.get(reverse("scoring-leaderboard", args=[scored.pk])).content.decode()
     rows = dict(re.findall(r'<td><a href="/studies/\d+/traces/\?model=(m\d)">m\d</a></td>\s*'
                            r'<td class="num">\d+</td>\s*<td class="num">\d+</td>\s*<td class="num">([^<]+)</td>', page))
@@ -84,9 +91,9 @@ def _seed_more(do_import, n: int, start: int = 0) -> None:
 
 
 @pytest.mark.parametrize("name", PAGES)
-def test_pages_use_a_constant_number_of_queries(client, member, scored, do_import, django_assert_max_num_queries,
+def test_pages_use_a_constant_number_of_queries(client, owner, scored, do_import, django_assert_max_num_queries,
                                                 name):
-    client.force_login(member)
+    client.force_login(owner)
     url = reverse(name, args=[scored.pk])
     with django_assert_max_num_queries(30) as small:
         assert client.get(url).status_code == 200
@@ -96,8 +103,8 @@ def test_pages_use_a_constant_number_of_queries(client, member, scored, do_impor
         assert client.get(url).status_code == 200
 
 
-def test_htmx_filter_changes_get_only_the_partial(client, member, scored):
-    client.force_login(member)
+def test_htmx_filter_changes_get_only_the_partial(client, owner, scored):
+    client.force_login(owner)
     url = reverse("scoring-hazard", args=[scored.pk])
     partial = client.get(url, {"model": "m1", "source": "human"}, HTTP_HX_REQUEST="true").content.decode()
     assert "<html" not in partial and 'id="analytics-body"' in partial
@@ -105,22 +112,22 @@ def test_htmx_filter_changes_get_only_the_partial(client, member, scored):
     assert '<option value="human" selected>' in partial and '<option value="m1" selected>' in partial
 
 
-def test_the_thought_error_section_of_a_study_without_thoughts_is_one_line(client, member, scored):
-    client.force_login(member)
+def test_the_thought_error_section_of_a_study_without_thoughts_is_one_line(client, owner, scored):
+    client.force_login(owner)
     page = client.get(reverse("scoring-hazard", args=[scored.pk])).content.decode()
     assert 'id="no-thought"' in page and 'data-chart="chart-recovery"' not in page
 
 
-def test_a_bad_filter_answers_400_naming_it(client, member, scored):
-    client.force_login(member)
+def test_a_bad_filter_answers_400_naming_it(client, owner, scored):
+    client.force_login(owner)
     response = client.get(reverse("scoring-leaderboard", args=[scored.pk]), {"profile": "nope"})
     assert response.status_code == 400 and "profile: no profile named" in response.content.decode()
     response = client.get(reverse("scoring-leaderboard", args=[scored.pk]), {"source": "judge:ghost"})
     assert response.status_code == 400 and "ghost" in response.content.decode()
 
 
-def test_the_ablation_view_shows_the_default_and_three_ablations(client, member, scored):
-    client.force_login(member)
+def test_the_ablation_view_shows_the_default_and_three_ablations(client, owner, scored):
+    client.force_login(owner)
     page = client.get(reverse("scoring-ablations", args=[scored.pk])).content.decode()
     heads = re.findall(r'<th colspan="4" class="group">([^<]+)</th>', page)
     assert heads == ["default", "no-format", "no-hazard", "no-penalties"]
@@ -160,15 +167,18 @@ def test_the_lucky_guess_table_says_why_each_row_is_lucky(client, owner, scored)
         assert str(score.n_thought_steps) in cells
 
 
-def test_annotators_of_a_blind_study_see_lucky_guesses_only_on_traces_they_finished(client, django_user_model,
-                                                                                    scored):
+def test_annotators_of_a_blind_study_get_no_score_analytics_even_of_traces_they_finished(client, django_user_model,
+                                                                                        scored):
     from annotation import services as annotation_services
 
     # Imported annotators are inactive users until given a password.
     annotation_services.do_add_member(scored, "ann2", Membership.Role.ANNOTATOR, password="pw-ann2")
     client.force_login(django_user_model.objects.get(username="ann2"))  # finished t1 only
-    page = client.get(reverse("scoring-lucky", args=[scored.pk])).content.decode()
-    assert re.findall(r'<td><a href="/traces/\d+/">(t\d)</a></td>', page) == ["t1"]
+    # A table limited to her finished traces still sat under aggregates of every trace (issue 29, M7): refused.
+    assert client.get(reverse("scoring-lucky", args=[scored.pk])).status_code == 403
+    # Her finished trace's own scores stay hers to see.
+    t1 = scored.traces.get(trace_id="t1")
+    assert client.get(f"/api/v1/traces/{t1.pk}/scores/").status_code == 200
 
 
 def test_owners_edit_a_profile_on_the_web_and_members_cannot(client, owner, member, scored,
@@ -200,25 +210,25 @@ def _leaderboard(client, user, study) -> str:
     return client.get(reverse("scoring-leaderboard", args=[study.pk])).content.decode()
 
 
-def test_hcrs_and_process_share_one_column_only_when_equal_by_definition(client, member, scored, study, do_import):
+def test_hcrs_and_process_share_one_column_only_when_equal_by_definition(client, owner, scored, study, do_import):
     # Issue 23: p2 has no skeleton, so Process (PRM there) and HCRS differ: both show.
-    page = _leaderboard(client, member, scored)
+    page = _leaderboard(client, owner, scored)
     assert '<th class="num">HCRS</th>' in page and "Process (= HCRS)" not in page
     # Drop the problem without a skeleton: every scored trace has one, P = S_HCRS.
     from annotation.models import Problem
 
     Problem.objects.filter(study=scored, problem_id="p2").delete()
     score_jobs.recompute(scored, warm=False)
-    page = _leaderboard(client, member, scored)
+    page = _leaderboard(client, owner, scored)
     assert '<th class="num">HCRS</th>' not in page and "Process (= HCRS)" in page
-    client.force_login(member)
+    client.force_login(owner)
     ablations = client.get(reverse("scoring-ablations", args=[scored.pk])).content.decode()
     assert '<th class="num">HCRS</th>' not in ablations and "Process (= HCRS)" in ablations
 
 
-def test_the_evidence_cards_repeat_no_number_of_the_table(client, member, scored):
+def test_the_evidence_cards_repeat_no_number_of_the_table(client, owner, scored):
     # Issue 23: SVR/VSR 0.974/0.923 in the table, 0.973/0.926 on the card below: one source per number.
-    page = _leaderboard(client, member, scored)
+    page = _leaderboard(client, owner, scored)
     cards = page[page.index("What the data supports"):]
     cards = cards[:cards.index("</section>")]
     assert not re.search(r"[SV]VR \d|[SV]VR –|Answer accuracy \d", cards), cards

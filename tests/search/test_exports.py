@@ -148,9 +148,10 @@ def test_a_scanners_validation_and_answers_download_with_their_provenance(study,
     assert answers["t3"]["split"] in ScanLabel.Split.values
     page = client.get(scanner.get_absolute_url()).content.decode()
     assert "2000 resamples of the split's traces, seed 0" in page and "what=scanner-validation" in page
-    # A blinded annotator sees the validation table, not the scanner's answers (the page hides them too).
+    # A blinded annotator sees neither the validation table nor the scanner's answers (issue 29, L1; the
+    # page hides them too).
     annotator = signed_in(member)
-    assert annotator.get(url, {"what": "scanner-validation", "scanner": scanner.pk}).status_code == 200
+    assert annotator.get(url, {"what": "scanner-validation", "scanner": scanner.pk}).status_code == 403
     assert annotator.get(url, {"what": "scanner-answers", "scanner": scanner.pk}).status_code == 403
 
 

@@ -19,7 +19,7 @@ from runs.models import Run
 from search import scanners, services
 from search.core import scan
 from search.core.validation import validate
-from search.models import ScanLabel, ScannerRun, ScanResult
+from search.models import ScanAnswer, ScanLabel, ScannerRun, ScanResult
 from tests.runs.fake_openai import Fault
 from tests.search.conftest import QUESTION, label
 
@@ -156,7 +156,11 @@ def test_the_api(study, owner, member, scanner, traces):
     m.force_authenticate(member)
     assert m.post(f"/api/v1/scanners/{scanner.pk}/runs/", {}, format="json").status_code == 403
     r = m.post(f"/api/v1/scanners/{scanner.pk}/labels/", {"trace": traces["t1"].pk, "answer": True}, format="json")
-    assert r.status_code == 200 and ScanLabel.objects.get(trace=traces["t1"]).answer is True
+    assert r.status_code == 200 and ScanAnswer.objects.get(label__trace=traces["t1"], annotator=member).answer is True
+    # A blinded annotator sees neither the answers' counts nor the validation (issue 29, L1).
+    body = m.get(f"/api/v1/scanners/{scanner.pk}/").json()
+    assert body["counts"] is None and body["validation"] is None
+    assert c.get(f"/api/v1/scanners/{scanner.pk}/").json()["validation"]["pending"] == 0
 
 
 def test_the_pages_and_the_review_page_question(client, study, owner, member, scanner, traces):
@@ -172,12 +176,34 @@ def test_the_pages_and_the_review_page_question(client, study, owner, member, sc
     r = client.post(f"/scanners/{scanner.pk}/label/", {"trace": traces["t2"].pk, "answer": "no",
                                                       "next": f"/traces/{traces['t2'].pk}/"})
     assert r.status_code == 302 and r["Location"] == f"/traces/{traces['t2'].pk}/"
-    assert ScanLabel.objects.get(trace=traces["t2"]).answer is False
+    assert ScanAnswer.objects.get(label__trace=traces["t2"], annotator=member).answer is False
     r = client.post(f"/scanners/{scanner.pk}/label/", {"trace": traces["t2"].pk, "answer": "yes",
                                                       "next": "https://evil.example/"})
     assert r["Location"] == f"/scanners/{scanner.pk}/"
-    # A blinded annotator sees no counts of the scanner's answers.
-    assert "2 yes</a>" not in client.get(f"/scanners/{scanner.pk}/").content.decode()
+    # A blinded annotator sees no counts of the scanner's answers, and no validation table.
+    page = client.get(f"/scanners/{scanner.pk}/").content.decode()
+    assert "2 yes</a>" not in page and 'class="grid validation"' not in page
+    assert "the validation (the scanner's answers against people's) is for owners and adjudicators" in page
+
+
+def test_each_person_answers_for_themselves(study, owner, member, scanner, traces):
+    # One answer per scanner and trace, last writer wins, let any member overwrite or withdraw anyone's (L1).
+    run(scanner)
+    scanners.do_answer(scanner, traces["t1"], owner, True)
+    scanners.do_answer(scanner, traces["t1"], member, False)
+    scanners.do_answer(scanner, traces["t1"], member, None)  # withdraws her own answer only
+    assert list(ScanAnswer.objects.values_list("annotator__username", "answer")) == [("olivia", True)]
+    scanners.do_answer(scanner, traces["t1"], member, False)
+    scanners.do_answer(scanner, traces["t1"], owner, True)  # changes the owner's own, not hers
+    assert sorted(ScanAnswer.objects.values_list("annotator__username", "answer")) == [("alice", False),
+                                                                                      ("olivia", True)]
+    report = scanners.validation_report(scanner)
+    assert report["dev"].n + report["test"].n == 2  # each person's answer is one pair
+    # The review page's question shows each person their own answer.
+    assert [q["answer"] for q in scanners.pending_questions(traces["t1"], member)] == [False]
+    assert [q["answer"] for q in scanners.pending_questions(traces["t1"], owner)] == [True]
+    assert list(scanners.unanswered_by(scanner, member).values_list("trace_id", flat=True)) == []
+    assert scanners.people_answers(scanner)[traces["t1"].pk][1] is None  # one yes, one no: no majority
 
 
 def test_an_outsider_gets_404(client, outsider, scanner):

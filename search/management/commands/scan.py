@@ -10,7 +10,7 @@ from annotation.models import Job, StepLabel, Study, Trace
 from runs.cli import RunCommand
 from runs.engine import ACTIVE
 from search import scanners
-from search.models import Cohort, ScanLabel, Scanner, ScannerRun
+from search.models import Cohort, Scanner, ScannerRun
 
 
 class Command(RunCommand):
@@ -99,10 +99,12 @@ class Command(RunCommand):
     def _answer_from_labels(self, scanner: Scanner, kind: str) -> None:
         labelled = StepLabel.objects.filter(step__trace=OuterRef("pk"), kind=kind)
         invalid = labelled.filter(verdict="invalid")
-        traces = (Trace.objects.filter(scan_labels__scanner=scanner, scan_labels__answer__isnull=True)
+        # The command line's own answers (no person): traces it has not answered yet.
+        todo = scanners.unanswered_by(scanner, None)
+        traces = (Trace.objects.filter(pk__in=todo.values("trace"))
                   .filter(Exists(labelled)).annotate(bad=Exists(invalid)))
         for trace in traces:
             scanners.do_answer(scanner, trace, None, trace.bad)
-        left = ScanLabel.objects.filter(scanner=scanner, answer__isnull=True).count()
+        left = scanners.unanswered_by(scanner, None).count()
         if left:
             self.stderr.write(f"{left} sampled traces have no {kind} label and stay unanswered")
