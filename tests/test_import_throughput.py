@@ -109,9 +109,9 @@ def test_the_start_up_heap_is_frozen_only_during_an_import(do_import, monkeypatc
     seen: list[int] = []
     real = pipeline.validate
 
-    def spy(obj):
+    def spy(obj, *args):
         seen.append(gc.get_freeze_count())
-        return real(obj)
+        return real(obj, *args)
 
     monkeypatch.setattr(pipeline, "validate", spy)
     assert gc.get_freeze_count() == 0
@@ -119,7 +119,7 @@ def test_the_start_up_heap_is_frozen_only_during_an_import(do_import, monkeypatc
     assert seen and min(seen) > 0
     assert gc.get_freeze_count() == 0
     # Also when the import fails half-way.
-    monkeypatch.setattr(pipeline, "validate", lambda obj: 1 / 0)
+    monkeypatch.setattr(pipeline, "validate", lambda obj, *args: 1 / 0)
     with pytest.raises(ZeroDivisionError):
         do_import(jsonl(problem()))
     assert gc.get_freeze_count() == 0
