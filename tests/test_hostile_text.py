@@ -11,8 +11,9 @@ from abstraction.importing import split_question
 from faithfulness.core.anytime import cut_tokens, piece_ends
 from fidelity.core.explanation import plausibility
 from fidelity.core.variants import distractor, rephrase
+from reasonlib.answers import extract_answer
 from reasonlib.arithmetic import tokenize
-from reasonlib.parsing import extract_answer, parse_trace, segment
+from reasonlib.segmentation import parse_trace, segment
 from tests.linear import assert_linear
 
 N = 100_000

@@ -38,7 +38,7 @@ from annotation.models import (
     Trace,
     TraceReview,
 )
-from reasonlib import parsing, thinking
+from reasonlib import answers, thinking
 
 log = logging.getLogger(__name__)
 
@@ -362,7 +362,7 @@ class _Writer:
             steps = _given_steps(split.answer_view, rec.steps, "steps")
             answer = rec.answer
             if answer is None and split.answer.strip():
-                answer = parsing.extract_answer(split.answer_view)
+                answer = answers.extract_answer(split.answer_view)
         else:
             segments, found = thinking.segment_answer(rec.raw, split, self.study.segmenter)
             steps = segments
@@ -568,7 +568,7 @@ class _Writer:
             self._upsert_labels(trace_pk, p)
 
     def _check_answer(self, answer: str, gold: str) -> bool | None:
-        """``parsing.check_answer``, remembered per (answer, gold): the models
+        """``answers.check_answer``, remembered per (answer, gold): the models
         of a problem often agree, and a LaTeX answer costs a symbolic parse.
         The memo is emptied when full so memory stays flat on any file."""
         key = (answer, gold)
@@ -576,7 +576,7 @@ class _Writer:
             return self.answer_checks[key]
         if len(self.answer_checks) >= ANSWER_CHECK_MEMO:
             self.answer_checks.clear()
-        verdict = self.answer_checks[key] = parsing.check_answer(answer, gold, timeout=settings.ANSWER_CHECK_TIMEOUT)
+        verdict = self.answer_checks[key] = answers.check_answer(answer, gold, timeout=settings.ANSWER_CHECK_TIMEOUT)
         return verdict
 
     def _trace_row(self, p: _PendingTrace, now) -> tuple:
