@@ -15,6 +15,8 @@ from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 from typing import Any
 
+from reasonlib.answer_sentences import is_sentence, sentence_number
+
 __all__ = [
     "answer_only",
     "check_answer",
@@ -62,6 +64,20 @@ _ANSWER_ONLY_RES: tuple[re.Pattern[str], ...] = (
     ),
 )
 _MAX_ANSWER_ONLY_LEN = 80
+# The closing statement: what is read from the last paragraphs of an answer that names no answer.
+_PARAGRAPH_RE = re.compile(r"\r?\n[^\S\r\n]*\r?\n")
+_RULE_RE = re.compile(r"[-*_=\s]+")
+_CONCLUSION_RE = re.compile(
+    r"[\s*#>-]*(?:so|thus|therefore|hence|overall|altogether|finally|in\s+total|in\s+conclusion|in\s+summary)\b",
+    re.IGNORECASE,
+)
+_ANSWER_HEADING_RE = re.compile(r"^[^\S\r\n]*(?:#+|\*\*)?[^\S\r\n]*(?:final\s+)?answer[^\S\r\n]*(?:\*\*)?[^\S\r\n]*$",
+                                re.IGNORECASE | re.MULTILINE)
+_MATH_RE = re.compile(r"\\\(.*?\\\)|\$[^$]*\$")
+_WORDS_OUTSIDE_MATH_RE = re.compile(r"[A-Za-z]{2,}")
+_OPERATOR_RE = re.compile(r"[+*×÷<>^]|\d\s*-\s*\d")
+_OPEN_SENTENCE_RE = re.compile(r"[A-Za-z]\s*$")
+_FINAL_WINDOW = 4000  # characters: a closing statement is near the end, and a runaway output is long
 
 
 def _balanced_group(text: str, open_brace: int) -> tuple[str, int] | None:
@@ -115,13 +131,22 @@ def _unwrap_math(s: str) -> str:
     return s.strip()
 
 
+def _concise(value: str, source: str | None = None) -> str:
+    """``value`` as the answer: a sentence ("He will be 21 years old in three years") gives its number, read
+    from ``source`` (the same text with its bold kept: the stressed number is the answer) when given. A
+    value with its unit ("18 dollars per day") and a word answer ("Tuesday") stay as they are."""
+    if not is_sentence(value) or _to_fraction(normalize_answer(value)) is not None:
+        return value
+    return sentence_number(source if source is not None else value) or value
+
+
 def _clean_value(value: str) -> str | None:
     # The answer phrase may be followed by more prose ("18. She spends ...").
     cut = _ANSWER_CUT_RE.search(value)
     if cut is not None:
         value = value[: cut.start()]
     cleaned = _unwrap_math(value)
-    return cleaned or None
+    return _concise(cleaned, value) if cleaned else None
 
 
 def answer_only(line: str) -> str | None:
@@ -134,7 +159,7 @@ def answer_only(line: str) -> str | None:
         # A line that is only a boxed value, possibly in math delimiters.
         last_start, last_end, content = boxes[-1]
         if not re.sub(r"[\s$.]|\\[\[\]()]", "", s[:last_start] + s[last_end:]):
-            return _unwrap_math(content) or None
+            return _concise(_unwrap_math(content)) or None
     # Several lines are never "a line that only states the answer", except an
     # <Answer> section spread over lines.
     patterns = _ANSWER_ONLY_RES[-1:] if "\n" in s or "\r" in s else _ANSWER_ONLY_RES
@@ -150,7 +175,7 @@ def answer_only(line: str) -> str | None:
         value = _HOPE_RE.sub("", value)
         boxes = _boxes(value)
         if boxes:
-            return _unwrap_math(boxes[-1][2]) or None
+            return _concise(_unwrap_math(boxes[-1][2])) or None
         cleaned = _unwrap_math(value)
         # A "value" with a sentence break inside is prose, not an answer.
         if (
@@ -159,27 +184,85 @@ def answer_only(line: str) -> str | None:
             or _ANSWER_CUT_RE.search(cleaned)
         ):
             return None
-        return cleaned
+        # The bold was stripped to match the line; the stressed number is read from the line as written.
+        phrases = list(_ANSWER_PHRASE_RE.finditer(line))
+        return _concise(cleaned, line[phrases[-1].end() :] if phrases else None)
     return None
+
+
+def _final_statement(text: str) -> str | None:
+    """The number of the closing statement when the text ends with one but names no answer: a line in
+    bold or opened by "So"/"Thus"/... (``**Kylie collects 50 shells on Tuesday.**``, ``So the doorbell
+    rang **175 times**.``), or a closing display that completes the sentence before it (``So the average is`` then
+    ``\\[ 420/7 = 60 \\]``). A bare last computation ("13 * 2 = 26") is no statement: None."""
+    paragraphs = [
+        p for p in (p.strip() for p in _PARAGRAPH_RE.split(text[-_FINAL_WINDOW:]))
+        # Rules ("---") and asides in parentheses after the statement are not it.
+        if p and not _RULE_RE.fullmatch(p) and not (p.startswith("(") and p.endswith(")"))
+    ]
+    if not paragraphs:
+        return None
+    last = paragraphs[-1]
+    if last.startswith(("\\[", "$$")) and last.endswith(("\\]", "$$")):
+        lead = paragraphs[-2].splitlines()[-1] if len(paragraphs) > 1 else ""
+        # The display completes the sentence before it ("So the average is", "the loser got").
+        if (_CONCLUSION_RE.match(lead) or _OPEN_SENTENCE_RE.search(lead)) and "=" in last:
+            return sentence_number(last[last.rindex("=") :])
+        return None
+    lines = [line for line in last.splitlines() if line.strip()]
+    line = lines[-1]
+    result = line[line.rindex("=") :].replace("**", "") if "=" in line else ""
+    if _OPERATOR_RE.search(result):
+        return None  # the last computation is unfinished ("= $<<41.472+8." of a cut-off output)
+    if "**" in line or _CONCLUSION_RE.match(line):
+        return sentence_number(line)
+    if _CONCLUSION_RE.match(lines[0]) and len(lines) <= 3:
+        return sentence_number(" ".join(lines))
+    # A computation stated as a sentence: "Total \\(14 + 9 + 8 = 31\\) slices.", "Adding them up: 20 + 8 = 28."
+    if result and (line.rstrip().endswith(".") or _WORDS_OUTSIDE_MATH_RE.search(_MATH_RE.sub(" ", line))):
+        return sentence_number(result)
+    return None
+
+
+def _answer_heading(text: str, start: int) -> str | None:
+    """The statement under the last "Answer" heading after ``start`` (``## Answer``, ``**Answer**`` alone
+    on its line): the first line after it that gives a number."""
+    headings = list(_ANSWER_HEADING_RE.finditer(text, start))
+    if not headings:
+        return None
+    for line in text[headings[-1].end() :].splitlines()[:6]:
+        if line.strip():
+            found = sentence_number(line) if is_sentence(line) else _unwrap_math(line) or None
+            if found is not None:
+                return found
+    return None
+
+
+def _stated_answer(text: str, start: int) -> str | None:
+    """An answer the text names after ``start``: the last "the answer is" / "Answer:" phrase with a
+    value, else an "Answer" heading's statement."""
+    matches = list(_ANSWER_PHRASE_RE.finditer(text, start))
+    for m in reversed(matches):
+        line_end = text.find("\n", m.end())
+        value = _clean_value(text[m.end() : line_end if line_end >= 0 else len(text)])
+        if value:
+            return value
+    return _answer_heading(text, start)
 
 
 def _extract_untagged(text: str) -> str | None:
     boxes = _boxes(text)
     if boxes:
-        return _unwrap_math(boxes[-1][2]) or None
+        # An answer named after the last box outranks it: the box held a step ("= \\boxed{\\$130}"), then
+        # "## Answer / Colby can see **1 more movie**".
+        return _stated_answer(text, boxes[-1][1]) or _concise(_unwrap_math(boxes[-1][2])) or None
     for pattern in (_HASH_RE, _A_LINE_RE):
         matches = list(pattern.finditer(text))
         if matches:
             value = _clean_value(matches[-1].group(1))
             if value:
                 return value
-    matches = list(_ANSWER_PHRASE_RE.finditer(text))
-    for m in reversed(matches):
-        line_end = text.find("\n", m.end())
-        value = _clean_value(text[m.end() : line_end if line_end >= 0 else len(text)])
-        if value:
-            return value
-    return None
+    return _stated_answer(text, 0) or _final_statement(text)
 
 
 def extract_answer(text: str) -> str | None:
@@ -201,6 +284,8 @@ _TEXT_CMD_RE = re.compile(
     r"\\(?:text|textbf|textrm|mathrm|mathbf|mbox|operatorname)\s*\{"
 )
 _LATEX_FRAC_RE = re.compile(r"^(-?)\\[dt]?frac\s*\{\s*(-?\d+)\s*\}\s*\{\s*(\d+)\s*\}$")
+_SPACE_GROUP_RE = re.compile(r"(?<=\d)(?:\\,|[\u2009\u202f\u00a0])(?=\d{3}(?!\d))")
+_CURRENCY_RE = re.compile(r"[€£¥₹₱₩]")
 _THOUSANDS_RE = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
 _NUMBER = r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:\s*/\s*\d+)?"
 # A number followed only by words (units, "dollars", "per hour", "km/h").
@@ -240,7 +325,10 @@ def normalize_answer(s: str) -> str:
     s = s.strip()
     s = _replace_commands(s, _BOX_RE)
     s = _replace_commands(s, _TEXT_CMD_RE)
-    s = s.replace("\\$", "$").replace("\\%", "%").replace("{,}", ",")
+    s = s.replace("\\$", "$").replace("\\%", "%").replace("{,}", ",").replace(",\\!", ",")
+    # Thousands grouped by a thin or no-break space ("130\u202f000"); other currencies than "$".
+    s = _SPACE_GROUP_RE.sub("", s)
+    s = _CURRENCY_RE.sub("", s)
     s = re.sub(r"\\[,!;: ]|\\quad|\\qquad", "", s)
     s = re.sub(r"\^\s*\{?\\circ\}?|°", "", s)
     s = s.replace("$", "")
@@ -313,6 +401,12 @@ def check_answer(predicted: str | None, gold: str, timeout: float = 5.0) -> bool
         return False
     pred_norm, gold_norm = normalize_answer(predicted), normalize_answer(gold)
     pred_value, gold_value = _to_fraction(pred_norm), _to_fraction(gold_norm)
+    if pred_value is None and is_sentence(predicted):
+        # An answer stored as a sentence ("He will be 21 years old in three years"): its number.
+        number = sentence_number(predicted)
+        if number is not None:
+            pred_norm = normalize_answer(number)
+            pred_value = _to_fraction(pred_norm)
     if pred_value is not None and gold_value is not None:
         return pred_value == gold_value
     if not pred_norm or not gold_norm:

@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 
-from reasonlib import answers
+from reasonlib import answers, thinking
 from reasonlib.answers import (
     answer_only,
     check_answer,
     extract_answer,
     normalize_answer,
 )
+
+THINKING_DATA = Path(__file__).resolve().parent / "data" / "thinking"
 
 # --------------------------------------------------------------------------
 # answer_only
@@ -250,3 +254,88 @@ def test_check_answer_main_thread_passes_integer_timeout(
     monkeypatch.setattr(answers, "_mv_equal", record)
     assert check_answer("\\pi", "3", timeout=0.2) is False
     assert seen == [1]  # signal.alarm needs whole seconds, at least one
+
+
+# --------------------------------------------------------------------------
+# Answers as reasoning models write them (issue 30; gpt-oss-120b on GSM8K)
+# --------------------------------------------------------------------------
+
+
+def test_answer_label_with_a_sentence_gives_its_stressed_number() -> None:
+    text = "**Answer:** He will be **21 years old** in three years."
+    assert extract_answer(text) == "21"
+    assert answer_only(text) == "21"
+    assert check_answer(extract_answer(text), "21") is True
+
+
+def test_a_bold_closing_sentence_is_the_answer() -> None:
+    assert extract_answer("Work.\n\n**Kylar needs to pay \\$64.**") == "64"
+    assert extract_answer("Work.\n\nSo the doorbell rang **175 times**.") == "175"
+
+
+def test_the_first_gpt_oss_record_reads_right() -> None:
+    record = json.loads((THINKING_DATA / "gsm8k_gpt-oss-120b_head3.jsonl").read_text(encoding="utf-8").splitlines()[0])
+    split = thinking.split_thinking(record["response"], reasoning_field=record["raw_message"]["reasoning"])
+    found = thinking.parse_channels(record["response"], split, "lines", "paragraphs").final_answer
+    assert found == "18"
+    assert check_answer(found, "18") is True
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # Thousands separators: "{,}", ",\!", a narrow no-break space; currency in LaTeX.
+        ("**Answer:** Each student raised **\\$6{,}250**.", "6250"),
+        ("**Answer:** Bentley paid **\\$11,\\!050** in all.", "11050"),
+        ("**Answer:** The playlists will last **60\u202f000 hours** in total.", "60000"),
+        # A duration in two units is read in the smaller one; a clock time on the hour is its hour.
+        ("**Answer:** It will take Bob **3 minutes and 36 seconds** to dig the hole.", "216"),
+        ("Work.\n\n**Therefore, the latest time Jordan can start is 2:00 PM.**", "2"),
+        # A leading clause is scene-setting, an aside in parentheses is not the answer.
+        ("Work.\n\n**So after 10 hours, the sun will be at an angle of 82 degrees.**", "82"),
+        ("Work.\n\n**Tim was off by 36 red jelly beans (about a 4 % underestimate).**", "36"),
+        # "8-sandwich" describes the package; the price answers.
+        ("Work.\n\n**The 8\u2011sandwich package will cost \\$12.**", "12"),
+        # A list and its sum.
+        ("Work.\n\nSo they have **84 sofas, 88 chairs, for a combined total of 172 pieces.**", "172"),
+        # A number in words.
+        ("**Answer:** Each child will have **one bowl of soup** from the leftovers.", "1"),
+        # A closing display completing the sentence before it.
+        ("Since there were 80 votes, the loser got\n\n\\[\n80 - 60 = 20 \\text{ votes}.\n\\]", "20"),
+        # A computation stated as a sentence.
+        ("Work.\n\nTotal \\(14 + 9 + 8 = 31\\) slices.", "31"),
+    ],
+)
+def test_answer_sentences(text: str, expected: str) -> None:
+    assert extract_answer(text) == expected
+
+
+def test_an_answer_heading_after_the_last_box_outranks_it() -> None:
+    text = "Spent: \\[ 50 + 80 = \\boxed{\\$130} \\]\n\n## Answer\nColby can see **1 more movie** that night."
+    assert extract_answer(text) == "1"
+    # Before the box, a heading does not: R1's "**Final Answer**" then "... \boxed{88572}".
+    assert extract_answer("**Final Answer**\nThe value is \\boxed{88572}.") == "88572"
+
+
+def test_a_cut_off_computation_or_a_bare_one_is_no_answer() -> None:
+    assert extract_answer("So the price will be $41.472+$8.2944 = $<<41.472+8.") is None
+    assert extract_answer("16 - 3 = 13\n13 * 2 = 26") is None
+
+
+def test_a_value_with_words_in_an_expression_stays_as_written() -> None:
+    assert answer_only("A: 10+John's age") == "10+John's age"
+
+
+@pytest.mark.parametrize(
+    ("predicted", "gold", "expected"),
+    [
+        ("He will be 21 years old in three years", "21", True),
+        ("He paid \\$360", "360", True),
+        ("130\u202f000 people", "130000", True),
+        ("\\text{₱250}", "250", True),
+        ("\\$245 \\text{ (or }24{,}500\\text{ cents)}", "245", True),
+        ("She makes 19 dollars a day", "18", False),
+    ],
+)
+def test_check_answer_reads_sentences_and_separators(predicted: str, gold: str, expected: bool) -> None:
+    assert check_answer(predicted, gold) is expected
