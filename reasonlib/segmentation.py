@@ -35,7 +35,7 @@ class Segment(NamedTuple):
     end: int  # raw[start:end] == text
 
 
-SEGMENTERS: tuple[str, ...] = ("lines", "paragraphs", "markers", "sentences")
+SEGMENTERS: tuple[str, ...] = ("lines", "paragraphs", "markers", "sentences", "moves")
 
 # \r\n, lone \r and \n all end a line; \r\n must be tried first so it counts once.
 _NEWLINE = r"(?:\r\n|\r(?!\n)|\n)"
@@ -63,7 +63,9 @@ _ABBREVIATIONS = frozenset(
         "eqn", "min", "max", "avg", "est", "resp", "incl", "dept",
     }
 )  # fmt: skip
-_WORD_BEFORE_DOT_RE = re.compile(r"([A-Za-z][A-Za-z.]*)$")
+_WORD_BEFORE_DOT_RE = re.compile(r"(?<![A-Za-z.])([A-Za-z][A-Za-z.]*)$")
+_NEXT_CHAR_RE = re.compile(r"\S")
+_LOOKBACK = 12  # longer than every abbreviation ("approx", "e.g") and list label ("(12")
 # "1." / "a." / "(2." at the start of a sentence are list labels, not sentences.
 _LIST_LABEL_RE = re.compile(r"\(?(?:\d{1,3}|[A-Za-z])$")
 
@@ -127,19 +129,24 @@ def _marker_spans(raw: str) -> list[tuple[int, int]]:
 
 
 def _is_sentence_end(line: str, sent_start: int, m: re.Match[str]) -> bool:
-    rest = line[m.end() :]
-    if rest and not rest[0].isspace():
+    end = m.end()
+    if end < len(line) and not line[end].isspace():
         # "3.5", "e.g.," and "x.y" never end a sentence.
         return False
-    nxt = rest.lstrip()
-    if nxt and not (nxt[0].isupper() or nxt[0].isdigit() or nxt[0] in "$\\\"'\u201c("):
+    # The next character after the spaces; the spaces are skipped by a regex from ``end`` (no slice of the
+    # rest of the line per candidate: a long line of "1. 1. 1." stays linear).
+    nxt_m = _NEXT_CHAR_RE.search(line, end)
+    nxt = nxt_m.group() if nxt_m else ""
+    if nxt and not (nxt.isupper() or nxt.isdigit() or nxt in "$\\\"'\u201c("):
         return False
-    before = line[sent_start : m.start()]
     if m.group().startswith(".") and len(m.group().rstrip("\"'\u201d\u2019)]")) == 1:
+        # Only the word right before the dot matters: look back at most a few characters.
+        before = line[max(sent_start, m.start() - _LOOKBACK) : m.start()]
         word = _WORD_BEFORE_DOT_RE.search(before)
-        if word and word.group(1).lower() in _ABBREVIATIONS:
+        if word and word.group(1).lower() in _ABBREVIATIONS and (word.group(1).lower() != "no" or nxt.isdigit()):
+            # "No." abbreviates a number only before one ("No. 5"); "Wait, no. We ..." ends a sentence.
             return False
-        if _LIST_LABEL_RE.fullmatch(before.strip()):
+        if m.start() - sent_start <= _LOOKBACK and _LIST_LABEL_RE.fullmatch(before.strip()):
             return False
     return True
 
@@ -160,6 +167,146 @@ def _sentence_spans(raw: str) -> list[tuple[int, int]]:
     return spans
 
 
+# -- reasoning moves ----------------------------------------------------------------------------------
+
+# Discourse markers that open a new move of a reasoning model's thought: a doubt, a check, a correction,
+# another approach. Only at the start of a sentence (or line), where they open one.
+_MOVE_RE = re.compile(
+    r"(?:[*_]{1,2})?(?:"
+    r"(?:but\s+)?wait|hmm+|alternatively|actually|hold\s+on|oops|on\s+second\s+thought|"
+    r"let\s+me\s+(?:check|verify|double[- ]check|re-?check|re-?compute|re-?calculate|recount|re-?examine|"
+    r"reconsider|think\s+again|see\s+again|confirm)|"
+    r"let's\s+(?:check|verify|double[- ]check|re-?check|confirm)|double[- ]check|"
+    r"no(?=,)|but\s+no(?=,)"
+    r")(?![A-Za-z])",
+    re.IGNORECASE,
+)
+# A paragraph this long holds several moves whatever its markers: it is cut into sentences.
+_LONG_PARAGRAPH = 800
+
+
+def _moves_spans(raw: str) -> list[tuple[int, int]]:
+    """Steps that follow a thought's moves: paragraphs, cut before every sentence that opens a new move
+    ("Wait, ...", "Hmm.", "Alternatively, ...", "Let me check", "Actually", "No, ..."); a thought without
+    paragraph breaks, and a paragraph over ``_LONG_PARAGRAPH`` characters, cut into sentences."""
+    paragraphs = [(seg.start, seg.end) for seg in _paragraph_segments(raw, 0)]
+    if not paragraphs:
+        return []
+    by_sentence = len(paragraphs) == 1
+    sentences = _sentence_spans(raw)
+    spans: list[tuple[int, int]] = []
+    si = 0
+    for p_start, p_end in paragraphs:
+        whole = by_sentence or p_end - p_start > _LONG_PARAGRAPH
+        start = p_start
+        while si < len(sentences) and sentences[si][1] <= p_end:
+            s, _e = sentences[si]
+            si += 1
+            s += len(raw[s:_e]) - len(raw[s:_e].lstrip())
+            if s <= start:
+                continue
+            if whole or _MOVE_RE.match(raw, s):
+                spans.append((start, s))
+                start = s
+        spans.append((start, p_end))
+    return spans
+
+
+# -- formulas are never cut -----------------------------------------------------------------------------
+
+# Display math, inline math and LaTeX environments, found by their delimiters in one pass.
+# Not "\\\\[4pt]", the line break of an aligned environment.
+_MATH_TOKEN_RE = re.compile(r"(?<!\\)\\[\[\]()]|\$\$|\\(begin|end)\{([A-Za-z*]+)\}")
+# How far a delimiter may be from its closing one: an unclosed "\(" or "\[" (a cut-off thought) must not
+# glue the rest of the text together.
+_MAX_DISPLAY = 6000
+_MAX_INLINE = 600
+# A line that continues the formula of the line before: "= 160 minutes", "+ 20", "\times 3", "&= 12".
+_CONTINUATION_RE = re.compile(
+    r"^[^\S\r\n]*+(?:[=+×÷≈≤≥&]|\\(?:cdot|times|approx|Rightarrow|Longrightarrow|implies|quad|le|ge)(?![A-Za-z]))",
+    re.MULTILINE,
+)
+# What a lead-in ending in ":" introduces when it is a formula: math, or a first line that states a relation
+# ("a = -25/288", "3^1 = 3", "0.0001 < 1/(kπ)") or holds inline math, looked at over its first 300
+# characters, or a computation ("-3125 + 5950 - 3775").
+_FORMULA_START_RE = re.compile(
+    r"\\[\[(]|\$\$|\\begin\{|[^\r\n]{0,300}?(?:[=<>≈≤≥]|\\\()|[\s(+-]*\d[\d.,]*\s*[-+*/^×÷(]"
+)
+_TRIGGER_RE = re.compile(r"\\[\[(]|\$\$|\\begin\{|:[^\S\r\n]*[\r\n]")
+
+
+def _math_regions(raw: str) -> list[tuple[int, int]]:
+    """Spans of ``raw`` that no step boundary may cut, sorted and disjoint: display math (``\\[ ... \\]``,
+    ``$$ ... $$``, ``\\begin{X} ... \\end{X}``), inline math (``\\( ... \\)``), and every line break before a
+    line that continues a formula."""
+    regions: list[tuple[int, int]] = []
+    opener = ""  # "[", "(", "$$" or the environment's name
+    open_at = depth = 0
+    for m in _MATH_TOKEN_RE.finditer(raw):
+        tok, pos = m.group(), m.start()
+        if opener and pos - open_at > (_MAX_INLINE if opener == "(" else _MAX_DISPLAY):
+            opener = ""  # never closed within reach: no region, and this token starts afresh
+        if not opener:
+            if tok == "\\[" or tok == "\\(":
+                opener, open_at = tok[1], pos
+            elif tok == "$$":
+                opener, open_at = "$$", pos
+            elif m.group(1) == "begin":
+                opener, open_at, depth = "env:" + m.group(2), pos, 1
+            continue
+        if opener == "[" and tok == "\\]" or opener == "(" and tok == "\\)" or opener == "$$" and tok == "$$":
+            regions.append((open_at, m.end()))
+            opener = ""
+        elif opener.startswith("env:") and m.group(2) == opener[4:]:
+            depth += 1 if m.group(1) == "begin" else -1
+            if depth == 0:
+                regions.append((open_at, m.end()))
+                opener = ""
+    if opener and len(raw) - open_at <= (_MAX_INLINE if opener == "(" else _MAX_DISPLAY):
+        regions.append((open_at, len(raw)))  # a display the output was cut off in
+    for m in _CONTINUATION_RE.finditer(raw):
+        # From the last character of the line before to the first of this one.
+        prev = len(raw[: m.start()].rstrip())
+        if prev:
+            regions.append((prev - 1, m.end()))
+    if not regions:
+        return regions
+    regions.sort()
+    merged = [regions[0]]
+    for s, e in regions[1:]:
+        if s < merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], e))
+        else:
+            merged.append((s, e))
+    return merged
+
+
+def _keep_formulas_whole(raw: str, segments: list[Segment], offset: int, *, lead_ins: bool = False) -> list[Segment]:
+    """Join the steps a formula was cut across: a step boundary inside display or inline math or before a
+    line continuing a formula is dropped; with ``lead_ins`` (the moves segmenter), a lead-in ending in ":"
+    joins the formula it introduces too (the other segmenters keep their unit: a line stays a line)."""
+    if len(segments) < 2 or not (_TRIGGER_RE.search(raw) or _CONTINUATION_RE.search(raw)):
+        return segments
+    regions = _math_regions(raw)
+    out: list[Segment] = []
+    ri = 0
+    for seg in segments:
+        if out:
+            prev = out[-1]
+            pe, s = prev.end - offset, seg.start - offset
+            while ri < len(regions) and regions[ri][1] <= pe:
+                ri += 1
+            straddles = ri < len(regions) and regions[ri][0] < s
+            # ... but a new move after the colon is a move ("Simplify:" then "Wait, actually, we have \\(x\\)").
+            lead_in = (lead_ins and prev.text.endswith(":") and _FORMULA_START_RE.match(raw, s) is not None
+                       and _MOVE_RE.match(raw, s) is None)
+            if straddles or lead_in:
+                out[-1] = Segment(raw[prev.start - offset : seg.end - offset], prev.start, seg.end)
+                continue
+        out.append(seg)
+    return out
+
+
 def segment(raw: str, method: str = "lines", offset: int = 0) -> list[Segment]:
     """Split ``raw`` into stripped, non-empty steps with offsets (+``offset``).
 
@@ -170,16 +317,18 @@ def segment(raw: str, method: str = "lines", offset: int = 0) -> list[Segment]:
     if method == "lines":
         spans = _line_spans(raw)
     elif method == "paragraphs":
-        return _paragraph_segments(raw, offset)
+        return _keep_formulas_whole(raw, _paragraph_segments(raw, offset), offset)
     elif method == "markers":
         spans = _marker_spans(raw)
     elif method == "sentences":
         spans = _sentence_spans(raw)
+    elif method == "moves":
+        return _keep_formulas_whole(raw, _spans_to_segments(raw, _moves_spans(raw), offset), offset, lead_ins=True)
     else:
         raise ValueError(
             f"unknown segmentation method {method!r}; allowed: {', '.join(SEGMENTERS)}"
         )
-    return _spans_to_segments(raw, spans, offset)
+    return _keep_formulas_whole(raw, _spans_to_segments(raw, spans, offset), offset)
 
 
 

@@ -28,6 +28,12 @@ HOSTILE = {
     "digits and dots": "1." * (N // 2) + "x",
     "blank lines": "Step 1: a" + "\n" * N + "x",
     "question then blanks": "Question: " + " " * N + "x",
+    # Math delimiters never closed, continuation lines, lead-ins: what the segmenters keep whole.
+    "unclosed displays": "\\[ a " * (N // 5),
+    "unclosed inline math": "\\( 1. " * (N // 6),
+    "continuation lines": "x\n= 1\n" * (N // 7),
+    "lead-ins": "So:\n\n3 = 3\n\n" * (N // 13),
+    "wait wait": "Wait. " * (N // 6),
 }
 
 
@@ -68,7 +74,7 @@ def test_the_scope_first_rephrase_is_unchanged(text, expected):
 @pytest.mark.parametrize("name", sorted(HOSTILE))
 def test_segmentation_and_calculator_tokens_are_linear(name):
     text = HOSTILE[name]
-    for method in ("lines", "markers", "sentences"):
+    for method in ("lines", "markers", "sentences", "paragraphs", "moves"):
         assert_linear(lambda t, method=method: segment(t, method), text)
     assert_linear(parse_trace, text)
     assert_linear(extract_answer, text)

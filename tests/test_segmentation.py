@@ -163,8 +163,9 @@ def test_empty_input_gives_no_segments() -> None:
 
 
 _trace_alphabet = st.sampled_from(
-    list("ab Z9.?!$\n\r\t,:*#")
-    + ["Step 1:", "**Step 2.**", "e.g.", "3.5", "Mr.", "\n\n"]
+    list("ab Z9.?!$\n\r\t,:*#=+")
+    + ["Step 1:", "**Step 2.**", "e.g.", "3.5", "Mr.", "\n\n", "\\[", "\\]", "$$", "\\(", "\\)", "Wait, ",
+       " Hmm.", "\\begin{aligned}", "\\end{aligned}", ":\n", "\n= ", "No, "]
 )
 
 
@@ -356,3 +357,80 @@ def test_gsm8k_example_model_solutions() -> None:
     assert total == 5276
     assert agree >= 0.995 * total
     assert agree == 5276, disagreements
+
+
+# --------------------------------------------------------------------------
+# Reasoning moves and formulas kept whole (issue 30)
+# --------------------------------------------------------------------------
+
+
+def test_moves_cut_a_thought_without_paragraph_breaks_into_sentences() -> None:
+    raw = "We compute: 16 eggs total. She eats 3, bakes 4 => uses 7. Remainder = 9 eggs sold at $2 each = $18."
+    assert texts(segment(raw, "moves")) == [
+        "We compute: 16 eggs total.", "She eats 3, bakes 4 => uses 7.", "Remainder = 9 eggs sold at $2 each = $18.",
+    ]
+
+
+@pytest.mark.parametrize("marker", ["Wait", "Hmm", "But wait", "Alternatively", "Let me check", "Actually", "No"])
+def test_a_discourse_marker_starts_a_new_move_mid_paragraph(marker: str) -> None:
+    raw = f"First I add 2 and 3 to get 5. Then 5 times 2 is 10. {marker}, the sum is 6.\n\nSo 12."
+    steps = texts(segment(raw, "moves"))
+    assert steps == ["First I add 2 and 3 to get 5. Then 5 times 2 is 10.", f"{marker}, the sum is 6.", "So 12."]
+    assert_offsets(raw, segment(raw, "moves"))
+
+
+def test_a_marker_inside_a_sentence_does_not_cut() -> None:
+    raw = "First a.\n\nI think that actually, wait, no. Fine."
+    assert texts(segment(raw, "moves")) == ["First a.", "I think that actually, wait, no. Fine."]
+
+
+def test_a_lead_in_ending_in_a_colon_joins_the_formula_it_introduces() -> None:
+    raw = "Compute 3^9:\n\n3^9 = 19683\n\nWow, large.\n\nThe expression is:\n\n\\[ 3(1+3) \\]"
+    assert texts(segment(raw, "moves")) == [
+        "Compute 3^9:\n\n3^9 = 19683", "Wow, large.", "The expression is:\n\n\\[ 3(1+3) \\]",
+    ]
+    # Not prose after a colon.
+    assert texts(segment("Let us see:\n\nThe eggs are many.", "moves")) == ["Let us see:", "The eggs are many."]
+
+
+@pytest.mark.parametrize("method", ["lines", "sentences", "paragraphs", "moves"])
+def test_display_math_and_a_continued_formula_are_never_cut(method: str) -> None:
+    # gsm8k-test-0007 of gpt-oss-120b, steps 21-23 of the answer were "\[" | "40 min + ..." | "= 160 minutes".
+    display = "\\[\n40 min + 20 min + 100 min\n= 160 minutes.\n\\]"
+    for raw in (
+        f"The total time is\n\n{display}\n\nDone.",
+        "Sum:\n$$\n1 + 2\n\n= 3. Then\n$$\nDone.",
+        "\\begin{aligned}\na &= 1. \\\\[4pt]\nb &= 2.\n\\end{aligned}\nDone.",
+    ):
+        steps = segment(raw, method)
+        assert_offsets(raw, steps)
+        assert not any(s.text in ("\\[", "\\]", "$$") for s in steps), (method, texts(steps))
+        assert not any(s.text.startswith(("=", "+")) for s in steps), (method, texts(steps))
+        assert steps[-1].text == "Done." or steps[-1].text.endswith("Done."), (method, texts(steps))
+    assert any(display in t for t in texts(segment(f"The total time is\n\n{display}\n\nDone.", method)))
+
+
+def test_a_line_continuing_a_formula_joins_its_line() -> None:
+    raw = "Total = 40 + 20\n    + 100\n= 160 minutes\nNext line."
+    assert texts(segment(raw, "lines")) == ["Total = 40 + 20\n    + 100\n= 160 minutes", "Next line."]
+
+
+def test_a_display_the_output_was_cut_off_in_stays_whole_but_an_unclosed_inline_math_glues_nothing() -> None:
+    raw = "Together they have\n\n\\[\n50 + 70 = \\boxed{120} \\text{ friends}."
+    assert texts(segment(raw, "lines")) == ["Together they have", "\\[\n50 + 70 = \\boxed{120} \\text{ friends}."]
+    far = "a \\( b\n" + "x\n" * 400 + "c \\) d"
+    assert len(segment(far, "lines")) == 402
+
+
+def test_abbreviations_do_not_end_a_sentence() -> None:
+    raw = "It takes 3 min. to bake, approx. 12 trays, e.g. Monday. Wait, no. No. 5 is next."
+    assert texts(segment(raw, "moves")) == [
+        "It takes 3 min. to bake, approx. 12 trays, e.g. Monday.", "Wait, no.", "No. 5 is next.",
+    ]
+
+
+def test_moves_is_linear_on_a_long_thought() -> None:
+    from tests.linear import assert_linear
+
+    unit = "Wait, 12 + 7 = 19. Hmm:\n\\[ x \\]\n= 3 approx. e.g. \\( y No, \n\n"
+    assert_linear(lambda t: segment(t, "moves"), (unit * (200_000 // len(unit)))[:200_000])
