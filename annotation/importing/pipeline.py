@@ -295,8 +295,11 @@ def _locate(raw: str, texts: list[str]) -> list[StepRow]:
 
 
 class _Writer:
-    def __init__(self, study: Study, report: ImportReport, actor=None, *, skip_invalid: bool = False) -> None:
+    def __init__(self, study: Study, report: ImportReport, actor=None, *, skip_invalid: bool = False,
+                 thought_segmenter: str | None = None) -> None:
         self.study = study
+        # An import may cut its thoughts otherwise than the study's setting (import_traces --thought-segmenter).
+        self.thought_segmenter = thought_segmenter or study.thought_segmenter
         self.report = report
         self.actor = actor
         self.skip_invalid = skip_invalid
@@ -356,7 +359,7 @@ class _Writer:
             thought_steps = _given_steps(split.thought, rec.thought_steps, "thought_steps")
         else:
             # A Segment is a (text, start, end) named tuple: a step row as it is.
-            thought_steps = thinking.segment_thought(split, self.study.thought_segmenter)
+            thought_steps = thinking.segment_thought(split, self.thought_segmenter)
         if rec.steps is not None:
             # Located in the answer's view of raw, so a given step is never found inside the thought.
             steps = _given_steps(split.answer_view, rec.steps, "steps")
@@ -798,8 +801,10 @@ def import_stream(
     skip_invalid: bool = False,
     actor=None,
     progress: Progress | None = None,
+    thought_segmenter: str | None = None,
 ) -> ImportReport:
-    """Import a seekable binary stream into ``study``; see the module docstring."""
+    """Import a seekable binary stream into ``study``; see the module docstring. ``thought_segmenter``
+    cuts this import's thoughts (default: the study's ``thought_segmenter``)."""
     report = ImportReport()
     if fmt not in adapters.FORMATS:
         report.reject(0, f"unknown format {fmt!r}; choose one of {', '.join(adapters.FORMATS)}")
@@ -819,7 +824,7 @@ def import_stream(
         with ExitStack() as wrappers:
             for wrapper in _IMPORT_WRAPPERS:
                 wrappers.enter_context(wrapper())
-            writer = _Writer(study, report, actor, skip_invalid=skip_invalid)
+            writer = _Writer(study, report, actor, skip_invalid=skip_invalid, thought_segmenter=thought_segmenter)
             lines_seen = -1
             for line, item in adapters.records(stream, fmt):
                 if line != lines_seen:
