@@ -68,11 +68,14 @@ _MAX_ANSWER_ONLY_LEN = 80
 _PARAGRAPH_RE = re.compile(r"\r?\n[^\S\r\n]*\r?\n")
 _RULE_RE = re.compile(r"[-*_=\s]+")
 _CONCLUSION_RE = re.compile(
-    r"[\s*#>-]*(?:so|thus|therefore|hence|overall|altogether|finally|in\s+total|in\s+conclusion|in\s+summary)\b",
+    r"[\s*#>-]*+(?:so|thus|therefore|hence|overall|altogether|finally|in\s+total|in\s+conclusion|in\s+summary)\b",
     re.IGNORECASE,
 )
-_ANSWER_HEADING_RE = re.compile(r"^[^\S\r\n]*(?:#+|\*\*)?[^\S\r\n]*(?:final\s+)?answer[^\S\r\n]*(?:\*\*)?[^\S\r\n]*$",
-                                re.IGNORECASE | re.MULTILINE)
+# Possessive (*+): a line of blanks is taken once, never split between the two runs of blanks again.
+_ANSWER_HEADING_RE = re.compile(
+    r"^[^\S\r\n]*+(?:#++|\*\*)?+[^\S\r\n]*+(?:final\s++)?answer[^\S\r\n]*+(?:\*\*)?+[^\S\r\n]*+$",
+    re.IGNORECASE | re.MULTILINE,
+)
 _MATH_RE = re.compile(r"\\\(.*?\\\)|\$[^$]*\$")
 _WORDS_OUTSIDE_MATH_RE = re.compile(r"[A-Za-z]{2,}")
 _OPERATOR_RE = re.compile(r"[+*×÷<>^]|\d\s*-\s*\d")

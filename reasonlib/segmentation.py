@@ -230,7 +230,7 @@ _CONTINUATION_RE = re.compile(
 # ("a = -25/288", "3^1 = 3", "0.0001 < 1/(kπ)") or holds inline math, looked at over its first 300
 # characters, or a computation ("-3125 + 5950 - 3775").
 _FORMULA_START_RE = re.compile(
-    r"\\[\[(]|\$\$|\\begin\{|[^\r\n]{0,300}?(?:[=<>≈≤≥]|\\\()|[\s(+-]*\d[\d.,]*\s*[-+*/^×÷(]"
+    r"\\[\[(]|\$\$|\\begin\{|[^\r\n]{0,300}?(?:[=<>≈≤≥]|\\\()|[\s(+-]*+\d[\d.,]*+\s*+[-+*/^×÷(]"
 )
 _TRIGGER_RE = re.compile(r"\\[\[(]|\$\$|\\begin\{|:[^\S\r\n]*[\r\n]")
 

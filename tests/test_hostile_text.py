@@ -34,6 +34,10 @@ HOSTILE = {
     "continuation lines": "x\n= 1\n" * (N // 7),
     "lead-ins": "So:\n\n3 = 3\n\n" * (N // 13),
     "wait wait": "Wait. " * (N // 6),
+    # An answer heading's blanks, a closing statement's leading blanks, a lead-in before a run of signs.
+    "a line of blanks": " " * N + "x",
+    "bold then blanks": "**" + " " * N,
+    "lead-in then signs": "So:\n\n" + "(-" * (N // 2),
 }
 
 
