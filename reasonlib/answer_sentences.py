@@ -11,9 +11,16 @@ old** in three years.``, ``**Kylar needs to pay \\$64.**``, ``So the doorbell ra
    whole sentence is bold, which stresses nothing in particular);
 3. after a label ("Total gems: 595") the number after the last colon; in a formula the result after the
    last ``=``;
-4. otherwise the first number: an answer sentence states its result first and the given quantities
-   after it ("Crista needs 12 cups of water each day for her 20 plants"). A sentence with no digit may
-   give its number in words ("one bowl of soup").
+4. in a list with its sum ("84 sofas, 88 chairs, for a combined total of 172 pieces"), the number after
+   "total";
+5. otherwise the first number after a leading clause of time or place ("So after 10 hours, the sun is at
+   82 degrees"): an answer sentence states its result first and the given quantities after it ("Crista
+   needs 12 cups of water each day for her 20 plants"). A sentence with no digit may give its number in
+   words ("one bowl of soup").
+
+A duration in two units is read in the smaller one ("3 minutes and 36 seconds" -> 216 seconds), a clock
+time on the hour as its hour ("2:00 PM" -> 2), and a number glued to a hyphen ("the 8-sandwich package")
+is never the answer.
 
 Pure and linear in the sentence's length (every pattern is a single pass without nested repetition).
 """
@@ -33,10 +40,10 @@ _ESCAPE_RE = re.compile(r"\\([$%])")
 _SPACING_RE = re.compile(r"\\[,;:! ]|\\q?quad\b")
 _PAREN_RE = re.compile(r"\([^()]*\)")
 _BOLD_SPAN_RE = re.compile(r"\*\*([^*]+)\*\*")
-# A number: optional sign (not the hyphen of "10-3"), digits, decimals, an optional "/b"; not the number of
-# a compound adjective ("the 8-sandwich package", "a 5‑day week"), which describes, never answers.
+# A number: optional sign (not the hyphen of "10-3"), digits, decimals, an optional "/b"; not one followed by a
+# hyphen: a compound adjective ("the 8-sandwich package", "a 5‑day week") describes, never answers.
 _NUMBER_RE = re.compile(
-    r"(?:(?<![\w.\-])-?\d+(?:\.\d+)?(?:/\d+)?|(?<![\w.])\.\d+)(?![\d\-\u2010\u2011]|[\-\u2010\u2011][A-Za-z])"
+    r"(?:(?<![\w.\-])-?\d+(?:\.\d+)?(?:/\d+)?|(?<![\w.])\.\d+)(?![\d\-\u2010\u2011])"
 )
 # A duration in two units ("2 hours and 40 minutes", "3 minutes 36 seconds") is read in its smaller unit,
 # the one a question counting minutes or seconds expects.
