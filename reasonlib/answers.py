@@ -80,6 +80,12 @@ _MATH_RE = re.compile(r"\\\(.*?\\\)|\$[^$]*\$")
 _WORDS_OUTSIDE_MATH_RE = re.compile(r"[A-Za-z]{2,}")
 _OPERATOR_RE = re.compile(r"[+*×÷<>^]|\d\s*-\s*\d")
 _OPEN_SENTENCE_RE = re.compile(r"[A-Za-z]\s*$")
+# "= \\$3.50\\).", "= 31\\) slices.", "= \\mathbf{370}\\).": the value, closing math, up to three words of unit
+# (matched once the wrappers and braces are dropped).
+_RESULT_WRAPPERS_RE = re.compile(r"\\(?:mathbf|textbf|boxed|text|mathrm)\s*\{|[{}]")
+_RESULT_ENDS_RE = re.compile(
+    r"=\s*+(?:\\\$|\$|\\,)?+\s*+-?\d[\d,.]*+\s*+(?:\\[)\]]|\s)*+(?:[A-Za-z%°¢]+\.?\s*+){0,3}[.\s]*+"
+)
 _FINAL_WINDOW = 4000  # characters: a closing statement is near the end, and a runaway output is long
 
 
@@ -222,7 +228,10 @@ def _final_statement(text: str) -> str | None:
     if _CONCLUSION_RE.match(lines[0]) and len(lines) <= 3:
         return sentence_number(" ".join(lines))
     # A computation stated as a sentence: "Total \\(14 + 9 + 8 = 31\\) slices.", "Adding them up: 20 + 8 = 28."
-    if result and (line.rstrip().endswith(".") or _WORDS_OUTSIDE_MATH_RE.search(_MATH_RE.sub(" ", line))):
+    # The result ends the line (a unit at most): "2 + 3 = 6. and so the reasoning goes on" goes on.
+    if result and _RESULT_ENDS_RE.fullmatch(_RESULT_WRAPPERS_RE.sub("", result)) and (
+        line.rstrip().endswith(".") or _WORDS_OUTSIDE_MATH_RE.search(_MATH_RE.sub(" ", line))
+    ):
         return sentence_number(result)
     return None
 

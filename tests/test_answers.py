@@ -320,6 +320,8 @@ def test_an_answer_heading_after_the_last_box_outranks_it() -> None:
 def test_a_cut_off_computation_or_a_bare_one_is_no_answer() -> None:
     assert extract_answer("So the price will be $41.472+$8.2944 = $<<41.472+8.") is None
     assert extract_answer("16 - 3 = 13\n13 * 2 = 26") is None
+    # A computation the text goes on from (an intervention's continuation) states no answer.
+    assert extract_answer("Ann has 2 apples.\n2 + 3 = 6. and so the reasoning goes on.") is None
 
 
 def test_a_value_with_words_in_an_expression_stays_as_written() -> None:
