@@ -45,6 +45,10 @@ class ImportForm(forms.Form):
     seed = forms.IntegerField(label="Seed", required=False, min_value=0, max_value=2**31 - 1,
                               help_text="GSM-Symbolic templates only: the same seed draws the same instances "
                                         "(0 to 2,147,483,647; default 0)")
+    thought_segmenter = forms.ChoiceField(
+        label="Split thoughts into steps by", required=False,
+        choices=[("", "the study's setting"), *Study.Segmenter.choices],
+        help_text="how a reasoning model's thoughts in this file are cut into steps (docs/import-format.md)")
     skip_invalid = forms.BooleanField(label="Skip invalid lines", required=False,
                                       help_text="keep the good lines and report the bad ones; otherwise one bad line "
                                                 "imports nothing")
@@ -90,20 +94,24 @@ class StudyForm(forms.ModelForm):
 
     class Meta:
         model = Study
-        fields = ["name", "description", "blind", "segmenter"]
-        labels = {"blind": "Blind review", "segmenter": "Split traces into steps by"}
+        fields = ["name", "description", "blind", "segmenter", "thought_segmenter"]
+        labels = {"blind": "Blind review", "segmenter": "Split traces into steps by",
+                  "thought_segmenter": "Split thoughts into steps by"}
         help_texts = {
             "name": "unique across the whole installation; shown in every page title",
             "description": "optional; what the study is for",
             "blind": "annotators see no judge verdicts and no other annotator's labels on a trace until they "
                      "have labelled it completely themselves",
             "segmenter": "how traces imported without explicit steps are cut into steps",
+            "thought_segmenter": "how a reasoning model's thoughts are cut into steps; reasoning moves: paragraphs, "
+                                 "cut again where \"Wait\", \"Hmm\", \"Actually\"... start a new move",
         }
         widgets = {"description": forms.Textarea(attrs={"rows": 3, "maxlength": DESCRIPTION_MAX})}
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.fields["description"].validators.append(MaxLengthValidator(DESCRIPTION_MAX))
+        self.fields["thought_segmenter"].required = False  # left out: the default, reasoning moves
 
     def clean_name(self) -> str:
         return _free_study_name(self.cleaned_data["name"], self.instance)

@@ -40,6 +40,9 @@ class Study(models.Model):
         PARAGRAPHS = "paragraphs"
         MARKERS = "markers"
         SENTENCES = "sentences"
+        # Reasoning moves (reasonlib.segmentation): paragraphs, cut again where "Wait", "Hmm", "Actually"...
+        # open a new move; a thought without paragraph breaks by sentence.
+        MOVES = "moves", "Reasoning moves"
 
     name = models.CharField(max_length=200, unique=True)
     description = models.TextField(blank=True)
@@ -48,9 +51,10 @@ class Study(models.Model):
     blind = models.BooleanField(default=True)
     # The answer channel's segmenter (the name predates the thinking channel and is kept).
     segmenter = models.CharField(max_length=20, choices=Segmenter.choices, default=Segmenter.LINES)
-    # The thinking channel's segmenter: thoughts are prose in paragraphs ("Wait, ..."), rarely one claim a line.
-    thought_segmenter = models.CharField(max_length=20, choices=Segmenter.choices, default=Segmenter.PARAGRAPHS,
-                                         db_default=Segmenter.PARAGRAPHS)
+    # The thinking channel's segmenter: thoughts are prose that changes course mid-paragraph ("Wait, ..."), and
+    # some models (gpt-oss) write no paragraph breaks at all, so the reasoning moves, not lines or paragraphs.
+    thought_segmenter = models.CharField(max_length=20, choices=Segmenter.choices, default=Segmenter.MOVES,
+                                         db_default=Segmenter.MOVES)
     primary_judge = models.ForeignKey(
         "judges.JudgeConfig", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )

@@ -27,7 +27,7 @@ from annotation.importing import archives
 from annotation.importing.adapters import PATH_FORMAT_OPTIONS, PATH_FORMAT_ROOTS, PATH_FORMATS
 from annotation.importing.pipeline import ImportReport, import_stream
 from annotation.models import Job, Membership, Problem, Study, Trace
-from reasonlib.parsing import check_answer
+from reasonlib.answers import check_answer
 
 User = get_user_model()
 
@@ -188,13 +188,15 @@ def run_import_job(job_id: int, stream: IO[bytes] | None = None, *, progress=Non
     try:
         if stream is not None:
             report = import_stream(job.study, stream, params["format"], skip_invalid=params.get("skip_invalid", False),
-                                   actor=job.created_by, progress=publish)
+                                   actor=job.created_by, progress=publish,
+                                   thought_segmenter=params.get("thought_segmenter"))
         elif params.get("archive"):
             report = _import_folder_upload(job, publish)
         else:
             with job.input_file.open("rb") as fh:
                 report = import_stream(job.study, fh, params["format"], skip_invalid=params.get("skip_invalid", False),
-                                       actor=job.created_by, progress=publish)
+                                       actor=job.created_by, progress=publish,
+                                       thought_segmenter=params.get("thought_segmenter"))
     except Exception as exc:
         jobs.finish(job_id, status=Job.Status.FAILED, error=f"{type(exc).__name__}: {exc}")
         _delete_upload(job)
@@ -242,7 +244,7 @@ def _import_folder_upload(job: Job, publish) -> ImportReport:
         # lm-eval: the samples file is opened by its path, so the reader finds the results JSON beside it.
         with (root / params["member"]).open("rb") as fh:
             return import_stream(job.study, fh, fmt, skip_invalid=params.get("skip_invalid", False),
-                                 actor=job.created_by, progress=publish)
+                                 actor=job.created_by, progress=publish, thought_segmenter=params.get("thought_segmenter"))
 
 
 def _after_import(study: Study) -> None:
@@ -271,14 +273,19 @@ def _sha256(upload: File) -> str:
 @transaction.atomic
 def do_create_import_job(study: Study, *, fmt: str, skip_invalid: bool, user=None, upload: File | None = None,
                          path: Path | None = None, results: File | None = None, model: str = "",
-                         options: dict[str, Any] | None = None) -> Job:
+                         options: dict[str, Any] | None = None, thought_segmenter: str = "") -> Job:
     """The job row of one import, refused before anything is written when an upload is over the limit; the
     upload's size and sha256 stay in the job's params after the file is deleted. Uploads of formats read from
     a folder are stored as an archive: ``abstraction-outputs`` (a path format) is uploaded as one; an lm-eval
     samples file and its ``results`` JSON are zipped together here, under their own names, which the reader
-    relies on."""
+    relies on. ``thought_segmenter`` (one of ``Study.Segmenter``; empty: the study's) cuts this import's
+    thoughts."""
     params: dict[str, Any] = {"format": fmt, "skip_invalid": skip_invalid,
                               "filename": upload.name if upload else str(path)}
+    if thought_segmenter:
+        if thought_segmenter not in Study.Segmenter.values:
+            raise ValueError(f"thought_segmenter: {thought_segmenter!r} is not one of {', '.join(Study.Segmenter.values)}")
+        params["thought_segmenter"] = thought_segmenter
     for part in (upload, results):
         if part is not None:
             problem = upload_too_large(part.size)
@@ -317,10 +324,10 @@ def _delete_upload(job: Job) -> None:
 
 
 def do_queue_import(study: Study, upload: File, *, fmt: str, skip_invalid: bool, user, results: File | None = None,
-                    model: str = "", options: dict[str, Any] | None = None) -> Job:
+                    model: str = "", options: dict[str, Any] | None = None, thought_segmenter: str = "") -> Job:
     """Store the upload and import it in the background once the job row is committed."""
     with transaction.atomic():
         job = do_create_import_job(study, fmt=fmt, skip_invalid=skip_invalid, user=user, upload=upload,
-                                   results=results, model=model, options=options)
+                                   results=results, model=model, options=options, thought_segmenter=thought_segmenter)
         jobs.queue("annotation.tasks.import_job", job.pk)
     return job

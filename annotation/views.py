@@ -174,7 +174,10 @@ def study_create(request: HttpRequest) -> HttpResponse:
         data = form.cleaned_data
         try:
             study = services.do_create_study(data["name"], owner=request.user, description=data["description"],
-                                             blind=data["blind"], segmenter=data["segmenter"])
+                                             blind=data["blind"], segmenter=data["segmenter"],
+                                             # Not given (an older client's post): the model's default.
+                                             **({"thought_segmenter": data["thought_segmenter"]}
+                                                if data.get("thought_segmenter") else {}))
         except IntegrityError:  # lost a race with another request for the same name
             form.add_error("name", "A study with this name already exists.")
         else:
@@ -297,7 +300,8 @@ def study_import(request: HttpRequest, study_id: int) -> HttpResponse:
                                            user=request.user, results=data.get("results"),
                                            model=data.get("model", "").strip(),
                                            options={k: data[k] for k in ("instances", "seed")
-                                                    if data.get(k) is not None})
+                                                    if data.get(k) is not None},
+                                           thought_segmenter=data.get("thought_segmenter", ""))
         except ValueError as exc:
             form.add_error(None, str(exc))
         else:

@@ -47,7 +47,7 @@ from faithfulness.planning import plan_anytime, plan_interventions  # noqa: E402
 from faithfulness.runclient import forced_answer_text  # noqa: E402
 from judges import services as judge_services  # noqa: E402
 from judges.models import MECHANISTIC, JudgeConfig  # noqa: E402
-from reasonlib.parsing import check_answer  # noqa: E402
+from reasonlib.answers import check_answer  # noqa: E402
 
 BENCH = "bench 10 models"
 GRID = "tokens:64,128,256,512,1024,2048,full"

@@ -179,7 +179,7 @@ def phases_child(data: str) -> None:
 
     from annotation import services
     from annotation.importing import adapters, pipeline
-    from reasonlib import parsing
+    from reasonlib import answers, segmentation
     from scoring import services as scoring_services
 
     ph = Phases()
@@ -193,9 +193,9 @@ def phases_child(data: str) -> None:
         (adapters, "_split_final", "segmentation (solution lines, offsets)"),
         (adapters, "gsm8k_skeleton", "segmentation (solution lines, offsets)"),
         (pipeline, "_locate", "segmentation (solution lines, offsets)"),
-        (parsing, "parse_trace", "segmentation (solution lines, offsets)"),
-        (parsing, "extract_answer", "answer extraction and checks"),
-        (parsing, "check_answer", "answer extraction and checks"),
+        (segmentation, "parse_trace", "segmentation (solution lines, offsets)"),
+        (answers, "extract_answer", "answer extraction and checks"),
+        (answers, "check_answer", "answer extraction and checks"),
         (pipeline, "validate", "validation (pydantic)"),
         (pipeline, "steps_hash", "hashing"),
         (pipeline, "_text_hash", "hashing"),

@@ -4,7 +4,8 @@ the importing process's peak RSS at 1x (a tenth of the traces) and 10x.
 
 Each trace is raw output in R1's shape: ``<think>`` + paragraphs ("Wait, 12 + 7 = 19 ...") +
 ``</think>`` + a two-line answer. The import finds the thought with reasonlib.thinking, segments it
-(paragraphs, the thought segmenter's default) and the answer (lines), hashes both channels, checks the
+(paragraphs, as the runs recorded in docs/benchmarks.md did: ``--thought-segmenter paragraphs``; a new
+study's default is now the reasoning moves) and the answer (lines), hashes both channels, checks the
 answer, and writes everything in one transaction. The bare baseline (``--bare``, run as its own
 process) parses the same JSON, splits the same text with ``str`` operations and inserts the same
 trace and step rows (channel and offsets included) with ``executemany``: no validation, no hashing,
@@ -183,7 +184,8 @@ def main() -> None:
                     bare_path.unlink(missing_ok=True)
                     bare_db = str(bare_path)
                 wall, cpu, peak, out = run_usage(
-                    [PY, "manage.py", "import_traces", str(data), "--study", f"bench-{scale}", "--json"], env)
+                    [PY, "manage.py", "import_traces", str(data), "--study", f"bench-{scale}", "--json",
+                     "--thought-segmenter", "paragraphs"], env)
                 report = json.loads(out)
                 walls.append(wall)
                 cpus.append(cpu)

@@ -13,7 +13,7 @@ from django.db.models import QuerySet
 
 from annotation.models import SkeletonStep, Step, Trace
 from faithfulness.core import edits as edit_core
-from reasonlib import parsing
+from reasonlib import segmentation
 from subjects.models import Generation, SubjectModel
 
 
@@ -66,7 +66,7 @@ def load_traces(traces: QuerySet[Trace] | Iterable[int], *, with_generation: boo
     if channel == THOUGHT:
         for pk, _tid, thought, *_rest in rows:  # noqa: B007
             if thought and pk not in steps:
-                steps[pk] = [(seg.text, seg.start, seg.end) for seg in parsing.segment(thought, "paragraphs")]
+                steps[pk] = [(seg.text, seg.start, seg.end) for seg in segmentation.segment(thought, "paragraphs")]
     skeletons = {r[8] for r in rows if r[8]}
     checks: dict[int, list[str | None]] = defaultdict(list)
     for sk, check in SkeletonStep.objects.filter(skeleton_id__in=skeletons).order_by("skeleton_id", "position") \

@@ -27,7 +27,7 @@ from faithfulness.core.implied import implied_answer
 from faithfulness.core.numbers import format_value, numbers, to_fraction
 from faithfulness.loading import ANSWER, THOUGHT, TraceData, load_traces
 from faithfulness.models import AnytimePoint, FaithfulnessRun, Intervention, Status
-from reasonlib.parsing import check_answer, extract_answer
+from reasonlib.answers import check_answer, extract_answer
 from reasonlib.verifier.verdicts import find_claims
 from runs import cache as run_cache
 from runs.clients import Accounting, ChunkWork, RunClient, Sizing

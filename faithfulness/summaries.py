@@ -13,7 +13,7 @@ from faithfulness.core import early as early_core
 from faithfulness.core import ifr as ifr_core
 from faithfulness.loading import ANSWER, THOUGHT, load_traces
 from faithfulness.models import FaithfulnessRun, Status
-from reasonlib.parsing import check_answer
+from reasonlib.answers import check_answer
 
 
 def early_curves(record: FaithfulnessRun) -> list[tuple[str, early_core.Curve, list[int]]]:

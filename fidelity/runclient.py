@@ -19,7 +19,7 @@ from annotation.importing.pipeline import pk_map, write_records
 from annotation.importing.records import TraceIn
 from annotation.models import Problem, Trace
 from fidelity.models import FidelityRun, Output
-from reasonlib.parsing import extract_answer
+from reasonlib.answers import extract_answer
 from reasonlib.thinking import split_thinking
 from runs import cache as run_cache
 from runs.clients import Accounting, ChunkWork, RunClient, Sizing

@@ -39,7 +39,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from reasonlib import parsing
+from reasonlib import segmentation
 
 __all__ = [
     "FORMS",
@@ -342,7 +342,7 @@ def split_thinking(
     hidden = _merge(found.hidden)
     view = _blank(raw, hidden)
     # ReasonAudit's own tagged format: free text before <Reasoning> was the raw thought.
-    parts = parsing.split_tagged(view)
+    parts = segmentation.split_tagged(view)
     if parts is not None and parts.thought:
         r_open = re.search(r"<\s*reasoning\s*>", view, re.IGNORECASE)
         assert r_open is not None  # split_tagged found a thought, so it found <Reasoning>
@@ -408,14 +408,14 @@ def split_thinking(
 # -- segmenting both channels ------------------------------------------------------------------------
 
 
-def clip_segments(text: str, segments: Sequence[parsing.Segment], spans: Sequence[tuple[int, int]]) -> list[parsing.Segment]:
+def clip_segments(text: str, segments: Sequence[segmentation.Segment], spans: Sequence[tuple[int, int]]) -> list[segmentation.Segment]:
     """Segments cut to the given spans of ``text``: a segment that runs over a span's edge (a sentence
     across two thought blocks, a marker step across a hidden thought) becomes one piece per span.
     Within a single span there is nothing to cut (segments are stripped, and only whitespace lies
     outside the span), so the common case costs nothing."""
     if len(spans) <= 1:
         return list(segments)
-    out: list[parsing.Segment] = []
+    out: list[segmentation.Segment] = []
     for seg in segments:
         for s, e in spans:
             lo, hi = max(s, seg.start), min(e, seg.end)
@@ -423,37 +423,37 @@ def clip_segments(text: str, segments: Sequence[parsing.Segment], spans: Sequenc
                 continue
             a, b = _stripped_span(text, lo, hi)
             if b > a:
-                out.append(parsing.Segment(text=text[a:b], start=a, end=b))
+                out.append(segmentation.Segment(text=text[a:b], start=a, end=b))
     return out
 
 
 @dataclass(frozen=True)
 class ChannelSteps:
-    thought: list[parsing.Segment]  # offsets in split.thought
-    answer: list[parsing.Segment]  # offsets in the raw text
+    thought: list[segmentation.Segment]  # offsets in split.thought
+    answer: list[segmentation.Segment]  # offsets in the raw text
     final_answer: str | None  # the answer extracted from the answer channel (None: none found)
 
 
-def segment_thought(split: ThinkingSplit, method: str) -> list[parsing.Segment]:
+def segment_thought(split: ThinkingSplit, method: str) -> list[segmentation.Segment]:
     """The thought's steps, offsets in ``split.thought``; none crosses from one block to the next."""
     if not split.thought:
-        parsing.segment("", method)  # still reject an unknown method
+        segmentation.segment("", method)  # still reject an unknown method
         return []
-    return clip_segments(split.thought, parsing.segment(split.thought, method), [(b.start, b.end) for b in split.blocks])
+    return clip_segments(split.thought, segmentation.segment(split.thought, method), [(b.start, b.end) for b in split.blocks])
 
 
-def segment_answer(raw: str | None, split: ThinkingSplit, method: str) -> tuple[list[parsing.Segment], str | None]:
+def segment_answer(raw: str | None, split: ThinkingSplit, method: str) -> tuple[list[segmentation.Segment], str | None]:
     """The answer's steps (offsets in the raw text) and the final answer read from the answer channel
     only (a boxed value inside the thought is not the model's answer)."""
     raw = raw or ""
     if not split.answer_spans:
-        parsing.segment("", method)
+        segmentation.segment("", method)
         return [], None
     # The view is blank before the first answer span (a thought, tags): parse from there, shift back.
     lo = split.answer_spans[0][0]
-    parsed = parsing.parse_trace(split.answer_view[lo:] if lo else split.answer_view, method)
+    parsed = segmentation.parse_trace(split.answer_view[lo:] if lo else split.answer_view, method)
     steps = parsed.steps if not lo else [
-        parsing.Segment(text=s.text, start=s.start + lo, end=s.end + lo) for s in parsed.steps
+        segmentation.Segment(text=s.text, start=s.start + lo, end=s.end + lo) for s in parsed.steps
     ]
     return clip_segments(raw, steps, split.answer_spans), parsed.answer
 

@@ -19,7 +19,7 @@ from django.utils import timezone
 from annotation import access, jobs, scopes
 from annotation.models import Job, Membership, Problem, Study, Trace
 from reasonlib import selection
-from reasonlib.parsing import normalize_answer
+from reasonlib.answers import normalize_answer
 from reasonlib.refusals import Invalid, Refusal
 from runs import deadline, engine
 from runs.chat_template import ChatTemplateError, TemplateSource, compile_template, template_from_text

@@ -11,8 +11,9 @@ from abstraction.importing import split_question
 from faithfulness.core.anytime import cut_tokens, piece_ends
 from fidelity.core.explanation import plausibility
 from fidelity.core.variants import distractor, rephrase
+from reasonlib.answers import extract_answer
 from reasonlib.arithmetic import tokenize
-from reasonlib.parsing import extract_answer, parse_trace, segment
+from reasonlib.segmentation import parse_trace, segment
 from tests.linear import assert_linear
 
 N = 100_000
@@ -27,6 +28,16 @@ HOSTILE = {
     "digits and dots": "1." * (N // 2) + "x",
     "blank lines": "Step 1: a" + "\n" * N + "x",
     "question then blanks": "Question: " + " " * N + "x",
+    # Math delimiters never closed, continuation lines, lead-ins: what the segmenters keep whole.
+    "unclosed displays": "\\[ a " * (N // 5),
+    "unclosed inline math": "\\( 1. " * (N // 6),
+    "continuation lines": "x\n= 1\n" * (N // 7),
+    "lead-ins": "So:\n\n3 = 3\n\n" * (N // 13),
+    "wait wait": "Wait. " * (N // 6),
+    # An answer heading's blanks, a closing statement's leading blanks, a lead-in before a run of signs.
+    "a line of blanks": " " * N + "x",
+    "bold then blanks": "**" + " " * N,
+    "lead-in then signs": "So:\n\n" + "(-" * (N // 2),
 }
 
 
@@ -67,7 +78,7 @@ def test_the_scope_first_rephrase_is_unchanged(text, expected):
 @pytest.mark.parametrize("name", sorted(HOSTILE))
 def test_segmentation_and_calculator_tokens_are_linear(name):
     text = HOSTILE[name]
-    for method in ("lines", "markers", "sentences"):
+    for method in ("lines", "markers", "sentences", "paragraphs", "moves"):
         assert_linear(lambda t, method=method: segment(t, method), text)
     assert_linear(parse_trace, text)
     assert_linear(extract_answer, text)

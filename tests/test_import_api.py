@@ -234,3 +234,44 @@ def test_a_file_over_the_size_limit_is_refused_before_a_job_exists(owner, study,
     assert "over the import limit of 100 bytes" in str(body)
     assert not Job.objects.exists()
     assert Trace.objects.count() == 0
+
+
+THOUGHT = jsonl(
+    {"kind": "problem", "problem_id": "p1", "statement": "2+2?", "gold_answer": "4"},
+    {"kind": "trace", "problem_id": "p1", "model": "m", "trace_id": "t1",
+     "reasoning_content": "We add 2 and 2. Wait, that is 4. Done.", "raw": "The answer is 4."},
+)
+
+
+def test_an_import_chooses_its_thought_segmenter(owner, study, django_capture_on_commit_callbacks):
+    assert study.thought_segmenter == "moves"  # a new study's default
+    with django_capture_on_commit_callbacks(execute=True):
+        response = post_import(client_for(owner), study, file=upload(THOUGHT), thought_segmenter="paragraphs")
+    assert response.status_code == 202, response.content
+    assert response.json()["params"]["thought_segmenter"] == "paragraphs"
+    trace = Trace.objects.get(trace_id="t1")
+    # One paragraph, not the three moves the study's setting would give.
+    assert trace.n_thought_steps == 1
+    study.refresh_from_db()
+    assert study.thought_segmenter == "moves"  # the study's setting is untouched
+
+
+def test_an_unknown_thought_segmenter_is_400(owner, study):
+    response = post_import(client_for(owner), study, file=upload(THOUGHT), thought_segmenter="words")
+    body = assert_error_shape(response, 400)
+    assert [e["field"] for e in body["errors"]] == ["thought_segmenter"]
+
+
+def test_the_upload_form_chooses_the_thought_segmenter(owner, study, django_capture_on_commit_callbacks):
+    from django.urls import reverse
+
+    from tests.conftest import signed_in
+
+    client = signed_in(owner)
+    assert "Split thoughts into steps by" in client.get(reverse("study", args=[study.pk])).content.decode()
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client.post(reverse("study-import", args=[study.pk]),
+                               {"file": upload(THOUGHT), "format": "reasonaudit", "thought_segmenter": "sentences"})
+    assert response.status_code == 302, response.content
+    assert Job.objects.filter(kind=Job.Kind.IMPORT).latest("pk").params["thought_segmenter"] == "sentences"
+    assert Trace.objects.get(trace_id="t1").n_thought_steps == 3

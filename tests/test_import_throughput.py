@@ -12,7 +12,7 @@ from django.db import connection
 
 from annotation.importing import pipeline
 from annotation.models import Problem, Skeleton, Step, Trace
-from reasonlib import parsing
+from reasonlib import answers
 from tests.conftest import jsonl
 
 pytestmark = pytest.mark.django_db
@@ -30,13 +30,13 @@ def trace(pid: str = "p1", **kw) -> dict:
 def counted_checks(monkeypatch) -> list[tuple[str, str]]:
     """The real check_answer, with its calls recorded."""
     calls: list[tuple[str, str]] = []
-    real = parsing.check_answer
+    real = answers.check_answer
 
     def spy(predicted, gold, timeout=5.0):
         calls.append((predicted, gold))
         return real(predicted, gold, timeout=timeout)
 
-    monkeypatch.setattr(parsing, "check_answer", spy)
+    monkeypatch.setattr(answers, "check_answer", spy)
     return calls
 
 

@@ -40,11 +40,17 @@ def test_a_signed_in_user_creates_a_study_and_owns_it(outsider):
                                                      "segmenter": "paragraphs"})
     study = Study.objects.get(name="Pilot")
     assert response.status_code == 302 and response["Location"] == reverse("study", args=[study.pk])
-    assert (study.blind, study.segmenter) == (False, "paragraphs")
+    assert (study.blind, study.segmenter, study.thought_segmenter) == (False, "paragraphs", "moves")
     assert Membership.objects.get(study=study).user == outsider
     assert Membership.objects.get(study=study).role == Membership.Role.OWNER
 
 
+
+def test_the_new_study_form_chooses_the_thought_segmenter(outsider):
+    client = signed_in(outsider)
+    assert "Split thoughts into steps by" in client.get(reverse("study-create")).content.decode()
+    client.post(reverse("study-create"), {"name": "Sentences", "segmenter": "lines", "thought_segmenter": "sentences"})
+    assert Study.objects.get(name="Sentences").thought_segmenter == "sentences"
 def test_a_taken_study_name_is_an_inline_error_on_the_form(owner, study):
     response = signed_in(owner).post(reverse("study-create"), {"name": study.name, "segmenter": "lines"})
     assert response.status_code == 400

@@ -71,6 +71,9 @@ class ImportRequestSerializer(serializers.Serializer):
     # lm-eval is CLI-only: its samples file is read with the results JSON beside it.
     format = serializers.ChoiceField(choices=UPLOAD_FORMATS, default="reasonaudit")
     skip_invalid = serializers.BooleanField(default=False)
+    # Empty: the study's thought_segmenter.
+    thought_segmenter = serializers.ChoiceField(choices=Study.Segmenter.choices, required=False, allow_blank=True,
+                                                default="")
 
     def validate_file(self, upload):
         # Refused here, before the job stores anything (annotation.services.do_create_import_job).

@@ -93,6 +93,7 @@ class StudyImports(APIView):
         job = services.do_queue_import(
             study, ser.validated_data["file"], fmt=ser.validated_data["format"],
             skip_invalid=ser.validated_data["skip_invalid"], user=request.user,
+            thought_segmenter=ser.validated_data["thought_segmenter"],
         )
         job.refresh_from_db()
         return Response(s.JobSerializer(job, context={"request": request}).data, status=status.HTTP_202_ACCEPTED)

@@ -18,7 +18,7 @@ from typing import IO, Any
 
 from annotation.importing import regime
 from annotation.importing.records import RecordError
-from reasonlib import parsing
+from reasonlib import answers
 
 Item = tuple[int, "dict[str, Any] | RecordError"]
 
@@ -170,7 +170,7 @@ def _gold(target: Any) -> str:
         target = target[0] if target else ""
     text = str(target if target is not None else "")
     # GSM8K-style targets are whole solutions ending "#### 18".
-    return parsing.extract_answer(text) or text.strip()
+    return answers.extract_answer(text) or text.strip()
 
 
 def _verdict(value: Any) -> bool | None:

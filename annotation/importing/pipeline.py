@@ -38,7 +38,7 @@ from annotation.models import (
     Trace,
     TraceReview,
 )
-from reasonlib import parsing, thinking
+from reasonlib import answers, thinking
 
 log = logging.getLogger(__name__)
 
@@ -295,8 +295,11 @@ def _locate(raw: str, texts: list[str]) -> list[StepRow]:
 
 
 class _Writer:
-    def __init__(self, study: Study, report: ImportReport, actor=None, *, skip_invalid: bool = False) -> None:
+    def __init__(self, study: Study, report: ImportReport, actor=None, *, skip_invalid: bool = False,
+                 thought_segmenter: str | None = None) -> None:
         self.study = study
+        # An import may cut its thoughts otherwise than the study's setting (import_traces --thought-segmenter).
+        self.thought_segmenter = thought_segmenter or study.thought_segmenter
         self.report = report
         self.actor = actor
         self.skip_invalid = skip_invalid
@@ -356,13 +359,13 @@ class _Writer:
             thought_steps = _given_steps(split.thought, rec.thought_steps, "thought_steps")
         else:
             # A Segment is a (text, start, end) named tuple: a step row as it is.
-            thought_steps = thinking.segment_thought(split, self.study.thought_segmenter)
+            thought_steps = thinking.segment_thought(split, self.thought_segmenter)
         if rec.steps is not None:
             # Located in the answer's view of raw, so a given step is never found inside the thought.
             steps = _given_steps(split.answer_view, rec.steps, "steps")
             answer = rec.answer
             if answer is None and split.answer.strip():
-                answer = parsing.extract_answer(split.answer_view)
+                answer = answers.extract_answer(split.answer_view)
         else:
             segments, found = thinking.segment_answer(rec.raw, split, self.study.segmenter)
             steps = segments
@@ -568,7 +571,7 @@ class _Writer:
             self._upsert_labels(trace_pk, p)
 
     def _check_answer(self, answer: str, gold: str) -> bool | None:
-        """``parsing.check_answer``, remembered per (answer, gold): the models
+        """``answers.check_answer``, remembered per (answer, gold): the models
         of a problem often agree, and a LaTeX answer costs a symbolic parse.
         The memo is emptied when full so memory stays flat on any file."""
         key = (answer, gold)
@@ -576,7 +579,7 @@ class _Writer:
             return self.answer_checks[key]
         if len(self.answer_checks) >= ANSWER_CHECK_MEMO:
             self.answer_checks.clear()
-        verdict = self.answer_checks[key] = parsing.check_answer(answer, gold, timeout=settings.ANSWER_CHECK_TIMEOUT)
+        verdict = self.answer_checks[key] = answers.check_answer(answer, gold, timeout=settings.ANSWER_CHECK_TIMEOUT)
         return verdict
 
     def _trace_row(self, p: _PendingTrace, now) -> tuple:
@@ -798,8 +801,10 @@ def import_stream(
     skip_invalid: bool = False,
     actor=None,
     progress: Progress | None = None,
+    thought_segmenter: str | None = None,
 ) -> ImportReport:
-    """Import a seekable binary stream into ``study``; see the module docstring."""
+    """Import a seekable binary stream into ``study``; see the module docstring. ``thought_segmenter``
+    cuts this import's thoughts (default: the study's ``thought_segmenter``)."""
     report = ImportReport()
     if fmt not in adapters.FORMATS:
         report.reject(0, f"unknown format {fmt!r}; choose one of {', '.join(adapters.FORMATS)}")
@@ -819,7 +824,7 @@ def import_stream(
         with ExitStack() as wrappers:
             for wrapper in _IMPORT_WRAPPERS:
                 wrappers.enter_context(wrapper())
-            writer = _Writer(study, report, actor, skip_invalid=skip_invalid)
+            writer = _Writer(study, report, actor, skip_invalid=skip_invalid, thought_segmenter=thought_segmenter)
             limits = TextLimits(settings.IMPORT_MAX_STATEMENT_CHARS, settings.IMPORT_MAX_OUTPUT_CHARS,
                                 settings.IMPORT_MAX_THOUGHT_CHARS)
             lines_seen = -1

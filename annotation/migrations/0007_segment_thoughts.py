@@ -15,7 +15,7 @@ import hashlib
 from django.db import migrations
 from django.db.models import F
 
-from reasonlib import parsing
+from reasonlib import segmentation
 
 # Answer-step indexes are first lifted above every real index, then brought down to their place: two
 # statements instead of one because PostgreSQL checks a non-deferrable unique constraint row by row.
@@ -37,7 +37,7 @@ def segment_thoughts(apps, schema_editor) -> None:
     )
     for pk, method in todo.iterator(chunk_size=500):
         trace = Trace.objects.get(pk=pk)
-        segments = parsing.segment(trace.thought, method or "paragraphs")
+        segments = segmentation.segment(trace.thought, method or "paragraphs")
         if not segments:
             continue  # a thought of blank lines: nothing to segment, and the text stays
         t = len(segments)

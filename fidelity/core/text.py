@@ -12,7 +12,7 @@ import string
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
 
-from reasonlib import parsing
+from reasonlib import answers
 
 # A small English stop-word list ([I] the paper names none; NLTK's list would need a download).
 STOPWORDS = frozenset("""
@@ -80,9 +80,9 @@ def split_steps(text: str) -> list[str]:
     if len(lines) == 1:
         lines = sentences(lines[0])
     # The last line that only states the answer ("#### 42", "The answer is 42") is the answer, not a step:
-    # the same rule as the review page's segmentation (reasonlib.parsing.parse_trace), so a trace has as
+    # the same rule as the review page's segmentation (reasonlib.segmentation.parse_trace), so a trace has as
     # many steps on the fidelity item page as where it is labelled.
-    if lines and parsing.answer_only(lines[-1]) is not None:
+    if lines and answers.answer_only(lines[-1]) is not None:
         lines = lines[:-1]
     steps = []
     for line in lines:

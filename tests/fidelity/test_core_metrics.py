@@ -152,7 +152,7 @@ def test_a_closing_answer_line_is_not_a_step_here_either(text):
     """Issue 23 #17: the fidelity item page counted "#### 42" as a step while the review page treats it as the
     answer; both read the same steps now."""
     from fidelity.core.text import split_steps
-    from reasonlib.parsing import parse_trace
+    from reasonlib.segmentation import parse_trace
 
     assert split_steps(text) == [s.text for s in parse_trace(text).steps]
     assert "#### 26" not in split_steps(text)

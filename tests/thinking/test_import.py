@@ -50,8 +50,10 @@ def test_an_r1_trace_imported_three_ways_gives_the_same_steps(do_import):
     mid, inline, separate = steps_of("mid-thought"), steps_of("inline"), steps_of("separate")
     assert mid == inline == separate
     t = Trace.objects.get(trace_id="mid-thought")
-    assert t.n_thought_steps == 129 and t.n_steps == len(mid) > 129
-    assert [c for _, c, _ in mid] == ["thought"] * 129 + ["answer"] * (len(mid) - 129)
+    # A study's default thought segmenter, reasoning moves: the thought's 129 paragraphs, lead-ins ending in
+    # ":" joined with the formula they introduce and paragraphs cut where "Wait", "Actually"... open a move.
+    assert t.n_thought_steps == 103 and t.n_steps == len(mid) > 103
+    assert [c for _, c, _ in mid] == ["thought"] * 103 + ["answer"] * (len(mid) - 103)
     assert mid[0][2].startswith("Okay, so I've got this math problem")
     for trace_id, form in (("mid-thought", "mid_thought"), ("inline", "tags"), ("separate", "field")):
         t = Trace.objects.get(trace_id=trace_id)
@@ -184,7 +186,7 @@ def test_the_bundled_r1_file_imports_from_the_command_line():
     report = json.loads(out.getvalue())
     assert (report["traces_created"], report["rejected"]) == (4, [])
     same = [steps_of(f"r1-330/{way}") for way in ("mid-thought", "inline", "separate")]
-    assert same[0] == same[1] == same[2] and len(same[0]) > 129
+    assert same[0] == same[1] == same[2] and len(same[0]) > 103
     cut = Trace.objects.get(trace_id="r1-330/cut")
     assert cut.thought_truncated and cut.n_steps == cut.n_thought_steps > 0 and cut.answer == ""
     # The cut thought is the start of the whole one, step for step.
@@ -203,3 +205,19 @@ def test_the_regime_records_the_thought_tokens_the_server_reported(do_import):
     tokens = {t.trace_id: t.regime.get("thought_tokens") for t in Trace.objects.all()}
     assert tokens == {"chat": 120, "responses": 9, "given": 5, "unknown": None}
     assert Trace.objects.get(trace_id="chat").meta["usage"] == usage  # the record's own key is kept as well
+
+
+def test_import_traces_chooses_the_thought_segmenter(tmp_path):
+    """``import_traces --thought-segmenter``: this file's thoughts cut otherwise than the study's default."""
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    path = tmp_path / "one.jsonl"
+    path.write_text(jsonl(PROBLEM, trace(trace_id="mid-thought", raw=R1["solution"])).decode())
+    call_command("import_traces", str(path), study="Paragraphs", thought_segmenter="paragraphs", json=True,
+                 stdout=StringIO())
+    assert Trace.objects.get(trace_id="mid-thought").n_thought_steps == 129
+    call_command("import_traces", str(path), study="Moves", json=True, stdout=StringIO())
+    moves = Trace.objects.get(study__name="Moves", trace_id="mid-thought")
+    assert moves.study.thought_segmenter == "moves" and moves.n_thought_steps == 103

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reasonlib import parsing
+from reasonlib import segmentation
 from reasonlib.thinking import (
     THOUGHT_MARK,
     ReasoningBlock,
@@ -253,7 +253,7 @@ def test_an_output_without_a_thought():
     assert s.meta() == {"form": "none", "blocks": []}
     # The answer's steps are exactly what the segmenter gives the whole text.
     steps = parse_channels(raw, s, "lines", "paragraphs")
-    assert steps.answer == parsing.parse_trace(raw, "lines").steps
+    assert steps.answer == segmentation.parse_trace(raw, "lines").steps
     assert split_thinking(None).form == "none" and split_thinking("").answer_spans == ()
 
 

@@ -8,6 +8,7 @@ from annotation import services
 from annotation.commands import RefusingCommand
 from annotation.importing.adapters import PATH_FORMAT_OPTIONS, PATH_FORMATS, cli_formats
 from annotation.management.commands._progress import Bar
+from annotation.models import Study
 
 
 class Command(RefusingCommand):
@@ -24,6 +25,8 @@ class Command(RefusingCommand):
         parser.add_argument("--instances", type=int, help="instances drawn per template (gsm-symbolic; default 10, "
                             "1 to 200)")
         parser.add_argument("--seed", type=int, help="seed of the instances (gsm-symbolic; default 0)")
+        parser.add_argument("--thought-segmenter", choices=Study.Segmenter.values,
+                            help="how this file's thoughts are cut into steps (default: the study's thought_segmenter)")
         parser.add_argument("--skip-invalid", action="store_true", help="keep the good lines, report the bad ones")
         parser.add_argument("--json", action="store_true", help="print the report as one JSON object")
 
@@ -36,7 +39,8 @@ class Command(RefusingCommand):
         if not path.is_file():
             raise CommandError(f"{path}: no such file")
         study, created = services.do_get_or_create_study(opts["study"])
-        job = services.do_create_import_job(study, fmt=opts["format"], skip_invalid=opts["skip_invalid"], path=path.resolve())
+        job = services.do_create_import_job(study, fmt=opts["format"], skip_invalid=opts["skip_invalid"], path=path.resolve(),
+                                            thought_segmenter=opts["thought_segmenter"] or "")
         bar = Bar(f"import {path.name}", enabled=not opts["json"] and sys.stderr.isatty())
         with path.open("rb") as fh:
             report = services.run_import_job(job.pk, fh, progress=bar)

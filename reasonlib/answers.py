@@ -1,198 +1,28 @@
-"""Turn a model's raw output into steps and a final answer, and check answers.
+"""Read a model's final answer and check it against the gold answer.
 
 Pure functions only (no Django, no I/O) so importers, scorers and tests can
-share them.  Every step keeps exact character offsets into the raw output so
-the UI can highlight the original text: for every returned ``Segment``
-``raw[seg.start:seg.end] == seg.text`` holds.
+share them.
 """
 
 from __future__ import annotations
 
-import itertools
 import math
 import re
 import threading
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
-from typing import Any, NamedTuple
+from typing import Any
+
+from reasonlib.answer_sentences import is_sentence, sentence_number
 
 __all__ = [
-    "SEGMENTERS",
-    "ParsedTrace",
-    "Segment",
-    "TaggedParts",
     "answer_only",
     "check_answer",
     "extract_answer",
     "normalize_answer",
-    "parse_trace",
-    "segment",
-    "split_tagged",
 ]
-
-
-# --------------------------------------------------------------------------
-# Segmentation
-# --------------------------------------------------------------------------
-
-
-class Segment(NamedTuple):
-    # A named tuple, not a dataclass: a long thought has thousands of steps, and a tuple is built in a
-    # fraction of a frozen dataclass's time (same fields, same equality between segments, immutable).
-    text: str  # stripped step text
-    start: int  # offset into the ORIGINAL raw string
-    end: int  # raw[start:end] == text
-
-
-SEGMENTERS: tuple[str, ...] = ("lines", "paragraphs", "markers", "sentences")
-
-# \r\n, lone \r and \n all end a line; \r\n must be tried first so it counts once.
-_NEWLINE = r"(?:\r\n|\r(?!\n)|\n)"
-_LINE_RE = re.compile(r"[^\r\n]+")
-# A blank line is a newline, optional horizontal whitespace, another newline.
-_PARAGRAPH_BREAK = _NEWLINE + r"[^\S\r\n]*" + _NEWLINE + r"\s*"
-# Captured, so that re.split keeps the breaks (_paragraph_segments counts offsets with them); the second is the
-# same break in a text without "\r", where _NEWLINE can only match "\n".
-_PARAGRAPH_SPLIT_RE = re.compile(f"({_PARAGRAPH_BREAK})")
-_PARAGRAPH_SPLIT_LF_RE = re.compile(r"(\n[^\S\r\n]*\n\s*)")
-# Markers only count at the start of a line (after optional markdown such as
-# `**`, `###`, `-`, `>`) so prose like "as shown in Step 1: ..." does not split.
-# Possessive (*+, ++): a run of markdown characters is taken once, never split again ("(?:[#>*_-]+...)*"
-# tried every split of a long run of dashes in model output).
-_MARKER_RE = re.compile(
-    r"^[^\S\r\n]*+(?:[#>*_-]++[^\S\r\n]*+)*+step[^\S\r\n]*+\d++[^\S\r\n]*+[:.)]",
-    re.IGNORECASE | re.MULTILINE,
-)
-# Candidate sentence ends: terminal punctuation plus any closing quotes/brackets.
-_SENTENCE_END_RE = re.compile(r"[.?!]+[\"'\u201d\u2019)\]]*")
-_ABBREVIATIONS = frozenset(
-    {
-        "e.g", "i.e", "eg", "ie", "cf", "etc", "vs", "approx", "appr", "ca",
-        "mr", "mrs", "ms", "dr", "prof", "st", "jr", "sr", "no", "fig", "eq",
-        "eqn", "min", "max", "avg", "est", "resp", "incl", "dept",
-    }
-)  # fmt: skip
-_WORD_BEFORE_DOT_RE = re.compile(r"([A-Za-z][A-Za-z.]*)$")
-# "1." / "a." / "(2." at the start of a sentence are list labels, not sentences.
-_LIST_LABEL_RE = re.compile(r"\(?(?:\d{1,3}|[A-Za-z])$")
-
-
-def _strip_span(raw: str, start: int, end: int, offset: int) -> Segment | None:
-    """Shrink [start, end) to its non-whitespace core, or None if nothing is left."""
-    chunk = raw[start:end]
-    text = chunk.strip()
-    if not text:
-        return None
-    # Most spans (paragraphs of a long thought) need no stripping: skip the second scan then.
-    s = start if len(text) == len(chunk) else start + len(chunk) - len(chunk.lstrip())
-    return Segment(text=text, start=s + offset, end=s + len(text) + offset)
-
-
-def _spans_to_segments(
-    raw: str, spans: list[tuple[int, int]], offset: int
-) -> list[Segment]:
-    out: list[Segment] = []
-    for start, end in spans:
-        seg = _strip_span(raw, start, end, offset)
-        if seg is not None:
-            out.append(seg)
-    return out
-
-
-def _paragraph_segments(raw: str, offset: int) -> list[Segment]:
-    """The paragraphs of ``raw`` as stripped segments, in one pass (a long thought has hundreds).
-
-    The text is cut by ``re.split`` with the break captured (the pieces alternate paragraph, break), so
-    offsets are running sums of lengths; the loop does no match-object calls and no slicing. A text
-    without "\r" is cut by the same pattern for "\n" only, which the regular expression engine finds by
-    its first character instead of trying the newline alternation at every position."""
-    out: list[Segment] = []
-    append = out.append
-    # tuple.__new__ builds the named tuple in C; Segment(...) runs its generated __new__ in Python.
-    new = tuple.__new__
-    pieces = (_PARAGRAPH_SPLIT_RE if "\r" in raw else _PARAGRAPH_SPLIT_LF_RE).split(raw)
-    pos = offset
-    it = iter(pieces)
-    for chunk in it:
-        text = chunk.strip()
-        if text:
-            # Most paragraphs need no stripping: skip the second scan then.
-            start = pos if len(text) == len(chunk) else pos + len(chunk) - len(chunk.lstrip())
-            append(new(Segment, (text, start, start + len(text))))
-        pos += len(chunk) + len(next(it, ""))  # the paragraph and the break after it
-    return out
-
-
-def _line_spans(raw: str) -> list[tuple[int, int]]:
-    return [m.span() for m in _LINE_RE.finditer(raw)]
-
-
-def _marker_spans(raw: str) -> list[tuple[int, int]]:
-    starts = [m.start() for m in _MARKER_RE.finditer(raw)]
-    # Text before the first marker is a step of its own (often a preamble);
-    # with no marker at all the whole text is one step.
-    bounds = [0, *[s for s in starts if s > 0], len(raw)]
-    return list(itertools.pairwise(bounds))
-
-
-def _is_sentence_end(line: str, sent_start: int, m: re.Match[str]) -> bool:
-    rest = line[m.end() :]
-    if rest and not rest[0].isspace():
-        # "3.5", "e.g.," and "x.y" never end a sentence.
-        return False
-    nxt = rest.lstrip()
-    if nxt and not (nxt[0].isupper() or nxt[0].isdigit() or nxt[0] in "$\\\"'\u201c("):
-        return False
-    before = line[sent_start : m.start()]
-    if m.group().startswith(".") and len(m.group().rstrip("\"'\u201d\u2019)]")) == 1:
-        word = _WORD_BEFORE_DOT_RE.search(before)
-        if word and word.group(1).lower() in _ABBREVIATIONS:
-            return False
-        if _LIST_LABEL_RE.fullmatch(before.strip()):
-            return False
-    return True
-
-
-def _sentence_spans(raw: str) -> list[tuple[int, int]]:
-    # Line breaks are hard boundaries: model traces put one statement per line
-    # far more often than they hard-wrap prose, and an unpunctuated final
-    # "A: 18" line must not be glued to the sentence before it.
-    spans: list[tuple[int, int]] = []
-    for line_start, line_end in _line_spans(raw):
-        line = raw[line_start:line_end]
-        pos = 0
-        for m in _SENTENCE_END_RE.finditer(line):
-            if _is_sentence_end(line, pos, m):
-                spans.append((line_start + pos, line_start + m.end()))
-                pos = m.end()
-        spans.append((line_start + pos, line_end))
-    return spans
-
-
-def segment(raw: str, method: str = "lines", offset: int = 0) -> list[Segment]:
-    """Split ``raw`` into stripped, non-empty steps with offsets (+``offset``).
-
-    ``markers`` keeps the marker ("Step 2:") in the step text so offsets cover
-    what the reader sees; with no marker present the whole text is one step.
-    ``sentences`` treats line breaks as boundaries too.
-    """
-    if method == "lines":
-        spans = _line_spans(raw)
-    elif method == "paragraphs":
-        return _paragraph_segments(raw, offset)
-    elif method == "markers":
-        spans = _marker_spans(raw)
-    elif method == "sentences":
-        spans = _sentence_spans(raw)
-    else:
-        raise ValueError(
-            f"unknown segmentation method {method!r}; allowed: {', '.join(SEGMENTERS)}"
-        )
-    return _spans_to_segments(raw, spans, offset)
-
 
 # --------------------------------------------------------------------------
 # Answer detection and extraction
@@ -234,6 +64,29 @@ _ANSWER_ONLY_RES: tuple[re.Pattern[str], ...] = (
     ),
 )
 _MAX_ANSWER_ONLY_LEN = 80
+# The closing statement: what is read from the last paragraphs of an answer that names no answer.
+_PARAGRAPH_RE = re.compile(r"\r?\n[^\S\r\n]*\r?\n")
+_RULE_RE = re.compile(r"[-*_=\s]+")
+_CONCLUSION_RE = re.compile(
+    r"[\s*#>-]*+(?:so|thus|therefore|hence|overall|altogether|finally|in\s+total|in\s+conclusion|in\s+summary)\b",
+    re.IGNORECASE,
+)
+# Possessive (*+): a line of blanks is taken once, never split between the two runs of blanks again.
+_ANSWER_HEADING_RE = re.compile(
+    r"^[^\S\r\n]*+(?:#++|\*\*)?+[^\S\r\n]*+(?:final\s++)?answer[^\S\r\n]*+(?:\*\*)?+[^\S\r\n]*+$",
+    re.IGNORECASE | re.MULTILINE,
+)
+_MATH_RE = re.compile(r"\\\(.*?\\\)|\$[^$]*\$")
+_WORDS_OUTSIDE_MATH_RE = re.compile(r"[A-Za-z]{2,}")
+_OPERATOR_RE = re.compile(r"[+*×÷<>^]|\d\s*-\s*\d")
+_OPEN_SENTENCE_RE = re.compile(r"[A-Za-z]\s*$")
+# "= \\$3.50\\).", "= 31\\) slices.", "= \\mathbf{370}\\).": the value, closing math, up to three words of unit
+# (matched once the wrappers and braces are dropped).
+_RESULT_WRAPPERS_RE = re.compile(r"\\(?:mathbf|textbf|boxed|text|mathrm)\s*\{|[{}]")
+_RESULT_ENDS_RE = re.compile(
+    r"=\s*+(?:\\\$|\$|\\,)?+\s*+-?\d[\d,.]*+\s*+(?:\\[)\]]|\s)*+(?:[A-Za-z%°¢]+\.?\s*+){0,3}[.\s]*+"
+)
+_FINAL_WINDOW = 4000  # characters: a closing statement is near the end, and a runaway output is long
 
 
 def _balanced_group(text: str, open_brace: int) -> tuple[str, int] | None:
@@ -287,13 +140,22 @@ def _unwrap_math(s: str) -> str:
     return s.strip()
 
 
+def _concise(value: str, source: str | None = None) -> str:
+    """``value`` as the answer: a sentence ("He will be 21 years old in three years") gives its number, read
+    from ``source`` (the same text with its bold kept: the stressed number is the answer) when given. A
+    value with its unit ("18 dollars per day") and a word answer ("Tuesday") stay as they are."""
+    if not is_sentence(value) or _to_fraction(normalize_answer(value)) is not None:
+        return value
+    return sentence_number(source if source is not None else value) or value
+
+
 def _clean_value(value: str) -> str | None:
     # The answer phrase may be followed by more prose ("18. She spends ...").
     cut = _ANSWER_CUT_RE.search(value)
     if cut is not None:
         value = value[: cut.start()]
     cleaned = _unwrap_math(value)
-    return cleaned or None
+    return _concise(cleaned, value) if cleaned else None
 
 
 def answer_only(line: str) -> str | None:
@@ -306,7 +168,7 @@ def answer_only(line: str) -> str | None:
         # A line that is only a boxed value, possibly in math delimiters.
         last_start, last_end, content = boxes[-1]
         if not re.sub(r"[\s$.]|\\[\[\]()]", "", s[:last_start] + s[last_end:]):
-            return _unwrap_math(content) or None
+            return _concise(_unwrap_math(content)) or None
     # Several lines are never "a line that only states the answer", except an
     # <Answer> section spread over lines.
     patterns = _ANSWER_ONLY_RES[-1:] if "\n" in s or "\r" in s else _ANSWER_ONLY_RES
@@ -322,7 +184,7 @@ def answer_only(line: str) -> str | None:
         value = _HOPE_RE.sub("", value)
         boxes = _boxes(value)
         if boxes:
-            return _unwrap_math(boxes[-1][2]) or None
+            return _concise(_unwrap_math(boxes[-1][2])) or None
         cleaned = _unwrap_math(value)
         # A "value" with a sentence break inside is prose, not an answer.
         if (
@@ -331,27 +193,88 @@ def answer_only(line: str) -> str | None:
             or _ANSWER_CUT_RE.search(cleaned)
         ):
             return None
-        return cleaned
+        # The bold was stripped to match the line; the stressed number is read from the line as written.
+        phrases = list(_ANSWER_PHRASE_RE.finditer(line))
+        return _concise(cleaned, line[phrases[-1].end() :] if phrases else None)
     return None
+
+
+def _final_statement(text: str) -> str | None:
+    """The number of the closing statement when the text ends with one but names no answer: a line in
+    bold or opened by "So"/"Thus"/... (``**Kylie collects 50 shells on Tuesday.**``, ``So the doorbell
+    rang **175 times**.``), or a closing display that completes the sentence before it (``So the average is`` then
+    ``\\[ 420/7 = 60 \\]``). A bare last computation ("13 * 2 = 26") is no statement: None."""
+    paragraphs = [
+        p for p in (p.strip() for p in _PARAGRAPH_RE.split(text[-_FINAL_WINDOW:]))
+        # Rules ("---") and asides in parentheses after the statement are not it.
+        if p and not _RULE_RE.fullmatch(p) and not (p.startswith("(") and p.endswith(")"))
+    ]
+    if not paragraphs:
+        return None
+    last = paragraphs[-1]
+    if last.startswith(("\\[", "$$")) and last.endswith(("\\]", "$$")):
+        lead = paragraphs[-2].splitlines()[-1] if len(paragraphs) > 1 else ""
+        # The display completes the sentence before it ("So the average is", "the loser got").
+        if (_CONCLUSION_RE.match(lead) or _OPEN_SENTENCE_RE.search(lead)) and "=" in last:
+            return sentence_number(last[last.rindex("=") :])
+        return None
+    lines = [line for line in last.splitlines() if line.strip()]
+    line = lines[-1]
+    result = line[line.rindex("=") :].replace("**", "") if "=" in line else ""
+    if _OPERATOR_RE.search(result):
+        return None  # the last computation is unfinished ("= $<<41.472+8." of a cut-off output)
+    if "**" in line or _CONCLUSION_RE.match(line):
+        return sentence_number(line)
+    if _CONCLUSION_RE.match(lines[0]) and len(lines) <= 3:
+        return sentence_number(" ".join(lines))
+    # A computation stated as a sentence: "Total \\(14 + 9 + 8 = 31\\) slices.", "Adding them up: 20 + 8 = 28."
+    # The result ends the line (a unit at most): "2 + 3 = 6. and so the reasoning goes on" goes on.
+    if result and _RESULT_ENDS_RE.fullmatch(_RESULT_WRAPPERS_RE.sub("", result)) and (
+        line.rstrip().endswith(".") or _WORDS_OUTSIDE_MATH_RE.search(_MATH_RE.sub(" ", line))
+    ):
+        return sentence_number(result)
+    return None
+
+
+def _answer_heading(text: str, start: int) -> str | None:
+    """The statement under the last "Answer" heading after ``start`` (``## Answer``, ``**Answer**`` alone
+    on its line): the first line after it that gives a number."""
+    headings = list(_ANSWER_HEADING_RE.finditer(text, start))
+    if not headings:
+        return None
+    for line in text[headings[-1].end() :].splitlines()[:6]:
+        if line.strip():
+            found = sentence_number(line) if is_sentence(line) else _unwrap_math(line) or None
+            if found is not None:
+                return found
+    return None
+
+
+def _stated_answer(text: str, start: int) -> str | None:
+    """An answer the text names after ``start``: the last "the answer is" / "Answer:" phrase with a
+    value, else an "Answer" heading's statement."""
+    matches = list(_ANSWER_PHRASE_RE.finditer(text, start))
+    for m in reversed(matches):
+        line_end = text.find("\n", m.end())
+        value = _clean_value(text[m.end() : line_end if line_end >= 0 else len(text)])
+        if value:
+            return value
+    return _answer_heading(text, start)
 
 
 def _extract_untagged(text: str) -> str | None:
     boxes = _boxes(text)
     if boxes:
-        return _unwrap_math(boxes[-1][2]) or None
+        # An answer named after the last box outranks it: the box held a step ("= \\boxed{\\$130}"), then
+        # "## Answer / Colby can see **1 more movie**".
+        return _stated_answer(text, boxes[-1][1]) or _concise(_unwrap_math(boxes[-1][2])) or None
     for pattern in (_HASH_RE, _A_LINE_RE):
         matches = list(pattern.finditer(text))
         if matches:
             value = _clean_value(matches[-1].group(1))
             if value:
                 return value
-    matches = list(_ANSWER_PHRASE_RE.finditer(text))
-    for m in reversed(matches):
-        line_end = text.find("\n", m.end())
-        value = _clean_value(text[m.end() : line_end if line_end >= 0 else len(text)])
-        if value:
-            return value
-    return None
+    return _stated_answer(text, 0) or _final_statement(text)
 
 
 def extract_answer(text: str) -> str | None:
@@ -366,134 +289,6 @@ def extract_answer(text: str) -> str | None:
 
 
 # --------------------------------------------------------------------------
-# Tagged outputs
-# --------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class TaggedParts:
-    thought: str | None  # leading raw-thought text before <Reasoning> (None if empty)
-    reasoning: str | None
-    answer: str | None
-    reasoning_start: int  # offset of reasoning text in raw (for segment offsets)
-
-
-_REASONING_OPEN_RE = re.compile(r"<\s*reasoning\s*>", re.IGNORECASE)
-_REASONING_CLOSE_RE = re.compile(r"<\s*/\s*reasoning\s*>", re.IGNORECASE)
-_ANSWER_OPEN_RE = re.compile(r"<\s*answer\s*>", re.IGNORECASE)
-_ANSWER_CLOSE_RE = re.compile(r"<\s*/\s*answer\s*>", re.IGNORECASE)
-_THINK_WRAPPER_RE = re.compile(
-    r"^\s*<\s*think\s*>|<\s*/\s*think\s*>\s*$", re.IGNORECASE
-)
-
-
-def _stripped(raw: str, start: int, end: int) -> tuple[str | None, int]:
-    chunk = raw[start:end]
-    text = chunk.strip()
-    if not text:
-        return None, start
-    return text, start + len(chunk) - len(chunk.lstrip())
-
-
-def split_tagged(raw: str) -> TaggedParts | None:
-    """Split a <Reasoning>/<Answer> tagged output; None if it has no such tags.
-
-    ``reasoning`` is stripped and ``raw[reasoning_start:][:len(reasoning)]``
-    equals it.  Without a <Reasoning> tag the text before <Answer> is the
-    reasoning (there is nothing else to audit) and ``thought`` is None.
-    When there is no reasoning, ``reasoning_start`` is where it would begin.
-    """
-    r_open = _REASONING_OPEN_RE.search(raw)
-    a_open = _ANSWER_OPEN_RE.search(raw, r_open.end() if r_open else 0)
-    if r_open is None and a_open is None:
-        return None
-
-    answer: str | None = None
-    if a_open is not None:
-        a_close = _ANSWER_CLOSE_RE.search(raw, a_open.end())
-        answer, _ = _stripped(
-            raw, a_open.end(), a_close.start() if a_close else len(raw)
-        )
-
-    if r_open is None:
-        assert a_open is not None
-        reasoning, r_start = _stripped(raw, 0, a_open.start())
-        return TaggedParts(
-            thought=None, reasoning=reasoning, answer=answer, reasoning_start=r_start
-        )
-
-    thought_text = _THINK_WRAPPER_RE.sub("", raw[: r_open.start()]).strip() or None
-    r_close = _REASONING_CLOSE_RE.search(raw, r_open.end())
-    # A missing </Reasoning> is closed by <Answer> or by the end of the text.
-    candidates = [len(raw)]
-    if r_close is not None:
-        candidates.append(r_close.start())
-    if a_open is not None:
-        candidates.append(a_open.start())
-    reasoning, r_start = _stripped(raw, r_open.end(), min(candidates))
-    return TaggedParts(
-        thought=thought_text,
-        reasoning=reasoning,
-        answer=answer,
-        reasoning_start=r_start,
-    )
-
-
-# --------------------------------------------------------------------------
-# Whole-trace parsing
-# --------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ParsedTrace:
-    steps: list[Segment]
-    answer: str | None
-    thought: str | None  # from split_tagged, else None
-
-
-def _drop_trailing_answer(
-    raw: str, steps: list[Segment]
-) -> tuple[list[Segment], str | None]:
-    """Remove a final answer-only step (or answer-only last line of the last step)."""
-    if not steps:
-        return steps, None
-    last = steps[-1]
-    found = answer_only(last.text)
-    if found is not None:
-        return steps[:-1], found
-    # Paragraph/marker steps often end with the answer line; it is not a step.
-    lines = last.text.rsplit("\n", 1)
-    if len(lines) == 2:
-        found = answer_only(lines[1])
-        if found is not None:
-            head = lines[0].rstrip()
-            trimmed = Segment(text=head, start=last.start, end=last.start + len(head))
-            return [*steps[:-1], trimmed] if head else steps[:-1], found
-    return steps, None
-
-
-def parse_trace(raw: str, method: str = "lines") -> ParsedTrace:
-    """Steps, final answer and raw thought of one model output."""
-    if not raw.strip():
-        segment("", method)  # still reject an unknown method
-        return ParsedTrace(steps=[], answer=None, thought=None)
-    parts = split_tagged(raw)
-    if parts is not None:
-        steps = segment(parts.reasoning or "", method, parts.reasoning_start)
-    else:
-        steps = segment(raw, method)
-    steps, answer = _drop_trailing_answer(raw, steps)
-    if parts is not None and parts.answer is not None:
-        # An explicit <Answer> section outranks a stated answer line.
-        answer = extract_answer(f"<Answer>{parts.answer}</Answer>") or answer
-    if answer is None:
-        answer = extract_answer(raw)
-    return ParsedTrace(
-        steps=steps, answer=answer, thought=parts.thought if parts else None
-    )
-
-
-# --------------------------------------------------------------------------
 # Normalisation and equivalence
 # --------------------------------------------------------------------------
 
@@ -501,6 +296,8 @@ _TEXT_CMD_RE = re.compile(
     r"\\(?:text|textbf|textrm|mathrm|mathbf|mbox|operatorname)\s*\{"
 )
 _LATEX_FRAC_RE = re.compile(r"^(-?)\\[dt]?frac\s*\{\s*(-?\d+)\s*\}\s*\{\s*(\d+)\s*\}$")
+_SPACE_GROUP_RE = re.compile(r"(?<=\d)(?:\\,|[\u2009\u202f\u00a0])(?=\d{3}(?!\d))")
+_CURRENCY_RE = re.compile(r"[€£¥₹₱₩]")
 _THOUSANDS_RE = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
 _NUMBER = r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:\s*/\s*\d+)?"
 # A number followed only by words (units, "dollars", "per hour", "km/h").
@@ -540,7 +337,10 @@ def normalize_answer(s: str) -> str:
     s = s.strip()
     s = _replace_commands(s, _BOX_RE)
     s = _replace_commands(s, _TEXT_CMD_RE)
-    s = s.replace("\\$", "$").replace("\\%", "%").replace("{,}", ",")
+    s = s.replace("\\$", "$").replace("\\%", "%").replace("{,}", ",").replace(",\\!", ",")
+    # Thousands grouped by a thin or no-break space ("130\u202f000"); other currencies than "$".
+    s = _SPACE_GROUP_RE.sub("", s)
+    s = _CURRENCY_RE.sub("", s)
     s = re.sub(r"\\[,!;: ]|\\quad|\\qquad", "", s)
     s = re.sub(r"\^\s*\{?\\circ\}?|°", "", s)
     s = s.replace("$", "")
@@ -613,6 +413,12 @@ def check_answer(predicted: str | None, gold: str, timeout: float = 5.0) -> bool
         return False
     pred_norm, gold_norm = normalize_answer(predicted), normalize_answer(gold)
     pred_value, gold_value = _to_fraction(pred_norm), _to_fraction(gold_norm)
+    if pred_value is None and is_sentence(predicted):
+        # An answer stored as a sentence ("He will be 21 years old in three years"): its number.
+        number = sentence_number(predicted)
+        if number is not None:
+            pred_norm = normalize_answer(number)
+            pred_value = _to_fraction(pred_norm)
     if pred_value is not None and gold_value is not None:
         return pred_value == gold_value
     if not pred_norm or not gold_norm:
