@@ -18,6 +18,19 @@ from annotation.models import Membership, Study
 pytest_plugins = ["tests.llama"]
 
 
+@pytest.fixture(autouse=True)
+def _fresh_file_cache():
+    """Each test starts with an empty cache where the cache is this test process's own folder (the embedded
+    defaults): it outlives a test, and a job id SQLite hands out again showed the progress an earlier test's
+    job had cached (the blind non-interference test read a stranger's "709 / 800"). A shared cache (Redis,
+    pass 2) is left alone: clearing it would clear the broker's queues, and PostgreSQL never reuses an id."""
+    from django.conf import settings
+    from django.core.cache import cache
+
+    if settings.CACHES["default"]["BACKEND"].endswith("FileBasedCache"):
+        cache.clear()
+
+
 @pytest.fixture(scope="session")
 def live_server(live_server):
     """pytest-django's live server, answering one request at a time while it

@@ -227,7 +227,7 @@ def test_every_call_of_a_thinking_model_sends_its_thinking_settings_in_every_con
 
 
 def test_the_evidence_report_command_page_and_export_include_early_answering_and_thinking_budgets(
-        reasoners, study, client, member, capsys):
+        reasoners, study, client, owner, capsys):
     follow, _ = reasoners[FOLLOW]
     ignore, _ = reasoners[IGNORE]
     call_command("report", "--study", study.name, "--model", "follow")
@@ -243,7 +243,7 @@ def test_the_evidence_report_command_page_and_export_include_early_answering_and
     assert ("- thinking budgets thinking:5,10,full (completions): Acc(b) 5: 0.000, 10: 0.000, full: 1.000; AUC_any "
             "0.333; AUC_think 0.375 (mean thinking tokens used: 5.0, 10.0, 25.0) (N=3)") in out
     assert "Early answering" in out.split("## follow")[1].splitlines()[0]  # the add-on badge
-    client.force_login(member)
+    client.force_login(owner)  # the evidence reads every source: not a blinded annotator's (annotation.gate)
     page = client.get(f"/studies/{study.pk}/faithfulness/report/?format=md&model=follow&inline=1").content.decode()
     assert "early answering, grid all (completions): AOC 0.500" in page and "AUC_think 0.375" in page
     assert f"/studies/{study.pk}/faithfulness/report/?format=md&model=follow&inline=1" in client.get(
