@@ -7,8 +7,8 @@ from django.contrib.auth import get_user_model
 from django.db import IntegrityError
 from django.db.models import Exists, OuterRef, Prefetch
 from django.urls import reverse
-from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
-from rest_framework import generics, status
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view, inline_serializer
+from rest_framework import generics, serializers, status
 from rest_framework.exceptions import ValidationError
 from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response
@@ -441,7 +441,12 @@ class StudyMembers(APIView):
         rows = Membership.objects.filter(study=study).select_related("user").order_by("user__username")
         return Response(s.MembershipSerializer(rows, many=True).data)
 
-    @extend_schema(request=s.MemberRequestSerializer, responses=s.MembershipSerializer)
+    @extend_schema(request=s.MemberRequestSerializer, responses={
+        200: s.MembershipSerializer,
+        # An invitation sent, or no such user: one answer whichever it was (annotation.members).
+        202: inline_serializer("MemberInvited", {"detail": serializers.CharField(),
+                                                 "invited": serializers.CharField(), "role": serializers.CharField()}),
+    })
     def post(self, request, pk: int):
         study, membership = access.check_study(request.user, pk)
         access.check_owner(membership, "managing members")
