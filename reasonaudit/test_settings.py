@@ -30,3 +30,10 @@ STORAGES = {
 # WhiteNoise warns when STATIC_ROOT does not exist; tests never collect static.
 STATIC_ROOT = DATA_DIR / "staticfiles"  # noqa: F405
 STATIC_ROOT.mkdir(exist_ok=True)
+
+# The xdist workers inherit the controller's data folder (the setdefault above runs first there), so a file
+# cache there would be one cache for every worker: a job of one worker's database showed its live progress
+# to another worker's job of the same id. Each worker keeps its own (a process a test starts inherits
+# PYTEST_XDIST_WORKER, so it shares its worker's). Redis (pass 2, one process) is left as it is.
+if CACHES["default"]["BACKEND"].endswith("FileBasedCache"):  # noqa: F405
+    CACHES["default"]["LOCATION"] = str(DATA_DIR / f"cache-{os.environ.get('PYTEST_XDIST_WORKER', 'main')}")  # noqa: F405
