@@ -767,3 +767,11 @@ def test_a_line_without_kind_of_no_known_format_gets_no_hint(do_import):
     report = do_import(jsonl({"text": "hello"}))
     reason = str(report.rejected)
     assert 'missing "kind"' in reason and "looks like" not in reason
+
+
+def test_a_binary_file_is_refused_once_saying_what_it_is(do_import):
+    """Issue 31: a PNG uploaded by mistake was "not valid UTF-8 (byte 0)" on each of its binary lines."""
+    png = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\n\xff\xfe\n\x00\x01\x02\n"
+    report = do_import(png)
+    assert not report.committed and len(report.rejected) == 1
+    assert "this file is a PNG image, not JSON Lines" in str(report.rejected)
