@@ -288,9 +288,13 @@ def profile(request: HttpRequest) -> HttpResponse:
 
 
 @member_view
-@require_POST
+@require_http_methods(["GET", "POST"])
 def study_import(request: HttpRequest, study_id: int) -> HttpResponse:
     study, membership = _study_for(request, study_id)
+    if request.method == "GET":
+        # A refused upload answers on this URL; reloading it, or coming back to it, is the upload form again
+        # (it answered 405, a dead end for a researcher who had just been told what to fix).
+        return redirect(reverse("study", args=[study.pk]) + "#upload")
     access.check_owner(membership, "importing traces")
     form = ImportForm(request.POST, request.FILES)
     if form.is_valid():

@@ -71,15 +71,15 @@ def continuation_mode(subject: SubjectModel, requested: str | None = None) -> st
                 f"{seen.get('reason', 'no reason recorded')}")
         if seen is None and not probe:
             raise ContinuationUnavailable(
-                f"subject model {subject.name} was never probed; mode {requested!r} is untested "
-                f"(manage.py probe_model --study {subject.study.name!r} --model {subject.name})")
+                f"subject model {subject.name} was never probed; mode {requested!r} is untested: probe it "
+                f"(Probe on its page, or manage.py probe_model --study {subject.study.name!r} --model {subject.name})")
         return requested
     if subject.continuation:
         return subject.continuation
     if not probe:
         raise ContinuationUnavailable(
-            f"subject model {subject.name} has no continuation mode: it was never probed "
-            f"(manage.py probe_model --study {subject.study.name!r} --model {subject.name})")
+            f"subject model {subject.name} has no continuation mode: it was never probed; probe it "
+            f"(Probe on its page, or manage.py probe_model --study {subject.study.name!r} --model {subject.name})")
     tried = "; ".join(f"{m.get('mode')}: {m.get('reason', '')}" for m in probe.get("modes", [])) or "nothing answered"
     raise ContinuationUnavailable(
         f"the continuation probe of subject model {subject.name} failed; modes tried: {tried}")

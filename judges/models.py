@@ -56,15 +56,16 @@ class JudgeConfig(models.Model):
         LLM = "llm"
         FAKE = "fake"
 
+    # Labels as people write them (the generated ones read "Json Schema" and "Reference Free").
     class Mode(models.TextChoices):
-        SKELETON = "skeleton"
-        REFERENCE_FREE = "reference-free"
+        SKELETON = "skeleton", "skeleton (checks steps against the problem's skeleton)"
+        REFERENCE_FREE = "reference-free", "reference-free (no skeleton)"
 
     class OutputMode(models.TextChoices):
-        AUTO = "auto"
-        JSON_SCHEMA = "json_schema"
-        JSON_OBJECT = "json_object"
-        PROMPT = "prompt"
+        AUTO = "auto", "auto (the best the server supports)"
+        JSON_SCHEMA = "json_schema", "JSON schema"
+        JSON_OBJECT = "json_object", "JSON object"
+        PROMPT = "prompt", "JSON asked for in the prompt"
 
     study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="judges")
     name = models.CharField(max_length=100, validators=[validate_judge_name])

@@ -41,7 +41,11 @@ def report(record: JudgeRun) -> str:
 def options(study: Study) -> dict[str, list[str]]:
     """The judges, and the models and domains the traces filters can name (one DISTINCT query each)."""
     return {
-        "judge": list(JudgeConfig.objects.filter(study=study).order_by("name").values_list("name", flat=True)),
+        # The built-in verifier first, so a form's default is the judge that costs nothing and needs no server
+        # (it was the first name alphabetically: a paid LLM judge).
+        "judge": [name for _, name in sorted(
+            JudgeConfig.objects.filter(study=study).values_list("provider", "name"),
+            key=lambda row: (row[0] != JudgeConfig.Provider.MECHANISTIC, row[1]))],
         "model": list(Trace.objects.filter(study=study).order_by("model").values_list("model", flat=True).distinct()),
         "domain": [d for d in Problem.objects.filter(study=study).order_by("domain")
                    .values_list("domain", flat=True).distinct() if d],

@@ -63,7 +63,10 @@ def _context(request: HttpRequest, study: Study, membership: Membership, *, kind
              values: dict[str, Any] | None = None, errors: dict[str, list[str]] | None = None) -> dict[str, Any]:
     page, rows = _rows(study, request.user, membership, request.GET.get("page"))
     starters = kinds.all_kinds()
-    chosen = next((s for s in starters if s.name == kind), starters[0] if starters else None)
+    # Without a choice, the judge: every study has the built-in verifier, while the first kind of the registry
+    # (generation) opened on an empty, required subject-model menu.
+    default = next((s for s in starters if s.name == "judge"), starters[0] if starters else None)
+    chosen = next((s for s in starters if s.name == kind), default)
     fields = kinds.form_fields(chosen, study, values) if chosen else []
     errors = errors or {}
     for f in fields:

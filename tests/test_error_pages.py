@@ -14,7 +14,7 @@ HTMX = {"HTTP_HX_REQUEST": "true"}
 
 
 def test_a_wrong_method_is_a_styled_405_that_names_the_allowed_ones(owner, study):
-    response = signed_in(owner).get(reverse("study-import", args=[study.pk]))
+    response = signed_in(owner).get(reverse("queue-assign", args=[study.pk]))
     assert response.status_code == 405
     html = response.content.decode()
     assert 'class="topbar"' in html and "Method not allowed" in html and "it accepts POST" in html
@@ -40,7 +40,7 @@ def test_a_plain_text_400_of_a_download_is_shown_in_the_styled_page(owner, study
 
 
 @pytest.mark.parametrize("method, url_name, expected", [
-    ("get", "study-import", 405),
+    ("get", "queue-assign", 405),
     ("get", "adjudication", 403),  # an annotator
 ])
 def test_an_htmx_refusal_is_a_fragment_aimed_at_the_error_region(member, study, method, url_name, expected):

@@ -746,3 +746,32 @@ def test_it_accepts_a_file_that_starts_with_a_utf8_bom(do_import):
     data = "\ufeff".encode() + jsonl({"kind": "problem", "problem_id": "p", "statement": "s", "gold_answer": "1"})
     report = do_import(data)
     assert report.committed and report.problems_created == 1
+
+
+@pytest.mark.parametrize(("line", "fmt"), [
+    ({"question": "Ann has 2 apples?", "ground_truth": "2 #### 2", "model-a": {"solution": "2"}}, "gsm8k-solutions"),
+    ({"question": "Ann has 2 apples?", "answer": "2 #### 2"}, "gsm8k"),
+    ({"prompt": "q", "completions": ["a"], "labels": [True]}, "trl-stepwise"),
+    ({"id": "x", "problem": "q", "steps": ["a"], "label": -1}, "processbench"),
+    ({"labeler": "l", "question": {}, "label": {}}, "prm800k"),
+])
+def test_a_line_of_another_format_is_refused_naming_that_format(do_import, line, fmt):
+    """Issue 31: a GSM8K-solutions file uploaded as the default format said only 'missing "kind"' on every line."""
+    report = do_import(jsonl(line))
+    assert not report.committed
+    reason = str(report.rejected)
+    assert 'missing "kind"' in reason and f"import the file as {fmt}" in reason
+
+
+def test_a_line_without_kind_of_no_known_format_gets_no_hint(do_import):
+    report = do_import(jsonl({"text": "hello"}))
+    reason = str(report.rejected)
+    assert 'missing "kind"' in reason and "looks like" not in reason
+
+
+def test_a_binary_file_is_refused_once_saying_what_it_is(do_import):
+    """Issue 31: a PNG uploaded by mistake was "not valid UTF-8 (byte 0)" on each of its binary lines."""
+    png = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\n\xff\xfe\n\x00\x01\x02\n"
+    report = do_import(png)
+    assert not report.committed and len(report.rejected) == 1
+    assert "this file is a PNG image, not JSON Lines" in str(report.rejected)

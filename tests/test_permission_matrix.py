@@ -114,7 +114,7 @@ RULES: dict[str, Rule] = {
     "study-members": study(GET=MEMBERS, POST=OWNERS),
     "study-settings": study(GET=OWNERS, POST=OWNERS),
     "study-primary-judge": study(POST=OWNERS),
-    "study-import": study(POST=OWNERS),
+    "study-import": study(GET=MEMBERS, POST=OWNERS),
     "trace-list": study(GET=MEMBERS),
     "problem-list": study(GET=MEMBERS),
     "queue": study(GET=MEMBERS),

@@ -103,6 +103,9 @@ def test_the_upload_form_refuses_a_file_over_the_limit(client, owner, study, set
                            {"file": SimpleUploadedFile("a.jsonl", b"x" * 100), "format": "reasonaudit"})
     assert response.status_code == 400
     assert "over the import limit" in response.content.decode()
+    # The refusal answered on the upload URL; coming back to it (a reload's GET) is the upload form again.
+    again = client.get(reverse("study-import", args=[study.pk]))
+    assert again.status_code == 302 and again["Location"] == reverse("study", args=[study.pk]) + "#upload"
 
 
 def test_trace_text_is_escaped(client, member, study, do_import):

@@ -62,11 +62,21 @@ _FINAL_A = re.compile(r"^\s*A:\s*(.+?)\s*$")
 _HASHES = re.compile(r"^\s*####\s*(.+?)\s*$")
 
 
+#: The first bytes of files people upload by mistake, and what to call them: one refusal that says what the file
+#: is, instead of "not valid UTF-8 (byte 0)" on each of its binary "lines".
+BINARY_MAGIC = [(b"\x89PNG", "a PNG image"), (b"\xff\xd8\xff", "a JPEG image"), (b"%PDF", "a PDF document"),
+                (b"PK\x03\x04", "a zip archive (upload a folder format's archive under that format)"),
+                (b"\x1f\x8b", "a gzip file"), (b"GIF8", "a GIF image")]
+
+
 def read_json_lines(stream: IO[bytes]) -> Iterator[tuple[int, Any]]:
     """Decode a JSONL byte stream line by line; bad lines become RecordErrors."""
     for line_no, raw in enumerate(stream, start=1):
         if line_no == 1 and raw.startswith(b"\xef\xbb\xbf"):
             raw = raw[3:]  # a BOM, as Windows tools write: not part of the JSON
+        if line_no == 1 and (what := next((name for magic, name in BINARY_MAGIC if raw.startswith(magic)), None)):
+            yield 1, RecordError(f"this file is {what}, not JSON Lines (one JSON object a line)")
+            return
         if not raw.strip():
             continue
         try:

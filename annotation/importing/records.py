@@ -173,12 +173,32 @@ def check_sizes(record: ProblemIn | TraceIn, limits: TextLimits) -> None:
         raise _over("the thought", thought, limits.thought, "THOUGHT")
 
 
+#: The keys a line of each dataset format always has (annotation.importing.adapters), most specific first: a
+#: line without "kind" that has them was most likely uploaded under the default format by mistake.
+FORMAT_KEYS = [
+    ("prm800k", {"question", "label", "labeler"}),
+    ("processbench", {"problem", "steps", "label"}),
+    ("trl-stepwise", {"prompt", "completions", "labels"}),
+    ("gsm8k-solutions", {"question", "ground_truth"}),
+    ("gsm8k", {"question", "answer"}),
+]
+
+
+def _format_hint(obj: dict) -> str:
+    """Why a line has no "kind", when its keys say: it is a line of another format (upload form, REST and
+    import_traces name the format; the default is ReasonAudit's own)."""
+    for fmt, keys in FORMAT_KEYS:
+        if keys <= obj.keys():
+            return f"; this line looks like the {fmt} format (it has {', '.join(sorted(keys))}): import the file as {fmt}"
+    return ""
+
+
 def validate(obj: Any, limits: TextLimits | None = None) -> ProblemIn | TraceIn:
     if not isinstance(obj, dict):
         raise RecordError(f"expected a JSON object, got {type(obj).__name__}")
     kind = obj.get("kind")
     if kind is None:
-        raise RecordError('missing "kind"')
+        raise RecordError('missing "kind"' + _format_hint(obj))
     # A list or object as "kind" is unhashable: a bad line, not a crash.
     model = {"problem": ProblemIn, "trace": TraceIn}.get(kind) if isinstance(kind, str) else None
     if model is None:

@@ -195,7 +195,7 @@ def template(ev: Evidence) -> dict[str, Any]:
         f_items.append(("re-decoding settings", ev.ifr.get("settings"), ""))
         f_items.append(("traces without a causally relevant step (skipped)", ev.ifr.get("skipped", 0), ""))
     else:
-        f_items = [("IFR", None, "no interventions run (manage.py interventions --study S --model M)")]
+        f_items = [("IFR", None, "no interventions run (the runs page, kind interventions, or manage.py interventions --study S --model M)")]
     for e in ev.early:  # a reasoning model's thought cut after each step, closed and the answer forced
         f_items.append((f"early answering, grid {e['grid']} ({e['mode']})", early_text(e), ""))
     section(6, "Faithfulness add-on", f_items)
@@ -209,7 +209,7 @@ def template(ev: Evidence) -> dict[str, Any]:
         h_items.append((f"{'thinking budgets' if think else 'grid'} {a['grid']} ({a['mode']})",
                         f"Acc(b) {acc}; AUC_any {_fmt(a['auc'])}{think} (N={a['n']})", ""))
     if not h_items:
-        h_items.append(("anytime profile", None, "no anytime run (manage.py anytime --study S --model M --budgets ...)"))
+        h_items.append(("anytime profile", None, "no anytime run (the runs page, kind anytime, or manage.py anytime --study S --model M --budgets ...)"))
     if ev.halting:
         h = ev.halting
         h_items.append((f"halting ({h.get('basis', '')})",

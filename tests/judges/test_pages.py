@@ -214,3 +214,13 @@ def test_list_pages_use_a_constant_number_of_queries(client, study, owner, do_im
     for url in urls:
         with django_assert_max_num_queries(counts[url]):
             assert client.get(url).status_code == 200
+
+
+def test_the_judge_form_labels_its_choices_as_people_write_them(client, owner, study):
+    """Issue 31: the generated labels read "Json Schema" and "Reference Free"."""
+    from django.urls import reverse
+
+    client.force_login(owner)
+    page = client.get(reverse("judge-create", args=[study.pk])).content.decode()
+    assert "Json Schema" not in page and "Reference Free" not in page
+    assert ">JSON schema<" in page and ">reference-free (no skeleton)<" in page

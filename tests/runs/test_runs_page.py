@@ -88,6 +88,22 @@ def test_every_kind_has_a_form_on_the_page(world, study, owner):
     assert 'value="probe"' not in web(owner).get(f"/studies/{study.pk}/runs/").content.decode()
 
 
+def test_the_page_opens_on_the_judge_with_the_built_in_verifier_first(world, study, owner):
+    """Issue 31: it opened on generation with an empty, required subject-model menu, and the judge menu on the
+    first name alphabetically (a paid LLM judge)."""
+    import re
+
+    from judges.models import JudgeConfig
+    from judges.services import ensure_mechanistic
+
+    ensure_mechanistic(study)
+    JudgeConfig.objects.get_or_create(study=study, name="a-paid-judge", defaults={"provider": "fake"})
+    page = web(owner).get(f"/studies/{study.pk}/runs/").content.decode()
+    assert 'name="kind" value="judge"' in page
+    options = re.findall(r'<option value="([^"]*)"', page.split('name="judge"', 1)[1].split("</select>", 1)[0])
+    assert options[0] == "mechanistic" and "a-paid-judge" in options
+
+
 def test_a_generation_run_starts_from_the_page_with_a_problem_filter(world, study, owner):
     r = web(owner).post(f"/studies/{study.pk}/runs/", {"kind": "generation", "model": "tiny", "problems": "first:2",
                                                        "samples": "1"})
