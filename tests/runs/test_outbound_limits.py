@@ -199,41 +199,33 @@ def test_the_save_time_check_and_the_probe_send_nothing_ambient(ambient):
 # --------------------------------------------------------------------------
 # M8: total deadlines, capped bodies
 
-SLACK = 3.0  # seconds beyond a deadline a loaded test machine may take to notice it (without one: 17 s and more)
+# No timed assertion here (a loaded machine would fail it): a trickling server never trips a per-read timeout,
+# so without a total deadline these calls succeed after ~17 s; that they fail "timed out after" the deadline is
+# what shows the deadline held. The durations are measured in docs/configuration.md and runs.md.
 
 
 @pytest.mark.parametrize("behaviour", [trickle_body(0.05), trickle_headers(0.05)], ids=["body", "headers"])
 def test_a_trickling_server_holds_a_run_no_longer_than_its_deadline(behaviour):
     with Server(behaviour) as server:
-        started = time.monotonic()
         outcomes = run(Endpoint(server.url, "m", max_retries=0, timeout_seconds=0.6))
-        took = time.monotonic() - started
-    # Without the total deadline each byte resets the 0.6 s read timeout: the body takes ~17 s.
-    assert took < 0.6 + SLACK, took
+    # Without the total deadline each byte resets the 0.6 s read timeout: the body arrives whole after ~17 s.
     assert outcomes[0].status == "failed" and "timed out after 0.6s" in outcomes[0].reason
 
 
 def test_a_trickling_server_holds_the_save_time_check_and_the_probe_no_longer_than_their_deadline():
     with Server(trickle_body(0.05)) as server:
-        started = time.monotonic()
-        with pytest.raises(subject_services.Unreachable):
+        with pytest.raises(subject_services.Unreachable):  # the body would have arrived whole, late
             subject_services.check_reachable(server.url, timeout=0.6)
-        assert time.monotonic() - started < 0.6 + SLACK
-        started = time.monotonic()
         result = probe_model(ModelServer(server.url, "m", probe_timeout_seconds=0.6, probe_retries=0))
-        # Three requests (one per continuation mode), each within its deadline; none answered.
-        assert time.monotonic() - started < 3 * (0.6 + SLACK)
+        # Three requests (one per continuation mode), each ended by its deadline; none answered.
         assert result.chosen is None and all("timed out" in e.reason for e in result.modes)
 
 
 def test_an_endless_body_is_cut_at_the_cap_and_the_item_fails_with_the_reason(settings):
     settings.MODEL_RESPONSE_MAX_BYTES = 256 * 1024
     with Server(endless) as server:
-        started = time.monotonic()
         outcomes = run(Endpoint(server.url, "m", max_retries=3, timeout_seconds=30))
-        took = time.monotonic() - started
-    assert took < SLACK * 2, took
-    assert outcomes[0].status == "failed"
+    assert outcomes[0].status == "failed"  # the endless body was cut (it never ends by itself)
     assert "larger than 262,144 bytes" in outcomes[0].reason and "REASONAUDIT_MODEL_RESPONSE_MAX_BYTES" in outcomes[0].reason
     assert len(outcomes[0].calls) == 1  # not retried: the same request would get the same answer
 
@@ -244,7 +236,5 @@ def test_a_deadline_holds_from_connect_to_the_last_byte():
         silent.bind(("127.0.0.1", 0))
         silent.listen(8)
         url = f"http://127.0.0.1:{silent.getsockname()[1]}/v1"
-        started = time.monotonic()
         outcomes = run(Endpoint(url, "m", max_retries=0, timeout_seconds=0.5))
-        assert time.monotonic() - started < 0.5 + SLACK
     assert outcomes[0].status == "failed" and "timed out" in outcomes[0].reason
