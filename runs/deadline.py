@@ -147,11 +147,12 @@ class CappedStream(httpx2.SyncByteStream):
             self._inner.close()
 
 
-def too_large(exc: BaseException) -> ResponseTooLarge | None:
-    """The ResponseTooLarge behind an error the openai client or httpx wrapped, if that is what it was."""
+def cause_of[E: BaseException](exc: BaseException, kind: type[E]) -> E | None:
+    """The ``kind`` of error behind one the openai client or httpx wrapped (a body cut at the cap, the address
+    policy's refusal), if that is what it was."""
     seen: BaseException | None = exc
     while seen is not None:
-        if isinstance(seen, ResponseTooLarge):
+        if isinstance(seen, kind):
             return seen
         seen = seen.__cause__ or seen.__context__
     return None

@@ -674,11 +674,11 @@ class ModelPool:
             except openai.APITimeoutError:
                 error, status = f"timed out after {ep.timeout_seconds:g}s", None
             except openai.APIConnectionError as exc:
-                refusal = _policy_refusal(exc)
+                refusal = deadline.cause_of(exc, OutboundRefused)
                 if refusal is not None:  # nothing was sent
                     calls.append(CallRecord(attempt, mode, "error", None, str(refusal), _ms(started), 0, 0))
                     return self._fatal(request, calls, str(refusal))
-                cut = deadline.too_large(exc)
+                cut = deadline.cause_of(exc, deadline.ResponseTooLarge)
                 if cut is not None:  # the server generated (and charges) what it sent: tokens unknown
                     calls.append(CallRecord(attempt, mode, "error", None, str(cut), _ms(started), None, None))
                     return self._failed(request, calls, str(cut))
@@ -794,16 +794,6 @@ def choice_of(response, api: str) -> Choice:
     # vLLM and llama.cpp name the channel reasoning_content; OpenRouter and Ollama name it reasoning.
     return Choice(text or "", _extra_field(holder, "reasoning_content", "reasoning"), str(first.finish_reason or ""),
                   model)
-
-
-def _policy_refusal(exc: BaseException) -> OutboundRefused | None:
-    """The address policy's refusal behind a connection error, if that is what it was."""
-    seen: BaseException | None = exc
-    while seen is not None:
-        if isinstance(seen, OutboundRefused):
-            return seen
-        seen = seen.__cause__ or seen.__context__
-    return None
 
 
 def _root_cause(exc: BaseException) -> BaseException:
