@@ -117,9 +117,9 @@ class StudyForm(forms.ModelForm):
         return _free_study_name(self.cleaned_data["name"], self.instance)
 
 
-class StudySettingsForm(forms.ModelForm):
+class StudySettingsForm(StudyForm):
     """An owner's settings of a study (annotation.services.do_update_study, as PATCH /api/v1/studies/{id}/):
-    the primary judge is one of the study's own judges."""
+    the new-study form's fields, plus the primary judge, one of the study's own judges."""
 
     primary_judge = forms.ModelChoiceField(queryset=None, required=False, empty_label="none",
                                            label="Primary judge",
@@ -127,28 +127,21 @@ class StudySettingsForm(forms.ModelForm):
                                                      "labels and that annotators are adjudicated against; changing "
                                                      "it recomputes the scores")
 
-    class Meta:
-        model = Study
-        fields = ["name", "description", "blind", "segmenter", "thought_segmenter"]
-        labels = {"blind": "Blind review", "segmenter": "Split answers into steps by",
-                  "thought_segmenter": "Split thoughts into steps by"}
+    class Meta(StudyForm.Meta):
+        # What changes for a study that exists: the description is shown, segmenters apply to later imports.
         help_texts = {
-            "name": "unique across the whole installation; shown in every page title",
+            **StudyForm.Meta.help_texts,
             "description": f"shown on the study page; at most {DESCRIPTION_MAX:,} characters",
-            "blind": StudyForm.Meta.help_texts["blind"],
-            "segmenter": "how answers imported without explicit steps are cut into steps (later imports)",
-            "thought_segmenter": "how a reasoning model's thought is cut into steps (later imports)",
+            "segmenter": "how traces imported without explicit steps are cut into steps (later imports)",
+            "thought_segmenter": "how a reasoning model's thoughts are cut into steps (later imports)",
         }
         widgets = {"description": forms.Textarea(attrs={"rows": 4, "maxlength": DESCRIPTION_MAX})}
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
+        self.fields["thought_segmenter"].required = True  # an existing study has one; no default to fall back on
         self.fields["primary_judge"].queryset = self.instance.judges.order_by("name")
         self.fields["primary_judge"].initial = self.instance.primary_judge_id
-        self.fields["description"].validators.append(MaxLengthValidator(DESCRIPTION_MAX))
-
-    def clean_name(self) -> str:
-        return _free_study_name(self.cleaned_data["name"], self.instance)
 
 
 class ProblemEditForm(forms.ModelForm):
