@@ -15,6 +15,8 @@ from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
 
+from reasonlib.step_functions import FUNCTIONS
+
 
 class Verdict(models.TextChoices):
     VALID = "valid"
@@ -416,6 +418,61 @@ class StepLabel(models.Model):
         if self.kind == self.Kind.JUDGE:
             return f"judge:{self.judge.name}"
         return "final" if self.kind == self.Kind.ADJUDICATION else "human"
+
+
+class StepTagQuerySet(StudyScopedQuerySet):
+    study_path = "step__trace__study"
+
+
+class StepTag(models.Model):
+    """One source's tag of what a step *does* (reasonlib.step_functions: plan generation, self checking, ...),
+    one row per tag: a step can serve several functions. A source is an annotator, a judge configuration,
+    or a published analysis brought in by an import (``origin`` names it, e.g. "thought-anchors")."""
+
+    class Kind(models.TextChoices):
+        HUMAN = "human"
+        JUDGE = "judge"
+        IMPORTED = "imported"
+
+    step = models.ForeignKey(Step, on_delete=models.CASCADE, related_name="tags")
+    kind = models.CharField(max_length=20, choices=Kind.choices)
+    annotator = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE, related_name="step_tags"
+    )
+    judge = models.ForeignKey("judges.JudgeConfig", null=True, blank=True, on_delete=models.CASCADE,
+                              related_name="step_tags")
+    origin = models.CharField(max_length=100, blank=True)
+    tag = models.CharField(max_length=40, choices=[(n, label) for n, label, _ in FUNCTIONS])
+    created_at = models.DateTimeField(default=timezone.now)
+
+    objects = StepTagQuerySet.as_manager()
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=(
+                    Q(kind="human", annotator__isnull=False, judge__isnull=True, origin="")
+                    | Q(kind="judge", annotator__isnull=True, judge__isnull=False, origin="")
+                    | Q(kind="imported", annotator__isnull=True, judge__isnull=True) & ~Q(origin="")
+                ),
+                name="steptag_source_matches_kind",
+            ),
+            models.UniqueConstraint(fields=["step", "annotator", "tag"], condition=Q(kind="human"),
+                                    name="steptag_one_per_annotator_and_tag"),
+            models.UniqueConstraint(fields=["step", "judge", "tag"], condition=Q(kind="judge"),
+                                    name="steptag_one_per_judge_and_tag"),
+            models.UniqueConstraint(fields=["step", "origin", "tag"], condition=Q(kind="imported"),
+                                    name="steptag_one_per_origin_and_tag"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.step} {self.source}: {self.tag}"
+
+    @property
+    def source(self) -> str:
+        if self.kind == self.Kind.JUDGE:
+            return f"judge:{self.judge.name}"
+        return f"imported:{self.origin}" if self.kind == self.Kind.IMPORTED else "human"
 
 
 class LabelHistory(models.Model):
