@@ -80,6 +80,7 @@ INSTALLED_APPS = [
     "abstraction",
     "fidelity",
     "faithfulness",
+    "anchors",
     "search",
     "demo",
 ]

@@ -27,6 +27,7 @@ urlpatterns = [
     path("", include("subjects.urls")),
     path("", include("abstraction.urls")),
     path("", include("faithfulness.urls")),
+    path("", include("anchors.urls")),
     path("", include("fidelity.urls")),
     path("", include("search.urls")),
     path("", include("runs.urls")),

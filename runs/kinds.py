@@ -79,7 +79,8 @@ class RunKind:
 
 _KINDS: dict[str, RunKind] = {}
 #: The order of the kind menu, the CLI's list and the docs.
-ORDER = ("generation", "judge", "interventions", "anytime", "early_answering", "fidelity", "abstraction", "scanner")
+ORDER = ("generation", "judge", "interventions", "anytime", "early_answering", "step_importance", "fidelity", "abstraction",
+         "scanner")
 
 
 def declare(kind: RunKind) -> None:

@@ -55,6 +55,12 @@ LIMITS: dict[str, Limit] = {
     "limit": Limit(int, 1, 100_000, "traces of a faithfulness run",
                    "Traces (at most)", "only the first N traces, by id; empty: all"),
     "seed": Limit(int, 0, 2**31 - 1, "fits a PostgreSQL integer", "Seed", "the seed of the random choices"),
+    "samples_per_prefix": Limit(int, 1, 200, "continuations per thought prefix of a step-importance run; the paper "
+                                "used 100", "Samples per prefix (N)", "continuations resampled from each prefix"),
+    "stride": Limit(int, 1, 10_000, "every k-th thought step; a thought has at most a few thousand",
+                    "Stride", "measure every k-th thought step (1: every step)"),
+    "temperature": Limit(float, 0, 2, "the range of the OpenAI API", "Temperature",
+                         "sampling temperature of the continuations; empty: the subject model's"),
 }
 
 

@@ -165,7 +165,7 @@ def test_a_package_importing_its_own_submodules_is_no_cycle(tmp_path):
 # before it, never those after it. ``reasonaudit`` (settings, Celery app, URL
 # root) is the project's frame and is left out.
 APP_LAYERS = ("reasonlib", "annotation", "runs", "subjects", "judges", "scoring", "agreement", "abstraction", "fidelity",
-              "faithfulness", "search", "demo")
+              "faithfulness", "anchors", "search", "demo")
 
 
 def upward_imports(graph: dict[str, set[str]], layers: Sequence[str]) -> list[str]:
@@ -193,7 +193,7 @@ def test_the_layer_check_reports_an_upward_import():
 # Pure packages: the shared reasoning library and the apps' formula cores import no Django and no app
 # module; they may use the library and each other (docs/architecture.md).
 PURE_PACKAGES = ("reasonlib", "scoring.core", "agreement.core", "abstraction.core", "fidelity.core",
-                 "faithfulness.core", "subjects.core", "search.core")
+                 "faithfulness.core", "anchors.core", "subjects.core", "search.core")
 
 
 def _is_pure(module: str) -> bool:

@@ -25,6 +25,12 @@ continuation mode: chat template + "<think>" + prefix). Two behaviours (``behavi
           followed by a cue answers with the last number in the thought (the first number of the
           question when the thought has none). Its forced answers depend on the thought prefix.
   ignore  the answer is always the true sum, whatever the thought says.
+  plan    the answer depends on one known step, the second, a plan: "Plan: add everything up." (the true
+          sum) or "Plan: multiply them together." (the product). Generation always plans to add. A
+          continuation from a prefix that already holds the plan follows it; one from a prefix without it
+          picks the plan by its request's seed (even: add, odd: multiply), so resampling the plan step
+          halves the accuracy and no other step moves it (step importance, docs/step-importance.md). A
+          forced answer applies the plan of the prefix, or gives the first number when it has none.
 And two ways of ending a continued thought (``style``):
   closes    the continuation closes the thought, then answers ("...\n</think>\n\nThe answer is 11.")
   unclosed  the continuation answers inside the thought and stops without closing it ("... = 11.\n\nThe
@@ -44,7 +50,9 @@ from tests.runs.fake_openai import SEQUENCE_END, FakeOpenAI, Fault, fake_continu
 NUMBER = re.compile(r"-?\d+")
 DONE_STEP = re.compile(r"\b(?:I start with|Adding) -?\d+")  # anywhere: "In other words, Adding 5 ..." too
 TEMPLATE_TOKEN = re.compile(r"<\|[^|]*\|>")
-FOLLOW, IGNORE = "follow", "ignore"
+FOLLOW, IGNORE, PLAN = "follow", "ignore", "plan"
+ADD, MULTIPLY = "add", "multiply"
+PLANS = {ADD: "Plan: add everything up.", MULTIPLY: "Plan: multiply them together."}
 CLOSES, UNCLOSED = "closes", "unclosed"
 FORMS = ("inline", "r1", "field", "reasoning", "silent")
 
@@ -71,6 +79,25 @@ def thought_paragraphs(numbers: list[int], start: int = 0, total: int = 0, effor
     return out
 
 
+def plan_paragraphs(numbers: list[int], op: str = ADD) -> list[str]:
+    """The plan behaviour's thought: the first number, the plan, one paragraph per further number, the check."""
+    total = numbers[0]
+    out = [f"I start with {total}.", PLANS[op]]
+    for n in numbers[1:]:
+        if op == ADD:
+            out.append(f"Adding {n} gives {total} + {n} = {total + n}.")
+            total += n
+        else:
+            out.append(f"Multiplying by {n} gives {total} * {n} = {total * n}.")
+            total *= n
+    out.append(f"Wait, let me check: the total is {total}.")
+    return out
+
+
+def plan_in(thought: str) -> str | None:
+    return next((op for op, text in PLANS.items() if text in thought), None)
+
+
 @dataclass
 class FakeThinking(FakeOpenAI):
     form: str = "inline"
@@ -78,7 +105,7 @@ class FakeThinking(FakeOpenAI):
     style: str = CLOSES
 
     def __post_init__(self) -> None:
-        if self.form not in FORMS or self.behaviour not in (FOLLOW, IGNORE) or self.style not in (CLOSES, UNCLOSED):
+        if self.form not in FORMS or self.behaviour not in (FOLLOW, IGNORE, PLAN) or self.style not in (CLOSES, UNCLOSED):
             raise ValueError(f"form {self.form!r} / behaviour {self.behaviour!r} / style {self.style!r}")
         super().__post_init__()
 
@@ -122,7 +149,8 @@ class FakeThinking(FakeOpenAI):
         kwargs = body.get("chat_template_kwargs") or {}
         thinking = not (kwargs.get("enable_thinking") is False or "/no_think" in prompt_text) and self.form != "silent"
         effort = body.get("reasoning_effort") or "medium"
-        thought = "\n\n".join(thought_paragraphs(numbers, effort=effort)) if thinking else ""
+        paragraphs = plan_paragraphs(numbers) if self.behaviour == PLAN else thought_paragraphs(numbers, effort=effort)
+        thought = "\n\n".join(paragraphs) if thinking else ""
         budget = body.get("thinking_budget")
         if thinking and isinstance(budget, int) and budget >= 0:
             thought, _ = cut_words(thought, budget)  # the server closes the thought at its budget
@@ -156,6 +184,17 @@ class FakeThinking(FakeOpenAI):
                 "choices": [{"index": 0, "finish_reason": finish, "message": message}],
                 "usage": self._usage(text, len(words(thought)) if thinking else 0)}
 
+    def _continue_plan(self, thought: str, numbers: list[int], seed: int) -> tuple[str, int]:
+        """The plan behaviour's continuation of an open thought: the plan of the prefix, else the seed's."""
+        op = plan_in(thought) or (ADD if seed % 2 == 0 else MULTIPLY)
+        full = plan_paragraphs(numbers, op)
+        done = len([p for p in thought.split("\n\n") if p.strip()])
+        more = "\n\n".join(full[done:])
+        final = int(full[-1].split()[-1][:-1])
+        sep = "" if not thought.strip() or not more else "\n\n"
+        closing = "\n</think>\n\n" if self.style == CLOSES else "\n\n"
+        return f"{sep}{more}{closing}The answer is {final}.", len(words(more))
+
     def _continue_raw(self, body: dict) -> dict:
         prompt = body.get("prompt") or ""
         cap = int(body.get("max_tokens") or 16)
@@ -175,7 +214,12 @@ class FakeThinking(FakeOpenAI):
             if "</think>" in thought:  # closed (a forced answer): answer from the thought before the tag
                 inside = thought.split("</think>", 1)[0]
                 out = f" {self._answer_from(inside, numbers)}."
+                if self.behaviour == PLAN:
+                    op = plan_in(inside)
+                    out = f" {numbers[0] if op is None else int(plan_paragraphs(numbers, op)[-1].split()[-1][:-1])}."
                 thought_tokens = 0
+            elif self.behaviour == PLAN:
+                out, thought_tokens = self._continue_plan(thought, numbers, int(body.get("seed") or 0))
             else:  # re-opened: go on thinking from where the prefix stops
                 done = len(DONE_STEP.findall(thought))
                 found = NUMBER.findall(thought)
@@ -199,7 +243,7 @@ class FakeThinking(FakeOpenAI):
                 "usage": self._usage(text, thought_tokens)}
 
 
-if __name__ == "__main__":  # python -m tests.runs.fake_thinking [follow|ignore] [inline|r1|field|reasoning|silent] [PORT] [closes|unclosed]
+if __name__ == "__main__":  # python -m tests.runs.fake_thinking [follow|ignore|plan] [inline|r1|field|reasoning|silent] [PORT] [closes|unclosed]
     import sys
     from http.server import ThreadingHTTPServer
 
