@@ -9,8 +9,15 @@ class AnchorsConfig(AppConfig):
 
     def ready(self) -> None:
         from anchors import runkinds
+        from anchors.importing import FORMAT, import_analysis
         from anchors.runclient import ImportanceClient
+        from annotation.importing.adapters import register_path_format
         from runs.clients import register
 
         register(ImportanceClient())  # step-importance runs are runs of the run engine
         runkinds.declare()
+        # annotation (lower in the app order) cannot import this app: the format is registered here. A folder's
+        # files name the model only through the data's layout, so --model is optional.
+        register_path_format(FORMAT, import_analysis, root_names=frozenset({"correct_base_solution",
+                                                                            "incorrect_base_solution"}),
+                             needs_model=False)

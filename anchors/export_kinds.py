@@ -57,7 +57,7 @@ def step_importance(request: ExportRequest) -> Table:
 def _by_tag_reads_checked(request: ExportRequest) -> summaries.Choice:
     from annotation import gate
 
-    choice = summaries.parse_choice(request.study, {k: str(v) for k, v in request.extra.items()})
+    choice = summaries.parse_choice(request.study, {k: str(v) for k, v in request.extra.items()}, request.membership)
     gate.check(request.membership, "step importance by function tag", summaries.reads(choice))
     return choice
 

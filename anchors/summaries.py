@@ -100,20 +100,24 @@ class Choice:
     values: str = RUNS
 
 
-def parse_choice(study: Study, query: Mapping[str, str]) -> Choice:
+def parse_choice(study: Study, query: Mapping[str, str], membership: Membership | None = None) -> Choice:
     """The page's menus; an unknown value falls back to the default (the menus offer only known ones)."""
     measure = query.get("measure") or DEFAULT_MEASURE
     if measure not in MEASURES:
         measure = DEFAULT_MEASURE
-    tags = query.get("tags") or default_tag_source(study)
+    tags = query.get("tags") or default_tag_source(study, membership)
     values = query.get("values") or RUNS
     return Choice(measure, tags, values)
 
 
-def default_tag_source(study: Study) -> str:
+def default_tag_source(study: Study, membership: Membership | None) -> str:
+    """A published analysis's tags when the study has some and the member may read them, else every
+    annotator's, else (blind mode) her own."""
     origin = (StepTag.objects.filter(step__trace__study=study, kind=StepTag.Kind.IMPORTED)
               .values_list("origin", flat=True).first())
-    return f"imported:{origin}" if origin else "human"
+    if origin and gate.may_read(membership, {Source.JUDGE}):
+        return f"imported:{origin}"
+    return "human" if gate.may_read(membership, {Source.PEER}) else "own"
 
 
 def reads(choice: Choice) -> frozenset[Source]:

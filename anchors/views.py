@@ -37,7 +37,7 @@ def run_page(request: HttpRequest, run_id: int) -> HttpResponse:
 @require_GET
 def study_page(request: HttpRequest, study_id: int) -> HttpResponse:
     study, membership = access.check_study(request.user, study_id)
-    choice = summaries.parse_choice(study, request.GET)
+    choice = summaries.parse_choice(study, request.GET, membership)
     gate.check(membership, "step importance by function tag", summaries.reads(choice))
     table = summaries.by_tag(study, choice, membership)
     context = {"study": study, "membership": membership, "choice": choice, "table": table,

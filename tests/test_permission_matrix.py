@@ -29,6 +29,7 @@ import pytest
 from django.urls import URLPattern, URLResolver, get_resolver
 
 from agreement.models import CalibrationStudy
+from anchors.models import ImportanceRun
 from annotation import services
 from annotation.importing.pipeline import import_stream
 from annotation.models import Invitation, Job, Membership, Skeleton, Step, Study, Trace
@@ -230,6 +231,10 @@ RULES: dict[str, Rule] = {
     "faithfulness-report": study(GET=SEES_ALL),
     "faithfulness-run": Rule(GET=MEMBERS, kwargs={"run_id": "faithfulness_run"}),
     "faithfulness-intervention": Rule(GET=MEMBERS, kwargs={"pk": "intervention"}),
+    # step importance: the study page and its downloads read the tags each member may read (own tags in blind mode)
+    "anchors": study(GET=MEMBERS),
+    "anchors-export": study(GET=MEMBERS),
+    "anchors-run": Rule(GET=MEMBERS, kwargs={"run_id": "importance_run"}),
     "api-study-faithfulness-runs": api("study", GET=MEMBERS, POST=OWNERS),
     "api-faithfulness-run": api("faithfulness_run", GET=MEMBERS),
     "api-faithfulness-run-interventions": api("faithfulness_run", GET=MEMBERS),
@@ -395,6 +400,10 @@ class World:
             kind="interventions", config_version=1, mode="instructed")
         self.intervention = Intervention.objects.create(frun=self.faithfulness_run, trace=self.trace,
                                                         kind="value_flip", step=1, why="matrix")
+        ijob = Job.objects.create(study=self.study, kind="step_importance", created_by=owner)
+        self.importance_run = ImportanceRun.objects.create(
+            job=ijob, run=run_engine.create_run(ijob, "step_importance", [], 1), subject=self.subject,
+            config_version=1, mode="instructed")
         suite = do_create_suite(self.study, "matrix", axes=["perturbation"],
                                                   problems=f"pid:{self.problem.problem_id}").suite
         self.fidelity_run = do_start_run(suite, self.subject, axes=["perturbation"],

@@ -92,6 +92,8 @@ class Command(RefusingCommand):
                               f"{len(data['rejected'])} rejected")
             for row in data["rejected"]:
                 self.stdout.write(row["reason"])
+            for note in data.get("notes", []):  # what a format adds (thought-anchors: the chunks aligned)
+                self.stdout.write(note)
             if data["rejected"] and not data["committed"]:
                 self.stdout.write("nothing was imported (all-or-nothing); fix the input above or use --skip-invalid")
             elif data["rejected"]:
