@@ -11,11 +11,14 @@ class AnchorsConfig(AppConfig):
         from anchors import runkinds
         from anchors.importing import FORMAT, import_analysis
         from anchors.runclient import ImportanceClient
+        from anchors.panels import review_panel
         from annotation.importing.adapters import register_path_format
+        from annotation.review.panels import register_panel
         from runs.clients import register
 
         register(ImportanceClient())  # step-importance runs are runs of the run engine
         runkinds.declare()
+        register_panel("step-importance", review_panel)  # the heat map on the review page
         # annotation (lower in the app order) cannot import this app: the format is registered here. A folder's
         # files name the model only through the data's layout, so --model is optional.
         register_path_format(FORMAT, import_analysis, root_names=frozenset({"correct_base_solution",

@@ -64,3 +64,15 @@ def export(request: HttpRequest, study_id: int) -> HttpResponse:
                                 extra=extra)
     return exports.download(req, fmt, manifest_only=request.GET.get("manifest") == "1",
                             filename=f"study-{study.pk}-{what}.{fmt}")
+
+
+@login_required
+@require_GET
+def trace_panel(request: HttpRequest, trace_id: int) -> HttpResponse:
+    """The review page's step-importance panel of one trace, for another measure or source (htmx)."""
+    from anchors.panels import panel_context
+
+    trace, membership = access.check_trace(request.user, trace_id)
+    context = panel_context(trace, membership, measure=request.GET.get("measure", ""),
+                            source=request.GET.get("source", "")) or {"trace": trace, "empty": True}
+    return render(request, "anchors/panel.html#panel", context)

@@ -51,6 +51,7 @@ from annotation.review.adjudication import disagreement_steps, do_adjudicate
 from annotation.review.base import UNSET, VIA_WEB, Conflict, ReviewError
 from annotation.review.filters import filter_traces, study_models, visible_trace_filters
 from annotation.review.labels import LabelIn, do_flag, do_save_labels, do_skip
+from annotation.review.panels import review_panels
 from annotation.review.progress import study_progress, visible_annotator_progress, visible_progress
 from annotation.review.queues import AssignError, do_assign, do_clear_assignments, next_trace_id
 from annotation.review.visibility import is_revealed, sees_everything, source_name, visible_label_rows
@@ -641,6 +642,8 @@ def _review_context(request: HttpRequest, trace: Trace, membership: Membership, 
         "regime_rows": regime_rows(trace.regime or {}),
         "verdicts": Verdict.values, "flags": [f for f in TraceReview.Flag.choices if f[0]],
         "ratings": range(11),
+        # What other apps show of the trace (annotation.review.panels: step importance, ...).
+        "review_panels": review_panels(request, trace, membership),
     }
 
 

@@ -235,6 +235,7 @@ RULES: dict[str, Rule] = {
     "anchors": study(GET=MEMBERS),
     "anchors-export": study(GET=MEMBERS),
     "anchors-run": Rule(GET=MEMBERS, kwargs={"run_id": "importance_run"}),
+    "trace-importance": Rule(GET=MEMBERS, kwargs={"trace_id": "trace"}),
     "api-study-faithfulness-runs": api("study", GET=MEMBERS, POST=OWNERS),
     "api-faithfulness-run": api("faithfulness_run", GET=MEMBERS),
     "api-faithfulness-run-interventions": api("faithfulness_run", GET=MEMBERS),

@@ -110,3 +110,29 @@ def test_the_upload_form_takes_an_archive_of_problem_folders(owner, study, djang
     assert job.result["traces_created"] == 2 and job.result["chunks_aligned"] == 9
     assert set(Trace.objects.filter(study=study).values_list("model", flat=True)) == {
         "tiny-r1", "deepseek-r1-distill-qwen-14b"}
+
+
+def test_the_review_page_shows_the_heat_map_top_anchors_and_dependencies(study, owner, member):
+    from django.test import Client
+
+    import_analysis(study, SAMPLE)
+    trace = Trace.objects.get(study=study)
+    web = Client()
+    web.force_login(owner)
+    page = web.get(f"/traces/{trace.pk}/").content.decode()
+    assert 'id="step-importance"' in page and page.count('<a class="heat') == 9
+    assert "imported:thought-anchors" in page and 'id="top-anchors"' in page
+    # the measure toggles (htmx): resampling importance in accuracy form; the largest |value| first
+    panel = web.get(f"/traces/{trace.pk}/step-importance/",
+                    {"measure": "resampling_importance_accuracy"}).content.decode()
+    top = panel.split('id="top-anchors"')[1]
+    assert top.index("Green marbles are twice") < top.index("Okay, so I need")  # 0.21 before 0.02
+    assert 'title="imported:thought-anchors">active_computation<' in top  # the step's published tag
+    assert '<a href="#s4">4</a>, <a href="#s6">6</a>' in web.get(
+        f"/traces/{trace.pk}/step-importance/", {"measure": "forced_importance_accuracy"}).content.decode()
+    # a blinded annotator sees the values but not the imported tags
+    study.blind = True
+    study.save()
+    web.force_login(member)
+    blind = web.get(f"/traces/{trace.pk}/step-importance/").content.decode()
+    assert '<a class="heat' in blind and "uncertainty_management" not in blind and "none you may see" in blind
