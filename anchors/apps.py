@@ -10,8 +10,8 @@ class AnchorsConfig(AppConfig):
     def ready(self) -> None:
         from anchors import runkinds
         from anchors.importing import FORMAT, import_analysis
-        from anchors.runclient import ImportanceClient
         from anchors.panels import review_panel
+        from anchors.runclient import ImportanceClient
         from annotation.importing.adapters import register_path_format
         from annotation.review.panels import register_panel
         from runs.clients import register

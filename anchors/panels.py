@@ -36,11 +36,11 @@ def panel_context(trace: Trace, membership: Membership | None, *, measure: str =
     measure = measure if measure in MEASURES else DEFAULT_MEASURE
     rows = {r.step.index: r for r in sources[source]}
     steps = list(Step.objects.filter(trace=trace, channel=Step.Channel.THOUGHT).order_by("index").values_list(
-        "pk", "index", "text"))
+        "index", "text"))
     values = {i: getattr(r, measure) for i, r in rows.items()}
     scale = max((abs(v) for v in values.values() if v is not None), default=0.0) or 1.0
     cells = []
-    for pk, index, text in steps:
+    for index, text in steps:
         v = values.get(index)
         cells.append({"index": index, "value": v, "text": text[:160],
                       "alpha": round(min(1.0, abs(v) / scale), 3) if v is not None else None,
