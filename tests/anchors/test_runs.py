@@ -114,3 +114,16 @@ def test_export_one_row_per_trace_and_step(reasoners, study):
     assert first["step"] == "1" and first["n"] == "4" and first["samples"] == "2" and first["code_version"]
     assert set(first) >= {"trace_id", "accuracy", "resampling_importance_kl", "counterfactual_importance_accuracy",
                           "forced_importance_kl", "different_trajectories_fraction", "overdeterminedness", "tags"}
+
+
+@pytest.mark.parametrize("body, field", [({"samples": 0}, "samples"), ({"steps": "2,x"}, "steps"),
+                                         ({"trace_ids": ["nope"]}, "trace_ids"), ({"temperature": 3}, "temperature"),
+                                         ({"model": "nobody"}, "model")])
+def test_the_rest_api_refuses_bad_parameters_with_a_400_naming_the_field(reasoners, study, owner, body, field):
+    from rest_framework.test import APIClient
+
+    client = APIClient()
+    client.force_authenticate(owner)
+    r = client.post(f"/api/v1/studies/{study.pk}/runs/", {"kind": "step_importance", "model": PLAN, **body},
+                    format="json")
+    assert r.status_code == 400 and field in {e["field"] for e in r.json()["errors"]}, r.content
