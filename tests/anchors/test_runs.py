@@ -127,3 +127,25 @@ def test_the_rest_api_refuses_bad_parameters_with_a_400_naming_the_field(reasone
     r = client.post(f"/api/v1/studies/{study.pk}/runs/", {"kind": "step_importance", "model": PLAN, **body},
                     format="json")
     assert r.status_code == 400 and field in {e["field"] for e in r.json()["errors"]}, r.content
+
+
+def test_the_by_tag_download_of_a_run_names_its_regime_in_the_manifest(reasoners, study, owner):
+    import json
+
+    from django.test import Client
+
+    subject, _ = reasoners[PLAN]
+    record = run(do_start_importance(subject, samples=2, temperature=0.5, seed=7, queue=False))
+    web = Client()
+    web.force_login(owner)
+    page = web.get(f"/studies/{study.pk}/step-importance/")
+    assert page.status_code == 200 and {r["tag"] for r in page.context["table"]} == {"untagged"}
+    manifest = json.loads(web.get(f"/studies/{study.pk}/step-importance/export/", {
+        "what": "step-importance-by-tag", "format": "parquet", "manifest": "1"}).content)
+    (regime,) = manifest["runs"]
+    assert regime["run"] == record.pk and regime["samples"] == 2 and regime["temperature"] == 0.5
+    assert regime["seed"] == 7 and regime["mode"] == "completions" and regime["code_version"]
+    assert regime["similarity"].startswith("tfidf-cosine") and regime["threshold"] == 0.5
+    assert manifest["export"]["format"] == "parquet" and manifest["counts"]["rows"] == 1
+    run_page = web.get(f"/step-importance/runs/{record.pk}/").content.decode()
+    assert 'id="importance-rows"' in run_page and run_page.count("<tr><td><a href=") == 8
