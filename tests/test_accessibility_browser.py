@@ -71,7 +71,13 @@ def _study_with_every_view(study, owner, member, django_user_model) -> dict[str,
     calibration = do_create_calibration(study, name="judge vs people", reference="human",
                                         candidates=["judge:mechanistic"], size=10)
     thought = Trace.objects.filter(study=study, model__startswith="deepseek").order_by("pk").first()
-    return {"trace": first.pk, "thought": thought.pk, "problem": first.problem_id, "cohort": cohort.pk,
+    # Step importance: a published analysis's values and tags (the heat map of the review page, the study page).
+    from anchors.importing import import_analysis
+
+    assert import_analysis(study, Path(settings.BASE_DIR) / "tests" / "data" / "thought_anchors" / "tiny-r1").committed
+    anchored = Trace.objects.get(study=study, model="tiny-r1")
+    return {"trace": first.pk, "thought": thought.pk, "anchored": anchored.pk, "problem": first.problem_id,
+            "cohort": cohort.pk,
             "scanner": scanner.pk, "calibration": calibration.pk,
             "r1_problem": Problem.objects.get(study=study, problem_id="math/330").pk}
 
@@ -87,6 +93,7 @@ def test_main_pages_have_no_serious_or_critical_violation(live_server, browser, 
         ("queue", s), ("adjudication", s),
         ("problem", {"problem_id": ids["problem"]}), ("problem", {"problem_id": ids["r1_problem"]}),
         ("trace", {"trace_id": ids["trace"]}), ("trace", {"trace_id": ids["thought"]}),
+        ("trace", {"trace_id": ids["anchored"]}), ("anchors", s),
         ("scoring-leaderboard", s), ("scoring-hazard", s), ("scoring-distributions", s), ("scoring-lucky", s),
         ("scoring-ablations", s), ("scoring-profiles", s),
         ("scoring-agreement", s), ("scoring-annotators", s), ("scoring-calibrations", s),
