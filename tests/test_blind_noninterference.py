@@ -43,7 +43,7 @@ pytestmark = pytest.mark.django_db
 TEXT_VALUES = {
     "q": ["Step", "apples"], "re": [r"\d \+ 2"], "model": ["m1"], "domain": ["arithmetic"],
     "source": ["mine", "human", "judge:gpt", "adjudicated", "annotator:pete", "annotator:anna"],
-    "judge": ["gpt"], "regime": ["temperature=0"],
+    "judge": ["gpt"], "regime": ["temperature=0"], "function_tag": ["plan_generation", "self_checking"],
 }
 #: Export kinds' own parameters (``extra``), filled from the world.
 EXPORT_EXTRA = ("cohort", "versus", "scanner", "query")

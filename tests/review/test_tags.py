@@ -171,3 +171,20 @@ def test_the_owner_sees_every_sources_tags(client, owner, annotator2, trace):
     page = client.get(reverse("trace", args=[trace.pk])).content.decode()
     assert page.count('class="other-tag ') == 3
     assert 'class="other-tag imported"' in page and 'class="other-tag judge"' in page
+
+
+# --- the function_tag filter ---------------------------------------------------
+
+
+def test_the_function_tag_filter_finds_the_traces_any_source_tagged(owner, member, annotator2, trace):
+    other_tags(trace, annotator2, judge(trace.study))
+    client = api(owner)
+    found = client.get(f"/api/v1/studies/{trace.study_id}/traces/", {"function_tag": "Uncertainty management"})
+    assert found.status_code == 200 and [t["trace_id"] for t in found.json()["results"]] == ["p0/m1"]
+    assert client.get(f"/api/v1/studies/{trace.study_id}/traces/",
+                      {"function_tag": "plan_generation"}).json()["results"] == []
+    bad = client.get(f"/api/v1/studies/{trace.study_id}/traces/", {"function_tag": "musing"})
+    assert bad.status_code == 400 and bad.json()["errors"][0]["field"] == "function_tag"
+    Study.objects.filter(pk=trace.study_id).update(blind=True)
+    refused = api(member).get(f"/api/v1/studies/{trace.study_id}/traces/", {"function_tag": "self_checking"})
+    assert refused.status_code == 403 and "blind study" in refused.json()["detail"]
