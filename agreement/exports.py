@@ -642,23 +642,24 @@ def prm_training(request: ExportRequest) -> Table:
 # ---------------------------------------------------------------------------
 # tag-agreement and tag-confusion: step-function tags (agreement.tags)
 # ---------------------------------------------------------------------------
+def _tag_table(request: ExportRequest, part: str, columns: list[str], schema: dict[str, str]) -> Table:
+    """One table of the tag report (``kappa`` or ``confusion``): the rows the annotators page shows."""
+    _check_scope(request)
+    report = tags.tag_report(request.study, _scope(request))
+    return Table(list(columns), report[part], schema=dict(schema), meta={
+        "sources": report["sources"], "applied": ["model", "domain", "calibration", "cohort"],
+        "expected_rows": len(report[part])})
+
+
 @register("tag-agreement", restricted=True, check=_check_scope, reads=tags.READS,
           help="Cohen's kappa per step-function category between every pair of tag sources (annotators, judges, "
                "imported analyses), on the steps both tagged: one row per pair and category")
 def tag_agreement(request: ExportRequest) -> Table:
-    _check_scope(request)
-    report = tags.tag_report(request.study, _scope(request))
-    return Table(list(tags.KAPPA_COLUMNS), report["kappa"], schema=dict(tags.KAPPA_SCHEMA), meta={
-        "sources": report["sources"], "applied": ["model", "domain", "calibration", "cohort"],
-        "expected_rows": len(report["kappa"])})
+    return _tag_table(request, "kappa", tags.KAPPA_COLUMNS, tags.KAPPA_SCHEMA)
 
 
 @register("tag-confusion", restricted=True, check=_check_scope, reads=tags.READS,
           help="the confusion matrix of every pair of tag sources on the steps each gave exactly one tag: one row "
                "per pair and non-zero cell")
 def tag_confusion(request: ExportRequest) -> Table:
-    _check_scope(request)
-    report = tags.tag_report(request.study, _scope(request))
-    return Table(list(tags.CONFUSION_COLUMNS), report["confusion"], schema=dict(tags.CONFUSION_SCHEMA), meta={
-        "sources": report["sources"], "applied": ["model", "domain", "calibration", "cohort"],
-        "expected_rows": len(report["confusion"])})
+    return _tag_table(request, "confusion", tags.CONFUSION_COLUMNS, tags.CONFUSION_SCHEMA)

@@ -54,15 +54,13 @@ def options(study: Study) -> dict[str, list[str]]:
     }
 
 
-class TagRunRequestSerializer(kinds.RunParams):
-    judge = serializers.CharField(label="Judge", help_text="name of one of the study's LLM judges")
-    trace_ids = serializers.ListField(child=serializers.CharField(), required=False, max_length=100_000,
-                                      label="Trace IDs", help_text="these traces only (their trace_id)")
+class TagRunRequestSerializer(JudgeRunRequestSerializer):
+    """The judge run's parameters but its trace filters other than the ids (a cohort narrows them too)."""
+
+    traces = model = domain = answer_correct = None
 
     def validate_judge(self, value: str) -> JudgeConfig:
-        judge = JudgeConfig.objects.filter(study=self.context["study"], name=value).first()
-        if judge is None:
-            raise serializers.ValidationError(f"no judge named {value!r} in this study")
+        judge = super().validate_judge(value)
         if judge.provider != JudgeConfig.Provider.LLM:
             raise serializers.ValidationError(f"{value} is a {judge.provider} judge; only an LLM judge tags steps")
         return judge

@@ -7,13 +7,13 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 from django.utils import timezone
-from rest_framework.test import APIClient
 
 from annotation.models import Step, StepLabel, StepTag, Study, Trace, TraceReview
 from annotation.review.base import Conflict, ReviewError
 from annotation.review.labels import LabelIn, do_save_labels
 from annotation.review.tags import do_save_tags, my_tags
 from tests.review.conftest import judge
+from tests.review.test_labels import api
 
 pytestmark = pytest.mark.django_db
 
@@ -21,12 +21,6 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def trace(seeded):
     return Trace.objects.select_related("problem", "study").get(trace_id="p0/m1")
-
-
-def api(user) -> APIClient:
-    client = APIClient()
-    client.force_authenticate(user)
-    return client
 
 
 def url(trace) -> str:
