@@ -58,6 +58,7 @@ class TagRunRequestSerializer(JudgeRunRequestSerializer):
     """The judge run's parameters but its trace filters other than the ids (a cohort narrows them too)."""
 
     traces = model = domain = answer_correct = None
+    judge = serializers.CharField(label="Judge", help_text="name of one of the study's LLM judges")
 
     def validate_judge(self, value: str) -> JudgeConfig:
         judge = super().validate_judge(value)
