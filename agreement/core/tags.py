@@ -27,12 +27,12 @@ def kappa_binary(n11: int, n10: int, n01: int, n00: int) -> tuple[float | None, 
     """Cohen's kappa of two presence/absence vectors given their 2x2 counts (``n10``: a has it, b not)."""
     n = n11 + n10 + n01 + n00
     if n == 0:
-        return None, "no step was tagged by both"
+        return None, "no step tagged by both"
     p_o = (n11 + n00) / n
     p_a, p_b = (n11 + n10) / n, (n11 + n01) / n
     p_e = p_a * p_b + (1 - p_a) * (1 - p_b)
     if p_e >= 1:
-        return None, "both gave it to every shared step or to none, so chance agreement is 1"
+        return None, "chance agreement 1 (all or none)"
     return (p_o - p_e) / (1 - p_e), None
 
 

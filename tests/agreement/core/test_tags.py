@@ -20,8 +20,8 @@ def test_kappa_of_a_two_by_two_table():
     kappa, why = kappa_binary(20, 5, 10, 15)
     assert kappa == pytest.approx(0.4) and why is None
     assert kappa_binary(3, 0, 0, 7)[0] == pytest.approx(1.0)
-    assert kappa_binary(0, 0, 0, 0) == (None, "no step was tagged by both")
-    assert kappa_binary(0, 0, 0, 4)[0] is None and "chance agreement is 1" in kappa_binary(0, 0, 0, 4)[1]
+    assert kappa_binary(0, 0, 0, 0) == (None, "no step tagged by both")
+    assert kappa_binary(0, 0, 0, 4)[0] is None and "chance agreement 1" in kappa_binary(0, 0, 0, 4)[1]
 
 
 def test_kappa_per_category_on_the_steps_both_tagged():
