@@ -14,6 +14,7 @@ from annotation.review.labels import LabelIn, do_save_labels
 from annotation.review.tags import do_save_tags, my_tags
 from tests.review.conftest import judge
 from tests.review.test_labels import api
+from tests.scoring.thought_fixtures import long_thought
 
 pytestmark = pytest.mark.django_db
 
@@ -182,3 +183,31 @@ def test_the_function_tag_filter_finds_the_traces_any_source_tagged(owner, membe
     Study.objects.filter(pk=trace.study_id).update(blind=True)
     refused = api(member).get(f"/api/v1/studies/{trace.study_id}/traces/", {"function_tag": "self_checking"})
     assert refused.status_code == 403 and "blind study" in refused.json()["detail"]
+
+
+# --- long thoughts and the page without JavaScript ---------------------------------
+
+
+def test_a_long_thoughts_blocks_show_my_tags_and_a_save_keeps_the_unloaded_blocks_tags(client, owner, study):
+    trace = long_thought(study, 250)
+    do_save_tags(trace, owner, version=0, tags={1: ["problem_setup"], 120: ["uncertainty_management"],
+                                                150: ["self_checking"]})
+    client.force_login(owner)
+    rows = client.get(reverse("trace-thought", args=[trace.pk]), {"block": 2}).content.decode()
+    assert 'name="f120" value="uncertainty_management" checked' in rows
+    # The page loaded block 2 only (steps 101-200 post their radios), unticked step 120's tag and added one to
+    # step 150's; step 1, in a block it never loaded, keeps its tag.
+    data = {"version": 1, "windowed": "1", "action": "save", **{f"v{i}": "" for i in range(101, 201)},
+            "f150": ["self_checking", "plan_generation"]}
+    assert client.post(reverse("trace-review", args=[trace.pk]), data).status_code == 302
+    assert my_tags(trace, owner) == {1: ["problem_setup"], 150: ["plan_generation", "self_checking"]}
+
+
+def test_a_refused_plain_form_shows_the_tags_it_posted(client, member, trace):
+    client.force_login(member)
+    response = client.post(reverse("trace-review", args=[trace.pk]),
+                           {"version": 0, "v1": "", "n1": "a note and no verdict", "f1": ["fact_retrieval"],
+                            "v2": "", "v3": ""})
+    page = response.content.decode()
+    assert response.status_code == 400 and "has a note but no verdict" in page
+    assert 'name="f1" value="fact_retrieval" checked' in page and not StepTag.objects.exists()
