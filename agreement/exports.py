@@ -30,6 +30,7 @@ from django.db.models import Exists, OuterRef
 
 from agreement import data as ad
 from agreement import services as svc
+from agreement import tags
 from agreement.models import CalibrationStudy
 from annotation import scopes
 from annotation.models import Problem, Step, StepLabel, Study, Trace, TraceReview
@@ -636,3 +637,29 @@ def prm_training(request: ExportRequest) -> Table:
                                                            "neutral_as": True})
     table.rows = _prm_rows(request, source, table)
     return table
+
+
+# ---------------------------------------------------------------------------
+# tag-agreement and tag-confusion: step-function tags (agreement.tags)
+# ---------------------------------------------------------------------------
+def _tag_table(request: ExportRequest, part: str, columns: list[str], schema: dict[str, str]) -> Table:
+    """One table of the tag report (``kappa`` or ``confusion``): the rows the annotators page shows."""
+    _check_scope(request)
+    report = tags.tag_report(request.study, _scope(request))
+    return Table(list(columns), report[part], schema=dict(schema), meta={
+        "sources": report["sources"], "applied": ["model", "domain", "calibration", "cohort"],
+        "expected_rows": len(report[part])})
+
+
+@register("tag-agreement", restricted=True, check=_check_scope, reads=tags.READS,
+          help="Cohen's kappa per step-function category between every pair of tag sources (annotators, judges, "
+               "imported analyses), on the steps both tagged: one row per pair and category")
+def tag_agreement(request: ExportRequest) -> Table:
+    return _tag_table(request, "kappa", tags.KAPPA_COLUMNS, tags.KAPPA_SCHEMA)
+
+
+@register("tag-confusion", restricted=True, check=_check_scope, reads=tags.READS,
+          help="the confusion matrix of every pair of tag sources on the steps each gave exactly one tag: one row "
+               "per pair and non-zero cell")
+def tag_confusion(request: ExportRequest) -> Table:
+    return _tag_table(request, "confusion", tags.CONFUSION_COLUMNS, tags.CONFUSION_SCHEMA)

@@ -20,6 +20,7 @@ from agreement import charts as agreement_charts
 from agreement import services as svc
 from agreement.core import processbench
 from agreement.models import CalibrationStudy
+from agreement.tags import tag_report
 from annotation import access, jobs
 from annotation.models import Job, Membership, Study, Trace
 from scoring import exports
@@ -149,7 +150,8 @@ def annotators(request: HttpRequest, study_id: int) -> HttpResponse:
         "calibrations": list(CalibrationStudy.objects.filter(study=study).order_by("name").values("pk", "name")),
         "heatmap": agreement_charts.kappa_heatmap(report["overall"]["pairwise_kappa"]),
         "bars": agreement_charts.annotator_bars(report["annotators"]),
-        **export_forms(study, membership, params, ["labels", "agreement-steps"]),
+        "tags": tag_report(study, svc.calibration_scope(cal) if cal else None),
+        **export_forms(study, membership, params, ["labels", "agreement-steps", "tag-agreement", "tag-confusion"]),
     }
     return _render(request, "agreement/annotators.html", context)
 

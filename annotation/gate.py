@@ -37,6 +37,7 @@ class Source(StrEnum):
     ADJUDICATION = "adjudication"  # adjudicated (final) labels
     SCORES = "scores"  # scores computed from labels: process, coverage, lucky guesses, PRM
     SCANNER = "scanner"  # a scanner's answers (a judge's) and their validation
+    IMPORTED = "imported"  # published analyses brought in by an import: their step-function tags
 
 
 #: Declarations used in many places: the trace alone; scores (computed from every source's labels).

@@ -26,6 +26,8 @@ import nh3
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
+from reasonlib.step_functions import FUNCTION_LABELS, FUNCTION_NAMES, FUNCTIONS
+
 # Display math first so "$$" is never read as two empty inline spans.
 _MATH_RE = re.compile(
     r"(\$\$.+?\$\$|\\\[.+?\\\]|\\\(.+?\\\)|(?<![\\$\w])\$(?=\S)(?:[^$\n\\]|\\.)+?(?<=\S)\$(?!\w))",
@@ -120,6 +122,10 @@ def raw_with_boundaries(raw: str, spans: list[tuple[int, int | None, int | None]
 _VERDICT_KEYS = (("valid", "V"), ("invalid", "I"), ("neutral", "N"))
 _VERDICTS = frozenset(value for value, _ in _VERDICT_KEYS)
 _LABEL_KINDS = frozenset({"human", "judge", "adjudication"})
+#: The step-function tags' chips (reasonlib.step_functions), keyed ``f`` then 1..8 on the page.
+_TAG_SHORT = dict(zip(FUNCTION_NAMES, ("setup", "plan", "fact", "compute", "uncertain", "consolidate", "check",
+                                       "answer"), strict=True))
+_TAG_KINDS = frozenset({"human", "judge", "imported"})
 
 
 def step_rows_html(rows: list[dict], positions: list[int], first_error: int | None) -> SafeString:
@@ -153,6 +159,12 @@ def _row_format(n_positions: int) -> str:
         boxes = "".join(f'<label class="rb"><input type="checkbox" name="r{{i}}" value="{{k{j}}}"{{c{j}}}>'
                         f"<span>{{k{j}}}</span></label>" for j in range(n_positions))
         refs = f'<span class="refs" aria-label="skeleton steps established by step {{i}}">{boxes}</span>'
+    # The eight names and labels are constants of reasonlib.step_functions: markup, not data.
+    tags = "".join(
+        f'<label class="tb" title="{FUNCTION_LABELS[name]}: {meaning}"><input type="checkbox" name="f{{i}}" '
+        f'value="{name}"{{t_{name}}}><span><kbd>{n}</kbd>{_TAG_SHORT[name]}</span></label>'
+        for n, (name, _, meaning) in enumerate(FUNCTIONS, start=1)
+    )
     return (
         '<li class="{cls}" id="s{i}" data-step="{i}"><a class="step-no" href="#s{i}">{i}</a>'
         '<div class="step-text">{text}</div><div class="step-controls">'
@@ -160,7 +172,8 @@ def _row_format(n_positions: int) -> str:
         '<label class="vb none"><input type="radio" name="v{i}" value=""{c_none}><span>–</span></label></span>'
         f"{refs}"
         '<input type="text" class="note" name="n{i}" value="{note}" placeholder="note" aria-label="note on step {i}" '
-        'maxlength="5000"></div>{others}</li>'
+        'maxlength="5000"></div>'
+        f'<div class="ftags" role="group" aria-label="function of step {{i}}">{tags}</div>{{other_tags}}{{others}}</li>'
     )
 
 
@@ -176,8 +189,14 @@ def _step_row(fmt: str, shown: dict[str, SafeString], r: dict, positions: list[i
     if r["others"]:
         others = format_html('<ul class="{}">{}</ul>', "others disagree" if r["disagree"] else "others",
                              format_html_join("", "{}", ((_other(o),) for o in r["others"])))
+    mine = set(r.get("tags", ()))
+    other_tags = ""
+    if r.get("other_tags"):
+        other_tags = format_html('<ul class="other-tags">{}</ul>', format_html_join("", "{}", (
+            (_other_tag(o),) for o in r["other_tags"])))
     return format_html(
         fmt,
+        other_tags=other_tags, **{f"t_{name}": _checked(name in mine) for name in FUNCTION_NAMES},
         cls="step" + (" thought" if r.get("channel") == "thought" else "") + (f" is-{verdict}" if verdict else "")
         + (" first-error" if r["index"] == first_error else "") + (" conflict" if r.get("conflict") else ""),
         i=_number(r["index"]), text=r["text"], note=r["note"], others=others,
@@ -193,6 +212,13 @@ def _other(o: dict) -> SafeString:
     reason = format_html(' <span class="reason">{}</span>', o["reason"]) if o["reason"] else ""
     return format_html('<li class="other {}"><span class="verdict {}">{}</span> <span class="who">{}{}</span>{}{}</li>',
                        kind, verdict, verdict, "final · " if kind == "adjudication" else "", o["source"], refs, reason)
+
+
+def _other_tag(o: dict) -> SafeString:
+    kind = o["kind"] if o["kind"] in _TAG_KINDS else ""
+    short = _TAG_SHORT.get(o["tag"], "")
+    return format_html('<li class="other-tag {}"><span class="tag" title="{}">{}</span> <span class="who">{}</span></li>',
+                       kind, FUNCTION_LABELS.get(o["tag"], ""), short, o["source"])
 
 
 _CHECKED, _UNCHECKED = mark_safe(" checked"), mark_safe("")

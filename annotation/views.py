@@ -19,7 +19,7 @@ from django.contrib.auth import get_user_model, update_session_auth_hash
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.forms import PasswordChangeForm
 from django.core.paginator import Paginator
-from django.db import IntegrityError
+from django.db import IntegrityError, transaction
 from django.db.models import Case, Count, Exists, F, OuterRef, Prefetch, Q, TextField, Value, When
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, QueryDict
 from django.shortcuts import redirect, render
@@ -54,6 +54,7 @@ from annotation.review.labels import LabelIn, do_flag, do_save_labels, do_skip
 from annotation.review.panels import review_panels
 from annotation.review.progress import study_progress, visible_annotator_progress, visible_progress
 from annotation.review.queues import AssignError, do_assign, do_clear_assignments, next_trace_id
+from annotation.review.tags import add_tags_to_rows, do_save_tags, posted_tags
 from annotation.review.visibility import is_revealed, sees_everything, source_name, visible_label_rows
 from reasonlib.ids import is_id
 
@@ -580,7 +581,8 @@ def _my_choice(pk: int, index: int, mine: dict[int, dict], posted) -> tuple[str,
     return (lab["verdict"], lab["skeleton_refs"] or ()) if lab else ("", ())
 
 
-def _review_context(request: HttpRequest, trace: Trace, membership: Membership, *, posted=None) -> dict:
+def _review_context(request: HttpRequest, trace: Trace, membership: Membership, *, posted=None,
+                    posted_tags=None) -> dict:
     """Everything the review page shows, in a fixed number of queries."""
     user = request.user
     my_review = TraceReview.objects.filter(trace=trace, annotator=user).first()
@@ -602,6 +604,7 @@ def _review_context(request: HttpRequest, trace: Trace, membership: Membership, 
     # The rows on the page: all of them, or the answer's when the thought comes in blocks.
     rows = _review_rows(answer_steps if windowed else steps, mine, others, posted=posted)
     blocks = thought_blocks(thought_steps, mine, others, posted=posted) if windowed else []
+    add_tags_to_rows(rows, trace, user, revealed, posted=posted_tags)
     first_error = None
     covered: set[int] = set()
     labelled = 0
@@ -675,6 +678,7 @@ def trace_thought(request: HttpRequest, trace_id: int) -> HttpResponse:
                  .values_list("pk", "index", "text", "start", "end", "channel"))
     mine, others = _labels_by_step(trace, request.user, revealed)
     rows = _review_rows(steps, mine, others)
+    add_tags_to_rows(rows, trace, request.user, revealed)
     positions = list(SkeletonStep.objects.filter(skeleton_id=trace.problem.approved_skeleton_id)
                      .order_by("position").values_list("position", flat=True)) if trace.problem.approved_skeleton_id else []
     first_error = next((r["index"] for r in rows if r["verdict"] == Verdict.INVALID), None)
@@ -744,6 +748,7 @@ def trace_review(request: HttpRequest, trace_id: int) -> HttpResponse:
     if action not in _REVIEW_ACTIONS:
         action = "save"
     posted, labels, errors = _posted_labels(request, trace)
+    tags = posted_tags(request.POST, trace.n_steps)
     try:
         version = int(request.POST.get("version", "0"))
     except ValueError:
@@ -757,10 +762,15 @@ def trace_review(request: HttpRequest, trace_id: int) -> HttpResponse:
     message, status, result = "", 200, None
     if not errors:
         try:
-            result = do_save_labels(
-                trace, request.user, version=version, labels=labels, rating=rating,
-                answer_correct=_answer_choice(request.POST.get("answer", "")), via=VIA_WEB,
-            )
+            with transaction.atomic():  # labels and step-function tags: one save, one version
+                result = do_save_labels(
+                    trace, request.user, version=version, labels=labels, rating=rating,
+                    answer_correct=_answer_choice(request.POST.get("answer", "")), via=VIA_WEB,
+                )
+                tagged = do_save_tags(trace, request.user, tags=tags, via=VIA_WEB,
+                                      version=result.review.version if result.review else version)
+                if tagged.review is not None:
+                    result.review = tagged.review
         except ReviewError as exc:
             errors = exc.errors
         except Conflict as exc:
@@ -801,7 +811,8 @@ def trace_review(request: HttpRequest, trace_id: int) -> HttpResponse:
                       {"message": message, "level": "conflict" if status == 409 else "error",
                        "reload_url": reverse("trace", args=[trace.pk]) if status == 409 else ""},
                       status=status)
-    context = _review_context(request, trace, membership, posted=None if status == 409 else posted)
+    context = _review_context(request, trace, membership, posted=None if status == 409 else posted,
+                              posted_tags=None if status == 409 else tags)
     context.update({"message": message, "level": "conflict" if status == 409 else "error"})
     return render(request, "annotation/review.html", context, status=status)
 

@@ -8,7 +8,9 @@ class JudgesConfig(AppConfig):
     def ready(self) -> None:
         from judges import runkinds, signals  # noqa: F401  (signals connects the receivers)
         from judges.runclient import JudgeClient
+        from judges.tagging import TagClient
         from runs.clients import register
 
         register(JudgeClient())  # judge runs are runs of the run engine
+        register(TagClient())  # and so are its step-function tagging runs
         runkinds.declare()  # and start from the runs page

@@ -265,3 +265,33 @@ class JudgeTraceResult(models.Model):
 
     def __str__(self) -> str:
         return f"{self.judge} on {self.trace_id}: {self.status}"
+
+
+class TagRunQuerySet(StudyScopedQuerySet):
+    study_path = "judge__study"
+
+
+class TagRun(RunRecord):
+    """One run of an LLM judge tagging the functions of steps (judges.tagging; annotation.StepTag of kind
+    judge): the runs client of kind "step-tags". Its failures (``failures``) name the traces and why;
+    the counters are sums over committed chunks."""
+
+    job = models.OneToOneField(Job, on_delete=models.CASCADE, related_name="tag_run")
+    run = models.OneToOneField(Run, on_delete=models.CASCADE, related_name="tag_run")
+    judge = models.ForeignKey(JudgeConfig, on_delete=models.CASCADE, related_name="tag_runs")
+    judge_version = models.PositiveIntegerField()
+    traces_tagged = models.PositiveIntegerField(default=0)
+    tags_created = models.PositiveIntegerField(default=0)
+    tags_removed = models.PositiveIntegerField(default=0)
+
+    objects = TagRunQuerySet.as_manager()
+
+    def __str__(self) -> str:
+        return f"tag run {self.pk} of {self.judge}"
+
+    def changed_data(self) -> bool:
+        return bool(self.tags_created or self.tags_removed)
+
+    def counters(self) -> dict:
+        return {"judge": self.judge.name if self.judge_id else None, "traces_tagged": self.traces_tagged,
+                "tags_created": self.tags_created, "tags_removed": self.tags_removed}

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from rest_framework import serializers
+
 from annotation import scopes
 from annotation.models import Problem, Study, Trace
-from judges import services
-from judges.models import JudgeConfig, JudgeRun
+from judges import services, tagging
+from judges.models import JudgeConfig, JudgeRun, TagRun
 from judges.serializers import JudgeRunRequestSerializer
 from runs import kinds
 from runs.params import ParamError
@@ -52,7 +54,35 @@ def options(study: Study) -> dict[str, list[str]]:
     }
 
 
+class TagRunRequestSerializer(JudgeRunRequestSerializer):
+    """The judge run's parameters but its trace filters other than the ids (a cohort narrows them too)."""
+
+    traces = model = domain = answer_correct = None
+    judge = serializers.CharField(label="Judge", help_text="name of one of the study's LLM judges")
+
+    def validate_judge(self, value: str) -> JudgeConfig:
+        judge = super().validate_judge(value)
+        if judge.provider != JudgeConfig.Provider.LLM:
+            raise serializers.ValidationError(f"{value} is a {judge.provider} judge; only an LLM judge tags steps")
+        return judge
+
+
+def start_tags(study: Study, data: dict[str, Any], user) -> TagRun:
+    return tagging.start_for_study(study, data["judge"], cohort=data.get("cohort"), trace_ids=data.get("trace_ids"),
+                                   user=user, force=data["force"], budget_usd=data.get("budget_usd"))
+
+
+def report_tags(record: TagRun) -> str:
+    return f"traces tagged {record.traces_tagged}; tags {record.tags_created} new, {record.tags_removed} removed"
+
+
 def declare() -> None:
     kinds.declare(kinds.RunKind(
         "judge", "Judge", JudgeRunRequestSerializer, start, options=options, retry=retry, report=report,
         help="Label every step of the selected traces with a judge configuration."))
+    kinds.declare(kinds.RunKind(
+        tagging.KIND, "Step-function tags", TagRunRequestSerializer, start_tags, report=report_tags,
+        options=lambda study: {"judge": list(JudgeConfig.objects.filter(study=study, provider=JudgeConfig.Provider.LLM)
+                                             .order_by("name").values_list("name", flat=True))},
+        help="Tag the function of every step of the selected traces (Thought Anchors' eight categories) with "
+             "an LLM judge."))

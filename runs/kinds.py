@@ -79,7 +79,7 @@ class RunKind:
 
 _KINDS: dict[str, RunKind] = {}
 #: The order of the kind menu, the CLI's list and the docs.
-ORDER = ("generation", "judge", "interventions", "anytime", "early_answering", "step_importance", "fidelity", "abstraction",
+ORDER = ("generation", "judge", "step-tags", "interventions", "anytime", "early_answering", "step_importance", "fidelity", "abstraction",
          "scanner")
 
 

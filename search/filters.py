@@ -87,6 +87,8 @@ class TraceSearchFilter(django_filters.FilterSet):
     lucky_guess = FlagFilter(method="filter_review", help_text="a lucky guess under the default profile")
     needs_review = FlagFilter(method="filter_review", help_text="true: not labelled completely by you")
     disagreement = FlagFilter(method="filter_review", help_text="labels of some step disagree")
+    function_tag = django_filters.CharFilter(method="filter_function_tag",
+                                             help_text="a step tagged with this function by any source (docs/review.md)")
     source = django_filters.CharFilter(method="filter_source", help_text=SOURCE_HELP)
     labelled = FlagFilter(method="filter_labelled", help_text="some step has a label from `source`")
     verdict = django_filters.ChoiceFilter(choices=Verdict.choices, method="filter_verdict",
@@ -224,6 +226,9 @@ class TraceSearchFilter(django_filters.FilterSet):
         if value is None:
             return qs
         return filter_traces(qs, {name: "true" if value else "false"}, self.study, self.membership)
+
+    def filter_function_tag(self, qs: QuerySet, name: str, value: str) -> QuerySet:
+        return filter_traces(qs, {name: value}, self.study, self.membership) if value else qs
 
     def filter_labelled(self, qs: QuerySet, name: str, value: bool | None) -> QuerySet:
         if value is None:
@@ -462,7 +467,7 @@ READS: dict[str, frozenset[Source] | Callable[[TraceSearchFilter], frozenset[Sou
     "intervention_changed": _T, "fidelity_failed": _T,
     "answer_correct": _registered("answer_correct"), "flagged": _registered("flagged"),
     "lucky_guess": _registered("lucky_guess"), "needs_review": _registered("needs_review"),
-    "disagreement": _registered("disagreement"),
+    "disagreement": _registered("disagreement"), "function_tag": _registered("function_tag"),
     "source": _source_reads, "labelled": _source_reads, "verdict": _source_reads,
     "first_error_min": _source_reads, "first_error_max": _source_reads,
     "first_error_rel_min": _source_reads, "first_error_rel_max": _source_reads,

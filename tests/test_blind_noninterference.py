@@ -26,9 +26,11 @@ import pytest
 from django.test import Client
 
 from annotation.gate import BlindRefusal
-from annotation.models import Membership, Step, StepLabel, Trace, TraceReview
+from annotation.models import Membership, Step, StepLabel, StepTag, Trace, TraceReview
 from annotation.review.filters import TRACE_FILTERS
 from annotation.review.labels import LabelIn, do_save_labels
+from annotation.review.tags import do_save_tags
+from reasonlib.step_functions import FUNCTION_NAMES
 from scoring import exports, score_jobs
 from search import services as search_services
 from search.filters import TraceSearchFilter
@@ -41,7 +43,7 @@ pytestmark = pytest.mark.django_db
 TEXT_VALUES = {
     "q": ["Step", "apples"], "re": [r"\d \+ 2"], "model": ["m1"], "domain": ["arithmetic"],
     "source": ["mine", "human", "judge:gpt", "adjudicated", "annotator:pete", "annotator:anna"],
-    "judge": ["gpt"], "regime": ["temperature=0"],
+    "judge": ["gpt"], "regime": ["temperature=0"], "function_tag": ["plan_generation", "self_checking"],
 }
 #: Export kinds' own parameters (``extra``), filled from the world.
 EXPORT_EXTRA = ("cohort", "versus", "scanner", "query")
@@ -147,6 +149,14 @@ def set_other_sources(world, state: int) -> None:
         do_save_labels(trace, world.peer, version=review.version if review else 0, complete=not last,
                        labels=[LabelIn(s.index, verdicts[(s.index * (state + 1)) % 2], note=f"peer {state}")
                                for s in (steps[:1] if last else steps)])
+        # The other sources' step-function tags: a peer's, the judge's and a published analysis'.
+        StepTag.objects.filter(step__trace=trace).exclude(kind=StepTag.Kind.HUMAN, annotator=world.annotator).delete()
+        for step in steps:
+            tag = FUNCTION_NAMES[(step.index + 3 * state) % len(FUNCTION_NAMES)]
+            StepTag.objects.create(step=step, kind=StepTag.Kind.HUMAN, annotator=world.peer, tag=tag)
+            StepTag.objects.create(step=step, kind=StepTag.Kind.JUDGE, judge=world.judge, tag=tag)
+            if not last:
+                StepTag.objects.create(step=step, kind=StepTag.Kind.IMPORTED, origin="thought-anchors", tag=tag)
         StepLabel.objects.update_or_create(
             step=steps[0], kind=StepLabel.Kind.ADJUDICATION,
             defaults={"verdict": verdicts[state], "annotator": world.adjudicator_user, "reason": f"adj {state}"})
@@ -167,6 +177,7 @@ def blind(django_user_model):
                                                                         users["anna"])
     # Her own partial labels: she sees them, and the other sources must stay hidden around them.
     do_save_labels(world.trace, users["anna"], version=0, labels=[LabelIn(1, "valid", note="mine")])
+    do_save_tags(world.trace, users["anna"], version=1, tags={1: ["plan_generation"]})
     owner_m = Membership.objects.get(study=world.study, user=users["olivia"])
     set_other_sources(world, 0)
     # Cohorts saved by the owner with label filters: their traces are what the other sources said.

@@ -149,6 +149,7 @@ RULES: dict[str, Rule] = {
     "api-skeleton": api("skeleton", GET=MEMBERS),
     "api-trace": api("trace", GET=MEMBERS),
     "api-trace-labels": api("trace", GET=MEMBERS),
+    "api-trace-tags": api("trace", GET=MEMBERS),
     "api-step-adjudication": api("step", GET=ADJUDICATORS),
     # scoring: web
     # Score analytics read scores, computed from every source's labels (annotation.gate): not for a blinded annotator.

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from annotation.api import views
+from annotation.api import tags, views
 
 urlpatterns = [
     path("studies/", views.StudyList.as_view(), name="api-studies"),
@@ -19,5 +19,6 @@ urlpatterns = [
     path("skeletons/<int:pk>/", views.SkeletonDetail.as_view(), name="api-skeleton"),
     path("traces/<int:pk>/", views.TraceDetail.as_view(), name="api-trace"),
     path("traces/<int:pk>/labels/", views.TraceLabels.as_view(), name="api-trace-labels"),
+    path("traces/<int:pk>/tags/", tags.TraceTags.as_view(), name="api-trace-tags"),
     path("steps/<int:pk>/adjudication/", views.StepAdjudication.as_view(), name="api-step-adjudication"),
 ]

@@ -12,8 +12,10 @@ from django.db.models import Exists, OuterRef, Q, QuerySet
 
 from annotation import gate
 from annotation.gate import Source
-from annotation.models import Membership, Study, Trace, TraceReview
+from annotation.models import Membership, StepTag, Study, Trace, TraceReview
 from annotation.review.adjudication import traces_with_disagreement
+from reasonlib.refusals import FieldInvalid
+from reasonlib.step_functions import FUNCTION_NAMES, normalize_function
 
 
 def study_models(study: Study) -> list[str]:
@@ -108,6 +110,14 @@ def _needs_review(qs: QuerySet, v: bool, study: Study, m: Membership | None, p: 
     return qs.exclude(_mine_done(m, p)) if v else qs.filter(_mine_done(m, p))
 
 
+def _function_tag(qs: QuerySet, v: str, study: Study, m: Membership | None, p: str) -> QuerySet:
+    """Traces with a step any source tagged with the function ``v`` (reasonlib.step_functions)."""
+    name = normalize_function(v)
+    if not name:
+        raise FieldInvalid("function_tag", f"{v!r} is not one of {', '.join(FUNCTION_NAMES)}")
+    return qs.filter(Exists(StepTag.objects.filter(step__trace=OuterRef(f"{p}pk"), tag=name)))
+
+
 def _disagreement(qs: QuerySet, v: bool, study: Study, m: Membership | None, p: str) -> QuerySet:
     cond = Q(**{f"{p}pk__in": traces_with_disagreement(study)})
     return qs.filter(cond) if v else qs.exclude(cond)
@@ -124,6 +134,9 @@ for _f in (
                 help="true: not labelled completely by you"),
     TraceFilter("disagreement", frozenset({Source.OWN, Source.PEER, Source.JUDGE, Source.ADJUDICATION}),
                 _disagreement, help="labels of some step disagree (annotator against annotator or the primary judge)"),
+    # Every source's tags (annotators, judges, imported analyses): for whoever sees them all.
+    TraceFilter("function_tag", frozenset({Source.OWN, Source.PEER, Source.JUDGE, Source.IMPORTED}), _function_tag,
+                flag=False, help="a step tagged with this function by any source (docs/review.md)"),
 ):
     register_trace_filter(_f)
 

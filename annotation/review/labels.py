@@ -67,7 +67,7 @@ def clean_labels(trace: Trace, labels: Iterable[LabelIn], l_gold: int) -> list[L
     return sorted(out, key=lambda lab: lab.step)
 
 
-def _conflict_message(review: TraceReview, sent: int) -> str:
+def conflict_message(review: TraceReview, sent: int) -> str:
     where = _VIA_WORDS.get(review.updated_via, "elsewhere")
     when = timezone.localtime(review.updated_at).strftime("%H:%M:%S")
     return (
@@ -117,7 +117,7 @@ def do_save_labels(
     review = TraceReview.objects.select_for_update().filter(trace=trace, annotator=user).first()
     current = review.version if review else 0
     if version != current:
-        raise Conflict(_conflict_message(review, version), current) if review else Conflict(
+        raise Conflict(conflict_message(review, version), current) if review else Conflict(
             f"This trace has no labels of yours yet (version 0); this page had version {version}. Reload it.", 0
         )
 
@@ -181,7 +181,7 @@ def do_save_labels(
         except IntegrityError:
             # Another request created it between our read and our insert.
             other = TraceReview.objects.get(trace=trace, annotator=user)
-            raise Conflict(_conflict_message(other, version), other.version) from None
+            raise Conflict(conflict_message(other, version), other.version) from None
     else:
         review.version += 1
         review.complete, review.rating, review.updated_at, review.updated_via = complete, new_rating, now, via

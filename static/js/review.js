@@ -58,7 +58,8 @@
         var s = {
           li: li, number: +li.getAttribute("data-step"),
           radios: Array.prototype.slice.call(li.querySelectorAll('input[type="radio"]')),
-          refs: Array.prototype.slice.call(li.querySelectorAll('input[type="checkbox"]')),
+          refs: Array.prototype.slice.call(li.querySelectorAll('.refs input[type="checkbox"]')),
+          tags: Array.prototype.slice.call(li.querySelectorAll('.ftags input[type="checkbox"]')),
           note: li.querySelector("input.note")
         };
         byNumber[s.number] = s;
@@ -172,6 +173,20 @@
       if (!s) return;
       s.radios.forEach(function (r) { r.checked = r.value === v; });
       paint(s); summarize(); markDirty();
+    }
+
+    // Step-function tags: "f" arms the tag keys, then 1..8 toggles the n-th function of the current
+    // step (a step may serve several); any other key disarms them. Saved with the labels ("s").
+    var tagMode = false;
+    function armTags(on) {
+      tagMode = on;
+      document.body.classList.toggle("tag-mode", on);
+    }
+    function toggleTag(n) {
+      var s = steps[cur];
+      if (!s || !s.tags[n - 1]) return;
+      s.tags[n - 1].checked = !s.tags[n - 1].checked;
+      markDirty();
     }
 
     function toggleRef(k) {
@@ -391,7 +406,13 @@
       if (help && help.open && e.key !== "?") return;
       var k = e.key;
       var handled = true;
-      if (k === "j" || k === "ArrowDown") move(1);
+      if (tagMode) {
+        armTags(false);
+        if (/^[1-8]$/.test(k)) { toggleTag(+k); e.preventDefault(); return; }
+        if (k === "Escape") { e.preventDefault(); return; }
+      }
+      if (k === "f") armTags(true);
+      else if (k === "j" || k === "ArrowDown") move(1);
       else if (k === "k" || k === "ArrowUp") move(-1);
       else if (k === "g" || k === "Home") goTo(1);
       else if (k === "G" || k === "End") goTo(total || steps.length);

@@ -10,6 +10,7 @@ from rest_framework.test import APIClient
 from annotation.models import Step, Trace
 from annotation.review.labels import LabelIn, do_flag, do_save_labels
 from annotation.review.queues import do_assign
+from annotation.review.tags import do_save_tags
 from tests.conftest import jsonl
 from tests.review.conftest import human_label, judge, judge_label
 
@@ -72,11 +73,13 @@ def test_the_review_page_of_a_200_step_trace(client, django_assert_max_num_queri
                           labels=[LabelIn(i, "invalid", note="n") for i in range(1, 201)])
     for step in Step.objects.filter(trace=trace):
         judge_label(trace, step.index, config, "valid")
-    for user in (member, adjudicator):  # revealed to both: every label is on the page
+    do_save_tags(trace, member, version=1, tags={i: ["active_computation", "self_checking"] for i in range(1, 201)})
+    for user in (member, adjudicator):  # revealed to both: every label and tag is on the page
         client.force_login(user)
-        with django_assert_max_num_queries(9):
+        with django_assert_max_num_queries(10):  # one of them reads the step-function tags
             response = client.get(reverse("trace", args=[trace.pk]))
         assert response.status_code == 200 and response.content.count(b'class="step') >= 200
+        assert response.content.count(b'value="self_checking" checked') == (200 if user == member else 0)
     api = APIClient()
     api.force_authenticate(member)
     with django_assert_max_num_queries(6):

@@ -2,7 +2,8 @@
 (127.0.0.1, a free port), for the real ``openai`` client to talk to.
 
 It answers every request with verdicts for the steps it finds in the prompt
-("Step N: text" lines; a step containing WRONG is invalid), and can be told
+("Step N: text" lines; a step containing WRONG is invalid) -- or, asked for step-function tags
+(judges.tag_protocol), with tags read off each step's words (``fake_tags``) -- and can be told
 to misbehave: HTTP errors (with Retry-After), slow answers, malformed
 content, steps out of range, and llama-cpp-python's refusal of json_schema
 response formats -- and, like its grammar-based json_object mode, a small
@@ -43,6 +44,22 @@ CUE_END = re.compile(r"answer:\s*$", re.IGNORECASE)
 INSTRUCTED_MARK = "BEGINNING OF THE ANSWER\n"
 CONTINUATION = " and so the reasoning goes on."
 EXPLANATION = "\n\nThis follows from the steps above," + " and each of them checks out," * 12
+
+
+TAGGING_CUE = "Give every step the functions it serves"
+#: The fake tagger's rules, first match wins: a word of the step's text -> its function.
+FAKE_TAG_WORDS = (("plan", "plan_generation"), ("wait", "uncertainty_management"), ("check", "self_checking"),
+                  ("answer is", "final_answer_emission"), ("=", "active_computation"))
+
+
+def fake_tags(text: str) -> list[str]:
+    """The fake tagger's functions of a step: the first rule of FAKE_TAG_WORDS whose word it holds (plus
+    self checking for a step that also says "check"), else problem setup."""
+    low = text.lower()
+    tags = [tag for word, tag in FAKE_TAG_WORDS if word in low][:1] or ["problem_setup"]
+    if "check" in low and "self_checking" not in tags:
+        tags.append("self_checking")
+    return tags
 
 
 def fake_continue(text: str, max_tokens: int) -> tuple[str, str]:
@@ -335,6 +352,9 @@ class FakeOpenAI:
                               "reason": f"step {n} looks {verdict}"})
             for n in fault.extra_steps:
                 steps.append({"step": n, "verdict": "valid", "skeleton_refs": [], "confidence": 0.5, "reason": "extra"})
+            if TAGGING_CUE in prompt:  # judges.tag_protocol: the functions of each step, read off its words
+                texts = {int(m.group(1)): m.group(2) for m in STEP_LINE.finditer(prompt)}
+                steps = [{"step": st["step"], "tags": fake_tags(texts.get(st["step"], ""))} for st in steps]
             content = json.dumps({"steps": steps, "answer_correct": True})
             if body.get("response_format") is None:
                 content = f"Here is my assessment.\n```json\n{content}\n```"
