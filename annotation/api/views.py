@@ -245,9 +245,7 @@ class StudyProblems(generics.ListAPIView):
         if params.get("domain"):
             qs = qs.filter(domain=params["domain"])
         if params.get("tag"):
-            from annotation.views import _filter_tag
-
-            qs = _filter_tag(qs, params["tag"])
+            qs = qs.with_tag(params["tag"])
         flag = parse_flag(params.get("has_skeleton"))
         if flag is not None:
             qs = qs.filter(approved_skeleton__isnull=not flag)
