@@ -2,7 +2,7 @@
 
 An item is a problem of the suite (an original or a variant). Its forward request is the
 subject model's own generation request (same template, decoding, cache scope and whole-choice parsing
-as a generation run: subjects.runclient), so a variant is asked exactly as its original. For an
+as a generation run: subjects.calls), so a variant is asked exactly as its original. For an
 original, when the run's axes include ``backward``, a second request follows once the forward
 answer is known: the backward reconstruction prompt of spec §6 with the same decoding.
 Forward completions become Traces through the import pipeline (trace id
@@ -26,8 +26,7 @@ from runs.clients import Accounting, ChunkWork, RunClient, Sizing
 from runs.models import Run
 from runs.transport import CallRecord, Control, FatalRunError, ModelPool, ModelRequest
 from subjects import prompts
-from subjects.models import SubjectModel
-from subjects.runclient import (
+from subjects.calls import (
     Completion,
     SampleResult,
     cache_scope,
@@ -37,6 +36,7 @@ from subjects.runclient import (
     request_body,
     trace_regime,
 )
+from subjects.models import SubjectModel
 
 KIND = "fidelity"
 JOB_KIND = "fidelity"
@@ -94,7 +94,7 @@ class FidelityWork(ChunkWork):
         return out
 
     def _request(self, pk: int, text: str) -> tuple[ModelRequest, str]:
-        # The generation run's body (subjects.runclient.request_body: thinking settings included), so the
+        # The generation run's body (subjects.calls.request_body: thinking settings included), so the
         # original's cached answer is shared.
         body, digest = request_body(self.config, text, self.config["seed"])
         # Sample 0 of the generation run's cache key: a cached answer of the original is shared.
