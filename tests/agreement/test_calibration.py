@@ -1,5 +1,5 @@
-"""Calibration studies: the stratified sample (pure and saved), queueing it
-through the review queues, the report per candidate and the tuning
+"""Calibration studies: the stratified sample saved (the pure sampler is tested in
+tests/agreement/core/test_sampling.py), queueing it through the review queues, the report per candidate and the tuning
 experiment, through the service and the API."""
 
 from __future__ import annotations
@@ -20,33 +20,6 @@ from tests.agreement.conftest import judge_labels, labels_of, problem, trace
 from tests.conftest import jsonl
 
 pytestmark = pytest.mark.django_db
-
-
-def test_equal_allocation_fills_small_strata_and_shares_the_rest():
-    assert calibration.allocate({"a": 10, "b": 2, "c": 10}, 12, "equal") == {"a": 5, "b": 2, "c": 5}
-    assert calibration.allocate({"a": 10, "b": 10, "c": 10}, 10, "equal") == {"a": 4, "b": 3, "c": 3}
-    assert calibration.allocate({"a": 1, "b": 1}, 50, "equal") == {"a": 1, "b": 1}
-    assert calibration.allocate({"a": 0, "b": 5}, 3, "equal") == {"a": 0, "b": 3}
-
-
-def test_proportional_allocation_rounds_by_largest_remainder():
-    assert calibration.allocate({"a": 60, "b": 30, "c": 10}, 10, "proportional") == {"a": 6, "b": 3, "c": 1}
-    assert calibration.allocate({"a": 5, "b": 5, "c": 5}, 4, "proportional") == {"a": 2, "b": 1, "c": 1}
-    with pytest.raises(calibration.CalibrationError, match="allocation"):
-        calibration.allocate({"a": 1}, 1, "random")
-
-
-def test_the_sample_depends_only_on_the_seed_and_the_set_of_traces():
-    frame = pd.DataFrame({"trace_id": range(100), "stratum": [f"m{i % 3} / {'correct' if i % 2 else 'wrong'}"
-                                                              for i in range(100)]})
-    a = calibration.stratified_sample(frame, 12, seed=4)
-    b = calibration.stratified_sample(frame.sample(frac=1, random_state=1), 12, seed=4)
-    assert a.equals(b)
-    assert len(a) == 12 and a["trace_id"].is_unique
-    assert a.groupby("stratum").size().tolist() == [2] * 6  # six strata, equal shares
-    assert a["position"].tolist() == list(range(1, 13))
-    assert a["stratum"].tolist()[:6] == sorted(a["stratum"].unique())  # strata interleaved in the queue order
-    assert not a.equals(calibration.stratified_sample(frame, 12, seed=5))
 
 
 @pytest.fixture
@@ -95,12 +68,7 @@ def test_a_sample_larger_than_the_pool_is_refused_with_the_numbers(pool):
     assert not CalibrationStudy.objects.filter(name="big").exists()
 
 
-def test_what_was_drawn_is_said_when_equal_shares_are_impossible(pool, owner):
-    assert calibration.describe_allocation({"a": 10, "b": 2, "c": 10}, {"a": 5, "b": 2, "c": 5}) == (
-        "12 traces drawn; an equal share was not possible: 1 of 3 strata have fewer traces than the others' share "
-        "and gave all they have (b: 2); the other strata gave up to 5 each.")
-    assert calibration.describe_allocation({"a": 10, "b": 10}, {"a": 4, "b": 4}) == (
-        "8 traces drawn equally: 4 from each of 2 strata.")
+def test_what_was_drawn_is_said_on_the_page(pool, owner):
     cal = calibration.do_create_calibration(pool, name="pilot", reference="human", candidates=["judge:gpt"], size=8)
     assert cal.filters["drawn"] == "8 traces drawn equally: 2 from each of 4 strata."
     page = Client()
