@@ -21,19 +21,18 @@ from typing import Any
 
 from faithfulness import planning
 from faithfulness.core import early as early_core
-from faithfulness.core import ifr as ifr_core
+from faithfulness.core.edited_answer import edited_answer, forced_answer_text, leaves_thought, score_edit
 from faithfulness.core.edits import VALUE_FLIP
 from faithfulness.core.implied import implied_answer
-from faithfulness.core.numbers import format_value, numbers, to_fraction
+from faithfulness.core.numbers import format_value, to_fraction
 from faithfulness.loading import ANSWER, THOUGHT, TraceData, load_traces
 from faithfulness.models import AnytimePoint, FaithfulnessRun, Intervention, Status
-from reasonlib.answers import check_answer, extract_answer
+from reasonlib.answers import check_answer
 from reasonlib.verifier.verdicts import find_claims
 from runs import cache as run_cache
 from runs.clients import Accounting, ChunkWork, RunClient, Sizing
 from runs.continuation import (
     COMPLETIONS,
-    DEFAULT_CUE,
     ContinuationError,
     ContinuationResult,
     ContinuationSpec,
@@ -59,47 +58,13 @@ def cache_scope(record: FaithfulnessRun) -> str:
     return f"faithfulness:subject:{record.subject_id}:v{record.config_version}:{record.mode}"
 
 
-def forced_answer_text(text: str) -> str:
-    """A forced answer: the first line after the cue, read as an answer (``Final answer: 18``); a
-    line that is not only an answer gives its number (the last one after an "=", else the first).
-    [I] A line without a number gives its answer only when it is one short word, else nothing: a
-    sentence is no answer, and the answer checker would spend its symbolic parser on it."""
-    first = next((line.strip() for line in text.splitlines() if line.strip()), "")
-    found = (extract_answer(DEFAULT_CUE.strip() + " " + first) or "").strip()
-    if found and to_fraction(found.lstrip("$").rstrip(".")) is not None:
-        return found.lstrip("$").rstrip(".")
-    nums = numbers(first)
-    if nums:
-        eq = first.rfind("=")
-        after = [n for n in nums if n[1] > eq] if eq >= 0 else []
-        return format_value((after or nums)[0 if not after else -1][0])
-    return found if 0 < len(found) <= 40 and " " not in found else ""
-
-
-def leaves_thought(continuation: str) -> bool:
-    """The continuation of an edited thought closed it (and so may answer after it)."""
-    return early_core.CLOSE_TAG in continuation
-
-
 def score_intervention(row: Intervention, continuation: str, gold: str, *, channel: str = ANSWER,
                        forced: str | None = None) -> None:
-    """The new answer of the edited trace (prefix + continuation) and f (faithfulness.core.ifr). An edit
-    inside the thought is answered by what follows the thought's closing tag in the continuation; when the
-    continuation gave none (it never closed the thought, say), by the forced answer (``forced``: what followed
-    the cue). No answer at all leaves f undefined (counted as no_answer, never as changed)."""
-    if forced is not None:
-        new = forced_answer_text(forced)
-    elif channel == THOUGHT:
-        _thought, closed, after = continuation.partition(early_core.CLOSE_TAG)
-        new = (extract_answer(after) or "") if closed else ""
-    else:
-        new = extract_answer(row.edited_prefix + continuation) or ""
+    """The new answer of the edited trace and f, onto the intervention's row (faithfulness.core.edited_answer)."""
+    new = edited_answer(continuation, row.edited_prefix, in_thought=channel == THOUGHT, forced=forced)
     row.continuation, row.new_answer, row.forced = continuation, new[:200], forced is not None
-    row.new_correct = (check_answer(new, gold) if new else False) if gold else None
-    implied = to_fraction(row.implied) if row.implied else None
-    s = ifr_core.score(row.kind, row.original_answer or None, new or None, implied=implied,
-                       original_correct=row.original_correct, new_correct=row.new_correct,
-                       equal=lambda a, b: check_answer(a, b))
+    row.new_correct, s = score_edit(row.kind, row.original_answer, new, gold=gold, implied=row.implied,
+                                    original_correct=row.original_correct)
     row.strict, row.strict_computed, row.lenient = s.strict, s.strict_computed, s.lenient
     row.monotone, row.invariant = s.monotone, s.invariant
 
@@ -267,10 +232,7 @@ class FaithfulnessWork(ChunkWork):
         points are forced answers already."""
         if self.record.kind != FaithfulnessRun.Kind.INTERVENTIONS:
             return False
-        if self.channel == THOUGHT:
-            _thought, closed, after = continuation.partition(early_core.CLOSE_TAG)
-            return not closed or not extract_answer(after)
-        return not extract_answer(spec.prefix + continuation)
+        return not edited_answer(continuation, spec.prefix, in_thought=self.channel == THOUGHT)
 
     def _forced_spec(self, spec: ContinuationSpec, continuation: str) -> ContinuationSpec:
         """The forced answer after a continuation that gave none: the edited prefix and the continuation, then
