@@ -8,7 +8,6 @@ import pandas as pd
 import pytest
 from django.test import Client
 from django.urls import reverse
-from rest_framework.test import APIClient
 
 from agreement import calibration
 from agreement.models import CalibrationStudy
@@ -17,7 +16,7 @@ from annotation.services import do_add_member
 from scoring import score_jobs
 from scoring.core.profile import DEFAULT
 from tests.agreement.conftest import judge_labels, labels_of, problem, trace
-from tests.conftest import jsonl
+from tests.conftest import api, jsonl
 
 pytestmark = pytest.mark.django_db
 
@@ -152,40 +151,34 @@ def test_the_prompt_version_behind_each_judge_is_shown(pool):
     assert versions == [{"prompt_version": "1", "traces": 8}, {"prompt_version": "2", "traces": 4}]
 
 
-def _api(user) -> APIClient:
-    client = APIClient()
-    client.force_authenticate(user)
-    return client
-
-
 def test_the_api_creates_lists_reports_tunes_and_queues(pool, owner, member):
     url = f"/api/v1/studies/{pool.pk}/calibrations/"
     body = {"name": "pilot", "reference": "human", "candidates": ["judge:gpt"], "size": 8, "seed": 2}
-    assert _api(member).post(url, body, format="json").status_code == 403  # annotators do not create
-    created = _api(owner).post(url, body, format="json")
+    assert api(member).post(url, body, format="json").status_code == 403  # annotators do not create
+    created = api(owner).post(url, body, format="json")
     assert created.status_code == 201, created.json()
     data = created.json()
     assert data["traces"] == 8 and data["reference"] == "human" and data["html_url"].endswith(
         f"/studies/{pool.pk}/calibration/{data['id']}/")
-    bad = _api(owner).post(url, {**body, "name": "again", "candidates": ["judge:nope"]}, format="json")
+    bad = api(owner).post(url, {**body, "name": "again", "candidates": ["judge:nope"]}, format="json")
     assert bad.status_code == 400 and bad.json()["errors"][0]["field"] == "candidates"
-    listed = _api(member).get(url).json()  # the study is blind, member is an annotator
+    listed = api(member).get(url).json()  # the study is blind, member is an annotator
     assert listed["detail"].startswith("this study is blind")
     pool.blind = False
     pool.save()
-    listed = _api(member).get(url).json()
+    listed = api(member).get(url).json()
     assert listed["count"] == 1 and listed["results"][0]["traces"] == 8
-    detail = _api(owner).get(f"/api/v1/calibrations/{data['id']}/").json()
+    detail = api(owner).get(f"/api/v1/calibrations/{data['id']}/").json()
     assert detail["report"]["candidates"][0]["candidate"] == "judge:gpt"
     assert set(detail["report"]["candidates"][0]["metrics"]) >= {"kappa", "kappa_ci", "pb_f1", "pearson_ci"}
     assert sum(s["traces"] for s in detail["composition"]) == 8
-    tuned = _api(owner).get(f"/api/v1/calibrations/{data['id']}/tuning/?candidate=judge:gpt&omegas=0,5")
+    tuned = api(owner).get(f"/api/v1/calibrations/{data['id']}/tuning/?candidate=judge:gpt&omegas=0,5")
     assert tuned.status_code == 200 and [g["omega"] for g in tuned.json()["grid"]] == [0.0, 5.0]
-    assert _api(owner).get(f"/api/v1/calibrations/{data['id']}/tuning/?candidate=human").status_code == 400
-    queued = _api(owner).post(f"/api/v1/calibrations/{data['id']}/queue/", {"annotators": ["alice"], "k": 1},
+    assert api(owner).get(f"/api/v1/calibrations/{data['id']}/tuning/?candidate=human").status_code == 400
+    queued = api(owner).post(f"/api/v1/calibrations/{data['id']}/queue/", {"annotators": ["alice"], "k": 1},
                               format="json")
     assert queued.status_code == 200 and queued.json() == {"assignments_created": 8}
-    assert _api(member).post(f"/api/v1/calibrations/{data['id']}/queue/", {"annotators": ["alice"]},
+    assert api(member).post(f"/api/v1/calibrations/{data['id']}/queue/", {"annotators": ["alice"]},
                              format="json").status_code == 403
     assert CalibrationStudy.objects.get(pk=data["id"]).items.count() == 8
 
