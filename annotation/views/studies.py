@@ -125,7 +125,7 @@ def study_members(request: HttpRequest, study_id: int) -> HttpResponse:
                         m, secret = members.do_create_account(study, data["username"], data["role"],
                                                               handover=data["handover"], by=request.user)
                     except members.MemberError as exc:
-                        account_form.add_error("username", str(exc))
+                        account_form.add_error(exc.field or None, exc.message)
                     else:
                         created = {"username": m.user.username, "role": m.role, "handover": data["handover"],
                                    "secret": secret if data["handover"] == members.HANDOVER_PASSWORD
@@ -143,7 +143,7 @@ def study_members(request: HttpRequest, study_id: int) -> HttpResponse:
                     return redirect("study-members", study_id=study.pk)
                 status = 400
         except members.MemberError as exc:
-            form.add_error(None, str(exc))
+            form.add_error(None, exc.message)
             status = 400
     rows = Membership.objects.filter(study=study).select_related("user").order_by("role", "user__username")
     response = render(request, "annotation/members.html",
@@ -218,7 +218,7 @@ def study_import(request: HttpRequest, study_id: int) -> HttpResponse:
                                                     if data.get(k) is not None},
                                            thought_segmenter=data.get("thought_segmenter", ""))
         except ValueError as exc:
-            form.add_error(None, str(exc))
+            form.add_error(None, exc.message)
         else:
             return redirect("job", job_id=job.pk)
     if request.htmx:

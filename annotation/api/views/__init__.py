@@ -1,7 +1,7 @@
 """REST API (docs/api.md): thin views over annotation.services, one module per topic (as annotation/views/);
 access is decided by annotation.access.
 
-base.py          the error body, a label's row, a boolean query parameter
+base.py          a label's row, a boolean query parameter (errors: annotation/api/errors.py)
 studies.py       studies, imports, jobs
 traces.py        a study's traces, one trace, its labels
 problems.py      a study's problems, one problem, its skeletons

@@ -1,17 +1,12 @@
-"""What the REST views share: the error body, a label's row, a boolean query parameter's schema."""
+"""What the REST views share: a label's row, a boolean query parameter's schema."""
 
 from __future__ import annotations
 
 from drf_spectacular.utils import OpenApiParameter
-from rest_framework.response import Response
 
 from annotation.models import StepLabel
 from annotation.review.visibility import source_name
 
-
-def error(status_code: int, detail: str, errors: list[tuple[str, str]] | None = None) -> Response:
-    return Response({"detail": detail, "errors": [{"field": f, "message": m} for f, m in errors or []]},
-                    status=status_code)
 
 def label_row(lab: StepLabel, index: int) -> dict:
     source = {"human": "human", "adjudication": "final"}.get(lab.kind) or f"judge:{lab.judge.name}"

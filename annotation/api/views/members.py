@@ -9,7 +9,6 @@ from rest_framework.views import APIView
 
 from annotation import access, members
 from annotation.api import serializers as s
-from annotation.api.views.base import error
 from annotation.models import Membership
 
 
@@ -32,10 +31,7 @@ class StudyMembers(APIView):
         ser = s.MemberRequestSerializer(data=request.data)
         ser.is_valid(raise_exception=True)
         name, role = ser.validated_data["username"], ser.validated_data["role"]
-        try:
-            m = members.do_invite(study, name, role, by=request.user)
-        except members.MemberError as exc:
-            return error(400, str(exc), [("username", str(exc))])
+        m = members.do_invite(study, name, role, by=request.user)  # a refusal: annotation.api.errors
         if m is None:  # invited, or no such user: one answer (annotation.members)
             return Response({"detail": members.invited_message(name, role), "invited": name, "role": role},
                             status=status.HTTP_202_ACCEPTED)

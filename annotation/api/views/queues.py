@@ -11,11 +11,11 @@ from rest_framework.views import APIView
 
 from annotation import access
 from annotation.api import serializers as s
-from annotation.api.views.base import error
 from annotation.models import Assignment, TraceReview
 from annotation.review.filters import filter_traces
 from annotation.review.progress import annotator_progress
 from annotation.review.queues import do_assign
+from reasonlib.refusals import Invalid
 
 
 class StudyQueue(generics.GenericAPIView):
@@ -59,8 +59,8 @@ class StudyAssignments(APIView):
                                                                           memberships__study=study)}
         missing = [u for u in d["annotators"] if u not in users]
         if missing:
-            return error(400, f"annotators: no member named {missing[0]!r}",
-                          [("annotators", f"not members: {', '.join(missing)}")])
+            raise Invalid(errors=[("annotators", f"not members: {', '.join(missing)}")],
+                          said=f"annotators: no member named {missing[0]!r}")
         n = do_assign(study, request.user, [users[u] for u in d["annotators"]], d["k"],
                       stratify=d["stratify"], only_unassigned=d["only_unassigned"])
         return Response({"created": n, "progress": annotator_progress(study)}, status=status.HTTP_201_CREATED)
