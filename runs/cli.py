@@ -288,10 +288,15 @@ class KindCommand(RunCommand):
             except serializers.ValidationError as exc:
                 raise refusal(exc) from None
 
-        _, job = self.start_and_follow(start, opts, label=f"{kind.name} in {study.name}")
+        row, job = self.start_and_follow(start, opts, label=f"{kind.name} in {study.name}")
+        if job is not None:
+            self.print_summary(row)
         self.exit_status(job)
 
     kind_report: Callable[[Any], str] | None = None
+
+    def print_summary(self, row: Any) -> None:  # noqa: B027 - an alias may print its kind's figures
+        """What an alias prints after the run ended (``interventions``: IFR per kind and mode)."""
 
     def describe(self, row: Any) -> str:
         run, n = kinds.run_of(row), row.job.total
