@@ -15,7 +15,7 @@ key (``key_extra``), never to the server.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,9 +25,10 @@ from annotation.importing.pipeline import pk_map, write_records
 from annotation.importing.records import TraceIn
 from annotation.models import Problem, Trace
 from runs import cache as run_cache
-from runs.clients import Accounting, ChunkWork, RunClient, Sizing
+from runs.clients import ItemOutcome, RunClient, Sizing
 from runs.models import Run
-from runs.transport import CallRecord, Control, FatalRunError, ModelPool, ModelRequest
+from runs.pooled import PooledWork
+from runs.transport import ModelPool, ModelRequest, RequestOutcome
 from subjects import core, prompts
 from subjects.calls import (
     SampleResult,
@@ -59,26 +60,23 @@ class ProblemInput:
 
 
 @dataclass
-class ProblemOutcome(Accounting):
-    item: int
-    status: str  # ok | failed | skipped
-    reason: str = ""
-    warnings: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    calls: list[CallRecord] = field(default_factory=list)
-    cached: bool = False
-    output_mode: str = ""
+class ProblemOutcome(ItemOutcome):
+    """A problem's outcome: its answered samples, and how many failed."""
+
     samples: list[SampleResult] = field(default_factory=list)
     failed_samples: int = 0
 
 
-class GenerationWork(ChunkWork):
+class GenerationWork(PooledWork):
+    """A problem's requests are its samples: the outcome keeps each answered sample and fails (naming the first
+    failed sample) when one failed."""
+
     def __init__(self, record: GenerationRun) -> None:
         self.record = record
         self.subject = record.subject
         self.config: dict[str, Any] = record.run.config
-        self.pool: ModelPool | None = None
         self.problem_ids: dict[int, str] = {}
+        self.meta: dict[int, tuple[int, int | None, str]] = {}  # id(request) -> (sample, seed, messages hash)
 
     # -- loading ---------------------------------------------------------------
 
@@ -114,73 +112,51 @@ class GenerationWork(ChunkWork):
 
     # -- requests --------------------------------------------------------------
 
-    def _request(self, problem: ProblemInput, sample: int) -> tuple[ModelRequest, str]:
+    def open_pool(self) -> ModelPool:
+        store = run_cache.DbStore(cache_scope(self.subject), force=self.record.run.force)
+        return ModelPool(endpoint_of(self.subject), cache_scope(self.subject), store, force=self.record.run.force)
+
+    def outcome(self, problem: ProblemInput) -> ProblemOutcome:
+        return ProblemOutcome(item=problem.pk, status="ok", cached=bool(problem.samples))
+
+    def requests(self, problem: ProblemInput) -> list[ModelRequest]:
         cfg = self.config
         text = prompts.render(cfg["template"], problem=problem.statement, problem_id=problem.problem_id,
                               exemplars=cfg["exemplars"])
-        body, digest = request_body(cfg, text, core.sample_seed(cfg["seed"], sample))
-        request = ModelRequest(item=problem.pk, build=lambda _mode, body=body: dict(body),
-                               parse_choice=parse_completion, api=cfg["api"], key_extra={"sample": sample})
-        return request, digest
+        asked = []
+        for sample in problem.samples:
+            seed = core.sample_seed(cfg["seed"], sample)
+            body, digest = request_body(cfg, text, seed)
+            request = ModelRequest(item=problem.pk, build=lambda _mode, body=body: dict(body),
+                                   parse_choice=parse_completion, api=cfg["api"], key_extra={"sample": sample})
+            self.meta[id(request)] = (sample, seed, digest)
+            asked.append(request)
+        return asked
 
-    def execute(self, inputs: Sequence[ProblemInput], control: Control) -> Iterator[ProblemOutcome]:
-        store = run_cache.DbStore(cache_scope(self.subject), force=self.record.run.force)
-        self.pool = ModelPool(endpoint_of(self.subject), cache_scope(self.subject), store, force=self.record.run.force)
-        requests: list[ModelRequest] = []
-        meta: dict[int, tuple[int, int | None, str]] = {}  # id(request) -> (sample, seed, messages hash)
-        pending: dict[int, int] = {}
-        outcomes: dict[int, ProblemOutcome] = {}
-        for problem in inputs:
-            outcomes[problem.pk] = ProblemOutcome(item=problem.pk, status="ok", cached=bool(problem.samples))
-            pending[problem.pk] = len(problem.samples)
-            for sample in problem.samples:
-                request, digest = self._request(problem, sample)
-                requests.append(request)
-                meta[id(request)] = (sample, core.sample_seed(self.config["seed"], sample), digest)
-        # Problems with nothing left to generate are done at once.
-        for pk, n in pending.items():
-            if n == 0:
-                yield outcomes[pk]
-        try:
-            for result in self.pool.run(requests, control):
-                out = outcomes[result.request.item]
-                out.calls.extend(result.calls)
-                sample, seed, digest = meta[id(result.request)]
-                if result.status == "ok" and result.answer is not None:
-                    ok_calls = [c for c in result.calls if c.outcome == "ok"]
-                    out.samples.append(SampleResult(
-                        sample, seed, digest, result.answer.value, result.answer.prompt_tokens,
-                        result.answer.completion_tokens, ok_calls[-1].latency_ms if ok_calls else 0,
-                        sum(c.cost_usd for c in result.calls), result.answer.cached,
-                    ))
-                    out.cached = out.cached and result.answer.cached
-                else:
-                    out.cached = False
-                    if result.status == "failed":
-                        out.failed_samples += 1
-                        if out.status != "failed":
-                            out.status, out.reason = "failed", f"sample {sample}: {result.reason}"
-                    elif out.status == "ok":
-                        out.status = "skipped"
-                pending[result.request.item] -= 1
-                if pending[result.request.item] == 0:
-                    yield out
-        except FatalRunError:
-            # What finished of the unfinished problems is kept (committed as skipped items).
-            for pk, n in pending.items():
-                if n > 0:
-                    outcomes[pk].status = "skipped"
-                    yield outcomes[pk]
-            raise
+    def take(self, out: ProblemOutcome, done: RequestOutcome) -> None:
+        out.calls.extend(done.calls)
+        sample, seed, digest = self.meta[id(done.request)]
+        if done.status == "ok" and done.answer is not None:
+            ok_calls = [c for c in done.calls if c.outcome == "ok"]
+            out.samples.append(SampleResult(
+                sample, seed, digest, done.answer.value, done.answer.prompt_tokens,
+                done.answer.completion_tokens, ok_calls[-1].latency_ms if ok_calls else 0,
+                sum(c.cost_usd for c in done.calls), done.answer.cached,
+            ))
+            out.cached = out.cached and done.answer.cached
+            return
+        out.cached = False
+        if done.status == "failed":
+            out.failed_samples += 1
+            if out.status != "failed":
+                out.status, out.reason = "failed", f"sample {sample}: {done.reason}"
+        elif out.status == "ok":
+            out.status = "skipped"
 
     # -- writing ---------------------------------------------------------------
 
     def commit(self, outcomes: Sequence[ProblemOutcome]) -> None:
         write_generations(self.record, self.subject, outcomes, self.problem_ids)
-
-    def close(self) -> None:
-        if self.pool is not None:
-            self.pool.close()
 
 
 def write_generations(record: GenerationRun, subject: SubjectModel, outcomes: Sequence[ProblemOutcome],
