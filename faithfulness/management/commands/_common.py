@@ -13,5 +13,17 @@ class FaithfulnessCommand(KindCommand):
 
     def describe(self, record: FaithfulnessRun) -> str:
         n = record.job.total
+        planned = (f"{record.traces} traces, {n} continuation{'s' if n != 1 else ''}" if n
+                   else "traces planned in its job")
         return (f"{record.kind} run {record.pk} (job {record.job.pk}): {record.subject.name} v{record.config_version}, mode "
-                f"{record.mode}, {record.traces} traces, {n} continuation{'s' if n != 1 else ''}")
+                f"{record.mode}, {planned}")
+
+    def print_summary(self, record: FaithfulnessRun) -> None:
+        """The run as planned (its job picks the traces: unknown when it started), then the kind's figures."""
+        record.refresh_from_db()
+        record.job.refresh_from_db()
+        self.stdout.write(self.describe(record))
+        self.summary(record)
+
+    def summary(self, record: FaithfulnessRun) -> None:
+        raise NotImplementedError

@@ -10,7 +10,7 @@ class Command(FaithfulnessCommand):
 
     kind = "anytime"
 
-    def print_summary(self, record) -> None:
+    def summary(self, record) -> None:
         s = anytime_summary(record)
         self.stdout.write(f"grid {s['grid']} ({s['mode']}), N = {s['n']}")
         self.stdout.write(f"  {'budget':>8}  {'Acc(b)':>7}  own answer")

@@ -10,7 +10,7 @@ class Command(FaithfulnessCommand):
 
     kind = "early_answering"
 
-    def print_summary(self, record) -> None:
+    def summary(self, record) -> None:
         s = early_summary(record)
 
         def num(v, fmt=".3f"):

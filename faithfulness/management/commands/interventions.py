@@ -9,7 +9,7 @@ class Command(FaithfulnessCommand):
 
     kind = "interventions"
 
-    def print_summary(self, record) -> None:
+    def summary(self, record) -> None:
         s = ifr_summary(record)
         self.stdout.write(f"traces {s['traces']}, skipped {s['skipped']} "
                           f"({'; '.join(f'{n}: {r}' for r, n in s['skipped_reasons'].items()) or 'none'}); "

@@ -49,7 +49,9 @@ class Command(KindCommand):
         super().handle(*args, **opts)
 
     def print_summary(self, record: FidelityRun) -> None:
+        """The run as planned (its job made the variants and picked the problems), the suite report, the summary."""
         record.job.refresh_from_db()
+        self.stdout.write(self.describe(record))
         self._suite_report(record.suite.name, record.job.params.get("suite_report"))
         self._summary(report(record))
 
