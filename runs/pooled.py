@@ -6,7 +6,9 @@ item once its last request finished, and closes the pool.
 
 An item asks one request (``request``: a scanner's trace, a fidelity output's logical forms) or several
 (``requests``: a generation's K samples); a kind with several folds each finished request into the item's
-outcome (``take``)."""
+outcome (``take``). A request may ask for more once it finished (``take`` returns them: a fidelity original's
+backward reconstruction starts from its forward answer): they are asked in a next round, after every request
+of this one finished."""
 
 from __future__ import annotations
 
@@ -49,15 +51,21 @@ class PooledWork(ChunkWork):
         """Warnings of an answer the request's ``parse`` accepted."""
         return []
 
-    def take(self, out: ItemOutcome, done: RequestOutcome) -> None:
-        """Fold one finished request into its item's outcome. The default is an item of one request: its
-        status, reason and answer are the item's."""
+    def take(self, out: ItemOutcome, done: RequestOutcome) -> Sequence[ModelRequest] | None:
+        """Fold one finished request into its item's outcome, and give the requests it leads to (asked in the
+        next round), if any. The default is an item of one request: its status, reason and answer are the
+        item's."""
         out.calls.extend(done.calls)
         if done.status != "ok" or done.answer is None:
             out.status, out.reason = done.status, done.reason
-            return
+            return None
         out.warnings, out.cached = self.warnings(done.answer.value), done.answer.cached
         out.output_mode, out.result = done.answer.output_mode, done.answer.value
+        return None
+
+    def interrupted(self, out: ItemOutcome) -> None:
+        """An item a fatal error left with requests unasked or unfinished: skipped (what finished is kept)."""
+        out.status = "skipped"
 
     def execute(self, inputs: Sequence[Any], control: Control) -> Iterator[ItemOutcome]:
         self.pool = self.open_pool()
@@ -77,17 +85,20 @@ class PooledWork(ChunkWork):
             if not asked:  # nothing left to ask (a generation's samples all made): done at once
                 yield out
         try:
-            for done in self.pool.run(requests, control):
-                item = done.request.item
-                self.take(outcomes[item], done)
-                pending[item] -= 1
-                if pending[item] == 0:
-                    yield outcomes[item]
+            while requests:
+                asked, requests = requests, []
+                for done in self.pool.run(asked, control):
+                    item = done.request.item
+                    more = list(self.take(outcomes[item], done) or ())
+                    pending[item] += len(more) - 1
+                    requests.extend(more)
+                    if pending[item] == 0:
+                        yield outcomes[item]
         except FatalRunError:
             # What finished of the unfinished items is kept (committed as skipped items: their calls cost).
             for item, n in pending.items():
                 if n > 0:
-                    outcomes[item].status = "skipped"
+                    self.interrupted(outcomes[item])
                     yield outcomes[item]
             raise
 
