@@ -15,8 +15,8 @@ recorded on the row.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from faithfulness import planning
@@ -30,7 +30,7 @@ from faithfulness.models import AnytimePoint, FaithfulnessRun, Intervention, Sta
 from reasonlib.answers import check_answer
 from reasonlib.verifier.verdicts import find_claims
 from runs import cache as run_cache
-from runs.clients import Accounting, ChunkWork, RunClient, Sizing
+from runs.clients import ItemOutcome, RunClient, Sizing
 from runs.continuation import (
     COMPLETIONS,
     ContinuationError,
@@ -42,7 +42,8 @@ from runs.continuation import (
     result_from_outcome,
 )
 from runs.models import Run
-from runs.transport import CallRecord, Control, FatalRunError, ModelPool
+from runs.pooled import PooledWork
+from runs.transport import FatalRunError, ModelPool, ModelRequest, RequestOutcome
 from subjects import prompts
 from subjects.models import PromptTemplate
 
@@ -78,28 +79,23 @@ class Item:
 
 
 @dataclass
-class Outcome(Accounting):
-    item: int
-    status: str  # ok | failed | skipped
-    reason: str = ""
-    warnings: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    calls: list[CallRecord] = field(default_factory=list)
-    cached: bool = False
-    output_mode: str = ""
+class Outcome(ItemOutcome):
+    """A continuation's result and, after one that gave no answer, the forced answer's."""
+
     result: ContinuationResult | None = None
     gold: str = ""
     implied: str = ""
     forced: ContinuationResult | None = None  # the forced answer after a continuation that gave none
 
 
-class FaithfulnessWork(ChunkWork):
+class FaithfulnessWork(PooledWork):
+    """An item's continuation; an intervention's that gave no answer asks its forced answer in the next round."""
+
     def __init__(self, record: FaithfulnessRun) -> None:
         self.record = record
         self.subject = record.subject
         self.server = self.subject.server()
-        self.pool: ModelPool | None = None
-        self.specs: dict[int, ContinuationSpec] = {}
+        self.asked: dict[int, tuple[Item, ContinuationSpec, bool]] = {}  # id(request) -> (item, spec, forced)
         self._templates: dict[tuple[str, int], PromptTemplate | None] = {}
         self._claims: dict[int, list] = {}
 
@@ -186,45 +182,45 @@ class FaithfulnessWork(ChunkWork):
 
     # -- requests --------------------------------------------------------------
 
-    def execute(self, inputs: Sequence[Item], control: Control) -> Iterator[Outcome]:
+    def open_pool(self) -> ModelPool:
         scope = cache_scope(self.record)
         force = self.record.run.force
-        self.pool = ModelPool(self.server.endpoint(), scope, run_cache.DbStore(scope, force=force), force=force)
-        requests = []
-        by_pk = {i.pk: i for i in inputs}
-        for item in inputs:
-            try:
-                requests.append(continuation_request(item.pk, self.server, item.spec, self.record.mode))
-            except ContinuationError as exc:
-                raise FatalRunError(f"continuation mode {self.record.mode!r}: {exc}") from None
-        # Continuations that gave no answer wait for their forced answer (a second round, same pool).
-        unanswered: dict[int, tuple[Outcome, ContinuationSpec]] = {}
-        for outcome in self.pool.run(requests, control):
-            item = by_pk[outcome.request.item]
-            result = result_from_outcome(outcome, self.server, item.spec, self.record.mode)
-            status = "ok" if result.ok else ("failed" if outcome.status == "failed" else "skipped")
-            out = Outcome(item=item.pk, status=status, reason=result.error, calls=list(outcome.calls),
-                          cached=result.cached, result=result, gold=item.gold, implied=item.implied)
-            if status == "ok" and self._gives_no_answer(item.spec, result.text):
-                unanswered[item.pk] = (out, self._forced_spec(item.spec, result.text))
-            else:
-                yield out
-        if not unanswered:
-            return
-        forced = [continuation_request(pk, self.server, spec, self.record.mode) for pk, (_o, spec)
-                  in unanswered.items()]
-        for outcome in self.pool.run(forced, control):
-            out, spec = unanswered.pop(outcome.request.item)
-            result = result_from_outcome(outcome, self.server, spec, self.record.mode)
-            out.calls += list(outcome.calls)
+        return ModelPool(self.server.endpoint(), scope, run_cache.DbStore(scope, force=force), force=force)
+
+    def _ask(self, item: Item, spec: ContinuationSpec, forced: bool) -> ModelRequest:
+        try:
+            request = continuation_request(item.pk, self.server, spec, self.record.mode)
+        except ContinuationError as exc:
+            raise FatalRunError(f"continuation mode {self.record.mode!r}: {exc}") from None
+        self.asked[id(request)] = (item, spec, forced)
+        return request
+
+    def outcome(self, item: Item) -> Outcome:
+        return Outcome(item=item.pk, status="ok", gold=item.gold, implied=item.implied)
+
+    def requests(self, item: Item) -> list[ModelRequest]:
+        return [self._ask(item, item.spec, False)]
+
+    def take(self, out: Outcome, done: RequestOutcome) -> list[ModelRequest]:
+        item, spec, forced = self.asked[id(done.request)]
+        result = result_from_outcome(done, self.server, spec, self.record.mode)
+        out.calls.extend(done.calls)
+        status = "ok" if result.ok else ("failed" if done.status == "failed" else "skipped")
+        if forced:
             out.forced, out.cached = result, out.cached and result.cached
-            if not result.ok:
-                out.status = "failed" if outcome.status == "failed" else "skipped"
-                out.reason = f"forced answer: {result.error}"
-            yield out
-        for out, _spec in unanswered.values():  # the run stopped first: the first requests' calls still count
-            out.status, out.reason = "skipped", "not run: the run stopped before the forced answer"
-            yield out
+            if status != "ok":
+                out.status, out.reason = status, f"forced answer: {result.error}"
+            return []
+        out.status, out.reason, out.cached, out.result = status, result.error, result.cached, result
+        # A continuation that gave no answer waits for its forced answer (the next round, same pool).
+        if status == "ok" and self._gives_no_answer(spec, result.text):
+            return [self._ask(item, self._forced_spec(spec, result.text), True)]
+        return []
+
+    def interrupted(self, out: Outcome) -> None:
+        out.status = "skipped"
+        if out.result is not None and out.forced is None:  # its first request's calls still count
+            out.reason = "not run: the run stopped before the forced answer"
 
     def _gives_no_answer(self, spec: ContinuationSpec, continuation: str) -> bool:
         """An intervention's continuation that gives no answer to read: it stayed in the thought or wrote none
@@ -279,11 +275,6 @@ class FaithfulnessWork(ChunkWork):
                 else:
                     p.status, p.reason = Status.FAILED, o.reason[:1000]
             AnytimePoint.objects.bulk_update(list(points.values()), ["result", "status", "reason", "answer", "correct"])
-
-    def close(self) -> None:
-        if self.pool is not None:
-            self.pool.close()
-
 
 class FaithfulnessClient(RunClient):
     kind = KIND
