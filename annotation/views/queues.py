@@ -5,17 +5,23 @@ from __future__ import annotations
 from django.contrib import messages
 from django.contrib.auth import get_user_model
 from django.core.paginator import Paginator
-from django.db.models import Exists, OuterRef
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from annotation import access
 from annotation.forms import AssignForm
-from annotation.models import Assignment, Membership, TraceReview
+from annotation.models import Assignment, Membership
 from annotation.review.filters import filter_traces
 from annotation.review.progress import visible_annotator_progress
-from annotation.review.queues import AssignError, do_assign, do_clear_assignments, next_trace_id
+from annotation.review.queues import (
+    AssignError,
+    do_assign,
+    do_clear_assignments,
+    my_assignments,
+    next_trace_id,
+    with_status,
+)
 from annotation.views.base import member_view, page_query, study_for
 from annotation.views.lists import trace_filter_context
 
@@ -25,23 +31,9 @@ from annotation.views.lists import trace_filter_context
 def queue(request: HttpRequest, study_id: int) -> HttpResponse:
     study, membership = study_for(request, study_id)
     user = request.user
-    mine = TraceReview.objects.filter(trace=OuterRef("trace"), annotator=user)
-    qs = (
-        Assignment.objects.filter(study=study, annotator=user)
-        .select_related("trace__problem")
-        .annotate(done=Exists(mine.filter(complete=True)), skipped=Exists(mine.filter(skipped=True, complete=False)),
-                  started=Exists(mine.filter(version__gt=0)))
-        .order_by("position")
-    )
-    qs = filter_traces(qs, request.GET, study, membership, prefix="trace__")
+    qs = filter_traces(my_assignments(study, user), request.GET, study, membership, prefix="trace__")
     status = request.GET.get("status", "todo")
-    if status == "todo":
-        qs = qs.filter(done=False, skipped=False)
-    elif status == "done":
-        qs = qs.filter(done=True)
-    elif status == "skipped":
-        qs = qs.filter(skipped=True)
-    page = Paginator(qs, 50).get_page(request.GET.get("page"))
+    page = Paginator(with_status(qs, status), 50).get_page(request.GET.get("page"))
     form = None
     if membership.is_owner:
         members_qs = Membership.objects.filter(study=study).select_related("user").order_by("user__username")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from django.contrib.auth import get_user_model
-from django.db.models import Exists, OuterRef
 from drf_spectacular.utils import extend_schema
 from rest_framework import generics, status
 from rest_framework.response import Response
@@ -11,10 +10,9 @@ from rest_framework.views import APIView
 
 from annotation import access
 from annotation.api import serializers as s
-from annotation.models import Assignment, TraceReview
 from annotation.review.filters import filter_traces
 from annotation.review.progress import annotator_progress
-from annotation.review.queues import do_assign
+from annotation.review.queues import do_assign, my_assignments, with_status
 from reasonlib.refusals import Invalid
 
 
@@ -26,20 +24,9 @@ class StudyQueue(generics.GenericAPIView):
     @extend_schema(responses=s.QueueItemSerializer(many=True))  # a page of rows
     def get(self, request, pk: int):
         study, membership = access.check_study(request.user, pk)
-        mine = TraceReview.objects.filter(trace=OuterRef("trace"), annotator=request.user)
-        qs = (Assignment.objects.filter(study=study, annotator=request.user).select_related("trace__problem")
-              .annotate(done=Exists(mine.filter(complete=True)), skipped=Exists(mine.filter(skipped=True)),
-                        started=Exists(mine.filter(version__gt=0)))
-              .order_by("position"))
-        qs = filter_traces(qs, request.query_params, study, membership, prefix="trace__")
-        wanted = request.query_params.get("status", "all")
-        if wanted == "todo":
-            qs = qs.filter(done=False, skipped=False)
-        elif wanted == "done":
-            qs = qs.filter(done=True)
-        elif wanted == "skipped":
-            qs = qs.filter(skipped=True, done=False)
-        page = self.paginate_queryset(qs)
+        qs = filter_traces(my_assignments(study, request.user), request.query_params, study, membership,
+                           prefix="trace__")
+        page = self.paginate_queryset(with_status(qs, request.query_params.get("status", "all")))
         rows = [{"position": a.position, "trace": s.TraceListSerializer(a.trace, context={"request": request}).data,
                  "status": "done" if a.done else "skipped" if a.skipped else "started" if a.started else "todo"}
                 for a in page]
