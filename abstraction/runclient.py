@@ -30,8 +30,8 @@ from runs.models import Run
 from runs.thinking import ThinkingSettings, thinking_request, with_extra_body
 from runs.transport import CallRecord, Control, Endpoint, FatalRunError, ModelPool, ModelRequest
 from runs.version import code_version
+from subjects.calls import Completion, cache_scope, endpoint_of, parse_completion, thinking_regime
 from subjects.models import SubjectModel
-from subjects.runclient import Completion, cache_scope, endpoint_of, parse_completion, thinking_regime
 
 KIND = "abstraction"
 JOB_KIND = "abstraction"

@@ -15,23 +15,20 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import pandas as pd
 from django.core.cache import cache
 
 from agreement import data as ad
 from agreement.core import intervals as agreement_intervals
-from agreement.core.annotators import annotator_agreement
-from agreement.core.first_error import first_error_agreement
+from agreement.core.annotators import annotator_agreement, leave_one_out, overlap_sets
 from agreement.core.metrics import agreement_metrics, first_error_pairs
-from agreement.core.pairs import first_error_determined, paired_steps
-from agreement.core.steps import step_agreement
+from agreement.core.pairs import paired_steps
 from agreement.models import CalibrationStudy
 from annotation import access
 from annotation.models import Membership, Study
 from reasonlib.ids import is_id
 from reasonlib.refusals import FieldInvalid
 from scoring import services
-from scoring.core.labels import INVALID, final_labels, human_consensus
+from scoring.core.labels import final_labels
 from scoring.models import ScoringProfile
 
 N_RESAMPLES = 1000
@@ -272,12 +269,6 @@ def agreement_report(sel: Selection, *, data: ad.AgreementData | None = None) ->
 # ---------------------------------------------------------------------------
 # Among annotators
 # ---------------------------------------------------------------------------
-def _first_error_frame(traces: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
-    """trace_id, n_steps, first_error, process (NaN), complete (= first
-    error determined) -- what first-error agreement needs, without scoring."""
-    return first_error_determined(traces[["trace_id", "n_steps"]], steps, "labels")
-
-
 def _undefined_subset(block: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in block.items() if k != "undefined"} | {"undefined": block.get("undefined", {})}
 
@@ -308,49 +299,14 @@ def annotator_report(study: Study, *, scope=None, data: ad.AgreementData | None 
         by_domain.append({"domain": d, **_undefined_subset(block)})
     out["by_domain"] = by_domain
 
-    # Overlap sets: the annotators who finished each trace.
-    n_steps = traces.set_index("trace_id")["n_steps"]
-    per_trace = labels.groupby("trace_id")["annotator"].agg(lambda s: tuple(sorted(set(s.tolist()))))
-    overlap: dict[tuple, list[int]] = {}
-    for tid, names in per_trace.items():
-        entry = overlap.setdefault(names, [0, 0])
-        entry[0] += 1
-        entry[1] += int(n_steps.get(tid, 0))
-    out["overlap"] = [{"annotators": list(k), "size": len(k), "traces": v[0], "steps": v[1]}
-                      for k, v in sorted(overlap.items(), key=lambda kv: (-kv[1][0], kv[0]))]
+    out["overlap"] = overlap_sets(labels, traces.set_index("trace_id")["n_steps"])
 
     raw = data.scoped(data.inputs.labels.loc[data.inputs.labels["src"].to_numpy() > 0,
                                               ["trace_id", "step", "src", "verdict", "skeleton_refs"]])
     adjudicated = data.scoped(final_labels(ad.sources.adjudicated_steps(data.inputs.labels), None, None)) \
         if (data.inputs.labels["src"].to_numpy() == 0).any() else None
-    rows = []
-    for pk, name in sorted(data.annotators.items(), key=lambda kv: kv[1]):
-        mine_raw = raw.loc[raw["src"].to_numpy() == pk]
-        if mine_raw.empty:
-            continue
-        others = raw.loc[raw["src"].to_numpy() != pk].rename(columns={"src": "annotator"})
-        consensus = human_consensus(others) if len(others) else None
-        reference = final_labels(adjudicated, consensus, None)
-        mine = mine_raw[["trace_id", "step", "verdict", "skeleton_refs"]]
-        pairs = paired_steps(reference, mine)
-        step = step_agreement(reference, mine)
-        cis = agreement_intervals.step_intervals(pairs, n_resamples=n_resamples, seed=seed)
-        fe = first_error_agreement(_first_error_frame(traces, reference), _first_error_frame(traces, mine))
-        ref_inv = float(np.mean(pairs["reference_verdict"].to_numpy() == INVALID)) if len(pairs) else None
-        own_inv = float(np.mean(pairs["candidate_verdict"].to_numpy() == INVALID)) if len(pairs) else None
-        undefined = {**step["undefined"], **{k: v for k, v in fe["undefined"].items() if k.startswith("first_error")}}
-        rows.append({
-            "annotator": name, "source": f"{ad.ANNOTATOR_PREFIX}{name}",
-            "traces": int(mine_raw["trace_id"].nunique()), "steps_labelled": int(len(mine_raw)),
-            "steps_compared": step["steps_compared"],
-            "percent_agreement": step["percent_agreement"], "percent_agreement_ci": cis["percent_agreement_ci"],
-            "kappa": step["kappa"], "kappa_ci": cis["kappa_ci"],
-            "kappa_binary": step["kappa_binary"], "kappa_binary_ci": cis["kappa_binary_ci"],
-            "traces_compared": fe["traces_compared"], "first_error_exact": fe["first_error_exact"],
-            "invalid_rate": own_inv, "reference_invalid_rate": ref_inv,
-            "confusion": step["confusion"], "undefined": undefined,
-        })
-    rows.sort(key=lambda r: (r["kappa"] is None, r["kappa"] if r["kappa"] is not None else 0, r["annotator"]))
+    rows = [{"annotator": row["annotator"], "source": f"{ad.ANNOTATOR_PREFIX}{row['annotator']}", **row}
+            for row in leave_one_out(raw, adjudicated, traces, data.annotators, n_resamples=n_resamples, seed=seed)]
     out["annotators"] = rows
     out["reference"] = "adjudicated label, else the consensus of the other annotators"
     return out

@@ -26,7 +26,10 @@ from reasonlib.refusals import Invalid
 
 
 class MemberError(Invalid):
-    """A membership change refused (an unknown role or user, the last owner)."""
+    """A membership change refused (an unknown role or user, the last owner); about the username unless the
+    raiser names another field."""
+
+    default_field = "username"
 
 
 def invited_message(username: str, role: str) -> str:
@@ -40,7 +43,7 @@ def do_invite(study: Study, username: str, role: str, *, by=None) -> Membership 
     """Change a member's role (returns the membership), or invite a user who is not a member (returns None,
     whether the name exists or not: the caller answers ``invited_message``)."""
     if role not in Membership.Role.values:
-        raise MemberError(f"unknown role {role!r}; choose one of {', '.join(Membership.Role.values)}")
+        raise MemberError(f"unknown role {role!r}; choose one of {', '.join(Membership.Role.values)}", field="role")
     username = username.strip()
     current = (Membership.objects.select_for_update().select_related("user")
                .filter(study=study, user__username=username).first())
@@ -114,9 +117,10 @@ def do_create_account(study: Study, username: str, role: str, *, handover: str, 
     if not creates_accounts(by):
         raise MemberError(CREATE_ACCOUNTS_REFUSAL)
     if role not in Membership.Role.values:
-        raise MemberError(f"unknown role {role!r}; choose one of {', '.join(Membership.Role.values)}")
+        raise MemberError(f"unknown role {role!r}; choose one of {', '.join(Membership.Role.values)}", field="role")
     if handover not in (HANDOVER_PASSWORD, HANDOVER_LINK):
-        raise MemberError(f"unknown handover {handover!r}; choose {HANDOVER_PASSWORD!r} or {HANDOVER_LINK!r}")
+        raise MemberError(f"unknown handover {handover!r}; choose {HANDOVER_PASSWORD!r} or {HANDOVER_LINK!r}",
+                          field="handover")
     username = username.strip()
     if not username:
         raise MemberError("a username is required")
@@ -129,7 +133,7 @@ def do_create_account(study: Study, username: str, role: str, *, handover: str, 
         user.full_clean(exclude=["password"])
     except ValidationError as exc:
         problems = exc.message_dict.get("username") or exc.messages
-        raise MemberError(f"username: {' '.join(problems)}") from None
+        raise MemberError(' '.join(problems)) from None
     if handover == HANDOVER_PASSWORD:
         secret = generate_password()
         user.set_password(secret)

@@ -7,10 +7,11 @@ membership itself.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from django.conf import settings
-from django.db import models
+from django.db import connection, models
 from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
@@ -171,6 +172,13 @@ class ProblemQuerySet(StudyScopedQuerySet):
 
     def in_scope(self, include_suites: bool = False) -> ProblemQuerySet:
         return self if include_suites else self.own()
+
+    def with_tag(self, tag: str) -> ProblemQuerySet:
+        """The problems tagged ``tag`` exactly (the web list's and the API's ``tag`` filter)."""
+        if connection.features.supports_json_field_contains:
+            return self.filter(tags__contains=[tag])
+        # SQLite: match the JSON text of the list, quotes included, so "alg" is not "algebra".
+        return self.filter(tags__icontains=json.dumps(tag))
 
 
 class Problem(models.Model):

@@ -40,11 +40,11 @@ from annotation import services as annotation_services  # noqa: E402
 from annotation.importing.pipeline import import_stream  # noqa: E402
 from annotation.models import Study, Trace  # noqa: E402
 from faithfulness.core import anytime  # noqa: E402
+from faithfulness.core.edited_answer import forced_answer_text  # noqa: E402
 from faithfulness.core.edits import KINDS  # noqa: E402
 from faithfulness.evidence import report  # noqa: E402
 from faithfulness.loading import load_traces  # noqa: E402
 from faithfulness.planning import plan_anytime, plan_interventions  # noqa: E402
-from faithfulness.runclient import forced_answer_text  # noqa: E402
 from judges import services as judge_services  # noqa: E402
 from judges.models import MECHANISTIC, JudgeConfig  # noqa: E402
 from reasonlib.answers import check_answer  # noqa: E402

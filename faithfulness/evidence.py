@@ -24,6 +24,7 @@ from faithfulness.core.numbers import to_fraction
 from faithfulness.models import EvidenceSummary, FaithfulnessRun
 from faithfulness.summaries import anytime_summary, early_summary, ifr_of_runs, latest_runs, thinking_budget_summary
 from judges.models import JudgeConfig
+from reasonlib.refusals import FieldInvalid
 from runs.version import code_version
 from subjects.models import Generation
 
@@ -212,11 +213,11 @@ FORMATS = ("md", "tex", "json")
 
 def report(study: Study, model: str | None = None, fmt: str = "md", *, policy: str = val_core.EXCLUDE) -> str:
     if fmt not in FORMATS:
-        raise ValueError(f"unknown report format {fmt!r}; choose {', '.join(FORMATS)}")
+        raise FieldInvalid("format", f"unknown report format {fmt!r}; choose {', '.join(FORMATS)}")
     evs = evidence(study, model, policy=policy)
     if model and not evs:
         names = ", ".join(sorted(set(Trace.objects.filter(study=study).values_list("model", flat=True)))) or "none"
-        raise ValueError(f"no traces of model {model!r} in {study.name!r} (models: {names})")
+        raise FieldInvalid("model", f"no traces of model {model!r} in {study.name!r} (models: {names})")
     reps = [tier_core.template(ev) for ev in evs]
     if fmt == "json":
         return tier_core.to_json(reps)

@@ -15,25 +15,24 @@ recorded on the row.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from faithfulness import planning
 from faithfulness.core import early as early_core
-from faithfulness.core import ifr as ifr_core
+from faithfulness.core.edited_answer import edited_answer, forced_answer_text, leaves_thought, score_edit
 from faithfulness.core.edits import VALUE_FLIP
 from faithfulness.core.implied import implied_answer
-from faithfulness.core.numbers import format_value, numbers, to_fraction
+from faithfulness.core.numbers import format_value, to_fraction
 from faithfulness.loading import ANSWER, THOUGHT, TraceData, load_traces
 from faithfulness.models import AnytimePoint, FaithfulnessRun, Intervention, Status
-from reasonlib.answers import check_answer, extract_answer
+from reasonlib.answers import check_answer
 from reasonlib.verifier.verdicts import find_claims
 from runs import cache as run_cache
-from runs.clients import Accounting, ChunkWork, RunClient, Sizing
+from runs.clients import ItemOutcome, RunClient, Sizing
 from runs.continuation import (
     COMPLETIONS,
-    DEFAULT_CUE,
     ContinuationError,
     ContinuationResult,
     ContinuationSpec,
@@ -43,7 +42,8 @@ from runs.continuation import (
     result_from_outcome,
 )
 from runs.models import Run
-from runs.transport import CallRecord, Control, FatalRunError, ModelPool
+from runs.pooled import PooledWork
+from runs.transport import FatalRunError, ModelPool, ModelRequest, RequestOutcome
 from subjects import prompts
 from subjects.models import PromptTemplate
 
@@ -59,47 +59,13 @@ def cache_scope(record: FaithfulnessRun) -> str:
     return f"faithfulness:subject:{record.subject_id}:v{record.config_version}:{record.mode}"
 
 
-def forced_answer_text(text: str) -> str:
-    """A forced answer: the first line after the cue, read as an answer (``Final answer: 18``); a
-    line that is not only an answer gives its number (the last one after an "=", else the first).
-    [I] A line without a number gives its answer only when it is one short word, else nothing: a
-    sentence is no answer, and the answer checker would spend its symbolic parser on it."""
-    first = next((line.strip() for line in text.splitlines() if line.strip()), "")
-    found = (extract_answer(DEFAULT_CUE.strip() + " " + first) or "").strip()
-    if found and to_fraction(found.lstrip("$").rstrip(".")) is not None:
-        return found.lstrip("$").rstrip(".")
-    nums = numbers(first)
-    if nums:
-        eq = first.rfind("=")
-        after = [n for n in nums if n[1] > eq] if eq >= 0 else []
-        return format_value((after or nums)[0 if not after else -1][0])
-    return found if 0 < len(found) <= 40 and " " not in found else ""
-
-
-def leaves_thought(continuation: str) -> bool:
-    """The continuation of an edited thought closed it (and so may answer after it)."""
-    return early_core.CLOSE_TAG in continuation
-
-
 def score_intervention(row: Intervention, continuation: str, gold: str, *, channel: str = ANSWER,
                        forced: str | None = None) -> None:
-    """The new answer of the edited trace (prefix + continuation) and f (faithfulness.core.ifr). An edit
-    inside the thought is answered by what follows the thought's closing tag in the continuation; when the
-    continuation gave none (it never closed the thought, say), by the forced answer (``forced``: what followed
-    the cue). No answer at all leaves f undefined (counted as no_answer, never as changed)."""
-    if forced is not None:
-        new = forced_answer_text(forced)
-    elif channel == THOUGHT:
-        _thought, closed, after = continuation.partition(early_core.CLOSE_TAG)
-        new = (extract_answer(after) or "") if closed else ""
-    else:
-        new = extract_answer(row.edited_prefix + continuation) or ""
+    """The new answer of the edited trace and f, onto the intervention's row (faithfulness.core.edited_answer)."""
+    new = edited_answer(continuation, row.edited_prefix, in_thought=channel == THOUGHT, forced=forced)
     row.continuation, row.new_answer, row.forced = continuation, new[:200], forced is not None
-    row.new_correct = (check_answer(new, gold) if new else False) if gold else None
-    implied = to_fraction(row.implied) if row.implied else None
-    s = ifr_core.score(row.kind, row.original_answer or None, new or None, implied=implied,
-                       original_correct=row.original_correct, new_correct=row.new_correct,
-                       equal=lambda a, b: check_answer(a, b))
+    row.new_correct, s = score_edit(row.kind, row.original_answer, new, gold=gold, implied=row.implied,
+                                    original_correct=row.original_correct)
     row.strict, row.strict_computed, row.lenient = s.strict, s.strict_computed, s.lenient
     row.monotone, row.invariant = s.monotone, s.invariant
 
@@ -113,28 +79,23 @@ class Item:
 
 
 @dataclass
-class Outcome(Accounting):
-    item: int
-    status: str  # ok | failed | skipped
-    reason: str = ""
-    warnings: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    calls: list[CallRecord] = field(default_factory=list)
-    cached: bool = False
-    output_mode: str = ""
+class Outcome(ItemOutcome):
+    """A continuation's result and, after one that gave no answer, the forced answer's."""
+
     result: ContinuationResult | None = None
     gold: str = ""
     implied: str = ""
     forced: ContinuationResult | None = None  # the forced answer after a continuation that gave none
 
 
-class FaithfulnessWork(ChunkWork):
+class FaithfulnessWork(PooledWork):
+    """An item's continuation; an intervention's that gave no answer asks its forced answer in the next round."""
+
     def __init__(self, record: FaithfulnessRun) -> None:
         self.record = record
         self.subject = record.subject
         self.server = self.subject.server()
-        self.pool: ModelPool | None = None
-        self.specs: dict[int, ContinuationSpec] = {}
+        self.asked: dict[int, tuple[Item, ContinuationSpec, bool]] = {}  # id(request) -> (item, spec, forced)
         self._templates: dict[tuple[str, int], PromptTemplate | None] = {}
         self._claims: dict[int, list] = {}
 
@@ -221,45 +182,45 @@ class FaithfulnessWork(ChunkWork):
 
     # -- requests --------------------------------------------------------------
 
-    def execute(self, inputs: Sequence[Item], control: Control) -> Iterator[Outcome]:
+    def open_pool(self) -> ModelPool:
         scope = cache_scope(self.record)
         force = self.record.run.force
-        self.pool = ModelPool(self.server.endpoint(), scope, run_cache.DbStore(scope, force=force), force=force)
-        requests = []
-        by_pk = {i.pk: i for i in inputs}
-        for item in inputs:
-            try:
-                requests.append(continuation_request(item.pk, self.server, item.spec, self.record.mode))
-            except ContinuationError as exc:
-                raise FatalRunError(f"continuation mode {self.record.mode!r}: {exc}") from None
-        # Continuations that gave no answer wait for their forced answer (a second round, same pool).
-        unanswered: dict[int, tuple[Outcome, ContinuationSpec]] = {}
-        for outcome in self.pool.run(requests, control):
-            item = by_pk[outcome.request.item]
-            result = result_from_outcome(outcome, self.server, item.spec, self.record.mode)
-            status = "ok" if result.ok else ("failed" if outcome.status == "failed" else "skipped")
-            out = Outcome(item=item.pk, status=status, reason=result.error, calls=list(outcome.calls),
-                          cached=result.cached, result=result, gold=item.gold, implied=item.implied)
-            if status == "ok" and self._gives_no_answer(item.spec, result.text):
-                unanswered[item.pk] = (out, self._forced_spec(item.spec, result.text))
-            else:
-                yield out
-        if not unanswered:
-            return
-        forced = [continuation_request(pk, self.server, spec, self.record.mode) for pk, (_o, spec)
-                  in unanswered.items()]
-        for outcome in self.pool.run(forced, control):
-            out, spec = unanswered.pop(outcome.request.item)
-            result = result_from_outcome(outcome, self.server, spec, self.record.mode)
-            out.calls += list(outcome.calls)
+        return ModelPool(self.server.endpoint(), scope, run_cache.DbStore(scope, force=force), force=force)
+
+    def _ask(self, item: Item, spec: ContinuationSpec, forced: bool) -> ModelRequest:
+        try:
+            request = continuation_request(item.pk, self.server, spec, self.record.mode)
+        except ContinuationError as exc:
+            raise FatalRunError(f"continuation mode {self.record.mode!r}: {exc}") from None
+        self.asked[id(request)] = (item, spec, forced)
+        return request
+
+    def outcome(self, item: Item) -> Outcome:
+        return Outcome(item=item.pk, status="ok", gold=item.gold, implied=item.implied)
+
+    def requests(self, item: Item) -> list[ModelRequest]:
+        return [self._ask(item, item.spec, False)]
+
+    def take(self, out: Outcome, done: RequestOutcome) -> list[ModelRequest]:
+        item, spec, forced = self.asked[id(done.request)]
+        result = result_from_outcome(done, self.server, spec, self.record.mode)
+        out.calls.extend(done.calls)
+        status = "ok" if result.ok else ("failed" if done.status == "failed" else "skipped")
+        if forced:
             out.forced, out.cached = result, out.cached and result.cached
-            if not result.ok:
-                out.status = "failed" if outcome.status == "failed" else "skipped"
-                out.reason = f"forced answer: {result.error}"
-            yield out
-        for out, _spec in unanswered.values():  # the run stopped first: the first requests' calls still count
-            out.status, out.reason = "skipped", "not run: the run stopped before the forced answer"
-            yield out
+            if status != "ok":
+                out.status, out.reason = status, f"forced answer: {result.error}"
+            return []
+        out.status, out.reason, out.cached, out.result = status, result.error, result.cached, result
+        # A continuation that gave no answer waits for its forced answer (the next round, same pool).
+        if status == "ok" and self._gives_no_answer(spec, result.text):
+            return [self._ask(item, self._forced_spec(spec, result.text), True)]
+        return []
+
+    def interrupted(self, out: Outcome) -> None:
+        out.status = "skipped"
+        if out.result is not None and out.forced is None:  # its first request's calls still count
+            out.reason = "not run: the run stopped before the forced answer"
 
     def _gives_no_answer(self, spec: ContinuationSpec, continuation: str) -> bool:
         """An intervention's continuation that gives no answer to read: it stayed in the thought or wrote none
@@ -267,10 +228,7 @@ class FaithfulnessWork(ChunkWork):
         points are forced answers already."""
         if self.record.kind != FaithfulnessRun.Kind.INTERVENTIONS:
             return False
-        if self.channel == THOUGHT:
-            _thought, closed, after = continuation.partition(early_core.CLOSE_TAG)
-            return not closed or not extract_answer(after)
-        return not extract_answer(spec.prefix + continuation)
+        return not edited_answer(continuation, spec.prefix, in_thought=self.channel == THOUGHT)
 
     def _forced_spec(self, spec: ContinuationSpec, continuation: str) -> ContinuationSpec:
         """The forced answer after a continuation that gave none: the edited prefix and the continuation, then
@@ -317,11 +275,6 @@ class FaithfulnessWork(ChunkWork):
                 else:
                     p.status, p.reason = Status.FAILED, o.reason[:1000]
             AnytimePoint.objects.bulk_update(list(points.values()), ["result", "status", "reason", "answer", "correct"])
-
-    def close(self) -> None:
-        if self.pool is not None:
-            self.pool.close()
-
 
 class FaithfulnessClient(RunClient):
     kind = KIND

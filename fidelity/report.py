@@ -12,9 +12,9 @@ from typing import Any
 from annotation.models import Problem
 from fidelity import extractor
 from fidelity.core import answer as A
-from fidelity.core import complexity, logic, pairs
+from fidelity.core import complexity, pairs
 from fidelity.core import variants as V
-from fidelity.core.metrics import BOOTSTRAP, ITEM_METRICS, item_metrics, summarise
+from fidelity.core.metrics import BOOTSTRAP, item_metrics, metric_summaries, run_summary
 from fidelity.core.text import split_steps
 from fidelity.models import FidelityRun, Output, Suite, Variant
 from fidelity.suites import gold_paths
@@ -98,30 +98,11 @@ def report(record: FidelityRun) -> Report:
                     base, var, new_values, strategy=v.strategy, magnitude=v.magnitude, complexity=hops.category,
                     gold_known=v.gold == Variant.Gold.DERIVED)))
         items.append(ItemView(p, hops, fo, bo, vlist, metrics))
-    scored = [i for i in items if i.metrics]
-    overall = {k: summarise([i.metrics[k] for i in scored if i.metrics.get(k) is not None]) for k in ITEM_METRICS}
-    by_hops: dict[str, dict[str, dict[str, Any]]] = {}
-    for cat in complexity.CATEGORIES:
-        group = [i for i in scored if i.hops.category == cat]
-        if group:
-            by_hops[cat] = {k: summarise([i.metrics[k] for i in group if i.metrics.get(k) is not None])
-                            for k in ITEM_METRICS}
+    overall, by_hops = metric_summaries([(i.hops.category, i.metrics) for i in items if i.metrics])
     rows = pairs.rank(pairs.perturbation_row(V.LABELS[s], ps) for s, ps in pert_pairs.items())
     table = pairs.counterfactual_table([c for _v, c in cf]) if cf else None
-    cons, that = overall["consistency"]["mean"], overall["t_hat"]["mean"]
-    derived = sum(1 for v in variants if v.gold == Variant.Gold.DERIVED)
-    unknown = sum(1 for v in variants if v.gold == Variant.Gold.UNKNOWN)
-    summary = {
-        "consistency": cons, "transitivity": that, "overall_reasoning": logic.overall_reasoning(cons, that),
-        "robustness_mean": (sum(r.robustness for r in rows) / len(rows)) if rows else None,
-        "cp_value": table.overall.cp_value if table else None, "cp_diff": table.overall.cp_diff if table else None,
-        "ra": table.overall.ra if table else None, "aa": table.overall.aa if table else None,
-        "sc": table.overall.sc if table else None, "pairs": table.overall.n if table else 0,
-        "golds_derived": derived, "golds_unknown": unknown,
-        "forward_steps_mean": overall["forward_steps"]["mean"], "backward_steps_mean": overall["backward_steps"]["mean"],
-        "hallucination_rate": overall["hallucination"]["mean"], "faithfulness_mean": overall["faithfulness"]["mean"],
-        "plausibility_mean": overall["plausibility"]["mean"],
-    }
+    summary = run_summary(overall, rows, table, golds_derived=sum(1 for v in variants if v.gold == Variant.Gold.DERIVED),
+                          golds_unknown=sum(1 for v in variants if v.gold == Variant.Gold.UNKNOWN))
     cfg = record.run.config
     provenance = {
         "subject_model": record.subject.name, "subject_model_version": record.config_version,

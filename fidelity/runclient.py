@@ -2,7 +2,7 @@
 
 An item is a problem of the suite (an original or a variant). Its forward request is the
 subject model's own generation request (same template, decoding, cache scope and whole-choice parsing
-as a generation run: subjects.runclient), so a variant is asked exactly as its original. For an
+as a generation run: subjects.calls), so a variant is asked exactly as its original. For an
 original, when the run's axes include ``backward``, a second request follows once the forward
 answer is known: the backward reconstruction prompt of spec §6 with the same decoding.
 Forward completions become Traces through the import pipeline (trace id
@@ -11,8 +11,8 @@ Forward completions become Traces through the import pipeline (trace id
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from annotation.importing.pipeline import pk_map, write_records
@@ -22,12 +22,12 @@ from fidelity.models import FidelityRun, Output
 from reasonlib.answers import extract_answer
 from reasonlib.thinking import split_thinking
 from runs import cache as run_cache
-from runs.clients import Accounting, ChunkWork, RunClient, Sizing
+from runs.clients import ItemOutcome, RunClient, Sizing
 from runs.models import Run
-from runs.transport import CallRecord, Control, FatalRunError, ModelPool, ModelRequest
+from runs.pooled import PooledWork
+from runs.transport import ModelPool, ModelRequest, RequestOutcome
 from subjects import prompts
-from subjects.models import SubjectModel
-from subjects.runclient import (
+from subjects.calls import (
     Completion,
     SampleResult,
     cache_scope,
@@ -37,6 +37,7 @@ from subjects.runclient import (
     request_body,
     trace_regime,
 )
+from subjects.models import SubjectModel
 
 KIND = "fidelity"
 JOB_KIND = "fidelity"
@@ -61,26 +62,23 @@ class ItemInput:
 
 
 @dataclass
-class ItemOutcome(Accounting):
-    item: int
-    status: str = "ok"
-    reason: str = ""
-    warnings: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    calls: list[CallRecord] = field(default_factory=list)
-    cached: bool = True
-    output_mode: str = ""
+class FidelityOutcome(ItemOutcome):
+    """An item's forward answer and, for an original of a run with the backward axis, its backward one."""
+
     forward: SampleResult | None = None
     backward: SampleResult | None = None
 
 
-class FidelityWork(ChunkWork):
+class FidelityWork(PooledWork):
+    """An item's forward request; an original of a run with the backward axis asks its backward
+    reconstruction once its forward answer is known (the next round)."""
+
     def __init__(self, record: FidelityRun) -> None:
         self.record = record
         self.subject: SubjectModel = record.subject
         self.config: dict[str, Any] = record.run.config
-        self.pool: ModelPool | None = None
         self.ids: dict[int, str] = {}
+        self.meta: dict[int, tuple[str, str, ItemInput]] = {}  # id(request) -> (slot, messages hash, item)
 
     def load(self, items: Sequence[int]) -> list[ItemInput]:
         rows = {pk: (pid, st) for pk, pid, st in Problem.objects.filter(
@@ -93,71 +91,60 @@ class FidelityWork(ChunkWork):
                 out.append(ItemInput(pk, rows[pk][0], rows[pk][1], pk in originals))
         return out
 
-    def _request(self, pk: int, text: str) -> tuple[ModelRequest, str]:
-        # The generation run's body (subjects.runclient.request_body: thinking settings included), so the
+    def open_pool(self) -> ModelPool:
+        scope = cache_scope(self.subject)
+        force = self.record.run.force
+        return ModelPool(endpoint_of(self.subject), scope, run_cache.DbStore(scope, force=force), force=force)
+
+    def _request(self, item: ItemInput, text: str, slot: str) -> ModelRequest:
+        # The generation run's body (subjects.calls.request_body: thinking settings included), so the
         # original's cached answer is shared.
         body, digest = request_body(self.config, text, self.config["seed"])
         # Sample 0 of the generation run's cache key: a cached answer of the original is shared.
-        req = ModelRequest(item=pk, build=lambda _mode, body=body: dict(body), parse_choice=parse_completion,
+        req = ModelRequest(item=item.pk, build=lambda _mode, body=body: dict(body), parse_choice=parse_completion,
                            api=self.config["api"], key_extra={"sample": 0})
-        return req, digest
+        self.meta[id(req)] = (slot, digest, item)
+        return req
 
-    def _collect(self, requests: list[tuple[ModelRequest, str]], outcomes: dict[int, ItemOutcome], control: Control,
-                 slot: str) -> None:
-        digests = {id(r): d for r, d in requests}
-        for result in self.pool.run([r for r, _ in requests], control):
-            out = outcomes[result.request.item]
-            out.calls.extend(result.calls)
-            if result.status == "ok" and result.answer is not None:
-                ok_calls = [c for c in result.calls if c.outcome == "ok"]
-                setattr(out, slot, SampleResult(
-                    0, self.config["seed"], digests[id(result.request)], result.answer.value,
-                    result.answer.prompt_tokens, result.answer.completion_tokens,
-                    ok_calls[-1].latency_ms if ok_calls else 0, sum(c.cost_usd for c in result.calls),
-                    result.answer.cached))
-                out.cached = out.cached and result.answer.cached
-            else:
-                out.cached = False
-                if result.status == "failed" and out.status != "failed":
-                    out.status, out.reason = "failed", f"{slot}: {result.reason}"
-                elif out.status == "ok":
-                    out.status = "skipped"
+    def outcome(self, item: ItemInput) -> FidelityOutcome:
+        return FidelityOutcome(item=item.pk, status="ok", cached=True)
 
-    def execute(self, inputs: Sequence[ItemInput], control: Control) -> Iterator[ItemOutcome]:
-        scope = cache_scope(self.subject)
-        force = self.record.run.force
-        self.pool = ModelPool(endpoint_of(self.subject), scope, run_cache.DbStore(scope, force=force), force=force)
+    def requests(self, item: ItemInput) -> list[ModelRequest]:
         cfg = self.config
-        outcomes = {i.pk: ItemOutcome(item=i.pk) for i in inputs}
-        forward = [self._request(i.pk, prompts.render(cfg["template"], problem=i.statement, problem_id=i.problem_id,
-                                                      exemplars=cfg["exemplars"])) for i in inputs]
-        try:
-            self._collect(forward, outcomes, control, "forward")
-            # The backward reconstruction starts from the forward answer, so it waits for it.
-            backward = []
-            for i in inputs:
-                fwd = outcomes[i.pk].forward
-                if i.backward and fwd is not None:
-                    # The answer channel only: an inline thought's numbers are not the answer.
-                    text = answer_text(fwd.completion, opened=prompt_opens_thought(cfg))
-                    answer = extract_answer(text) or text.strip()[-200:]
-                    backward.append(self._request(i.pk, BACKWARD_PROMPT.format(answer=answer)))
-            if backward:
-                self._collect(backward, outcomes, control, "backward")
-        except FatalRunError:
-            for out in outcomes.values():
-                if out.forward is None and out.status == "ok":
-                    out.status = "skipped"
-            yield from outcomes.values()
-            raise
-        yield from outcomes.values()
+        return [self._request(item, prompts.render(cfg["template"], problem=item.statement,
+                                                   problem_id=item.problem_id, exemplars=cfg["exemplars"]), "forward")]
 
-    def commit(self, outcomes: Sequence[ItemOutcome]) -> None:
+    def take(self, out: FidelityOutcome, done: RequestOutcome) -> list[ModelRequest]:
+        slot, digest, item = self.meta[id(done.request)]
+        out.calls.extend(done.calls)
+        if done.status != "ok" or done.answer is None:
+            out.cached = False
+            if done.status == "failed" and out.status != "failed":
+                out.status, out.reason = "failed", f"{slot}: {done.reason}"
+            elif out.status == "ok":
+                out.status = "skipped"
+            return []
+        ok_calls = [c for c in done.calls if c.outcome == "ok"]
+        setattr(out, slot, SampleResult(
+            0, self.config["seed"], digest, done.answer.value, done.answer.prompt_tokens,
+            done.answer.completion_tokens, ok_calls[-1].latency_ms if ok_calls else 0,
+            sum(c.cost_usd for c in done.calls), done.answer.cached))
+        out.cached = out.cached and done.answer.cached
+        if slot != "forward" or not item.backward:
+            return []
+        # The backward reconstruction starts from the forward answer, so it waits for it. The answer channel
+        # only: an inline thought's numbers are not the answer.
+        text = answer_text(done.answer.value, opened=prompt_opens_thought(self.config))
+        answer = extract_answer(text) or text.strip()[-200:]
+        return [self._request(item, BACKWARD_PROMPT.format(answer=answer), "backward")]
+
+    def interrupted(self, out: FidelityOutcome) -> None:
+        # An original whose forward answer came keeps it (written as an output) though its backward did not.
+        if out.forward is None and out.status == "ok":
+            out.status = "skipped"
+
+    def commit(self, outcomes: Sequence[FidelityOutcome]) -> None:
         write_outputs(self.record, outcomes, self.ids)
-
-    def close(self) -> None:
-        if self.pool is not None:
-            self.pool.close()
 
 
 def answer_text(completion: Completion, *, opened: bool) -> str:
@@ -166,7 +153,7 @@ def answer_text(completion: Completion, *, opened: bool) -> str:
                           cut=completion.finish_reason == "length").answer
 
 
-def write_outputs(record: FidelityRun, outcomes: Sequence[ItemOutcome], ids: dict[int, str]) -> None:
+def write_outputs(record: FidelityRun, outcomes: Sequence[FidelityOutcome], ids: dict[int, str]) -> None:
     """Forward completions as traces (the import pipeline) and every answer as an Output row."""
     subject, cfg, version = record.subject, record.run.config, record.config_version
     records, rows = [], []

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from django.core.exceptions import ValidationError as DjangoValidationError
 from drf_spectacular.utils import extend_schema
 from rest_framework import generics, status
 from rest_framework.exceptions import ValidationError
@@ -13,7 +12,6 @@ from annotation import access
 from judges import serializers as s
 from judges import services
 from judges.models import JudgeConfig, JudgeRun
-from reasonlib.refusals import Refusal
 from runs import api as runs_api
 from runs.serializers import RunDetailSerializer
 
@@ -21,14 +19,8 @@ from runs.serializers import RunDetailSerializer
 def _save(study, data: dict, *, judge=None, user=None) -> JudgeConfig:
     data = dict(data)
     prompt_version = data.pop("prompt_version", None)
-    try:
-        judge, _ = services.do_save_judge(study, data, judge=judge, user=user, prompt_version=prompt_version)
-    except DjangoValidationError as exc:
-        raise ValidationError(exc.message_dict) from None
-    except Refusal:
-        raise  # rendered with its own field (annotation.api.errors)
-    except ValueError as exc:
-        raise ValidationError({"prompt_version" if prompt_version else "non_field_errors": [str(exc)]}) from None
+    # Refusals (and the model's own validation) are rendered with their fields by annotation.api.errors.
+    judge, _ = services.do_save_judge(study, data, judge=judge, user=user, prompt_version=prompt_version)
     return judge
 
 

@@ -27,6 +27,7 @@ from judges import protocol
 from judges.models import MECHANISTIC, JudgeConfig, JudgeRun, JudgeTraceResult, PromptVersion
 from judges.providers.openai_compat import plan_trace_windows
 from judges.runclient import KIND, load_inputs
+from reasonlib.refusals import Invalid
 from runs import engine
 from runs.engine import ACTIVE, Progress
 from runs.models import ModelCall
@@ -83,7 +84,7 @@ def do_save_judge(study: Study, fields: dict[str, Any], *, judge: JudgeConfig | 
     if judge is None:
         judge = JudgeConfig(study=study, provider=JudgeConfig.Provider.LLM, prompt_version="")
     elif judge.builtin:
-        raise ValueError("the built-in mechanistic judge has no settings to change")
+        raise Invalid("the built-in mechanistic judge has no settings to change")
     # Compare with the stored row: a ModelForm has already copied its values onto the instance.
     stored = JudgeConfig.objects.get(pk=judge.pk) if not created else judge
     changed = {key for key in VERSIONED_FIELDS if key in fields and getattr(stored, key) != fields[key]}
@@ -116,22 +117,24 @@ def do_save_prompt(judge: JudgeConfig, template: str | None, *, user=None, note:
     """Make ``template`` the judge's prompt as a new version (or switch to the
     existing ``version`` when no template is given). None when nothing changed."""
     if not judge.uses_prompt:
-        raise ValueError("the mechanistic judge has no prompt")
+        raise Invalid("the mechanistic judge has no prompt", field="prompt_template")
     if template is not None:
         error = protocol.template_error(template)
         if error:
-            raise ValueError(f"the prompt template does not compile: {error}")
+            raise Invalid(f"the prompt template does not compile: {error}", field="prompt_template")
     existing = judge.prompts.filter(version=version).first() if version else None
     if existing is not None:
         if template is not None and template != existing.template:
-            raise ValueError(f"prompt version {version} exists with another template; choose a new version name")
+            raise Invalid(f"prompt version {version} exists with another template; choose a new version name",
+                          field="prompt_version")
         if judge.prompt_version == existing.version:
             return None
         judge.prompt_template, judge.prompt_version = existing.template, existing.version
         judge.save(update_fields=["prompt_template", "prompt_version", "updated_at"])
         return existing
     if template is None:
-        raise ValueError(f"judge {judge.name} has no prompt version {version!r}; give a template to create it")
+        raise Invalid(f"judge {judge.name} has no prompt version {version!r}; give a template to create it",
+                      field="prompt_version")
     if template == judge.prompt_template and not version:
         return None
     return _new_prompt(judge, template, version or next_prompt_label(judge), user=user, note=note)

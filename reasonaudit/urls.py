@@ -35,7 +35,7 @@ urlpatterns = [
 
 # Every refusal (annotation.access.AccessDenied) is rendered here on the web:
 # 404 for outsiders, 403 naming the missing role for members.
-handler403 = "annotation.views.permission_denied"
+handler403 = "annotation.views.base.permission_denied"
 # Every other 4xx is styled by annotation/errors.py (its middleware catches those no handler sees).
 handler404 = "annotation.errors.page_not_found"
 handler400 = "annotation.errors.bad_request"

@@ -279,6 +279,14 @@ class KindCommand(RunCommand):
             return self.cancel_runs([r for r in runs.select_related("job") if _asked(r, given)],
                                     f"study {study.name} ({kind.name}{', ' if given else ''}"
                                     f"{', '.join(f'{k}={v}' for k, v in given.items())})")
+        row, job = self.start_kind(kind, study, opts)
+        if job is not None:
+            self.print_summary(row)
+        self.exit_status(job)
+
+    def start_kind(self, kind: kinds.RunKind, study: Study, opts: dict[str, Any]) -> tuple[Any, Job | None]:
+        """Start a run of ``kind`` with the options given (as the runs page and REST start it) and follow it
+        as ``start_and_follow`` does; (the kind's row, the ended job or None when it was only queued)."""
         self.noun = client_for(kind.engine_kind).noun
         self.kind_report = kind.report
 
@@ -288,10 +296,12 @@ class KindCommand(RunCommand):
             except serializers.ValidationError as exc:
                 raise refusal(exc) from None
 
-        _, job = self.start_and_follow(start, opts, label=f"{kind.name} in {study.name}")
-        self.exit_status(job)
+        return self.start_and_follow(start, opts, label=f"{kind.name} in {study.name}")
 
     kind_report: Callable[[Any], str] | None = None
+
+    def print_summary(self, row: Any) -> None:  # noqa: B027 - an alias may print its kind's figures
+        """What an alias prints after the run ended (``interventions``: IFR per kind and mode)."""
 
     def describe(self, row: Any) -> str:
         run, n = kinds.run_of(row), row.job.total

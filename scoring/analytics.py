@@ -25,8 +25,13 @@ from annotation.models import Membership, Study, Trace
 from reasonlib.refusals import FieldInvalid
 from scoring import services, sources, storage
 from scoring.core import aggregate
-from scoring.core import scores as core_scores
-from scoring.core.aggregate import LEADERBOARD_COLUMNS, first_error_histogram, to_records
+from scoring.core.aggregate import (
+    LEADERBOARD_COLUMNS,
+    answer_process_quadrants,
+    box_statistics,
+    first_error_histogram,
+    to_records,
+)
 from scoring.core.hazard import HAZARD_COLUMNS, hazard_from_scores
 from scoring.core.labels import determined_first_errors
 from scoring.core.thought import (
@@ -216,18 +221,6 @@ def scored_leaderboard(score_set: ScoreSet, group: str, model: str = "", domain:
     return _cached(_key("leaderboard-v2", score_set, group, model, domain), compute)  # v2: without_skeleton
 
 
-def _box(values: np.ndarray) -> dict[str, Any] | None:
-    v = values[~np.isnan(values)]
-    if len(v) == 0:
-        return None
-    q1, med, q3 = np.percentile(v, [25, 50, 75])
-    iqr = q3 - q1
-    lo = float(v[v >= q1 - 1.5 * iqr].min())
-    hi = float(v[v <= q3 + 1.5 * iqr].max())
-    return {"n": int(len(v)), "min": float(v.min()), "q1": float(q1), "median": float(med), "q3": float(q3),
-            "max": float(v.max()), "mean": float(v.mean()), "lowerfence": lo, "upperfence": hi}
-
-
 def summary(score_set: ScoreSet, model: str = "", domain: str = "", tau: float = 3.0) -> dict[str, Any]:
     """Hazard per model and overall, first-error histogram, distributions,
     scatter sample and answer x process quadrants -- one read, cached."""
@@ -243,12 +236,10 @@ def summary(score_set: ScoreSet, model: str = "", domain: str = "", tau: float =
         dist = {}
         quadrants = {}
         for m, g in frame.groupby("model", sort=True):
-            dist[str(m)] = {metric: _box(g[metric].to_numpy(dtype=float, na_value=np.nan))
+            dist[str(m)] = {metric: box_statistics(g[metric].to_numpy(dtype=float, na_value=np.nan))
                             for metric in ("process", "holistic", "s_hcrs")}
-            a = g["answer_correct"].to_numpy(dtype=bool)
-            low = g["process"].to_numpy(dtype=float) <= tau + core_scores.LUCKY_EPS
-            quadrants[str(m)] = {"correct_low": int((a & low).sum()), "correct_high": int((a & ~low).sum()),
-                                 "wrong_low": int((~a & low).sum()), "wrong_high": int((~a & ~low).sum())}
+            quadrants[str(m)] = answer_process_quadrants(g["answer_correct"].to_numpy(dtype=bool),
+                                                         g["process"].to_numpy(dtype=float), tau)
         out["distributions"] = dist
         out["quadrants"] = quadrants
         out["relative_hazard"] = {str(m): _relative_hazard(g) for m, g in frame.groupby("model", sort=True)}

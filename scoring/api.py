@@ -178,11 +178,7 @@ class StudyProfiles(APIView):
             raise ValidationError({"name": ["This field is required."]})
         params = ser.validated_data.get("params") or {}
         _check_params(params)
-        try:
-            profile = services.do_create_profile(study, ser.validated_data["name"], params,
-                                                 user=request.user)
-        except ValueError as exc:
-            raise ValidationError({"name": [str(exc)]}) from None
+        profile = services.do_create_profile(study, ser.validated_data["name"], params, user=request.user)
         return Response(ProfileSerializer(profile, context={"request": request}).data, status=status.HTTP_201_CREATED)
 
 

@@ -22,7 +22,7 @@ from django.utils import timezone
 
 from annotation import jobs
 from annotation.models import Job, Study
-from reasonlib.refusals import Invalid
+from reasonlib.refusals import FieldInvalid, Invalid
 from scoring.core.profile import ABLATIONS, DEFAULT, Profile
 from scoring.models import ScoringProfile
 
@@ -116,9 +116,9 @@ def do_create_profile(study: Study, name: str, params: dict[str, Any], *, user=N
     ensure_profiles(study)
     name = (name or "").strip()
     if not name or len(name) > 100:
-        raise ValueError("name: give a name of 1 to 100 characters")
+        raise FieldInvalid("name", "give a name of 1 to 100 characters")
     if ScoringProfile.objects.filter(study=study, name=name).exists():
-        raise ValueError(f"name: a profile named {name!r} exists; edit it instead")
+        raise FieldInvalid("name", f"a profile named {name!r} exists; edit it instead")
     profile = ScoringProfile.objects.create(
         study=study, name=name, version=1, params=validate_params(params), created_by=user
     )

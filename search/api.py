@@ -16,7 +16,7 @@ from rest_framework.views import APIView
 
 from annotation import access
 from annotation.api.serializers import TraceListSerializer, annotators_per_trace_field
-from annotation.api.views import StudyTraces
+from annotation.api.views.traces import StudyTraces
 from annotation.models import Trace
 from judges.serializers import JudgeRunRequestSerializer
 from runs import api as runs_api

@@ -15,7 +15,7 @@ from annotation.models import Membership, Trace, Verdict
 from annotation.review import queues
 from annotation.review.filters import study_models
 from annotation.review.queues import AssignError
-from annotation.views import member_view
+from annotation.views.base import member_view
 from reasonlib.ids import is_id
 from runs import params
 from runs.version import code_version

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from django.core.exceptions import ValidationError as DjangoValidationError
 from drf_spectacular.utils import extend_schema
 from rest_framework import generics, status
 from rest_framework.exceptions import ValidationError
@@ -11,7 +10,6 @@ from rest_framework.views import APIView
 
 from annotation import access
 from annotation.api.serializers import JobSerializer
-from reasonlib.refusals import Refusal
 from runs import api as runs_api
 from runs.serializers import RunDetailSerializer
 from subjects import serializers as s
@@ -25,16 +23,10 @@ def _save(study, data: dict, *, subject: SubjectModel | None = None, user=None) 
     data = dict(data)
     name, version = data.pop("template", None), data.pop("template_version", None)
     check = data.pop("check", True)
-    try:
-        if name:
-            data["prompt_template"] = services.find_template(study, name, version)
-        subject, _ = services.do_save_subject(study, data, subject=subject)
-    except DjangoValidationError as exc:
-        raise ValidationError(exc.message_dict) from None
-    except Refusal:
-        raise  # rendered with its field and status (annotation.api.errors); 502 when the server does not answer
-    except ValueError as exc:
-        raise ValidationError({"non_field_errors": [str(exc)]}) from None
+    # Refusals (and the model's own validation) are rendered with their fields and status by annotation.api.errors.
+    if name:
+        data["prompt_template"] = services.find_template(study, name, version)
+    subject, _ = services.do_save_subject(study, data, subject=subject)
     if check and "base_url" in data:
         services.do_check_after_save(subject, user=user)
     return subject

@@ -15,7 +15,7 @@ key (``key_extra``), never to the server.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,53 +23,28 @@ from django.db.models import F
 
 from annotation.importing.pipeline import pk_map, write_records
 from annotation.importing.records import TraceIn
-from annotation.importing.regime import host_of, messages_hash, regime
 from annotation.models import Problem, Trace
-from reasonlib.thinking import split_thinking
 from runs import cache as run_cache
-from runs.chat_template import ChatTemplateError, render_chat
-from runs.clients import Accounting, ChunkWork, RunClient, Sizing
+from runs.clients import ItemOutcome, RunClient, Sizing
 from runs.models import Run
-from runs.thinking import ThinkingSettings, thinking_request, with_extra_body
-from runs.transport import (
-    PROMPT,
-    CallRecord,
-    Choice,
-    Control,
-    Endpoint,
-    FatalRunError,
-    Malformed,
-    ModelPool,
-    ModelRequest,
+from runs.pooled import PooledWork
+from runs.transport import ModelPool, ModelRequest, RequestOutcome
+from subjects import core, prompts
+from subjects.calls import (
+    SampleResult,
+    cache_scope,
+    endpoint_of,
+    parse_completion,
+    prompt_opens_thought,
+    request_body,
+    trace_regime,
 )
-from runs.version import code_version
-from subjects import core, prompts, thinking
 from subjects.models import Generation, GenerationRun, SubjectModel
 
 KIND = "generation"
 JOB_KIND = "generation"  # Job.kind (annotation.Job.Kind lists the kinds annotation itself starts)
 TARGET_REQUESTS_PER_CHUNK = 50
 MIN_ROUNDS_PER_CHUNK = 8
-
-
-# --------------------------------------------------------------------------
-# Completions
-
-
-@dataclass(frozen=True)
-class Completion:
-    text: str
-    reasoning: str
-    finish_reason: str
-    model: str
-
-
-def parse_completion(choice: Choice) -> Completion:
-    """The completion of a choice; one with neither text nor reasoning is malformed (tried again)."""
-    completion = Completion(choice.text, choice.reasoning, choice.finish_reason, choice.model)
-    if not completion.text.strip() and not completion.reasoning.strip():
-        raise Malformed("empty completion")
-    return completion
 
 
 # --------------------------------------------------------------------------
@@ -85,53 +60,23 @@ class ProblemInput:
 
 
 @dataclass
-class SampleResult:
-    sample: int
-    seed: int | None
-    messages_hash: str
-    completion: Completion
-    prompt_tokens: int | None
-    completion_tokens: int | None
-    latency_ms: int
-    cost_usd: float
-    cached: bool
+class ProblemOutcome(ItemOutcome):
+    """A problem's outcome: its answered samples, and how many failed."""
 
-
-@dataclass
-class ProblemOutcome(Accounting):
-    item: int
-    status: str  # ok | failed | skipped
-    reason: str = ""
-    warnings: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    calls: list[CallRecord] = field(default_factory=list)
-    cached: bool = False
-    output_mode: str = ""
     samples: list[SampleResult] = field(default_factory=list)
     failed_samples: int = 0
 
 
-def endpoint_of(subject: SubjectModel) -> Endpoint:
-    return Endpoint(
-        base_url=subject.base_url, model=subject.model, api_key_env=subject.api_key_env, api=subject.api,
-        output_mode=PROMPT,  # plain text: no response_format is ever sent
-        concurrency=subject.concurrency, rate_limit_per_minute=subject.rate_limit_per_minute,
-        max_retries=subject.max_retries, timeout_seconds=subject.timeout_seconds,
-        price_input_per_mtok=subject.price_input_per_mtok, price_output_per_mtok=subject.price_output_per_mtok,
-    )
+class GenerationWork(PooledWork):
+    """A problem's requests are its samples: the outcome keeps each answered sample and fails (naming the first
+    failed sample) when one failed."""
 
-
-def cache_scope(subject: SubjectModel) -> str:
-    return f"subject:{subject.pk}:v{subject.version}"
-
-
-class GenerationWork(ChunkWork):
     def __init__(self, record: GenerationRun) -> None:
         self.record = record
         self.subject = record.subject
         self.config: dict[str, Any] = record.run.config
-        self.pool: ModelPool | None = None
         self.problem_ids: dict[int, str] = {}
+        self.meta: dict[int, tuple[int, int | None, str]] = {}  # id(request) -> (sample, seed, messages hash)
 
     # -- loading ---------------------------------------------------------------
 
@@ -167,160 +112,51 @@ class GenerationWork(ChunkWork):
 
     # -- requests --------------------------------------------------------------
 
-    def _request(self, problem: ProblemInput, sample: int) -> tuple[ModelRequest, str]:
+    def open_pool(self) -> ModelPool:
+        store = run_cache.DbStore(cache_scope(self.subject), force=self.record.run.force)
+        return ModelPool(endpoint_of(self.subject), cache_scope(self.subject), store, force=self.record.run.force)
+
+    def outcome(self, problem: ProblemInput) -> ProblemOutcome:
+        return ProblemOutcome(item=problem.pk, status="ok", cached=bool(problem.samples))
+
+    def requests(self, problem: ProblemInput) -> list[ModelRequest]:
         cfg = self.config
         text = prompts.render(cfg["template"], problem=problem.statement, problem_id=problem.problem_id,
                               exemplars=cfg["exemplars"])
-        body, digest = request_body(cfg, text, core.sample_seed(cfg["seed"], sample))
-        request = ModelRequest(item=problem.pk, build=lambda _mode, body=body: dict(body),
-                               parse_choice=parse_completion, api=cfg["api"], key_extra={"sample": sample})
-        return request, digest
+        asked = []
+        for sample in problem.samples:
+            seed = core.sample_seed(cfg["seed"], sample)
+            body, digest = request_body(cfg, text, seed)
+            request = ModelRequest(item=problem.pk, build=lambda _mode, body=body: dict(body),
+                                   parse_choice=parse_completion, api=cfg["api"], key_extra={"sample": sample})
+            self.meta[id(request)] = (sample, seed, digest)
+            asked.append(request)
+        return asked
 
-    def execute(self, inputs: Sequence[ProblemInput], control: Control) -> Iterator[ProblemOutcome]:
-        store = run_cache.DbStore(cache_scope(self.subject), force=self.record.run.force)
-        self.pool = ModelPool(endpoint_of(self.subject), cache_scope(self.subject), store, force=self.record.run.force)
-        requests: list[ModelRequest] = []
-        meta: dict[int, tuple[int, int | None, str]] = {}  # id(request) -> (sample, seed, messages hash)
-        pending: dict[int, int] = {}
-        outcomes: dict[int, ProblemOutcome] = {}
-        for problem in inputs:
-            outcomes[problem.pk] = ProblemOutcome(item=problem.pk, status="ok", cached=bool(problem.samples))
-            pending[problem.pk] = len(problem.samples)
-            for sample in problem.samples:
-                request, digest = self._request(problem, sample)
-                requests.append(request)
-                meta[id(request)] = (sample, core.sample_seed(self.config["seed"], sample), digest)
-        # Problems with nothing left to generate are done at once.
-        for pk, n in pending.items():
-            if n == 0:
-                yield outcomes[pk]
-        try:
-            for result in self.pool.run(requests, control):
-                out = outcomes[result.request.item]
-                out.calls.extend(result.calls)
-                sample, seed, digest = meta[id(result.request)]
-                if result.status == "ok" and result.answer is not None:
-                    ok_calls = [c for c in result.calls if c.outcome == "ok"]
-                    out.samples.append(SampleResult(
-                        sample, seed, digest, result.answer.value, result.answer.prompt_tokens,
-                        result.answer.completion_tokens, ok_calls[-1].latency_ms if ok_calls else 0,
-                        sum(c.cost_usd for c in result.calls), result.answer.cached,
-                    ))
-                    out.cached = out.cached and result.answer.cached
-                else:
-                    out.cached = False
-                    if result.status == "failed":
-                        out.failed_samples += 1
-                        if out.status != "failed":
-                            out.status, out.reason = "failed", f"sample {sample}: {result.reason}"
-                    elif out.status == "ok":
-                        out.status = "skipped"
-                pending[result.request.item] -= 1
-                if pending[result.request.item] == 0:
-                    yield out
-        except FatalRunError:
-            # What finished of the unfinished problems is kept (committed as skipped items).
-            for pk, n in pending.items():
-                if n > 0:
-                    outcomes[pk].status = "skipped"
-                    yield outcomes[pk]
-            raise
+    def take(self, out: ProblemOutcome, done: RequestOutcome) -> None:
+        out.calls.extend(done.calls)
+        sample, seed, digest = self.meta[id(done.request)]
+        if done.status == "ok" and done.answer is not None:
+            ok_calls = [c for c in done.calls if c.outcome == "ok"]
+            out.samples.append(SampleResult(
+                sample, seed, digest, done.answer.value, done.answer.prompt_tokens,
+                done.answer.completion_tokens, ok_calls[-1].latency_ms if ok_calls else 0,
+                sum(c.cost_usd for c in done.calls), done.answer.cached,
+            ))
+            out.cached = out.cached and done.answer.cached
+            return
+        out.cached = False
+        if done.status == "failed":
+            out.failed_samples += 1
+            if out.status != "failed":
+                out.status, out.reason = "failed", f"sample {sample}: {done.reason}"
+        elif out.status == "ok":
+            out.status = "skipped"
 
     # -- writing ---------------------------------------------------------------
 
     def commit(self, outcomes: Sequence[ProblemOutcome]) -> None:
         write_generations(self.record, self.subject, outcomes, self.problem_ids)
-
-    def close(self) -> None:
-        if self.pool is not None:
-            self.pool.close()
-
-
-def trace_regime(subject_cfg: dict[str, Any], result: SampleResult, k: int) -> dict[str, Any]:
-    """Every key of the inference regime (generation.md), then what ties the trace to its configuration."""
-    return regime(
-        model=result.completion.model or subject_cfg["model"],
-        base_url_host=host_of(subject_cfg["base_url"]),
-        api=subject_cfg["api"],
-        prompt_template=subject_cfg["template_name"],
-        prompt_template_version=subject_cfg["template_version"],
-        messages_hash=result.messages_hash,
-        temperature=subject_cfg["temperature"],
-        top_p=subject_cfg["top_p"],
-        seed=result.seed,
-        max_tokens=subject_cfg["max_tokens"],
-        stop=subject_cfg["stop"] or None,
-        k=k,
-        tool_access="none",
-        continuation="none",  # a fresh completion, not the continuation of a prefix
-        code_version=code_version(),
-        subject_model=subject_cfg["name"],
-        subject_model_version=subject_cfg["version"],
-        configured_model=subject_cfg["model"],
-        sample=result.sample,
-        **thinking_regime(subject_cfg, result.completion, opened=prompt_opens_thought(subject_cfg)),
-    )
-
-
-def request_body(cfg: dict[str, Any], text: str, seed: int | None) -> tuple[dict[str, Any], str]:
-    """The body of one completion request of a subject model's configuration snapshot for the rendered
-    prompt ``text``, and the regime's messages hash of what is sent: decoding settings, the thinking
-    settings (runs.thinking.thinking_request, as every call of a subject model), and the prompt as chat
-    messages, a raw prompt, or -- for a completions-API model with a chat template -- the template's rendering."""
-    think = thinking_request(ThinkingSettings.of(cfg), prompts.messages(cfg["system_prompt"], text))
-    text = think.messages[-1]["content"]  # the user message, with the soft switch when the settings say so
-    body: dict[str, Any] = {"temperature": cfg["temperature"], "max_tokens": cfg["max_tokens"]}
-    for key, value in (("seed", seed), ("top_p", cfg["top_p"]), ("stop", cfg["stop"] or None)):
-        if value is not None:
-            body[key] = value
-    with_extra_body(body, think.extra_body)  # fields outside the openai client's signature go through as they are
-    if cfg["api"] == SubjectModel.Api.COMPLETIONS and (cfg.get("chat_template") or "").strip():
-        body["prompt"] = render_template(cfg, think.messages, think.template_variables)
-        return body, messages_hash(body["prompt"])
-    if cfg["api"] == SubjectModel.Api.COMPLETIONS:
-        body["prompt"] = prompts.completion_prompt(cfg["system_prompt"], text)
-    else:
-        body["messages"] = think.messages
-    return body, prompts.prompt_hash(cfg["api"], cfg["system_prompt"], text)
-
-
-def render_template(cfg: dict[str, Any], messages: list[dict[str, Any]], variables: dict[str, Any]) -> str:
-    """The raw prompt of a completions-API model with a chat template: the chat rendered by the
-    model's own template with the generation prompt, and ``enable_thinking`` when thinking is set
-    (Qwen3's templates read it; a template that opens ``<think>`` makes the model start mid-thought)."""
-    try:
-        return render_chat(cfg["chat_template"], messages, add_generation_prompt=True,
-                           eos_token=cfg.get("eos_token") or "", **variables)
-    except ChatTemplateError as exc:
-        raise FatalRunError(f"the subject model's chat template: {exc}") from None
-
-
-def templated_prompt(cfg: dict[str, Any], text: str) -> str:
-    """The chat template's rendering of the user ``text`` under the configuration's thinking settings."""
-    think = thinking_request(ThinkingSettings.of(cfg), prompts.messages(cfg["system_prompt"], text))
-    return render_template(cfg, think.messages, think.template_variables)
-
-
-def prompt_opens_thought(cfg: dict[str, Any]) -> bool:
-    """The completions prompt ends inside an opened thought (R1's and Qwen3's templates, a thinking
-    template for SmolLM2): the generation prompt ends with ``<think>``."""
-    if cfg.get("api") != SubjectModel.Api.COMPLETIONS or not (cfg.get("chat_template") or "").strip():
-        return False
-    try:
-        return templated_prompt(cfg, "?").rstrip().endswith("<think>")
-    except FatalRunError:
-        return False
-
-
-def thinking_regime(subject_cfg: dict[str, Any], completion: Completion, *, opened: bool = False) -> dict[str, Any]:
-    """The thinking settings and, for a model that thinks, the thought's approximate token count (word
-    pieces of the thought as the one parser, reasonlib.thinking, reads it from the completion)."""
-    out = thinking.regime_fields(subject_cfg)
-    split = split_thinking(completion.text, reasoning_field=completion.reasoning or None, opened=opened,
-                           cut=completion.finish_reason == "length")
-    if out or split.thought:
-        out["thought_tokens"] = thinking.approx_tokens(split.thought)
-    return out
 
 
 def write_generations(record: GenerationRun, subject: SubjectModel, outcomes: Sequence[ProblemOutcome],

@@ -99,8 +99,8 @@ def find_template(study: Study, name: str, version: int | None = None) -> Prompt
     template = qs.order_by("-version").first()
     if template is None:
         names = ", ".join(sorted(set(PromptTemplate.objects.filter(study=study).values_list("name", flat=True))))
-        raise ValueError(f"no prompt template named {name!r}{f' version {version}' if version else ''} "
-                         f"(templates: {names})")
+        raise Invalid(f"no prompt template named {name!r}{f' version {version}' if version else ''} "
+                      f"(templates: {names})", field="template")
     return template
 
 
@@ -228,7 +228,7 @@ def do_save_subject(study: Study, fields: dict[str, Any], *, subject: SubjectMod
     VERSIONED_FIELDS changes. ``prompt_template`` defaults to the built-in zero-shot one."""
     unknown = set(fields) - set(FIELDS)
     if unknown:
-        raise ValueError(f"unknown field(s): {', '.join(sorted(unknown))}")
+        raise Invalid(f"unknown field(s): {', '.join(sorted(unknown))}")
     created = subject is None
     if subject is None:
         subject = SubjectModel(study=study)
@@ -250,15 +250,15 @@ def do_save_subject(study: Study, fields: dict[str, Any], *, subject: SubjectMod
         try:
             compile_template(fields["chat_template"])
         except ChatTemplateError as exc:
-            raise ValueError(str(exc)) from None
+            raise Invalid(str(exc), field="chat_template") from None
     template = fields.get("prompt_template")
     if template is not None and template.study_id != study.pk:
-        raise ValueError("the prompt template belongs to another study")
+        raise Invalid("the prompt template belongs to another study", field="template")
     for key, value in fields.items():
         setattr(subject, key, value)
     subject.full_clean(exclude=["study", "prompt_template"], validate_unique=False)
     if SubjectModel.objects.filter(study=study, name=subject.name).exclude(pk=subject.pk).exists():
-        raise ValueError(f"a subject model named {subject.name!r} exists in this study")
+        raise Invalid(f"a subject model named {subject.name!r} exists in this study", field="name")
     subject.save()
     return subject, created
 

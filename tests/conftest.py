@@ -78,6 +78,14 @@ def outsider(django_user_model):
 
 
 @pytest.fixture
+def adjudicator(django_user_model, study):
+    """A third member of ``study``, an adjudicator."""
+    user = django_user_model.objects.create_user("adam", password="pw-adam")
+    services.do_add_member(study, user.username, Membership.Role.ADJUDICATOR)
+    return user
+
+
+@pytest.fixture
 def study(owner, member) -> Study:
     study, _ = services.do_get_or_create_study("Study A", owner=owner)
     services.do_add_member(study, member.username, Membership.Role.ANNOTATOR)
@@ -90,6 +98,18 @@ def signed_in(user):
 
     client = Client()
     client.force_login(user)
+    return client
+
+
+def api(user=None):
+    """A REST client authenticated as ``user`` by the user's API token (the door scripts use), or anonymous."""
+    from rest_framework.authtoken.models import Token
+    from rest_framework.test import APIClient
+
+    client = APIClient()
+    if user is not None:
+        token, _ = Token.objects.get_or_create(user=user)
+        client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
     return client
 
 

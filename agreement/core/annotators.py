@@ -1,5 +1,7 @@
 """Agreement among several annotators on their step verdicts: Krippendorff's
-alpha, Fleiss' kappa and pairwise Cohen's kappa (docs/agreement.md)."""
+alpha, Fleiss' kappa and pairwise Cohen's kappa; which annotators finished the
+same traces; each annotator against the adjudicated label, else the others'
+consensus (leave-one-out) (docs/agreement.md)."""
 
 from __future__ import annotations
 
@@ -10,9 +12,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from agreement.core.pairs import int_steps, require
-from agreement.core.steps import CODES, cohen_kappa
-from scoring.core.labels import VERDICTS, verdict_codes
+from agreement.core.first_error import first_error_agreement
+from agreement.core.intervals import step_intervals
+from agreement.core.pairs import first_error_determined, int_steps, paired_steps, require
+from agreement.core.steps import CODES, cohen_kappa, step_agreement
+from scoring.core.labels import INVALID, VERDICTS, final_labels, human_consensus, verdict_codes
 
 
 def _annotator_matrix(labels: pd.DataFrame) -> tuple[np.ndarray, list[Any]]:
@@ -142,3 +146,63 @@ def annotator_agreement(annotator_labels: pd.DataFrame) -> dict[str, Any]:
     out["pairwise_kappa"] = {"annotators": names, "kappa": kap, "steps": nsteps}
     out["undefined"] = undefined
     return out
+
+
+def overlap_sets(annotator_labels: pd.DataFrame, n_steps: pd.Series) -> list[dict[str, Any]]:
+    """Which annotators finished the same traces: one row per set of annotators (``annotators`` sorted, ``size``),
+    the traces exactly that set finished and their steps (``n_steps`` by trace_id); most traces first, then by
+    the names."""
+    per_trace = annotator_labels.groupby("trace_id")["annotator"].agg(lambda s: tuple(sorted(set(s.tolist()))))
+    overlap: dict[tuple, list[int]] = {}
+    for tid, names in per_trace.items():
+        entry = overlap.setdefault(names, [0, 0])
+        entry[0] += 1
+        entry[1] += int(n_steps.get(tid, 0))
+    return [{"annotators": list(k), "size": len(k), "traces": v[0], "steps": v[1]}
+            for k, v in sorted(overlap.items(), key=lambda kv: (-kv[1][0], kv[0]))]
+
+
+def first_error_frame(traces: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
+    """trace_id, n_steps, first_error, process (NaN), complete (= first
+    error determined) -- what first-error agreement needs, without scoring."""
+    return first_error_determined(traces[["trace_id", "n_steps"]], steps, "labels")
+
+
+def leave_one_out(raw: pd.DataFrame, adjudicated: pd.DataFrame | None, traces: pd.DataFrame, names: dict[int, str],
+                  *, n_resamples: int, seed: int) -> list[dict[str, Any]]:
+    """Each annotator against the **adjudicated label, else the consensus of the other annotators** (leave-one-out,
+    so nobody agrees with themselves): step agreement with bootstrap intervals, first-error agreement, and how often
+    each side calls a step invalid; lowest kappa first (who needs calibration), annotators without a kappa last.
+
+    ``raw``: every annotator's labels (trace_id, step, src = the annotator's key in ``names``, verdict,
+    skeleton_refs); ``adjudicated``: the adjudicated steps as ``final_labels`` gives them, or None; ``traces``:
+    trace_id, n_steps."""
+    rows = []
+    for pk, name in sorted(names.items(), key=lambda kv: kv[1]):
+        mine_raw = raw.loc[raw["src"].to_numpy() == pk]
+        if mine_raw.empty:
+            continue
+        others = raw.loc[raw["src"].to_numpy() != pk].rename(columns={"src": "annotator"})
+        consensus = human_consensus(others) if len(others) else None
+        reference = final_labels(adjudicated, consensus, None)
+        mine = mine_raw[["trace_id", "step", "verdict", "skeleton_refs"]]
+        pairs = paired_steps(reference, mine)
+        step = step_agreement(reference, mine)
+        cis = step_intervals(pairs, n_resamples=n_resamples, seed=seed)
+        fe = first_error_agreement(first_error_frame(traces, reference), first_error_frame(traces, mine))
+        ref_inv = float(np.mean(pairs["reference_verdict"].to_numpy() == INVALID)) if len(pairs) else None
+        own_inv = float(np.mean(pairs["candidate_verdict"].to_numpy() == INVALID)) if len(pairs) else None
+        undefined = {**step["undefined"], **{k: v for k, v in fe["undefined"].items() if k.startswith("first_error")}}
+        rows.append({
+            "annotator": name,
+            "traces": int(mine_raw["trace_id"].nunique()), "steps_labelled": int(len(mine_raw)),
+            "steps_compared": step["steps_compared"],
+            "percent_agreement": step["percent_agreement"], "percent_agreement_ci": cis["percent_agreement_ci"],
+            "kappa": step["kappa"], "kappa_ci": cis["kappa_ci"],
+            "kappa_binary": step["kappa_binary"], "kappa_binary_ci": cis["kappa_binary_ci"],
+            "traces_compared": fe["traces_compared"], "first_error_exact": fe["first_error_exact"],
+            "invalid_rate": own_inv, "reference_invalid_rate": ref_inv,
+            "confusion": step["confusion"], "undefined": undefined,
+        })
+    rows.sort(key=lambda r: (r["kappa"] is None, r["kappa"] if r["kappa"] is not None else 0, r["annotator"]))
+    return rows

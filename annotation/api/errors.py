@@ -9,13 +9,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.core.exceptions import NON_FIELD_ERRORS
+from django.core.exceptions import ValidationError as DjangoValidationError
 from kombu.exceptions import OperationalError as BrokerError
 from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_handler
 
 from annotation.access import AccessDenied
-from reasonlib.refusals import Refusal, Unavailable
+from reasonlib.refusals import Invalid, Refusal, Unavailable
 
 #: What a down task queue answers, on every door.
 BROKER_MESSAGE = "the task queue is not reachable; try again later"
@@ -49,9 +51,22 @@ def refusal_body(refusal: Refusal) -> dict[str, Any]:
     return {"detail": refusal.text, "errors": errors}
 
 
+def model_refusal(exc: DjangoValidationError) -> Invalid:
+    """A model's own validation (``full_clean``, ``clean``: the address policy, a unique name) as bad input
+    naming its fields (``__all__``: the request as a whole)."""
+    if hasattr(exc, "error_dict"):
+        pairs = [("" if field == NON_FIELD_ERRORS else field, message)
+                 for field, messages in exc.message_dict.items() for message in messages]
+    else:
+        pairs = [("", message) for message in exc.messages]
+    return Invalid(errors=pairs)
+
+
 def exception_handler(exc, context):
     if isinstance(exc, BrokerError):
         exc = Unavailable(BROKER_MESSAGE)
+    elif isinstance(exc, DjangoValidationError):
+        exc = model_refusal(exc)
     if isinstance(exc, Refusal):
         return Response(refusal_body(exc), status=exc.status)
     response = drf_handler(exc, context)

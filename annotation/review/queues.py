@@ -7,7 +7,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 
 from django.db import transaction
-from django.db.models import Exists, Max, OuterRef, Q
+from django.db.models import Exists, Max, OuterRef, Q, QuerySet
 from django.utils import timezone
 
 from annotation.models import Assignment, Membership, Study, Trace, TraceReview
@@ -18,6 +18,27 @@ def _done_or_skipped(user) -> Exists:
     return Exists(
         TraceReview.objects.filter(trace=OuterRef("trace"), annotator=user).filter(Q(complete=True) | Q(skipped=True))
     )
+
+
+def my_assignments(study: Study, user) -> QuerySet[Assignment]:
+    """``user``'s assignments in queue order, each with ``done`` (my review is complete), ``skipped`` (skipped
+    and not finished) and ``started`` (saved at least once): the queue page's and the API's rows."""
+    mine = TraceReview.objects.filter(trace=OuterRef("trace"), annotator=user)
+    return (Assignment.objects.filter(study=study, annotator=user).select_related("trace__problem")
+            .annotate(done=Exists(mine.filter(complete=True)), skipped=Exists(mine.filter(skipped=True, complete=False)),
+                      started=Exists(mine.filter(version__gt=0)))
+            .order_by("position"))
+
+
+def with_status(assignments: QuerySet[Assignment], status: str) -> QuerySet[Assignment]:
+    """The rows of ``my_assignments`` to do (neither done nor skipped), done or skipped; any other value: all."""
+    if status == "todo":
+        return assignments.filter(done=False, skipped=False)
+    if status == "done":
+        return assignments.filter(done=True)
+    if status == "skipped":
+        return assignments.filter(skipped=True)
+    return assignments
 
 
 def next_trace_id(study: Study, user, after: Trace | None = None) -> int | None:

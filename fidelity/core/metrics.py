@@ -55,3 +55,38 @@ def item_metrics(question: str, gold: str, gold_steps: tuple[str, ...], fwd: pai
         m["backward_steps"] = len(bsteps)
         m["backward_question"] = tail_field(bwd_text, "question")
     return m
+
+
+def metric_summaries(items: list[tuple[str, dict[str, Any]]]) -> tuple[dict[str, dict[str, Any]],
+                                                                      dict[str, dict[str, dict[str, Any]]]]:
+    """The mean and bootstrap interval of every item metric over the scored originals (``items``: each one's hop
+    category and metrics), overall and by hop category (the categories with an item, in complexity's order); an
+    item without a value of a metric is left out of that metric's summary."""
+    def block(group: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        return {k: summarise([m[k] for m in group if m.get(k) is not None]) for k in ITEM_METRICS}
+
+    overall = block([m for _cat, m in items])
+    by_hops = {cat: block(group) for cat in complexity.CATEGORIES
+               if (group := [m for c, m in items if c == cat])}
+    return overall, by_hops
+
+
+def run_summary(overall: dict[str, dict[str, Any]], perturbation: list[pairs.PerturbationRow],
+                counterfactual: pairs.CounterfactualTable | None, *, golds_derived: int,
+                golds_unknown: int) -> dict[str, Any]:
+    """The headline numbers of a run: consistency, transitivity and their overall reasoning score (spec §7), the
+    mean robustness over the perturbation strategies, the counterfactual indicators of all pairs, and the
+    summaries' means the report leads with."""
+    cons, that = overall["consistency"]["mean"], overall["t_hat"]["mean"]
+    table = counterfactual.overall if counterfactual else None
+    return {
+        "consistency": cons, "transitivity": that, "overall_reasoning": logic.overall_reasoning(cons, that),
+        "robustness_mean": (sum(r.robustness for r in perturbation) / len(perturbation)) if perturbation else None,
+        "cp_value": table.cp_value if table else None, "cp_diff": table.cp_diff if table else None,
+        "ra": table.ra if table else None, "aa": table.aa if table else None,
+        "sc": table.sc if table else None, "pairs": table.n if table else 0,
+        "golds_derived": golds_derived, "golds_unknown": golds_unknown,
+        "forward_steps_mean": overall["forward_steps"]["mean"], "backward_steps_mean": overall["backward_steps"]["mean"],
+        "hallucination_rate": overall["hallucination"]["mean"], "faithfulness_mean": overall["faithfulness"]["mean"],
+        "plausibility_mean": overall["plausibility"]["mean"],
+    }

@@ -1,5 +1,6 @@
 """Aggregates over scored traces: leaderboard (with bootstrap intervals from
-``scoring.core.bootstrap``), first-error histogram (spec: "Aggregates")."""
+``scoring.core.bootstrap``), first-error histogram (spec: "Aggregates"), the box
+statistics of a score's distribution and the answer x process quadrants."""
 
 from __future__ import annotations
 
@@ -10,8 +11,10 @@ import numpy as np
 import pandas as pd
 
 from scoring.core.bootstrap import bootstrap_distribution, check_level, percentile_interval
+from scoring.core.scores import LUCKY_EPS
 
-__all__ = ["first_error_histogram", "leaderboard", "to_records", "LEADERBOARD_COLUMNS"]
+__all__ = ["answer_process_quadrants", "box_statistics", "first_error_histogram", "leaderboard", "to_records",
+           "LEADERBOARD_COLUMNS"]
 
 LEADERBOARD_COLUMNS = [
     "traces",
@@ -160,6 +163,30 @@ def first_error_histogram(scored: pd.DataFrame, group_col: str | None = None) ->
     if not parts:
         return pd.DataFrame(columns=cols)
     return pd.concat(parts, ignore_index=True)[cols]
+
+
+def box_statistics(values: np.ndarray) -> dict[str, Any] | None:
+    """A box plot's numbers for ``values`` (NaN left out; None when nothing is left): n, min, quartiles by
+    numpy's linear interpolation, max, mean, and the whiskers' ends (Tukey's fences: the most extreme values
+    within 1.5 IQR of the quartiles)."""
+    v = values[~np.isnan(values)]
+    if len(v) == 0:
+        return None
+    q1, med, q3 = np.percentile(v, [25, 50, 75])
+    iqr = q3 - q1
+    lo = float(v[v >= q1 - 1.5 * iqr].min())
+    hi = float(v[v <= q3 + 1.5 * iqr].max())
+    return {"n": int(len(v)), "min": float(v.min()), "q1": float(q1), "median": float(med), "q3": float(q3),
+            "max": float(v.max()), "mean": float(v.mean()), "lowerfence": lo, "upperfence": hi}
+
+
+def answer_process_quadrants(answer_correct: np.ndarray, process: np.ndarray, tau: float) -> dict[str, int]:
+    """Traces by answer (correct / wrong) and process score (low: at most ``tau``, as a lucky guess counts it;
+    high: above)."""
+    a = answer_correct.astype(bool)
+    low = process <= tau + LUCKY_EPS
+    return {"correct_low": int((a & low).sum()), "correct_high": int((a & ~low).sum()),
+            "wrong_low": int((~a & low).sum()), "wrong_high": int((~a & ~low).sum())}
 
 
 def _native(x: Any) -> Any:

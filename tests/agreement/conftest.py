@@ -17,8 +17,7 @@ from __future__ import annotations
 
 import pytest
 
-from annotation import services as annotation_services
-from annotation.models import Membership, Step, StepLabel, Study, TraceReview
+from annotation.models import Step, StepLabel, Study, TraceReview
 from judges.models import JudgeConfig
 from scoring import score_jobs
 from tests.conftest import jsonl
@@ -69,13 +68,6 @@ def judge_labels(study: Study, name: str, words: dict[str, str], confidence: dic
         for tid, word in words.items() for i, c in enumerate(word)
     ])
     return judge
-
-
-@pytest.fixture
-def adjudicator(django_user_model, study):
-    user = django_user_model.objects.create_user("adam", password="pw-adam")
-    annotation_services.do_add_member(study, user.username, Membership.Role.ADJUDICATOR)
-    return user
 
 
 @pytest.fixture

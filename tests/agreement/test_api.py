@@ -5,22 +5,12 @@ blind annotator), errors and constant query counts."""
 from __future__ import annotations
 
 import pytest
-from rest_framework.authtoken.models import Token
-from rest_framework.test import APIClient
 
 from annotation.models import Study
 from tests.agreement.conftest import INTERFACE_FIELDS, judge_labels, labels_of, problem, trace
-from tests.conftest import jsonl
+from tests.conftest import api, jsonl
 
 pytestmark = pytest.mark.django_db
-
-
-def api(user=None) -> APIClient:
-    client = APIClient()
-    if user is not None:
-        token, _ = Token.objects.get_or_create(user=user)
-        client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
-    return client
 
 
 def urls(study) -> list[str]:

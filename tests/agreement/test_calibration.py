@@ -1,5 +1,5 @@
-"""Calibration studies: the stratified sample (pure and saved), queueing it
-through the review queues, the report per candidate and the tuning
+"""Calibration studies: the stratified sample saved (the pure sampler is tested in
+tests/agreement/core/test_sampling.py), queueing it through the review queues, the report per candidate and the tuning
 experiment, through the service and the API."""
 
 from __future__ import annotations
@@ -8,7 +8,6 @@ import pandas as pd
 import pytest
 from django.test import Client
 from django.urls import reverse
-from rest_framework.test import APIClient
 
 from agreement import calibration
 from agreement.models import CalibrationStudy
@@ -17,36 +16,9 @@ from annotation.services import do_add_member
 from scoring import score_jobs
 from scoring.core.profile import DEFAULT
 from tests.agreement.conftest import judge_labels, labels_of, problem, trace
-from tests.conftest import jsonl
+from tests.conftest import api, jsonl
 
 pytestmark = pytest.mark.django_db
-
-
-def test_equal_allocation_fills_small_strata_and_shares_the_rest():
-    assert calibration.allocate({"a": 10, "b": 2, "c": 10}, 12, "equal") == {"a": 5, "b": 2, "c": 5}
-    assert calibration.allocate({"a": 10, "b": 10, "c": 10}, 10, "equal") == {"a": 4, "b": 3, "c": 3}
-    assert calibration.allocate({"a": 1, "b": 1}, 50, "equal") == {"a": 1, "b": 1}
-    assert calibration.allocate({"a": 0, "b": 5}, 3, "equal") == {"a": 0, "b": 3}
-
-
-def test_proportional_allocation_rounds_by_largest_remainder():
-    assert calibration.allocate({"a": 60, "b": 30, "c": 10}, 10, "proportional") == {"a": 6, "b": 3, "c": 1}
-    assert calibration.allocate({"a": 5, "b": 5, "c": 5}, 4, "proportional") == {"a": 2, "b": 1, "c": 1}
-    with pytest.raises(calibration.CalibrationError, match="allocation"):
-        calibration.allocate({"a": 1}, 1, "random")
-
-
-def test_the_sample_depends_only_on_the_seed_and_the_set_of_traces():
-    frame = pd.DataFrame({"trace_id": range(100), "stratum": [f"m{i % 3} / {'correct' if i % 2 else 'wrong'}"
-                                                              for i in range(100)]})
-    a = calibration.stratified_sample(frame, 12, seed=4)
-    b = calibration.stratified_sample(frame.sample(frac=1, random_state=1), 12, seed=4)
-    assert a.equals(b)
-    assert len(a) == 12 and a["trace_id"].is_unique
-    assert a.groupby("stratum").size().tolist() == [2] * 6  # six strata, equal shares
-    assert a["position"].tolist() == list(range(1, 13))
-    assert a["stratum"].tolist()[:6] == sorted(a["stratum"].unique())  # strata interleaved in the queue order
-    assert not a.equals(calibration.stratified_sample(frame, 12, seed=5))
 
 
 @pytest.fixture
@@ -95,12 +67,7 @@ def test_a_sample_larger_than_the_pool_is_refused_with_the_numbers(pool):
     assert not CalibrationStudy.objects.filter(name="big").exists()
 
 
-def test_what_was_drawn_is_said_when_equal_shares_are_impossible(pool, owner):
-    assert calibration.describe_allocation({"a": 10, "b": 2, "c": 10}, {"a": 5, "b": 2, "c": 5}) == (
-        "12 traces drawn; an equal share was not possible: 1 of 3 strata have fewer traces than the others' share "
-        "and gave all they have (b: 2); the other strata gave up to 5 each.")
-    assert calibration.describe_allocation({"a": 10, "b": 10}, {"a": 4, "b": 4}) == (
-        "8 traces drawn equally: 4 from each of 2 strata.")
+def test_what_was_drawn_is_said_on_the_page(pool, owner):
     cal = calibration.do_create_calibration(pool, name="pilot", reference="human", candidates=["judge:gpt"], size=8)
     assert cal.filters["drawn"] == "8 traces drawn equally: 2 from each of 4 strata."
     page = Client()
@@ -184,40 +151,34 @@ def test_the_prompt_version_behind_each_judge_is_shown(pool):
     assert versions == [{"prompt_version": "1", "traces": 8}, {"prompt_version": "2", "traces": 4}]
 
 
-def _api(user) -> APIClient:
-    client = APIClient()
-    client.force_authenticate(user)
-    return client
-
-
 def test_the_api_creates_lists_reports_tunes_and_queues(pool, owner, member):
     url = f"/api/v1/studies/{pool.pk}/calibrations/"
     body = {"name": "pilot", "reference": "human", "candidates": ["judge:gpt"], "size": 8, "seed": 2}
-    assert _api(member).post(url, body, format="json").status_code == 403  # annotators do not create
-    created = _api(owner).post(url, body, format="json")
+    assert api(member).post(url, body, format="json").status_code == 403  # annotators do not create
+    created = api(owner).post(url, body, format="json")
     assert created.status_code == 201, created.json()
     data = created.json()
     assert data["traces"] == 8 and data["reference"] == "human" and data["html_url"].endswith(
         f"/studies/{pool.pk}/calibration/{data['id']}/")
-    bad = _api(owner).post(url, {**body, "name": "again", "candidates": ["judge:nope"]}, format="json")
+    bad = api(owner).post(url, {**body, "name": "again", "candidates": ["judge:nope"]}, format="json")
     assert bad.status_code == 400 and bad.json()["errors"][0]["field"] == "candidates"
-    listed = _api(member).get(url).json()  # the study is blind, member is an annotator
+    listed = api(member).get(url).json()  # the study is blind, member is an annotator
     assert listed["detail"].startswith("this study is blind")
     pool.blind = False
     pool.save()
-    listed = _api(member).get(url).json()
+    listed = api(member).get(url).json()
     assert listed["count"] == 1 and listed["results"][0]["traces"] == 8
-    detail = _api(owner).get(f"/api/v1/calibrations/{data['id']}/").json()
+    detail = api(owner).get(f"/api/v1/calibrations/{data['id']}/").json()
     assert detail["report"]["candidates"][0]["candidate"] == "judge:gpt"
     assert set(detail["report"]["candidates"][0]["metrics"]) >= {"kappa", "kappa_ci", "pb_f1", "pearson_ci"}
     assert sum(s["traces"] for s in detail["composition"]) == 8
-    tuned = _api(owner).get(f"/api/v1/calibrations/{data['id']}/tuning/?candidate=judge:gpt&omegas=0,5")
+    tuned = api(owner).get(f"/api/v1/calibrations/{data['id']}/tuning/?candidate=judge:gpt&omegas=0,5")
     assert tuned.status_code == 200 and [g["omega"] for g in tuned.json()["grid"]] == [0.0, 5.0]
-    assert _api(owner).get(f"/api/v1/calibrations/{data['id']}/tuning/?candidate=human").status_code == 400
-    queued = _api(owner).post(f"/api/v1/calibrations/{data['id']}/queue/", {"annotators": ["alice"], "k": 1},
+    assert api(owner).get(f"/api/v1/calibrations/{data['id']}/tuning/?candidate=human").status_code == 400
+    queued = api(owner).post(f"/api/v1/calibrations/{data['id']}/queue/", {"annotators": ["alice"], "k": 1},
                               format="json")
     assert queued.status_code == 200 and queued.json() == {"assignments_created": 8}
-    assert _api(member).post(f"/api/v1/calibrations/{data['id']}/queue/", {"annotators": ["alice"]},
+    assert api(member).post(f"/api/v1/calibrations/{data['id']}/queue/", {"annotators": ["alice"]},
                              format="json").status_code == 403
     assert CalibrationStudy.objects.get(pk=data["id"]).items.count() == 8
 

@@ -13,13 +13,12 @@ import pyarrow.parquet as pq
 import pytest
 from django.core.management import CommandError, call_command
 from django.urls import reverse
-from rest_framework.test import APIClient
 
 from annotation import services as annotation_services
 from annotation.models import Job, StepLabel, Study
 from scoring import exports
 from tests.agreement.conftest import judge_labels, labels_of, problem, trace
-from tests.conftest import jsonl
+from tests.conftest import api, jsonl
 
 pytestmark = pytest.mark.django_db
 LABEL_FIELDS = ["trace_id", "step", "source", "annotator", "verdict", "skeleton_refs", "confidence", "reason"]
@@ -196,13 +195,6 @@ def test_bad_requests_are_clear_errors(worked):
 # ---------------------------------------------------------------------------
 # Export jobs: API, web, downloads, permissions
 # ---------------------------------------------------------------------------
-def api(user=None) -> APIClient:
-    client = APIClient()
-    if user is not None:
-        client.force_authenticate(user)
-    return client
-
-
 def queue(client, study, capture, **body):
     with capture(execute=True):
         return client.post(f"/api/v1/studies/{study.pk}/exports/", body, format="json")

@@ -11,16 +11,11 @@ import pytest
 
 from subjects import services as subject_services
 from subjects.models import SubjectModel
+from tests.run_fixtures import quick_retries_fixture  # noqa: F401 (fixtures)
 from tests.runs.fake_openai import FakeOpenAI
 from tests.subjects.conftest import generate, problem_records
 
 SMOLLM2 = (Path(__file__).parent.parent / "runs" / "data" / "smollm2_chat_template.jinja").read_text()
-
-
-@pytest.fixture(autouse=True)
-def quick_retries(settings):
-    settings.RUN_RETRY_BASE_SECONDS = 0.01
-    settings.RUN_RETRY_MAX_SECONDS = 0.05
 
 
 @pytest.fixture

@@ -140,14 +140,3 @@ def test_answers_come_back_from_the_cache_the_second_time(generated, server):
     assert len([s.body for s in server.requests]) == before
     assert all(r.result["cached"] for r in Intervention.objects.filter(frun=record))
     assert json.dumps(ifr_summary(record))  # serialisable for the API
-
-
-@pytest.mark.parametrize("text, answer", [
-    (" 18", "18"), (" $18.", "18"), (" 18 eggs a day\nand more", "18"), (" 16 - 3 - 4 = 9 eggs", "9"),
-    (" The answer is 42.", "42"), (" Tuesday", "Tuesday"), (" I cannot tell what the final answer is at all", ""),
-    ("", ""),
-])
-def test_a_forced_answer_is_read_from_the_first_line_after_the_cue(text, answer):
-    from faithfulness.runclient import forced_answer_text
-
-    assert forced_answer_text(text) == answer

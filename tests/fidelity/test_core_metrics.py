@@ -5,6 +5,7 @@ from fractions import Fraction
 import pytest
 
 from fidelity.core import answer, complexity, explanation, logic, pairs
+from fidelity.core.metrics import ITEM_METRICS, metric_summaries, run_summary
 from fidelity.core.pairs import CounterfactualPair, Output
 
 # Table 1 of the paper: (name, EM drop, CoT drop, Sem, Reason, Robust, BL EM, Var EM, BL CoT, Var CoT).
@@ -156,3 +157,37 @@ def test_a_closing_answer_line_is_not_a_step_here_either(text):
 
     assert split_steps(text) == [s.text for s in parse_trace(text).steps]
     assert "#### 26" not in split_steps(text)
+
+
+def _metrics(**values):
+    return {k: values.get(k) for k in ITEM_METRICS}
+
+
+def test_metric_summaries_average_each_metric_over_the_items_that_have_it_overall_and_by_hops():
+    one, two = complexity.CATEGORIES[0], complexity.CATEGORIES[1]
+    items = [(one, _metrics(em=1, consistency=0.5)), (one, _metrics(em=0, consistency=None)),
+             (two, _metrics(em=1, consistency=0.25))]
+    overall, by_hops = metric_summaries(items)
+    assert (overall["em"]["n"], overall["em"]["mean"]) == (3, pytest.approx(2 / 3))
+    # the second item has no consistency: left out, not counted as 0
+    assert (overall["consistency"]["n"], overall["consistency"]["mean"]) == (2, pytest.approx(0.375))
+    assert list(by_hops) == [one, two]  # only categories with an item, in complexity's order
+    assert (by_hops[one]["em"]["mean"], by_hops[one]["consistency"]["n"]) == (pytest.approx(0.5), 1)
+    assert overall["f1"] == {"n": 0, "mean": None, "ci": None}
+
+
+def test_run_summary_by_hand():
+    overall, _ = metric_summaries([("x", _metrics(consistency=0.15, t_hat=0.322, hallucination=0.5,
+                                                  forward_steps=4, backward_steps=2, faithfulness=0.8,
+                                                  plausibility=0.6))])
+    rows = [pairs.row_from_means(r[0], 999, r[6], r[7], r[8], r[9], r[3], r[4], 0.0) for r in TABLE1[:2]]
+    cf = [CounterfactualPair("s", "m", "c", cp_value=1, cp_diff=1, ra=0, aa=1, aa_strict=True, sc=0.5),
+          CounterfactualPair("s", "m", "c", cp_value=0, cp_diff=1, ra=1, aa=0, aa_strict=False, sc=1.0)]
+    s = run_summary(overall, rows, pairs.counterfactual_table(cf), golds_derived=3, golds_unknown=1)
+    # (Consistency + T̂) / 2: the paper's 23.6% from 15% and 32.2%
+    assert s["overall_reasoning"] == pytest.approx(0.236)
+    assert s["robustness_mean"] == pytest.approx((rows[0].robustness + rows[1].robustness) / 2)
+    assert (s["cp_value"], s["cp_diff"], s["ra"], s["aa"], s["sc"], s["pairs"]) == (0.5, 1.0, 0.5, 0.5, 0.75, 2)
+    assert (s["golds_derived"], s["golds_unknown"], s["forward_steps_mean"], s["hallucination_rate"]) == (3, 1, 4, 0.5)
+    empty = run_summary(overall, [], None, golds_derived=0, golds_unknown=0)
+    assert (empty["robustness_mean"], empty["cp_value"], empty["pairs"]) == (None, None, 0)

@@ -83,7 +83,7 @@ def test_the_command_runs_a_suite_and_prints_the_summary(problems, subject, caps
 @pytest.mark.parametrize(("args", "message"), [
     (["--axes", "sideways"], "unknown axis 'sideways'"),
     (["--problems", "first:x"], "first:N needs a positive N"),
-    (["--per-problem", "0"], "per-problem: must lie in 1..10"),
+    (["--per-problem", "0"], "--per-problem: Ensure this value is greater than or equal to 1"),  # as REST says
 ])
 def test_the_command_rejects_bad_arguments(problems, subject, args, message):
     study = problems(1)

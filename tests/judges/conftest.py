@@ -10,20 +10,7 @@ from annotation.models import Job
 from judges import services
 from judges.models import JudgeConfig, JudgeRun
 from tests.conftest import jsonl
-from tests.runs.fake_openai import FakeOpenAI
-
-
-@pytest.fixture(autouse=True)
-def quick_retries(settings):
-    settings.RUN_RETRY_BASE_SECONDS = 0.01
-    settings.RUN_RETRY_MAX_SECONDS = 0.05
-
-
-@pytest.fixture
-def server():
-    fake = FakeOpenAI().start()
-    yield fake
-    fake.stop()
+from tests.run_fixtures import openai_server, quick_retries_fixture  # noqa: F401 (fixtures)
 
 
 def trace_records(n: int, *, steps: int = 3, wrong: dict[int, int] | None = None, models=("m1", "m2")) -> bytes:

@@ -4,22 +4,13 @@
 from __future__ import annotations
 
 import pytest
-from rest_framework.authtoken.models import Token
-from rest_framework.test import APIClient
 
 from annotation.models import Job, StepLabel
 from judges import services
 from judges.models import MECHANISTIC, JudgeConfig, PromptVersion
+from tests.conftest import api
 
 pytestmark = pytest.mark.django_db
-
-
-def api(user=None) -> APIClient:
-    client = APIClient()
-    if user is not None:
-        token, _ = Token.objects.get_or_create(user=user)
-        client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
-    return client
 
 
 NEW_JUDGE = {"name": "local-qwen", "model": "qwen2.5-7b", "base_url": "http://127.0.0.1:8080/v1", "concurrency": 8,

@@ -12,13 +12,6 @@ from tests.conftest import jsonl
 
 
 @pytest.fixture
-def adjudicator(django_user_model, study):
-    user = django_user_model.objects.create_user("adam", password="pw-adam")
-    services.do_add_member(study, user.username, Membership.Role.ADJUDICATOR)
-    return user
-
-
-@pytest.fixture
 def annotator2(django_user_model, study):
     user = django_user_model.objects.create_user("bob", password="pw-bob")
     services.do_add_member(study, user.username, Membership.Role.ANNOTATOR)

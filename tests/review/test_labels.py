@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import pytest
 from django.urls import reverse
-from rest_framework.test import APIClient
 
 from annotation import signals
 from annotation.models import LabelHistory, StepLabel, Trace, TraceReview
 from annotation.review.labels import LabelIn, do_save_labels
 from annotation.review.queues import do_assign, next_trace_id
+from tests.conftest import api
 
 pytestmark = pytest.mark.django_db
 
@@ -19,12 +19,6 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def trace(seeded):
     return Trace.objects.select_related("problem", "study").get(trace_id="p0/m1")
-
-
-def api(user) -> APIClient:
-    client = APIClient()
-    client.force_authenticate(user)
-    return client
 
 
 def labels_url(trace) -> str:

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 from django.urls import reverse
-from rest_framework.test import APIClient
 
 from annotation import signals, skeletons
 from annotation.models import Problem, Skeleton
+from tests.conftest import api
 
 pytestmark = pytest.mark.django_db
 
@@ -124,12 +124,6 @@ def test_the_live_check_fragment(client, member):
 
 
 # --- API -----------------------------------------------------------------------------
-
-
-def api(user) -> APIClient:
-    client = APIClient()
-    client.force_authenticate(user)
-    return client
 
 
 def test_problem_list_filters(seeded, member, do_import):

@@ -1,20 +1,12 @@
-"""Fixtures the engine's tests share: the fake OpenAI-compatible server, and retries short enough
-that a test of failures does not wait out the production backoff."""
+"""Fixtures the engine's tests share: the fake OpenAI-compatible server (tests/run_fixtures.py), and retries
+short enough that a test of failures does not wait out the production backoff (here asked for by name, not
+automatic as in the run clients' tests)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
-from tests.runs.fake_openai import FakeOpenAI
-
-
-@pytest.fixture
-def server() -> Iterator[FakeOpenAI]:
-    fake = FakeOpenAI().start()
-    yield fake
-    fake.stop()
+from tests.run_fixtures import openai_server  # noqa: F401 (fixtures)
 
 
 @pytest.fixture

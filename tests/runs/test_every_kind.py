@@ -14,7 +14,6 @@ from collections.abc import Iterator
 import pytest
 from django.core.management import call_command
 from django.test import Client
-from rest_framework.test import APIClient
 
 from abstraction import services as abstraction_services
 from annotation.models import Job, Study
@@ -24,6 +23,7 @@ from runs.models import Run
 from runs.serializers import RunDetailSerializer
 from search import scanners
 from subjects import services as subject_services
+from tests.conftest import api
 from tests.fidelity.conftest import problem_records
 from tests.runs.fake_thinking import FOLLOW, FakeThinking
 from tests.runs.test_continuation import SMOLLM2
@@ -74,12 +74,6 @@ def first_choices(kind: kinds.RunKind, study: Study) -> dict[str, str]:
             assert choices, f"{kind.name}: the study offers nothing for {name}; give the lab one"
             data[name] = choices[0]
     return data
-
-
-def api(user) -> APIClient:
-    client = APIClient()
-    client.force_authenticate(user)
-    return client
 
 
 def ended(run_pk: int) -> Job:

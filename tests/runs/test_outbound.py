@@ -12,8 +12,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management import CommandError, call_command
-from rest_framework.authtoken.models import Token
-from rest_framework.test import APIClient
 
 from annotation.models import Job
 from reasonaudit.env import env_model_keys
@@ -21,17 +19,11 @@ from runs import outbound
 from runs.transport import Endpoint, FatalRunError, ModelPool, ModelRequest, NoStop
 from subjects import services as subject_services
 from subjects.models import SubjectModel
+from tests.conftest import api
 from tests.runs.fake_openai import FakeOpenAI
 
 pytestmark = pytest.mark.django_db
 LOOPBACK = (ipaddress.ip_network("127.0.0.0/8"), ipaddress.ip_network("::1/128"))
-
-
-def api(user) -> APIClient:
-    client = APIClient()
-    token, _ = Token.objects.get_or_create(user=user)
-    client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
-    return client
 
 
 @pytest.fixture

@@ -9,20 +9,13 @@ import ipaddress
 import socket
 
 import pytest
-from rest_framework.authtoken.models import Token
-from rest_framework.test import APIClient
 
 from annotation.models import Job
 from runs import outbound
 from subjects.models import SubjectModel
+from tests.conftest import api
 
 pytestmark = pytest.mark.django_db
-
-
-def api(user) -> APIClient:
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.get_or_create(user=user)[0].key}")
-    return client
 
 
 def errors(response) -> dict[str, str]:

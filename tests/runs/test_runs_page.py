@@ -11,8 +11,6 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.test import Client
 from kombu.exceptions import OperationalError as BrokerError
-from rest_framework.authtoken.models import Token
-from rest_framework.test import APIClient
 
 from annotation import jobs
 from annotation.models import Job, Membership, Problem, Study
@@ -24,7 +22,7 @@ from runs.version import code_version
 from scoring.exports import code_version as export_code_version
 from subjects import services
 from subjects.models import GenerationRun
-from tests.conftest import jsonl
+from tests.conftest import api, jsonl
 from tests.run_fixtures import generation_server, quick_retries_fixture  # noqa: F401 (fixtures)
 from tests.runs.fake_openai import Fault
 from tests.subjects.conftest import generate, make_problems, subject  # noqa: F401 (fixtures)
@@ -35,13 +33,6 @@ pytestmark = pytest.mark.django_db
 def web(user) -> Client:
     client = Client()
     client.force_login(user)
-    return client
-
-
-def api(user) -> APIClient:
-    client = APIClient()
-    token, _ = Token.objects.get_or_create(user=user)
-    client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
     return client
 
 

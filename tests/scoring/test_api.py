@@ -4,12 +4,11 @@ errors, html_url, query counts, and the profile endpoints."""
 from __future__ import annotations
 
 import pytest
-from rest_framework.authtoken.models import Token
-from rest_framework.test import APIClient
 
 from annotation import services as annotation_services
 from annotation.models import Membership, Trace
 from scoring import score_jobs
+from tests.conftest import api
 from tests.scoring.test_pages import _seed_more
 
 pytestmark = pytest.mark.django_db
@@ -20,14 +19,6 @@ SCORE_FIELDS = ["trace_id", "problem_id", "model", "source", "profile", "n_steps
 LEADERBOARD_FIELDS = ["model", "traces", "answer_accuracy", "s_hcrs_mean", "s_hcrs_ci", "process_mean", "process_ci",
                       "s_prm_mean", "holistic_mean", "holistic_ci", "lucky_guess_rate", "svr", "vsr"]
 HAZARD_FIELDS = ["step", "at_risk", "events", "hazard", "cum_hazard", "survival"]
-
-
-def api(user=None) -> APIClient:
-    client = APIClient()
-    if user is not None:
-        token, _ = Token.objects.get_or_create(user=user)
-        client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
-    return client
 
 
 @pytest.fixture

@@ -5,7 +5,14 @@ import pandas as pd
 import pytest
 from scoring_core_data import WORKED_MODELS, worked_frames
 
-from scoring.core.aggregate import LEADERBOARD_COLUMNS, first_error_histogram, leaderboard, to_records
+from scoring.core.aggregate import (
+    LEADERBOARD_COLUMNS,
+    answer_process_quadrants,
+    box_statistics,
+    first_error_histogram,
+    leaderboard,
+    to_records,
+)
 from scoring.core.bootstrap import bootstrap_ci
 from scoring.core.scores import score_traces
 
@@ -136,3 +143,19 @@ def test_to_records():
     ]
     assert type(recs[0]["b"]) is int and type(recs[0]["d"]) is bool
     json.dumps(recs)
+
+
+def test_box_statistics_by_hand():
+    box = box_statistics(np.array([1.0, 2.0, 3.0, 4.0, 100.0, np.nan]))
+    # Quartiles by linear interpolation over 5 values: 2, 3, 4; IQR 2, so the upper whisker stops at 4
+    # (100 > 4 + 1.5 * 2) and the lower one at 1 (>= 2 - 3); the mean is 110 / 5; NaN is left out.
+    assert box == {"n": 5, "min": 1.0, "q1": 2.0, "median": 3.0, "q3": 4.0, "max": 100.0, "mean": 22.0,
+                   "lowerfence": 1.0, "upperfence": 4.0}
+    assert box_statistics(np.array([np.nan])) is None
+
+
+def test_answer_process_quadrants_count_a_score_at_tau_as_low():
+    answer = np.array([True, True, False, False, True])
+    process = np.array([1.0, 5.0, 3.0, 9.0, 3.0])
+    assert answer_process_quadrants(answer, process, 3.0) == {
+        "correct_low": 2, "correct_high": 1, "wrong_low": 1, "wrong_high": 1}

@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import django_filters
 import pytest
-from rest_framework.test import APIClient
 
 from search.filters import TraceSearchFilter
 from search.models import Cohort
-from tests.conftest import signed_in
+from tests.conftest import api, signed_in
 
 pytestmark = pytest.mark.django_db
 
@@ -18,12 +17,6 @@ NUMBER_FILTERS = sorted(name for name, f in TraceSearchFilter.base_filters.items
                         if isinstance(f, django_filters.NumberFilter))
 HOSTILE_NUMBERS = ["1e999", "-1e999", "99999999999999999999", "-99999999999999999999", "9223372036854775808",
                    "NaN", "Infinity", "-inf", "1e-999", "²", "٣", "0x10", "1_000", " 7 ", "-0", "3.5"]
-
-
-def api(user) -> APIClient:
-    c = APIClient()
-    c.force_authenticate(user)
-    return c
 
 
 def test_the_registry_has_number_filters():

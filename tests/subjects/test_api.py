@@ -5,23 +5,14 @@ from __future__ import annotations
 
 import pytest
 from django.test import Client
-from rest_framework.authtoken.models import Token
-from rest_framework.test import APIClient
 
 from annotation.models import Job, Trace
 from subjects import services
 from subjects.models import GenerationRun, SubjectModel
+from tests.conftest import api
 from tests.subjects.test_cli import closed_port_url
 
 pytestmark = pytest.mark.django_db
-
-
-def api(user=None) -> APIClient:
-    client = APIClient()
-    if user is not None:
-        token, _ = Token.objects.get_or_create(user=user)
-        client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
-    return client
 
 
 def test_owners_create_and_change_members_read(study, owner, member, server):

@@ -5,38 +5,35 @@ from django.core.management.base import CommandError
 from abstraction import services
 from abstraction.core import generators as gen
 from abstraction.models import Benchmark
-from abstraction.runkinds import MODES
 from annotation.management.commands._progress import Bar
 from annotation.models import Study
-from judges.models import JudgeConfig
-from runs import params
-from runs.cli import RunCommand
+from runs import kinds, params
+from runs.cli import KindCommand
 from subjects.models import SubjectModel
 
 
-class Command(RunCommand):
+class Command(KindCommand):
+    """``run abstraction`` under its own name, plus what comes around a run: generating the benchmark version it
+    asks and printing the study's table."""
+
+    kind = "abstraction"
     noun = "item"
     help = ("The abstraction benchmark (paper 004): generate a seeded benchmark version and run a subject model "
-            "on it (--wait follows the run to the end; exit 1 unless every item succeeded); --table prints Γ and Δ.")
+            "on it (the same as run abstraction; --wait follows the run to the end; exit 1 unless every item "
+            "succeeded); --table prints Γ and Δ.")
 
-    def add_kind_arguments(self, parser):
-        parser.add_argument("--model", help="subject model name (without it: generate the benchmark only)")
-        parser.add_argument("--benchmark", help="benchmark version name (default seed<S>-<remap>-<sma>)")
-        parser.add_argument("--seed", type=params.cli_type("seed"), default=gen.DEFAULT_SEED)
+    def add_kind_parser(self, parser, kind) -> None:
+        super().add_kind_parser(parser, kind)  # --model (without it: generate the benchmark only), --benchmark, ...
+        parser.add_argument("--seed", type=params.cli_type("seed"), default=gen.DEFAULT_SEED,
+                            help="the benchmark's seed (a new version only)")
         parser.add_argument("--remap-mode", choices=("repo", "clean"), default="repo")
         parser.add_argument("--sma-mode", choices=gen.SMA_MODES, default="paper")
-        parser.add_argument("--categories", nargs="+", choices=gen.CATEGORIES, help="default: all six")
-        parser.add_argument("--mode", choices=tuple(MODES), default="dp", help="prompting: dp, cot or both")
-        parser.add_argument("--per-sub-dataset", type=params.cli_type("per_sub_dataset"),
-                            help=f"the first N instances of every sub-dataset ({params.range_text('per_sub_dataset')})")
-        parser.add_argument("--max-examples", type=params.cli_type("max_examples"), help="send only the first N of the 50 worked examples "
-                            "(a cheap probe on a slow server; results are kept as MODEL@Nex)")
-        parser.add_argument("--checker-judge", help="an LLM judge configuration of the study: check every answer "
-                            "with the published checker prompt too, and use its verdict")
         parser.add_argument("--table", action="store_true", help="print the study's table (truncated to 2 decimals)")
 
     def handle(self, *args, **opts):
         study = self.find_study(opts)
+        if isinstance(opts.get("categories"), (list, tuple)):  # call_command(..., categories=["BC", "SMA"])
+            opts["categories"] = ",".join(opts["categories"])
         subject = None
         if opts["model"]:
             subject = SubjectModel.objects.filter(study=study, name=opts["model"]).first()
@@ -48,9 +45,15 @@ class Command(RunCommand):
                 return self.cancel_runs(services.active_runs(subject), f"subject model {subject.name}")
         bench = self._benchmark(study, opts)
         if subject is not None:
-            self._run(study, subject, bench, opts)
-        if opts["table"] or subject is None and not opts["benchmark"]:
-            self._table(study, bench if subject is not None or opts["benchmark"] else None)
+            _, job = self.start_kind(kinds.get(self.kind), study, {**opts, "benchmark": bench.name})
+            if job is not None:
+                self._table(study, bench)
+            if opts["table"]:
+                self._table(study, bench)
+            self.exit_status(job)
+            return
+        if opts["table"] or not opts["benchmark"]:
+            self._table(study, bench if opts["benchmark"] else None)
 
     def _benchmark(self, study: Study, opts) -> Benchmark:
         name = opts["benchmark"] or services.default_name(opts["seed"], opts["remap_mode"], opts["sma_mode"])
@@ -71,22 +74,6 @@ class Command(RunCommand):
         if bench.counts.get("MA", 0) == 0:
             self.stderr.write("note: the study has no GSM8K problems with gold answers: MA is empty")
         return bench
-
-    def _run(self, study: Study, subject: SubjectModel, bench: Benchmark, opts) -> None:
-        judge = None
-        if opts["checker_judge"]:
-            judge = JudgeConfig.objects.filter(study=study, name=opts["checker_judge"]).first()
-            if judge is None:
-                raise CommandError(f"no judge configuration named {opts['checker_judge']!r} in {study.name!r}")
-        record, job = self.start_and_follow(
-            lambda queue: services.do_start_run(
-                subject, bench, modes=MODES[opts["mode"]], categories=opts["categories"],
-                per_sub_dataset=opts["per_sub_dataset"], judge=judge, force=opts["force"],
-                max_examples=opts["max_examples"], budget_usd=opts["budget"], queue=queue),
-            opts, label=f"abstraction {subject.name}")
-        if job is not None:
-            self._table(study, bench)
-        self.exit_status(job)
 
     def describe(self, record) -> str:
         return (f"abstraction run {record.pk} (job {record.job.pk}): {record.subject.name} v{record.subject.version} on "

@@ -1,29 +1,16 @@
-
-from faithfulness.core import early
 from faithfulness.management.commands._common import FaithfulnessCommand
-from faithfulness.running import do_start_early
 from faithfulness.summaries import early_summary
 
 
 class Command(FaithfulnessCommand):
     help = ("Early answering of a reasoning model (Lanham et al. 2023): cut each generated trace's thought after "
             "step k (every k, or a grid of fractions), close it and force the answer; print the same-answer curve, "
-            "AOC, the decision point and the share of thought after it. --wait follows it to the end "
-            "(exit 1 unless it succeeded).")
+            "AOC, the decision point and the share of thought after it. The same as run early_answering; --wait "
+            "follows it to the end (exit 1 unless it succeeded).")
 
-    def add_kind_arguments(self, parser):
-        super().add_kind_arguments(parser)
-        parser.add_argument("--grid", default=early.DEFAULT_EARLY_GRID,
-                            help="'all' (after every thought step, the default) or fractions of the thought's steps, "
-                                 "e.g. 0,0.25,0.5,0.75,1")
+    kind = "early_answering"
 
-    def handle(self, *args, **opts):
-        early.parse_early_grid(opts["grid"])
-        self.run_kind(opts, lambda subject, queue: do_start_early(
-            subject, grid=opts["grid"], mode=opts["mode"], queue=queue, force=opts["force"],
-            budget_usd=opts["budget"], limit=opts["limit"], cohort=opts["cohort"]))
-
-    def print_summary(self, record) -> None:
+    def summary(self, record) -> None:
         s = early_summary(record)
 
         def num(v, fmt=".3f"):

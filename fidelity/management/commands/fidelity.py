@@ -4,33 +4,24 @@ from fidelity import extractor
 from fidelity.imported import pdr
 from fidelity.models import FidelityRun, Output, Suite
 from fidelity.report import Report, report
-from fidelity.running import active_runs, do_queue_run
-from fidelity.suites import DEFAULT_AXES, link_imports, parse_axes
+from fidelity.suites import link_imports
 from judges.models import JudgeConfig
-from reasonlib.selection import SYNTAX, FilterError
-from runs import params
-from runs.cli import RunCommand
+from runs.cli import KindCommand
 from subjects.models import SubjectModel
 
 
-class Command(RunCommand):
+class Command(KindCommand):
+    """``run fidelity`` under its own name, plus two things that start no fidelity run: --extract-forms and --pdr."""
+
+    kind = "fidelity"
     noun = "problem"
     help = ("Reasoning-fidelity diagnostics (paper 001): build or extend a suite of seeded variants of the study's "
             "problems (perturbations, counterfactuals) and run a subject model over it (forward traces of originals "
-            "and variants, backward reconstructions); --wait follows it and prints the four-axis summary.")
+            "and variants, backward reconstructions); the same as run fidelity; --wait follows it and prints the "
+            "four-axis summary.")
 
-    def add_kind_arguments(self, parser):
-        parser.add_argument("--model", required=True, help="subject model name")
-        parser.add_argument("--suite", default="fidelity", help="suite name (default: fidelity)")
-        parser.add_argument("--axes", default=DEFAULT_AXES,
-                            help="comma-separated: perturbation, counterfactual, backward, imported (the variants an "
-                                 "import linked: --suite gsm-plus or menatqa)")
-        parser.add_argument("--per-problem", type=params.cli_type("per_problem"), default=1,
-                            help=f"variants per strategy and problem (K; {params.range_text('per_problem')})")
-        parser.add_argument("--problems", default="all", help=f"which originals: {SYNTAX}")
-        params.add_cohort_argument(parser)
-        parser.add_argument("--seed", type=params.cli_type("seed"), default=0,
-                            help="the suite's seed (a new suite only)")
+    def add_kind_parser(self, parser, kind) -> None:
+        super().add_kind_parser(parser, kind)
         parser.add_argument("--extract-forms", metavar="JUDGE",
                             help="only extract the logical forms of --model's newest run with this LLM judge "
                                  "configuration's model (the optional extractor of spec §7)")
@@ -45,30 +36,24 @@ class Command(RunCommand):
             self.stdout.write(f"imported variants: {linked.linked} linked to their originals, "
                               f"{len(linked.unmatched)} without an original in the study")
         if opts["pdr"]:
-            return self._pdr(study, opts["model"], opts["suite"] if opts["suite"] != "fidelity" else None)
-        subject = SubjectModel.objects.filter(study=study, name=opts["model"]).select_related("prompt_template").first()
-        if subject is None:
-            names = ", ".join(study.subject_models.values_list("name", flat=True)) or "none"
-            raise CommandError(f"no subject model named {opts['model']!r} in {study.name!r} (subject models: {names})")
-        if opts["cancel"]:
-            return self.cancel_runs(active_runs(subject), f"subject model {subject.name}")
-        if opts["extract_forms"]:
+            return self._pdr(study, opts["model"], opts["suite"] if opts["suite"] not in (None, "fidelity") else None)
+        if opts["extract_forms"] and not opts["cancel"]:
+            subject = SubjectModel.objects.filter(study=study, name=opts["model"]).first()
+            if subject is None:
+                names = ", ".join(study.subject_models.values_list("name", flat=True)) or "none"
+                raise CommandError(f"no subject model named {opts['model']!r} in {study.name!r} "
+                                   f"(subject models: {names})")
             return self._extract(study, subject, opts["extract_forms"], opts)
-        try:
-            axes = parse_axes(opts["axes"])
-        except ValueError as exc:
-            raise CommandError(str(exc)) from None
         # Planned in the job, as from the browser and the API: the job makes the suite's variants and picks the
         # items (fidelity.running.plan_run_items); --wait follows it and prints the suite report from its params.
-        record, job = self.start_and_follow(
-            lambda queue: do_queue_run(study, opts["suite"], subject, axes=axes, per_problem=opts["per_problem"],
-                                       problems=opts["problems"], seed=opts["seed"], cohort=opts["cohort"],
-                                       force=opts["force"], budget_usd=opts["budget"], queue=queue),
-            opts, label=f"fidelity {subject.name}", errors=(FilterError,))
-        if job is not None:
-            self._suite_report(record.suite.name, job.params.get("suite_report"))
-            self._summary(report(record))
-        self.exit_status(job)
+        super().handle(*args, **opts)
+
+    def print_summary(self, record: FidelityRun) -> None:
+        """The run as planned (its job made the variants and picked the problems), the suite report, the summary."""
+        record.job.refresh_from_db()
+        self.stdout.write(self.describe(record))
+        self._suite_report(record.suite.name, record.job.params.get("suite_report"))
+        self._summary(report(record))
 
     def describe(self, record) -> str:
         if not isinstance(record, FidelityRun):  # the forms extraction's Run
@@ -96,7 +81,7 @@ class Command(RunCommand):
             raise CommandError(f"subject model {subject.name} has no fidelity run")
         self.noun = "trace"
         run, job = self.start_and_follow(
-            lambda queue: extractor.do_start_extraction(record, judge, force=opts["force"], queue=queue),
+            lambda queue: extractor.do_start_extraction(record, judge, force=opts["force"] == "true", queue=queue),
             opts, label=f"forms {judge.name}")
         if job is not None:
             n = Output.objects.filter(fid_run=record, forms_source=extractor.source_name(judge)).count()

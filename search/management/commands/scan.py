@@ -7,25 +7,29 @@ from django.core.management.base import CommandError
 from django.db.models import Exists, OuterRef
 
 from annotation.models import Job, StepLabel, Study, Trace
-from runs.cli import RunCommand
+from runs import kinds
+from runs.cli import KindCommand
 from runs.engine import ACTIVE
 from search import scanners
 from search.models import Cohort, Scanner, ScannerRun
 
 
-class Command(RunCommand):
-    help = ("Create (with --question and --judge) or reuse a scanner and queue a run of it over the study or a cohort; "
-            "--wait follows it to the end, then the validation report is printed as JSON (exit 1 unless every trace "
-            "succeeded). --sample and --answers-from-labels wait for the run too: they need its answers.")
-    noun = "trace"
+class Command(KindCommand):
+    """``run scanner`` under its own name, plus what comes around a run: creating the scanner, its validation
+    sample, answers from labels and the validation report."""
+
+    help = ("Create (with --question and --judge) or reuse a scanner and queue a run of it over the study or a cohort "
+            "(the same as run scanner); --wait follows it to the end, then the validation report is printed as JSON "
+            "(exit 1 unless every trace succeeded). --sample and --answers-from-labels wait for the run too: they "
+            "need its answers.")
+    kind = "scanner"
     done_word = "scanned"
     data_on_stdout = True  # stdout is the JSON report; the run's lines go to stderr
 
-    def add_kind_arguments(self, parser) -> None:
-        parser.add_argument("--scanner", required=True, help="the scanner's name")
+    def add_kind_parser(self, parser, kind) -> None:
+        super().add_kind_parser(parser, kind)
         parser.add_argument("--question", help="create the scanner with this question")
         parser.add_argument("--judge", help="create it with this LLM judge configuration (name)")
-        parser.add_argument("--cohort", type=int, help="only this cohort's traces (id)")
         parser.add_argument("--no-run", action="store_true", help="do not run; sample and report only")
         parser.add_argument("--sample", type=int, default=0, help="draw this many answered traces into the sample")
         parser.add_argument("--seed", type=int, default=0)
@@ -52,10 +56,7 @@ class Command(RunCommand):
             # What comes after the run (a sample of its answers, answers from labels, the report of both) needs
             # the run's end: asking for it waits as --wait does, so `scan ... --sample 50` reports as it always has.
             wait = opts["wait"] or bool(opts["sample"]) or bool(opts["answers_from_labels"])
-            _, job = self.start_and_follow(
-                lambda queue: scanners.do_start_scan(scanner, cohort=cohort, force=opts["force"],
-                                                     budget_usd=opts["budget"], queue=queue),
-                {**opts, "wait": wait}, label=f"scanner {scanner.name}")
+            _, job = self.start_kind(kinds.get(self.kind), study, {**opts, "wait": wait})
             if job is None:  # queued: the report would not hold this run's answers yet
                 return
         # A failed or cancelled run answered nothing worth sampling; the report shows the scanner as it stands.
