@@ -297,6 +297,17 @@ def _blank(raw: str, hidden: list[tuple[int, int]]) -> str:
     return "".join(parts)
 
 
+def _plain_answer(raw: str) -> ThinkingSplit:
+    """The split of a text with no thought in any form: every form found in the raw text starts with "<"
+    (tags, harmony tokens, ReasonAudit's <Reasoning>) or is harmony printed without its tokens
+    ("...assistantfinal..."), so a text with neither is all answer. Most imported traces are such texts
+    (GSM8K solutions, non-reasoning models): what split_thinking's search would conclude, without it."""
+    span = _stripped_span(raw, 0, len(raw))
+    answer_spans = (span,) if span[1] > span[0] else ()
+    return ThinkingSplit(thought="", answer=raw[span[0]:span[1]], form="none", truncated=False, blocks=(),
+                         answer_spans=answer_spans, answer_view=raw)
+
+
 def split_thinking(
     raw: str | None,
     *,
@@ -315,6 +326,14 @@ def split_thinking(
     max_tokens; with a separate thought and no answer text, the thought is the truncated part.
     """
     raw = raw or ""
+    if (not reasoning_field and not reasoning_blocks and not think_end and not opened
+            and "<" not in raw and "assistantfinal" not in raw):
+        return _plain_answer(raw)
+    return _split_by_search(raw, reasoning_field, reasoning_blocks, think_end, opened, cut)
+
+
+def _split_by_search(raw: str, reasoning_field: str | None, reasoning_blocks: Sequence[ReasoningBlock] | None,
+                     think_end: str | None, opened: bool, cut: bool) -> ThinkingSplit:
     found = _Found()
     separate: list[tuple[str, str, bool, bool]] = []  # (text, source, redacted, summary), before inline blocks
     if reasoning_field and reasoning_field.strip():

@@ -300,60 +300,65 @@ class _Writer:
         self.flush()
 
     def _write_problems(self) -> None:
-        if self.new_problems:
-            now = timezone.now()
-            pks = new_pks(Problem, len(self.new_problems))
-            insert_rows(
-                Problem,
-                ["id", "study", "problem_id", "statement", "gold_answer", "domain", "tags", "meta", "l_gold",
-                 "created_at"],
-                [
-                    (pk, self.study.pk, rec.problem_id, rec.statement, rec.gold_answer, rec.domain, rec.tags,
-                     record_meta(rec), 0, now)
-                    for pk, (_, rec) in zip(pks, self.new_problems, strict=True)
-                ],
-            )
-            for pk, (_, rec) in zip(pks, self.new_problems, strict=True):
-                self.problems[rec.problem_id].pk = pk
-            self.report.problems_created += len(pks)
+        now = timezone.now()
         with_skeleton = [rec for _, rec in self.new_problems if rec.skeleton] + [
             rec for _, rec in self.skeletons_for_existing
         ]
-        self._write_skeletons(with_skeleton)
+        # The skeletons' keys first: a new problem's row names its approved skeleton and that skeleton's length
+        # as it is written, with no UPDATE of the rows afterwards (whose plan scanned every problem so far).
+        skeleton_pks = dict(zip((rec.problem_id for rec in with_skeleton), new_pks(Skeleton, len(with_skeleton)),
+                                strict=True))
+        if self.new_problems:
+            pks = new_pks(Problem, len(self.new_problems))
+            rows = []
+            for pk, (_, rec) in zip(pks, self.new_problems, strict=True):
+                self.problems[rec.problem_id].pk = pk
+                approved = bool(rec.skeleton) and rec.skeleton_status == "approved"
+                rows.append((pk, self.study.pk, rec.problem_id, rec.statement, rec.gold_answer, rec.domain, rec.tags,
+                             record_meta(rec), len(rec.skeleton or []) if approved else 0,
+                             skeleton_pks[rec.problem_id] if approved else None, now))
+            insert_rows(
+                Problem,
+                ["id", "study", "problem_id", "statement", "gold_answer", "domain", "tags", "meta", "l_gold",
+                 "approved_skeleton", "created_at"],
+                rows,
+            )
+            self.report.problems_created += len(pks)
+        self._write_skeletons(with_skeleton, skeleton_pks, now)
+        self._link_approved_skeletons([rec for _, rec in self.skeletons_for_existing], skeleton_pks)
         self.new_problems.clear()
         self.skeletons_for_existing.clear()
 
-    def _write_skeletons(self, recs: list[ProblemIn]) -> None:
+    def _write_skeletons(self, recs: list[ProblemIn], skeleton_pks: dict[str, int], now) -> None:
         if not recs:
             return
-        now = timezone.now()
-        problem_pks = [self.problems[rec.problem_id].pk for rec in recs]
-        skeleton_pks = dict(zip(problem_pks, new_pks(Skeleton, len(recs)), strict=True))
         insert_rows(
             Skeleton,
             ["id", "problem", "version", "status", "created_at", "approved_at", "note"],
             [
-                (skeleton_pks[pk], pk, 1, rec.skeleton_status, now,
+                (skeleton_pks[rec.problem_id], self.problems[rec.problem_id].pk, 1, rec.skeleton_status, now,
                  now if rec.skeleton_status == "approved" else None, "imported")
-                for pk, rec in zip(problem_pks, recs, strict=True)
+                for rec in recs
             ],
         )
         insert_rows(
             SkeletonStep,
             ["skeleton", "position", "text", "check_expr"],
             [
-                (skeleton_pks[pk], k, step.text, step.check or "")
-                for pk, rec in zip(problem_pks, recs, strict=True)
+                (skeleton_pks[rec.problem_id], k, step.text, step.check or "")
+                for rec in recs
                 for k, step in enumerate(rec.skeleton or [], start=1)
             ],
         )
-        # These problems had no skeleton before, so the version-1 skeleton just
-        # written is their newest approved one, and its length is known here:
-        # one executemany instead of an UPDATE with two correlated subqueries.
+
+    def _link_approved_skeletons(self, recs: list[ProblemIn], skeleton_pks: dict[str, int]) -> None:
+        """Problems of the study that had no skeleton and get one from the file: the version-1 skeleton
+        just written is their newest approved one, and its length is known here: one statement instead
+        of an UPDATE with two correlated subqueries per row."""
         qn = connection.ops.quote_name
         approved = [
-            (skeleton_pks[pk], len(rec.skeleton or []), pk)
-            for pk, rec in zip(problem_pks, recs, strict=True)
+            (skeleton_pks[rec.problem_id], len(rec.skeleton or []), self.problems[rec.problem_id].pk)
+            for rec in recs
             if rec.skeleton_status == "approved"
         ]
         if not approved:

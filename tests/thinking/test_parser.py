@@ -313,3 +313,24 @@ def test_any_text_splits_with_offsets_that_hold(pieces, opened, field, cut):
     check_offsets(raw, s)
     if s.truncated and not cut:
         assert s.form in ("unclosed", "harmony")
+
+
+@settings(max_examples=200, deadline=None)
+@given(text=st.text(alphabet=st.sampled_from(list("ab <>|/\n\t x.:analysisfnt")), max_size=60), cut=st.booleans())
+def test_a_text_without_any_thought_marker_splits_as_the_full_search_would(text, cut):
+    """split_thinking's shortcut for texts with no "<" and no "assistantfinal" (all answer, no search) gives
+    exactly the split the search gives; texts that have either still go through the search."""
+    from reasonlib import thinking
+
+    searched = thinking._split_by_search(text, None, None, None, False, cut)
+    if "<" not in text and "assistantfinal" not in text:
+        assert thinking._plain_answer(text) == searched
+    assert split_thinking(text, cut=cut) == searched
+    check_offsets(text, searched)
+
+
+@pytest.mark.parametrize("raw", ["", "   ", "\n 18 \n", "Step 1: 9 * 2 = 18.\nA: 18", "analysis then the final answer"])
+def test_plain_answers_keep_their_split(raw):
+    from reasonlib import thinking
+
+    assert split_thinking(raw) == thinking._split_by_search(raw, None, None, None, False, False)
