@@ -37,7 +37,7 @@ from annotation.models import (
     Trace,
     TraceReview,
 )
-from reasonlib import answers, thinking
+from reasonlib import answers, segmentation, thinking
 
 log = logging.getLogger(__name__)
 
@@ -173,6 +173,7 @@ class _Writer:
         self.study = study
         # An import may cut its thoughts otherwise than the study's setting (import_traces --thought-segmenter).
         self.thought_segmenter = thought_segmenter or study.thought_segmenter
+        segmentation.segment("", self.thought_segmenter)  # an unknown segmenter fails here, not per trace
         self.report = report
         self.actor = actor
         self.skip_invalid = skip_invalid
@@ -230,9 +231,11 @@ class _Writer:
         )
         if rec.thought_steps is not None:
             thought_steps = _given_steps(split.thought, rec.thought_steps, "thought_steps")
-        else:
+        elif split.thought:
             # A Segment is a (text, start, end) named tuple: a step row as it is.
             thought_steps = thinking.segment_thought(split, self.thought_segmenter)
+        else:
+            thought_steps = []
         if rec.steps is not None:
             # Located in the answer's view of raw, so a given step is never found inside the thought.
             steps = _given_steps(split.answer_view, rec.steps, "steps")
