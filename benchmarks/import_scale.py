@@ -13,7 +13,9 @@ database (migrated first, not timed), and times only its own work, Django start-
   checks, in one transaction.
 
 After the import, the rows each table was read by sequential scans and index scans (pg_stat_user_tables):
-a count that grows faster than the data is a plan that re-reads what was imported before.
+a count that grows faster than the data is a plan that re-reads what was imported before. Each side also
+reports the CPU time of its PostgreSQL backend (from /proc: the server runs on this machine), which other
+work on the cores moves much less than wall time.
 
     python benchmarks/import_scale.py --traces 100000 300000 --steps-per-trace 10 \\
         --database-url postgres://postgres@127.0.0.1:5432/ra_import_scale
@@ -79,6 +81,18 @@ def _child_setup(url: str, data_dir: str):
     return study
 
 
+def _server_cpu() -> float:
+    """CPU seconds (user + system) of this connection's PostgreSQL backend so far, from /proc: the server is
+    on this machine. Less moved by other work on the cores than wall time."""
+    from django.db import connection
+
+    with connection.cursor() as cur:
+        cur.execute("SELECT pg_backend_pid()")
+        pid = cur.fetchone()[0]
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _table_reads() -> dict[str, dict[str, int]]:
     from django.db import connection
 
@@ -93,13 +107,16 @@ def child_import(url: str, data: str, data_dir: str) -> None:
     study = _child_setup(url, data_dir)
     from annotation.importing.pipeline import import_stream
 
+    s0 = _server_cpu()
     t0, c0 = time.perf_counter(), time.process_time()
     with open(data, "rb") as fh:
         report = import_stream(study, fh, "reasonaudit")
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    server = _server_cpu() - s0
     assert report.committed, report.rejected[:3]
     time.sleep(1)  # the statistics collector's report of this backend's reads
-    print(json.dumps({"wall_s": wall, "client_cpu_s": cpu, "traces": report.traces_created,
+    print(json.dumps({"wall_s": wall, "client_cpu_s": cpu, "server_cpu_s": round(server, 1),
+                      "traces": report.traces_created,
                       "steps": report.steps_created, "labels": report.labels_created, "reads": _table_reads()}))
 
 
@@ -120,6 +137,7 @@ def child_bare(url: str, data: str, data_dir: str) -> None:
     def cols(model, fields):
         return ", ".join(f'"{model._meta.get_field(f).column}"' for f in fields)
 
+    s0 = _server_cpu()
     t0, c0 = time.perf_counter(), time.process_time()
     now = timezone.now()
     counts = dict.fromkeys(("problems", "traces", "steps", "labels"), 0)
@@ -195,7 +213,7 @@ def child_bare(url: str, data: str, data_dir: str) -> None:
                             (StepLabel, label_pk)):
             cur.execute("SELECT setval(pg_get_serial_sequence(%s, 'id'), %s)", [model._meta.db_table, max(last, 1)])
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-    print(json.dumps({"wall_s": wall, "client_cpu_s": cpu, **counts}))
+    print(json.dumps({"wall_s": wall, "client_cpu_s": cpu, "server_cpu_s": round(_server_cpu() - s0, 1), **counts}))
 
 
 # --- parent -----------------------------------------------------------------------------------------------
@@ -241,6 +259,9 @@ def main() -> None:
                 print(json.dumps({n: {side: row[side]}}), file=sys.stderr, flush=True)
             if "import" in row and "bare" in row:
                 row["ratio_import_to_bare"] = round(row["import"]["wall_s"] / row["bare"]["wall_s"], 2)
+                row["cpu_ratio_import_to_bare (client + server)"] = round(
+                    sum(row["import"][k] for k in ("client_cpu_s", "server_cpu_s"))
+                    / sum(row["bare"][k] for k in ("client_cpu_s", "server_cpu_s")), 2)
             data.unlink()
             results.append(row)
     print(json.dumps({"machine": machine(), "results": results}, indent=2))
