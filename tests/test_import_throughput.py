@@ -227,3 +227,17 @@ def test_keys_handed_out_are_never_handed_out_again_nor_taken_by_later_rows(stud
     second = bulk.new_pks(Problem, 2)
     assert later.pk > max(first) and min(second) > later.pk
     assert bulk.new_pks(Problem, 0) == []
+
+
+def test_a_skeleton_for_a_problem_imported_before_without_one_is_linked_when_approved(do_import):
+    do_import(jsonl(problem("p1"), problem("p2")))
+    skeleton = [{"text": "9 * 2 = 18", "check": "9*2=18"}, {"text": "so 18"}]
+    report = do_import(jsonl(problem("p1", skeleton=skeleton), problem("p2", skeleton=skeleton, skeleton_status="draft"),
+                             problem("p3", skeleton=skeleton)))
+    assert (report.problems_created, report.rejected) == (1, [])
+    p1, p2, p3 = (Problem.objects.get(problem_id=p) for p in ("p1", "p2", "p3"))
+    for p in (p1, p3):
+        assert (p.approved_skeleton.problem_id, p.approved_skeleton.status, p.l_gold) == (p.pk, "approved", 2)
+        assert list(p.approved_skeleton.steps.values_list("position", "text")) == [(1, "9 * 2 = 18"), (2, "so 18")]
+    assert (p2.approved_skeleton, p2.l_gold) == (None, 0)
+    assert Skeleton.objects.get(problem=p2).status == "draft"
