@@ -24,7 +24,8 @@ from abstraction.core import generators as gen
 from abstraction.models import Benchmark, Item, Result
 from annotation import services as annotation_services
 from annotation import signals
-from annotation.importing.pipeline import ImportReport, pk_map, write_records
+from annotation.bulk import pk_map
+from annotation.importing.pipeline import ImportReport, write_records
 from annotation.importing.records import ProblemIn, TraceIn
 from annotation.models import Problem, Study, Trace
 

@@ -18,7 +18,8 @@ from django.db.models import F
 from abstraction.core import checker
 from abstraction.models import AbstractionRun, Item, Result
 from abstraction.prompting import instance_of, render
-from annotation.importing.pipeline import pk_map, write_records
+from annotation.bulk import pk_map
+from annotation.importing.pipeline import write_records
 from annotation.importing.records import ProblemIn, TraceIn
 from annotation.importing.regime import host_of, messages_hash, regime
 from annotation.models import Problem, Trace

@@ -15,7 +15,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from annotation.importing.pipeline import pk_map, write_records
+from annotation.bulk import pk_map
+from annotation.importing.pipeline import write_records
 from annotation.importing.records import TraceIn
 from annotation.models import Problem, Trace
 from fidelity.models import FidelityRun, Output

@@ -71,6 +71,10 @@ _TAG_RE = re.compile(r"<\s*(/?)\s*(think|thinking)\s*>", re.IGNORECASE)
 _HARMONY_TOKEN_RE = re.compile(r"<\|(start|end|message|channel|return|call|constrain)\|>")
 _HARMONY_THOUGHT_CHANNELS = frozenset({"analysis"})
 _HARMONY_RENDERED_RE = re.compile(r"\s*analysis(.*?)assistantfinal", re.DOTALL)
+# What every form found in a raw text begins with (a superset): think tags, harmony tokens, ReasonAudit's
+# <Reasoning>/<Answer> tags. A text without it (and without "assistantfinal") has no thought to find; a
+# GSM8K solution's "<<6*3=18>>" calculator notes are not markers.
+_ANY_MARKER_RE = re.compile(r"<\s*/?\s*(?:think|reasoning|answer)|<\|", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -297,6 +301,17 @@ def _blank(raw: str, hidden: list[tuple[int, int]]) -> str:
     return "".join(parts)
 
 
+def _plain_answer(raw: str) -> ThinkingSplit:
+    """The split of a text with no thought in any form: every form found in the raw text starts with a
+    marker (_ANY_MARKER_RE) or is harmony printed without its tokens ("...assistantfinal..."), so a text
+    with neither is all answer. Most imported traces are such texts
+    (GSM8K solutions, non-reasoning models): what split_thinking's search would conclude, without it."""
+    span = _stripped_span(raw, 0, len(raw))
+    answer_spans = (span,) if span[1] > span[0] else ()
+    return ThinkingSplit(thought="", answer=raw[span[0]:span[1]], form="none", truncated=False, blocks=(),
+                         answer_spans=answer_spans, answer_view=raw)
+
+
 def split_thinking(
     raw: str | None,
     *,
@@ -315,6 +330,14 @@ def split_thinking(
     max_tokens; with a separate thought and no answer text, the thought is the truncated part.
     """
     raw = raw or ""
+    if (not reasoning_field and not reasoning_blocks and not think_end and not opened
+            and _ANY_MARKER_RE.search(raw) is None and "assistantfinal" not in raw):
+        return _plain_answer(raw)
+    return _split_by_search(raw, reasoning_field, reasoning_blocks, think_end, opened, cut)
+
+
+def _split_by_search(raw: str, reasoning_field: str | None, reasoning_blocks: Sequence[ReasoningBlock] | None,
+                     think_end: str | None, opened: bool, cut: bool) -> ThinkingSplit:
     found = _Found()
     separate: list[tuple[str, str, bool, bool]] = []  # (text, source, redacted, summary), before inline blocks
     if reasoning_field and reasoning_field.strip():

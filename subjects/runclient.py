@@ -21,7 +21,8 @@ from typing import Any
 
 from django.db.models import F
 
-from annotation.importing.pipeline import pk_map, write_records
+from annotation.bulk import pk_map
+from annotation.importing.pipeline import write_records
 from annotation.importing.records import TraceIn
 from annotation.models import Problem, Trace
 from runs import cache as run_cache

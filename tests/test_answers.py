@@ -178,6 +178,18 @@ def test_check_answer(predicted: str | None, gold: str, expected: bool) -> None:
     assert check_answer(predicted, gold) is expected
 
 
+def test_prose_is_compared_as_text_without_math_verify(monkeypatch) -> None:
+    from reasonlib import answers
+
+    def never(*args):
+        raise AssertionError("math-verify asked about prose")
+
+    monkeypatch.setattr(answers, "_mv_equal", never)
+    assert check_answer("10+John's age", "50") is False
+    assert check_answer("10 + John's age", "10 + john's age") is True
+    assert check_answer("50", "Tom's 50") is False
+
+
 def test_check_answer_huge_number_stays_exact() -> None:
     # Beyond Python's int-string digit limit; must not raise.
     assert check_answer("3" * 5000, "3") is False

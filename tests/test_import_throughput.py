@@ -10,6 +10,7 @@ import gc
 import pytest
 from django.db import connection
 
+from annotation import bulk
 from annotation.importing import pipeline
 from annotation.models import Problem, Skeleton, Step, Trace
 from reasonlib import answers
@@ -69,7 +70,7 @@ def test_a_full_answer_check_memo_is_emptied_and_verdicts_stay_right(do_import, 
 
 
 def test_look_ups_in_small_chunks_find_every_row_and_reimport_is_unchanged(do_import, monkeypatch):
-    monkeypatch.setattr(pipeline, "LOOKUP_CHUNK", 3)
+    monkeypatch.setattr(bulk, "LOOKUP_CHUNK", 3)
     records = [problem(f"p{k}") for k in range(7)]
     records += [trace(f"p{k}", trace_id=f"t{k}", steps=[f"step {k}", "done"]) for k in range(7)]
     first = do_import(jsonl(*records))
@@ -183,4 +184,60 @@ def test_bulk_inserts_bypass_the_debug_query_log_and_keep_djangos_errors(do_impo
     assert logged and not any("INSERT INTO \"annotation_step\"" in sql for sql in logged)
     row = Step.objects.filter(trace=t, index=1).values_list("trace_id", "index", "text", "start", "end", "channel")
     with pytest.raises(IntegrityError), transaction.atomic():  # (trace, index) is unique
-        pipeline.insert_rows(Step, ["trace_id", "index", "text", "start", "end", "channel"], list(row))
+        bulk.insert_rows(Step, ["trace_id", "index", "text", "start", "end", "channel"], list(row))
+
+
+def test_new_rows_are_never_looked_up_again_whatever_was_imported_before(do_import, monkeypatch):
+    """Keys are handed out before the rows are written: the only look-up per batch is whether its trace ids
+    exist already (by their own keys), never the new problems, skeletons, traces, steps or labels -- whose
+    look-up read every label imported so far on PostgreSQL, at every batch (issue 33)."""
+    looked_up: list[tuple[str, str]] = []
+    real = bulk.rows_by_key
+
+    def spy(model, key, values, columns, **where):
+        looked_up.append((model.__name__, key))
+        return real(model, key, values, columns, **where)
+
+    monkeypatch.setattr(pipeline, "rows_by_key", spy)
+    monkeypatch.setattr(pipeline, "BATCH_TRACES", 2)
+    labels = [{"step": k, "verdict": "valid", "annotator": who} for who in ("ann", "bob") for k in (1, 2)]
+    records = [problem(f"p{k}", skeleton=[{"text": "9 * 2 = 18"}], skeleton_status="approved") for k in range(3)]
+    records += [trace(f"p{k}", trace_id=f"t{k}", steps=["9 * 2 = 18", "so 18"], answer="18", labels=labels)
+                for k in range(3)]
+    report = do_import(jsonl(*records))
+    assert (report.traces_created, report.labels_created, report.rejected) == (3, 12, [])
+    assert set(looked_up) == {("Trace", "trace_id")}
+    from annotation.models import LabelHistory, StepLabel
+
+    for label in StepLabel.objects.select_related("step__trace", "annotator"):
+        history = LabelHistory.objects.get(label=label)
+        assert (history.step_id, history.source_name) == (label.step_id, label.annotator.username)
+    for k in range(3):
+        skeleton = Skeleton.objects.get(problem__problem_id=f"p{k}")
+        assert Problem.objects.get(problem_id=f"p{k}").approved_skeleton_id == skeleton.pk
+
+
+def test_keys_handed_out_are_never_handed_out_again_nor_taken_by_later_rows(study):
+    first = bulk.new_pks(Problem, 3)
+    assert len(set(first)) == 3
+    bulk.insert_rows(Problem, ["id", "study", "problem_id", "statement", "gold_answer", "l_gold", "created_at",
+                               "meta", "tags", "domain"],
+                     [(pk, study.pk, f"p{pk}", "s", "1", 0, study.created_at, {}, [], "") for pk in first])
+    later = Problem.objects.create(study=study, problem_id="later", statement="s", gold_answer="1")
+    second = bulk.new_pks(Problem, 2)
+    assert later.pk > max(first) and min(second) > later.pk
+    assert bulk.new_pks(Problem, 0) == []
+
+
+def test_a_skeleton_for_a_problem_imported_before_without_one_is_linked_when_approved(do_import):
+    do_import(jsonl(problem("p1"), problem("p2")))
+    skeleton = [{"text": "9 * 2 = 18", "check": "9*2=18"}, {"text": "so 18"}]
+    report = do_import(jsonl(problem("p1", skeleton=skeleton), problem("p2", skeleton=skeleton, skeleton_status="draft"),
+                             problem("p3", skeleton=skeleton)))
+    assert (report.problems_created, report.rejected) == (1, [])
+    p1, p2, p3 = (Problem.objects.get(problem_id=p) for p in ("p1", "p2", "p3"))
+    for p in (p1, p3):
+        assert (p.approved_skeleton.problem_id, p.approved_skeleton.status, p.l_gold) == (p.pk, "approved", 2)
+        assert list(p.approved_skeleton.steps.values_list("position", "text")) == [(1, "9 * 2 = 18"), (2, "so 18")]
+    assert (p2.approved_skeleton, p2.l_gold) == (None, 0)
+    assert Skeleton.objects.get(problem=p2).status == "draft"

@@ -12,18 +12,17 @@ from __future__ import annotations
 import gc
 import hashlib
 import logging
-import sqlite3
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import asdict, dataclass, field
-from itertools import chain
 from typing import IO, Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.db import connection, models, transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
+from annotation.bulk import insert_rows, new_pks, rows_by_key
 from annotation.importing import adapters
 from annotation.importing.records import ProblemIn, RecordError, TextLimits, TraceIn, validate
 from annotation.models import (
@@ -38,7 +37,7 @@ from annotation.models import (
     Trace,
     TraceReview,
 )
-from reasonlib import answers, thinking
+from reasonlib import answers, segmentation, thinking
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +48,6 @@ BATCH_TRACES = 2000
 # texts twice) in memory, so memory would grow with the length of thoughts, not stay flat.
 BATCH_STEPS = 50_000
 ANSWER_CHECK_MEMO = 20_000  # (answer, gold) verdicts remembered during one import
-LOOKUP_CHUNK = 2000  # keys per "IN (...)" look-up, below every backend's parameter limit
 Progress = Callable[[int, int], None]  # (bytes read, total bytes)
 
 
@@ -113,7 +111,6 @@ def register_import_wrapper(wrapper: ImportWrapper) -> None:
         _IMPORT_WRAPPERS.append(wrapper)
 
 
-_UNSET = object()
 # The meta of a record without any: one shared object that is never mutated,
 # so insert_rows adapts it once per batch.
 NO_META: dict[str, Any] = {}
@@ -124,130 +121,6 @@ def record_meta(rec: ProblemIn | TraceIn) -> dict[str, Any]:
     if not rec.meta and not rec.model_extra:
         return NO_META
     return {**rec.meta, **rec.extras()}
-
-
-def insert_rows(model: type, fields: list[str], rows: list[tuple]) -> None:
-    """``executemany`` without building model instances: at import sizes the
-    ORM's per-object work costs several times what the database does.
-
-    Values of JSON and date-time fields are adapted by the field itself, so
-    each backend gets what it expects."""
-    if not rows:
-        return
-    qn = connection.ops.quote_name
-    model_fields = [model._meta.get_field(f) for f in fields]
-    cols = ", ".join(qn(f.column) for f in model_fields)
-    marks = ", ".join(["%s"] * len(fields))
-    adapt = {
-        i: f for i, f in enumerate(model_fields) if isinstance(f, (models.JSONField, models.DateTimeField))
-    }
-    if adapt:
-        # Most of these values repeat (one timestamp per batch, empty meta
-        # dicts, the same tags): adapt each distinct value once. The memo key
-        # is the value's repr: these values come from json.loads or are
-        # datetimes, for which equal reprs mean equal values -- and repr is
-        # several times cheaper than json.dumps on a small dict.
-        # The same object (the batch's timestamp, NO_META) is recognised by
-        # identity before any repr is taken.
-        memo: dict[tuple[int, str], Any] = {}
-        last: dict[int, tuple[Any, Any]] = {i: (_UNSET, None) for i in adapt}
-
-        def prep(i: int, value: Any) -> Any:
-            seen, prepared = last[i]
-            if value is seen:
-                return prepared
-            key = (i, repr(value))
-            prepared = memo.get(key, _UNSET)
-            if prepared is _UNSET:
-                prepared = memo[key] = adapt[i].get_db_prep_save(value, connection)
-            last[i] = (value, prepared)
-            return prepared
-
-        def adapted(row: tuple) -> list:
-            out = list(row)
-            for i in adapt:
-                out[i] = prep(i, out[i])
-            return out
-
-        rows = [adapted(row) for row in rows]
-    table = qn(model._meta.db_table)
-    if connection.vendor == "postgresql":
-        # Django's psycopg cursors bind parameters on the client: an
-        # executemany merges every value into SQL text in Python, which cost
-        # more than everything else in the import together. COPY sends the
-        # rows in bulk, and does the same inside the import's transaction.
-        with connection.cursor() as wrapper, connection.wrap_database_errors:
-            with wrapper.cursor.copy(f"COPY {table} ({cols}) FROM STDIN") as copy:
-                for row in rows:
-                    copy.write_row(row)
-        return
-    # Many rows per INSERT statement: SQLite pays its per-statement work (and FTS5, whose triggers keep the
-    # search index, flushes its pending terms) once per statement, so one row a statement cost ~10x.
-    per = max(1, min(200, connection.features.max_query_params // len(fields)))
-    # The backend's own cursor, not the debug wrapper DEBUG puts around it (a development checkout runs with
-    # DEBUG): that wrapper logs each statement with all its values spelled out, for which Django's SQLite
-    # backend runs one more query per statement (SELECT QUOTE(?), ...) -- a third of the import's CPU at 200,000
-    # steps, and a log of megabytes of SQL text nobody reads. Database errors are still Django's.
-    # The many-row statement is written in sqlite3's own "?" style and run by sqlite3's execute: Django's
-    # cursor would rewrite its 1,200 "%s" into "?" by a regular expression at every one of its thousands of
-    # runs (a tenth of the import's time in the inserts).
-    with connection.cursor() as wrapper, connection.wrap_database_errors:
-        cursor = wrapper.cursor
-        full = len(rows) - len(rows) % per
-        if full:
-            many = ", ".join(["(" + ", ".join(["?"] * len(fields)) + ")"] * per)
-            sql = f"INSERT INTO {table} ({cols}) VALUES {many}"
-            execute = sqlite3.Cursor.execute
-            for start in range(0, full, per):
-                execute(cursor, sql, list(chain.from_iterable(rows[start:start + per])))
-        if full < len(rows):
-            cursor.executemany(f"INSERT INTO {table} ({cols}) VALUES ({marks})", rows[full:])
-
-
-def rows_by_key(model: type, key: str, values: list[Any], columns: list[str], **where: Any) -> list[tuple]:
-    """``(key, *columns)`` of the rows of ``model`` whose ``key`` is in
-    ``values`` and whose fields equal ``where``, by raw SQL in chunks: the
-    ORM's ``__in`` lookup prepares each of thousands of values through the
-    field, which costs more than the query itself."""
-    if not values:
-        return []
-    qn = connection.ops.quote_name
-    meta = model._meta
-
-    def col(name: str) -> str:
-        return qn((meta.pk if name == "pk" else meta.get_field(name)).column)
-
-    key_col = col(key)
-    select = ", ".join([key_col, *(col(c) for c in columns)])
-    conds = [f"{col(name)} = %s" for name in where]
-    params = list(where.values())
-    limit = connection.features.max_query_params or 10_000
-    size = max(1, min(LOOKUP_CHUNK, limit - len(params)))
-    out: list[tuple] = []
-    with connection.cursor() as wrapper, connection.wrap_database_errors:
-        # The driver's own cursor: with DEBUG on, Django's cursor logs every
-        # statement with its parameters, and on SQLite it quotes each of these
-        # thousands of parameters again through an extra query to do so.
-        cursor = wrapper.cursor
-        for start in range(0, len(values), size):
-            chunk = values[start : start + size]
-            if connection.vendor == "postgresql":
-                # One array parameter: the client-side binding of Django's
-                # psycopg cursors would scan thousands of placeholders.
-                match, chunk_params = f"{key_col} = ANY(%s)", [list(chunk)]
-            else:
-                match, chunk_params = f"{key_col} IN ({', '.join(['%s'] * len(chunk))})", list(chunk)
-            cursor.execute(
-                f"SELECT {select} FROM {qn(meta.db_table)} WHERE {' AND '.join([*conds, match])}",
-                [*params, *chunk_params],
-            )
-            out.extend(cursor.fetchall())
-    return out
-
-
-def pk_map(model: type, key: str, values: list[Any], **where: Any) -> dict[Any, int]:
-    """``{key: pk}`` for the rows of ``model`` with ``key`` in ``values``; see ``rows_by_key``."""
-    return dict(rows_by_key(model, key, values, ["pk"], **where))  # type: ignore[arg-type]
 
 
 def _text_hash(text: str) -> str:
@@ -300,6 +173,7 @@ class _Writer:
         self.study = study
         # An import may cut its thoughts otherwise than the study's setting (import_traces --thought-segmenter).
         self.thought_segmenter = thought_segmenter or study.thought_segmenter
+        segmentation.segment("", self.thought_segmenter)  # an unknown segmenter fails here, not per trace
         self.report = report
         self.actor = actor
         self.skip_invalid = skip_invalid
@@ -357,9 +231,11 @@ class _Writer:
         )
         if rec.thought_steps is not None:
             thought_steps = _given_steps(split.thought, rec.thought_steps, "thought_steps")
-        else:
+        elif split.thought:
             # A Segment is a (text, start, end) named tuple: a step row as it is.
             thought_steps = thinking.segment_thought(split, self.thought_segmenter)
+        else:
+            thought_steps = []
         if rec.steps is not None:
             # Located in the answer's view of raw, so a given step is never found inside the thought.
             steps = _given_steps(split.answer_view, rec.steps, "steps")
@@ -427,58 +303,65 @@ class _Writer:
         self.flush()
 
     def _write_problems(self) -> None:
-        if self.new_problems:
-            now = timezone.now()
-            insert_rows(
-                Problem,
-                ["study", "problem_id", "statement", "gold_answer", "domain", "tags", "meta", "l_gold", "created_at"],
-                [
-                    (self.study.pk, rec.problem_id, rec.statement, rec.gold_answer, rec.domain, rec.tags,
-                     record_meta(rec), 0, now)
-                    for _, rec in self.new_problems
-                ],
-            )
-            ids = [rec.problem_id for _, rec in self.new_problems]
-            for pid, pk in pk_map(Problem, "problem_id", ids, study=self.study.pk).items():
-                self.problems[pid].pk = pk
-            self.report.problems_created += len(ids)
+        now = timezone.now()
         with_skeleton = [rec for _, rec in self.new_problems if rec.skeleton] + [
             rec for _, rec in self.skeletons_for_existing
         ]
-        self._write_skeletons(with_skeleton)
+        # The skeletons' keys first: a new problem's row names its approved skeleton and that skeleton's length
+        # as it is written, with no UPDATE of the rows afterwards (whose plan scanned every problem so far).
+        skeleton_pks = dict(zip((rec.problem_id for rec in with_skeleton), new_pks(Skeleton, len(with_skeleton)),
+                                strict=True))
+        if self.new_problems:
+            pks = new_pks(Problem, len(self.new_problems))
+            rows = []
+            for pk, (_, rec) in zip(pks, self.new_problems, strict=True):
+                self.problems[rec.problem_id].pk = pk
+                approved = bool(rec.skeleton) and rec.skeleton_status == "approved"
+                rows.append((pk, self.study.pk, rec.problem_id, rec.statement, rec.gold_answer, rec.domain, rec.tags,
+                             record_meta(rec), len(rec.skeleton or []) if approved else 0,
+                             skeleton_pks[rec.problem_id] if approved else None, now))
+            insert_rows(
+                Problem,
+                ["id", "study", "problem_id", "statement", "gold_answer", "domain", "tags", "meta", "l_gold",
+                 "approved_skeleton", "created_at"],
+                rows,
+            )
+            self.report.problems_created += len(pks)
+        self._write_skeletons(with_skeleton, skeleton_pks, now)
+        self._link_approved_skeletons([rec for _, rec in self.skeletons_for_existing], skeleton_pks)
         self.new_problems.clear()
         self.skeletons_for_existing.clear()
 
-    def _write_skeletons(self, recs: list[ProblemIn]) -> None:
+    def _write_skeletons(self, recs: list[ProblemIn], skeleton_pks: dict[str, int], now) -> None:
         if not recs:
             return
-        now = timezone.now()
-        problem_pks = [self.problems[rec.problem_id].pk for rec in recs]
         insert_rows(
             Skeleton,
-            ["problem", "version", "status", "created_at", "approved_at", "note"],
+            ["id", "problem", "version", "status", "created_at", "approved_at", "note"],
             [
-                (pk, 1, rec.skeleton_status, now, now if rec.skeleton_status == "approved" else None, "imported")
-                for pk, rec in zip(problem_pks, recs, strict=True)
+                (skeleton_pks[rec.problem_id], self.problems[rec.problem_id].pk, 1, rec.skeleton_status, now,
+                 now if rec.skeleton_status == "approved" else None, "imported")
+                for rec in recs
             ],
         )
-        skeleton_pks = pk_map(Skeleton, "problem", problem_pks, version=1)
         insert_rows(
             SkeletonStep,
             ["skeleton", "position", "text", "check_expr"],
             [
-                (skeleton_pks[pk], k, step.text, step.check or "")
-                for pk, rec in zip(problem_pks, recs, strict=True)
+                (skeleton_pks[rec.problem_id], k, step.text, step.check or "")
+                for rec in recs
                 for k, step in enumerate(rec.skeleton or [], start=1)
             ],
         )
-        # These problems had no skeleton before, so the version-1 skeleton just
-        # written is their newest approved one, and its length is known here:
-        # one executemany instead of an UPDATE with two correlated subqueries.
+
+    def _link_approved_skeletons(self, recs: list[ProblemIn], skeleton_pks: dict[str, int]) -> None:
+        """Problems of the study that had no skeleton and get one from the file: the version-1 skeleton
+        just written is their newest approved one, and its length is known here: one statement instead
+        of an UPDATE with two correlated subqueries per row."""
         qn = connection.ops.quote_name
         approved = [
-            (skeleton_pks[pk], len(rec.skeleton or []), pk)
-            for pk, rec in zip(problem_pks, recs, strict=True)
+            (skeleton_pks[rec.problem_id], len(rec.skeleton or []), self.problems[rec.problem_id].pk)
+            for rec in recs
             if rec.skeleton_status == "approved"
         ]
         if not approved:
@@ -548,24 +431,25 @@ class _Writer:
         if not self.writing:
             return
         now = timezone.now()
-        insert_rows(Trace, _TRACE_FIELDS, [self._trace_row(p, now) for p in new])
-        trace_pks = pk_map(Trace, "trace_id", [p.trace_id for p in new], study=self.study.pk)
+        # Keys handed out before the rows are written (annotation.bulk.new_pks): no look-up of the new
+        # traces, steps and labels afterwards, whose plans grew with everything imported before.
+        trace_pks = dict(zip((p.trace_id for p in new), new_pks(Trace, len(new)), strict=True))
+        insert_rows(Trace, ["id", *_TRACE_FIELDS], [(trace_pks[p.trace_id], *self._trace_row(p, now)) for p in new])
         thought, answer = str(Step.Channel.THOUGHT), str(Step.Channel.ANSWER)
+        step_pks = iter(new_pks(Step, sum(len(p.steps) for p in new)))
         rows = [
-            (trace_pk, k, thought if k <= p.n_thought else answer, text, start, end)
+            (next(step_pks), trace_pk, k, thought if k <= p.n_thought else answer, text, start, end)
             for p in new
             for trace_pk in (trace_pks[p.trace_id],)
             for k, (text, start, end) in enumerate(p.steps, start=1)
         ]
-        insert_rows(Step, ["trace", "index", "channel", "text", "start", "end"], rows)
+        insert_rows(Step, ["id", "trace", "index", "channel", "text", "start", "end"], rows)
         self.report.traces_created += len(new)
         self.report.steps_created += len(rows)
         labelled = [(trace_pks[p.trace_id], p) for p in new if p.record.labels]
         if labelled:
-            step_pks: dict[tuple[int, int], int] = {
-                (t, i): pk for t, i, pk in rows_by_key(Step, "trace", [t for t, _ in labelled], ["index", "pk"])
-            }
-            self._write_new_labels(labelled, step_pks)
+            labelled_pks = set(trace_pks[p.trace_id] for _, p in labelled)
+            self._write_new_labels(labelled, {(row[1], row[2]): row[0] for row in rows if row[1] in labelled_pks})
         relabel += [(trace_pks[p.trace_id], p) for p in repeated]
         for trace_pk, p in relabel:
             self._upsert_labels(trace_pk, p)
@@ -641,21 +525,16 @@ class _Writer:
                 reviews.append((trace_pk, self.users[name].pk, 1, review_complete(marks[name], len(p.steps),
                                                                               p.record.labels_to_first_error),
                                 p.record.rating if name == first else None, "", False, now, ""))
-        insert_rows(StepLabel, _LABEL_FIELDS, labels)
+        label_pks = new_pks(StepLabel, len(labels))
+        insert_rows(StepLabel, ["id", *_LABEL_FIELDS], [(pk, *row) for pk, row in zip(label_pks, labels, strict=True)])
         insert_rows(TraceReview, _REVIEW_FIELDS, reviews)
-        label_pks = {
-            (step, annotator): pk
-            for step, annotator, pk in rows_by_key(
-                StepLabel, "step", list({row[0] for row in labels}), ["annotator", "pk"], kind=human
-            )
-        }
         actor = self.actor.pk if self.actor is not None else None
         insert_rows(
             LabelHistory,
             ["step", "label", "kind", "source_name", "actor", "at", "before", "after", "via"],
             [
-                (step_pk, label_pks[(step_pk, self.users[name].pk)], human, name, actor, now, None, after, "import")
-                for step_pk, name, after in snapshots
+                (step_pk, label_pk, human, name, actor, now, None, after, "import")
+                for label_pk, (step_pk, name, after) in zip(label_pks, snapshots, strict=True)
             ],
         )
         self.report.labels_created += len(labels)

@@ -313,3 +313,29 @@ def test_any_text_splits_with_offsets_that_hold(pieces, opened, field, cut):
     check_offsets(raw, s)
     if s.truncated and not cut:
         assert s.form in ("unclosed", "harmony")
+
+
+@settings(max_examples=200, deadline=None)
+@given(text=st.one_of(
+    st.text(alphabet=st.sampled_from(list("ab <>|/\n\t x.:analysisfnt")), max_size=60),
+    st.lists(st.sampled_from(["<<6*3=18>>", "<", " < ", "<|", "< think>", "</ Think >", "<reasoning>", "<ANSWER>",
+                              "< /answer>", "text", "\n", "assistantfinal", "analysis", "18"]), max_size=8).map("".join),
+), cut=st.booleans())
+def test_a_text_without_any_thought_marker_splits_as_the_full_search_would(text, cut):
+    """split_thinking's shortcut for texts with no thought marker and no "assistantfinal" (all answer, no
+    search; a GSM8K "<<6*3=18>>" is no marker) gives exactly the split the search gives."""
+    from reasonlib import thinking
+
+    searched = thinking._split_by_search(text, None, None, None, False, cut)
+    if thinking._ANY_MARKER_RE.search(text) is None and "assistantfinal" not in text:
+        assert thinking._plain_answer(text) == searched
+    assert split_thinking(text, cut=cut) == searched
+    check_offsets(text, searched)
+
+
+@pytest.mark.parametrize("raw", ["", "   ", "\n 18 \n", "Step 1: 9 * 2 = 18.\nA: 18", "analysis then the final answer",
+                                 "He has 6*3 = <<6*3=18>>18 apples.\nA: 18", "a < b so 2 <3"])
+def test_plain_answers_keep_their_split(raw):
+    from reasonlib import thinking
+
+    assert split_thinking(raw) == thinking._split_by_search(raw, None, None, None, False, False)
