@@ -9,8 +9,12 @@ import re
 import pytest
 from django.db import connection
 
-from annotation.models import LabelHistory, Step, StepLabel
+from annotation.models import Job, LabelHistory, Step, StepLabel
+from judges import services
 from judges.models import MECHANISTIC, JudgeConfig
+from judges.providers.mechanistic.provider import MechanisticProvider
+from runs import engine
+from runs.models import RunChunk
 from tests.judges.conftest import run_judge
 
 pytestmark = pytest.mark.django_db
@@ -63,3 +67,38 @@ def test_new_labels_and_their_history_are_written_with_their_ids(study, make_tra
     assert (run2.labels_created, run2.labels_changed, run2.labels_unchanged) == (0, 1, 11)
     last = LabelHistory.objects.filter(label_id=first.pk).order_by("pk").last()
     assert last.after["verdict"] == first.verdict and last.before["verdict"] != first.verdict
+
+
+def test_a_mechanistic_run_spreads_its_chunks_over_every_task_that_takes_them(study, make_traces, monkeypatch):
+    # Spread (Sizing.spread): a task per chunk is queued, and a task whose own lane is done, or whose chunk
+    # another task took, goes on with any pending chunk of the run -- no chain of one process.
+    monkeypatch.setattr(MechanisticProvider, "chunk_size", 2)
+    make_traces(10, steps=2)
+    judge = JudgeConfig.objects.get(study=study, name=MECHANISTIC)
+    record = services.do_start_run(judge, queue=False)
+    run = record.run
+    run.refresh_from_db()
+    chunks = list(run.chunks.order_by("index").values_list("pk", flat=True))
+    assert len(chunks) == 5 and run.lanes == 5 and engine.is_spread(run)
+    a, b = "node-a/boot/1", "node-b/boot/2"
+    # Worker a does chunk 0; its lane has no other chunk, so it goes on with the lowest pending one of another lane.
+    assert engine.process_chunk(chunks[0], a) == chunks[1]
+    # Worker b's task for chunk 1 arrives first and does it; a's attempt at chunk 1 finds it taken and goes on.
+    assert engine.process_chunk(chunks[1], b) == chunks[2]
+    assert engine.process_chunk(chunks[1], a) == chunks[2]
+    assert engine.process_chunk(chunks[2], a) == chunks[3]
+    assert engine.process_chunk(chunks[3], b) == chunks[4]
+    assert engine.process_chunk(chunks[4], b) is None
+    record.refresh_from_db()
+    job = Job.objects.get(pk=record.job_id)
+    assert job.status == Job.Status.SUCCEEDED and (job.done, job.total) == (10, 10)
+    assert record.labels_created == 20 == StepLabel.objects.filter(judge=judge).count()
+    holders = set(RunChunk.objects.filter(run=run).values_list("holder", flat=True))
+    assert holders == {a, b}
+
+
+def test_an_llm_judge_run_keeps_its_one_chain(study, make_traces, llm_judge):
+    make_traces(4)
+    record = services.do_start_run(llm_judge(), queue=False)
+    record.run.refresh_from_db()
+    assert record.run.lanes == 1 and not engine.is_spread(record.run)
