@@ -54,6 +54,10 @@ def _env(url: str, broker: str, data_dir: str) -> dict[str, str]:
         "CELERY_TASK_ALWAYS_EAGER": "false", "REASONAUDIT_QUEUE": QUEUE, "REASONAUDIT_DATA_DIR": data_dir,
         "SECRET_KEY": os.environ.get("SECRET_KEY", "benchmark-only-secret-key"), "DJANGO_DEBUG": "false",
         "ALLOWED_HOSTS": "testserver,localhost", "REASONAUDIT_MODEL_NETWORKS": "127.0.0.0/8",
+        # The score recompute that an import or a judge run queues would run in the judge stage's workers
+        # (before the run, or while they stop): it waits an hour here, is dropped before each judge stage,
+        # and the score stage measures it on its own.
+        "SCORING_DEBOUNCE_SECONDS": "3600",
     }
 
 
@@ -221,12 +225,23 @@ def _forget_judge(study) -> None:
         cur.execute("VACUUM ANALYZE annotation_labelhistory")
 
 
+def _drop_queued_work(env: dict[str, str]) -> None:
+    """The benchmark queue's messages (recomputes queued by earlier stages) and their jobs."""
+    from annotation.models import Job
+
+    subprocess.run([PY, "-m", "celery", "-A", "reasonaudit", "purge", "-f", "-Q", QUEUE], cwd=ROOT,
+                   env={**os.environ, **env}, check=True, capture_output=True)
+    Job.objects.filter(kind=Job.Kind.SCORE, status__in=(Job.Status.QUEUED, Job.Status.RUNNING)).update(
+        status=Job.Status.CANCELLED, error="dropped by benchmarks/scale.py")
+
+
 def stage_judge(study, env: dict[str, str], processes: int, nodes: bool, logs: Path) -> dict[str, Any]:
     from annotation.models import Job
     from judges import services as judge_services
     from judges.models import JudgeRun
 
     _forget_judge(study)
+    _drop_queued_work(env)
     judge = judge_services.ensure_mechanistic(study)
     with Workers(processes, nodes, env, logs) as workers:
         c0 = workers.cpu()
@@ -243,7 +258,8 @@ def stage_judge(study, env: dict[str, str], processes: int, nodes: bool, logs: P
     holders = sorted(set(record.run.chunks.values_list("holder", flat=True)))
     nodes_seen = sorted({h.split("/", 1)[0] for h in holders})
     return {"wall_s": wall, "cpu_s": cpu, "peak_mib": peak,
-            "note": (f"{job.status}, {record.labels_created:,} labels, {record.run.chunks.count()} chunks over "
+            "note": (f"{job.status}, {record.labels_created:,} labels, first chunk to end "
+                     f"{(job.finished_at - job.started_at).total_seconds():.0f} s, {record.run.chunks.count()} chunks over "
                      f"{len(holders)} processes on {', '.join(nodes_seen)}")}
 
 
