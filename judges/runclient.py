@@ -5,12 +5,14 @@ results in the engine's transaction."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 from django.db.models import F
 from django.utils import timezone
 
-from annotation.importing.pipeline import label_snapshot
+from annotation.importing.pipeline import insert_rows, label_snapshot, rows_by_key
 from annotation.models import LabelHistory, SkeletonStep, Step, StepLabel, Trace
 from judges.models import JudgeConfig, JudgeRun, JudgeTraceResult
 from judges.providers import JudgeProvider, TraceInput, TraceOutcome, get_provider, provider_class
@@ -59,29 +61,63 @@ def load_inputs(trace_ids: Sequence[int]) -> tuple[list[TraceInput], dict[int, l
 
 
 
+def _decoded(value: Any) -> Any:
+    """A JSON column as the database driver returns it (text on both backends, a value on some drivers)."""
+    return json.loads(value) if isinstance(value, (str, bytes)) else value
+
+
+def _labels_on(judge: JudgeConfig, step_ids: Sequence[int], columns: list[str]) -> list[tuple]:
+    """``(step id, *columns)`` of the judge's labels on ``step_ids``. The query names the steps only, and the
+    rows of other sources are dropped here: with ``kind`` and ``judge`` in it too, PostgreSQL planned by its
+    statistics of a table that held none of this judge's labels when the run began, chose the (kind,
+    verdict) index and compared every label of the judge with every step id of the chunk (18 s a chunk at
+    200,000 labels); by the steps alone it reads the step index, a few rows per step, whatever the
+    statistics say."""
+    rows = rows_by_key(StepLabel, "step", list(step_ids), ["kind", "judge", *columns])
+    return [(row[0], *row[3:]) for row in rows if row[1] == StepLabel.Kind.JUDGE and row[2] == judge.pk]
+
+
+def existing_labels(judge: JudgeConfig, step_ids: Sequence[int]) -> dict[int, StepLabel]:
+    """The judge's labels on ``step_ids``, by step: looked up by the steps' own ids, so a chunk reads only its
+    own labels however many the judge has written (a join through the steps' traces read every label of the
+    judge, for each chunk: quadratic over a run)."""
+    rows = _labels_on(judge, step_ids, ["pk", "verdict", "skeleton_refs", "confidence", "reason", "version"])
+    return {
+        step_id: StepLabel(pk=pk, step_id=step_id, kind=StepLabel.Kind.JUDGE, judge=judge, verdict=verdict,
+                           skeleton_refs=_decoded(refs) or [], confidence=confidence, reason=reason, version=version)
+        for step_id, pk, verdict, refs, confidence, reason, version in rows
+    }
+
+
+LABEL_FIELDS = ["step", "kind", "judge", "verdict", "skeleton_refs", "confidence", "reason", "version", "created_at",
+                "updated_at"]
+HISTORY_FIELDS = ["step", "label", "kind", "source_name", "actor", "at", "before", "after", "via"]
+
+
 def write_outcomes(record: JudgeRun, judge: JudgeConfig, outcomes: Sequence[TraceOutcome],
                    step_pks: dict[int, list[int]], *, actor=None) -> None:
     """Upsert the labels (one per step and judge: the unique constraint is the
     last guard against duplicates), record what changed in LabelHistory, and
     store per-trace results and the run's label counters (runs.engine stores the
-    calls and the engine's counters). Call inside a transaction."""
+    calls and the engine's counters). Call inside a transaction.
+
+    New labels and every history row are written as plain rows (COPY on PostgreSQL, many-row INSERTs on
+    SQLite: annotation.importing.pipeline.insert_rows), not model objects: building, preparing and
+    compiling them was most of a mechanistic run's time."""
     now = timezone.now()
     ok = [o for o in outcomes if o.status == "ok"]
-    existing = {
-        label.step_id: label
-        for label in StepLabel.objects.filter(
-            kind=StepLabel.Kind.JUDGE, judge=judge, step__trace_id__in=[o.trace_pk for o in ok]
-        )
-    }
-    created: list[StepLabel] = []
+    existing = existing_labels(judge, [pk for o in ok for pk in step_pks.get(o.trace_pk, [])])
+    kind = StepLabel.Kind.JUDGE
+    actor_id = actor.pk if actor is not None else None
+    created: list[tuple] = []
+    created_after: list[tuple[int, dict]] = []  # their history, once their pks are known
     changed: list[StepLabel] = []
     removed: list[StepLabel] = []
-    history: list[LabelHistory] = []
+    history: list[tuple] = []
     unchanged = 0
 
-    def log_change(step_id: int, label: StepLabel | None, before, after) -> None:
-        history.append(LabelHistory(step_id=step_id, label=label, kind=StepLabel.Kind.JUDGE, source_name=judge.name,
-                                    actor=actor, at=now, before=before, after=after, via="judge run"))
+    def log_change(step_id: int, label_id: int | None, before, after) -> None:
+        history.append((step_id, label_id, kind, judge.name, actor_id, now, before, after, "judge run"))
 
     for outcome in ok:
         pks = step_pks.get(outcome.trace_pk, [])
@@ -89,27 +125,22 @@ def write_outcomes(record: JudgeRun, judge: JudgeConfig, outcomes: Sequence[Trac
         for lab in outcome.labels:
             step_id = pks[lab.step - 1]
             given.add(step_id)
-            after = {"verdict": lab.verdict, "skeleton_refs": list(lab.skeleton_refs), "confidence": lab.confidence,
-                     "reason": lab.reason}
+            refs = list(lab.skeleton_refs)
+            after = {"verdict": lab.verdict, "skeleton_refs": refs, "confidence": lab.confidence, "reason": lab.reason}
             old = existing.get(step_id)
             if old is None:
-                label = StepLabel(step_id=step_id, kind=StepLabel.Kind.JUDGE, judge=judge, verdict=lab.verdict,
-                                  skeleton_refs=after["skeleton_refs"], confidence=lab.confidence, reason=lab.reason,
-                                  created_at=now, updated_at=now)
-                created.append(label)
-                log_change(step_id, label, None, after)
+                created.append((step_id, kind, judge.pk, lab.verdict, refs, lab.confidence, lab.reason, 1, now, now))
+                created_after.append((step_id, after))
                 continue
             before = label_snapshot(old)
             if before == after:
                 unchanged += 1
                 continue
-            old.verdict, old.skeleton_refs, old.confidence, old.reason = (
-                lab.verdict, after["skeleton_refs"], lab.confidence, lab.reason
-            )
+            old.verdict, old.skeleton_refs, old.confidence, old.reason = lab.verdict, refs, lab.confidence, lab.reason
             old.version += 1
             old.updated_at = now
             changed.append(old)
-            log_change(step_id, old, before, after)
+            log_change(step_id, old.pk, before, after)
         # A step the judge left out this time keeps no stale verdict.
         for step_id in pks:
             old = existing.get(step_id)
@@ -117,12 +148,16 @@ def write_outcomes(record: JudgeRun, judge: JudgeConfig, outcomes: Sequence[Trac
                 removed.append(old)
                 log_change(step_id, None, label_snapshot(old), None)
 
-    StepLabel.objects.bulk_create(created, batch_size=1000)
+    insert_rows(StepLabel, LABEL_FIELDS, created)
+    if created:
+        new_pks = dict(_labels_on(judge, [row[0] for row in created], ["pk"]))
+        for step_id, after in created_after:
+            log_change(step_id, new_pks[step_id], None, after)
     StepLabel.objects.bulk_update(changed, ["verdict", "skeleton_refs", "confidence", "reason", "version", "updated_at"],
                                   batch_size=500)
     if removed:
         StepLabel.objects.filter(pk__in=[label.pk for label in removed]).delete()
-    LabelHistory.objects.bulk_create(history, batch_size=1000)
+    insert_rows(LabelHistory, HISTORY_FIELDS, history)
 
     results = [
         JudgeTraceResult(

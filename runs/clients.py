@@ -97,6 +97,9 @@ class Sizing:
     requests_per_item: int = 1
     target_requests: int = 50
     min_rounds: int = 1
+    #: The work is the CPU's (no model calls, no shared concurrency to keep): the run's chunks go to every
+    #: free worker process, on every machine, instead of one chain (runs.engine: spread runs).
+    spread: bool = False
 
 
 class RunClient(ABC):

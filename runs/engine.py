@@ -45,6 +45,8 @@ Progress = Callable[[int, int], None]  # (items done, total)
 
 ACTIVE = (Job.Status.QUEUED, Job.Status.RUNNING)
 MAX_CHUNK_ATTEMPTS = 3
+#: The tasks a spread run queues when it starts: more worker processes than this do not share one run.
+SPREAD_TASKS = 64
 CHUNK_TASK = "runs.tasks.run_chunk"
 PLAN_TASK = "runs.tasks.plan_run"
 
@@ -140,11 +142,17 @@ def start(kind: str, *, study_id: int, job_kind: str, params: dict[str, Any],
 
 def _plan(run: Run, items: Sequence[int] | None) -> None:
     """The run's chunks: of ``items``, or of what the client plans (None). Call inside a transaction."""
-    ids = list(client_for(run.kind).plan(run) if items is None else items)
-    size = client_for(run.kind).chunk_size(run)
+    client = client_for(run.kind)
+    ids = list(client.plan(run) if items is None else items)
+    size = client.chunk_size(run)
+    if client.sizing(run).spread:
+        # A spread run: one task per chunk (up to SPREAD_TASKS) waits in the queue for any free worker
+        # process, and each task, its own chunk done, takes any pending chunk of the run (spread_of).
+        run.lanes = SPREAD_TASKS
+        run.config = {**(run.config or {}), "spread": True}
     # Never more lanes than chunks.
     run.lanes = max(1, min(run.lanes, -(-len(ids) // size)))
-    run.save(update_fields=["lanes"])
+    run.save(update_fields=["lanes", "config"])
     add_chunks(run, ids, size)
     Job.objects.filter(pk=run.job_id).update(total=len(ids))
 
@@ -229,6 +237,18 @@ def next_chunk(run: Run, lane: int | None = None) -> int | None:
     if lane is not None:
         chunks = chunks.filter(lane=lane)
     return chunks.order_by("index").values_list("pk", flat=True).first()
+
+
+def is_spread(run: Run) -> bool:
+    """A run whose chunks any task of it takes (Sizing.spread): its lanes are only the tasks it started with,
+    and a lane that has no pending chunk left goes on with another lane's (work stealing). Chains of an LLM
+    run keep their lanes: each holds its share of the run's concurrency."""
+    return bool((run.config or {}).get("spread"))
+
+
+def lane_of(run: Run, lane: int) -> int | None:
+    """Where a task of ``run`` looks for its next chunk: its lane, or any lane for a spread run."""
+    return None if is_spread(run) else lane
 
 
 def finalize_when_done(run: Run) -> None:
@@ -464,7 +484,10 @@ def _process_chunk(chunk_id: int, holder: str, progress: Progress | None, previo
     if not claim_chunk(chunk_id, holder):
         if previous is not None:
             previous.commit()
-        return None, None
+        # A spread run's task that finds its chunk taken (another task stole it, or this task came twice)
+        # goes on with any pending one: its work is not over while the run has some.
+        taken = RunChunk.objects.select_related("run").filter(pk=chunk_id).first()
+        return (next_chunk(taken.run) if taken is not None and is_spread(taken.run) else None), None
     chunk = RunChunk.objects.select_related("run__job").get(pk=chunk_id)
     run, job = chunk.run, chunk.run.job
     if job.cancel_requested or job.finished:
@@ -525,8 +548,10 @@ def _process_chunk(chunk_id: int, holder: str, progress: Progress | None, previo
     missing = len(chunk.items) - len(inputs) if work is not None and not fatal else 0
     stop = control.reason()
     if defer and not fatal and stop is None:
-        nxt = run.chunks.filter(status=RunChunk.Status.PENDING, lane=chunk.lane).exclude(pk=chunk.pk) \
-            .order_by("index").values_list("pk", flat=True).first()
+        pending = run.chunks.filter(status=RunChunk.Status.PENDING).exclude(pk=chunk.pk)
+        if not is_spread(run):
+            pending = pending.filter(lane=chunk.lane)
+        nxt = pending.order_by("index").values_list("pk", flat=True).first()
         if nxt is not None:
             report(base_done + tally.done + missing, base_failed + tally.failed, force=True)
             return nxt, _Pending(chunk, holder, work, outcomes, tally, missing)
@@ -534,7 +559,7 @@ def _process_chunk(chunk_id: int, holder: str, progress: Progress | None, previo
         return None, None
     job.refresh_from_db(fields=["done", "failed", "total"])
     report(job.done, job.failed, force=True)
-    nxt = next_chunk(run, chunk.lane)
+    nxt = next_chunk(run, lane_of(run, chunk.lane))
     stop = control.reason()  # no heartbeat: the chunk is released
     if fatal:
         return finalize(run, status=Job.Status.FAILED, error=fatal), None

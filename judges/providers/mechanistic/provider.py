@@ -7,11 +7,17 @@ from collections.abc import Iterator, Sequence
 
 from judges.providers.base import Control, JudgeProvider, LabelOut, TraceInput, TraceOutcome
 from reasonlib.verifier.verdicts import check_step
+from runs.clients import Sizing
 
 
 class MechanisticProvider(JudgeProvider):
     # No requests to wait for: large chunks keep the per-chunk queries few.
     chunk_size = 1000
+
+    @classmethod
+    def sizing(cls, config) -> Sizing:
+        # Only CPU and database work: every free worker process takes the run's chunks (runs.engine).
+        return Sizing(target_requests=cls.chunk_size, spread=True)
 
     def judge(self, traces: Sequence[TraceInput], control: Control) -> Iterator[TraceOutcome]:
         for trace in traces:
