@@ -12,7 +12,8 @@ from typing import Any
 from django.db.models import F
 from django.utils import timezone
 
-from annotation.importing.pipeline import insert_rows, label_snapshot, rows_by_key
+from annotation.bulk import insert_rows, rows_by_key
+from annotation.importing.pipeline import label_snapshot
 from annotation.models import LabelHistory, SkeletonStep, Step, StepLabel, Trace
 from judges.models import JudgeConfig, JudgeRun, JudgeTraceResult
 from judges.providers import JudgeProvider, TraceInput, TraceOutcome, get_provider, provider_class
@@ -102,7 +103,7 @@ def write_outcomes(record: JudgeRun, judge: JudgeConfig, outcomes: Sequence[Trac
     calls and the engine's counters). Call inside a transaction.
 
     New labels and every history row are written as plain rows (COPY on PostgreSQL, many-row INSERTs on
-    SQLite: annotation.importing.pipeline.insert_rows), not model objects: building, preparing and
+    SQLite: annotation.bulk.insert_rows), not model objects: building, preparing and
     compiling them was most of a mechanistic run's time."""
     now = timezone.now()
     ok = [o for o in outcomes if o.status == "ok"]
