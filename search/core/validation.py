@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from search.core.stats import wilson
+from reasonlib.intervals import wilson
 
 #: The F1 interval's bootstrap: resamples and seed (named on the scanner page and in its export).
 BOOTSTRAP_RESAMPLES = 2000
