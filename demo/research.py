@@ -64,6 +64,8 @@ def run_stand_in(study: Study, say: Say) -> None:
         subjects.do_probe_subject_model(subject)
         job = subjects.run_inline(subjects.do_start_generation(subject, scope=PROBLEMS, queue=False))
         say(f"stand-in: generation {job.status}, {job.done} traces")
+        if not job.done:
+            raise ValueError(f"the stand-in generated nothing ({job.status}: {job.error})")
         starts: list[tuple[str, Callable[[], object]]] = [  # one after the other: a subject runs one at a time
             ("early answering", lambda: faithfulness.do_start_early(subject, queue=False)),
             ("thinking budgets", lambda: faithfulness.do_start_anytime(subject, grid=THINKING_BUDGETS, queue=False)),
