@@ -2,7 +2,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import path, reverse_lazy
 from django.utils.text import format_lazy
 
-from annotation import settings_views, views
+from annotation import one_time, settings_views, views
 
 urlpatterns = [
     path("login/", auth_views.LoginView.as_view(), name="login"),
@@ -11,6 +11,8 @@ urlpatterns = [
     path("set-password/<uidb64>/<token>/", auth_views.PasswordResetConfirmView.as_view(
         template_name="registration/password_set.html", success_url=format_lazy("{}?password-set=1", reverse_lazy("login")),
         post_reset_login=False), name="password-set"),
+    # After a sign-in with a one-time password (annotation.one_time): the user chooses their own.
+    path("password/choose/", one_time.choose_password, name=one_time.CHOOSE_URL_NAME),
     path("profile/", views.profile, name="profile"),
     path("", views.studies, name="studies"),
     path("studies/new/", views.study_create, name="study-create"),
