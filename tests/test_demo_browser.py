@@ -46,6 +46,7 @@ def test_the_demo_fills_abstraction_fidelity_and_evidence(demo_study, live_serve
     assert FidelityRun.objects.get(subject=subject).job.status == "succeeded"
 
     page = sign_in(browser, live_server.url, "demo", "pw-demo-123")
+    page.set_default_timeout(60_000)  # the research pages read every run on first view; a loaded CI box is slow
     pk = demo_study.pk
 
     page.goto(f"{live_server.url}/studies/{pk}/abstraction/")
