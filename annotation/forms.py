@@ -21,6 +21,7 @@ FORMAT_LABELS = {
     "abstraction-outputs": "Abstraction benchmark outputs (a .zip or .tar.gz of the folder)",
     "menatqa": "MenatQA (JSON)",
     "gsm-plus": "GSM-Plus (JSONL)",
+    "gsm-symbolic": "GSM-Symbolic templates or instances (a .zip or .tar.gz of the folder)",
 }
 
 

@@ -34,3 +34,5 @@ def test_the_upload_form_shows_the_chosen_formats_fields(live_server, browser, o
             else:
                 expect(field).to_be_hidden()
     assert {"gsm-symbolic", "abstraction-outputs"} <= set(offered)
+    labels = form.locator("select[name=format] option").evaluate_all("options => options.map(o => o.textContent)")
+    assert not [text for text, value in zip(labels, offered, strict=True) if text == value], labels  # words, not ids
