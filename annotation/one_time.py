@@ -2,7 +2,8 @@
 made with a generated password (members.do_create_account, handover "password") has a OneTimePassword row.
 Its first sign-in spends the password: the hash becomes unusable at once (the session is kept), so the same
 password never signs in again, and every page but this one, sign-out and static files leads to
-``/password/choose/`` until the user has set their own (Django's SetPasswordForm, no old password asked)."""
+``/password/choose/`` until the user has set their own (Django's SetPasswordForm, no old password asked);
+the sign-in marks its session, so the check costs other pages no query."""
 
 from __future__ import annotations
 
@@ -21,6 +22,9 @@ from django.views.decorators.http import require_http_methods
 from annotation.models import OneTimePassword
 
 CHOOSE_URL_NAME = "password-choose"
+# Set in the session by the sign-in that spends the password: the middleware reads it without a query of its own
+# (pages count their queries), the page itself checks the row.
+SESSION_FLAG = "must-choose-password"
 # Paths a user who must choose a password may still reach (the page itself is added by name).
 OPEN_PREFIXES = ("/logout/", "/static/", "/favicon")
 
@@ -36,6 +40,7 @@ def spend_on_sign_in(sender, request, user, **kwargs) -> None:
             # The password changed: keep this session signed in (update_session_auth_hash, which needs
             # request.user, which a test client's sign-in does not set).
             session[HASH_SESSION_KEY] = user.get_session_auth_hash()
+            session[SESSION_FLAG] = True
 
 
 def must_choose(user) -> bool:
@@ -50,9 +55,9 @@ class ChoosePasswordMiddleware:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        user = getattr(request, "user", None)
-        if user is not None and user.is_authenticated and not request.path.startswith(OPEN_PREFIXES) \
-                and request.path != reverse(CHOOSE_URL_NAME) and must_choose(user):
+        session = getattr(request, "session", None)
+        if session is not None and session.get(SESSION_FLAG) and not request.path.startswith(OPEN_PREFIXES) \
+                and request.path != reverse(CHOOSE_URL_NAME) and request.user.is_authenticated:
             return redirect(CHOOSE_URL_NAME)
         return self.get_response(request)
 
@@ -61,12 +66,14 @@ class ChoosePasswordMiddleware:
 @require_http_methods(["GET", "POST"])
 def choose_password(request: HttpRequest) -> HttpResponse:
     if not must_choose(request.user):
+        request.session.pop(SESSION_FLAG, None)
         return redirect("studies")
     form = SetPasswordForm(request.user, request.POST or None)
     if request.method == "POST" and form.is_valid():
         form.save()
         OneTimePassword.objects.filter(user=request.user).delete()
         update_session_auth_hash(request, form.user)
+        request.session.pop(SESSION_FLAG, None)
         messages.success(request, "Your password is set. The one-time password no longer works.")
         return redirect("studies")
     return render(request, "registration/password_choose.html", {"form": form},
