@@ -21,7 +21,7 @@ from django.db import transaction
 
 from abstraction.core import checker
 from abstraction.core import generators as gen
-from abstraction.models import Benchmark, Item, Result
+from abstraction.models import ITEM_DOMAIN, Benchmark, Item, Result
 from annotation import services as annotation_services
 from annotation import signals
 from annotation.bulk import pk_map
@@ -185,7 +185,7 @@ def _write(study: Study, parsed: list[Parsed], model: str, report: ImportReport,
     for item in new_items:
         records.append(ProblemIn(kind="problem", problem_id=f"abs/{bench.name}/{item.sub_dataset}/{item.instance}",
                                  statement=f"{item.hint}Question: {item.question}".strip(), gold_answer=item.answer,
-                                 domain="abstraction", tags=[item.category, item.variant]))
+                                 domain=ITEM_DOMAIN, tags=[item.category, item.variant]))
     trace_ids = {}
     for p in parsed:
         tid = f"abs/{bench.name}/{model}/{p.mode}/{p.sub_dataset}/{p.index}"

@@ -14,6 +14,9 @@ from django.utils import timezone
 from annotation.models import Job, Problem, Study, StudyScopedQuerySet, Trace
 from runs.models import Run, RunRecord
 
+#: The domain of the problem each item is written as (the study's own problems and traces leave them out).
+ITEM_DOMAIN = "abstraction"
+
 
 class Benchmark(models.Model):
     class Source(models.TextChoices):

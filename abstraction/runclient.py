@@ -16,7 +16,7 @@ from typing import Any
 from django.db.models import F
 
 from abstraction.core import checker
-from abstraction.models import AbstractionRun, Item, Result
+from abstraction.models import ITEM_DOMAIN, AbstractionRun, Item, Result
 from abstraction.prompting import instance_of, render
 from annotation.bulk import pk_map
 from annotation.importing.pipeline import write_records
@@ -200,7 +200,7 @@ def write_results(record: AbstractionRun, outcomes: Sequence[ItemOutcome], items
     for item in needs_problem:
         records.append(ProblemIn(kind="problem", problem_id=f"abs/{bench}/{item.sub_dataset}/{item.instance}",
                                  statement=f"{item.hint}Question: {item.question}".strip(), gold_answer=item.answer,
-                                 domain="abstraction", tags=[item.category, item.variant]))
+                                 domain=ITEM_DOMAIN, tags=[item.category, item.variant]))
     rows = []
     for out in outcomes:
         item = items[out.item]

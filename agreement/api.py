@@ -139,6 +139,8 @@ class CalibrationCreateSerializer(serializers.Serializer):
     note = serializers.CharField(required=False, allow_blank=True, default="")
     cohort = serializers.CharField(required=False, allow_blank=True, default="",
                                    help_text="draw from this saved cohort's traces only (id; docs/search.md)")
+    reference_complete = serializers.BooleanField(
+        required=False, default=False, help_text="draw only traces the reference has labelled completely")
 
 
 def _calibration_error(exc: calibration.CalibrationError):
@@ -167,7 +169,7 @@ class StudyCalibrations(APIView):
             study, name=d["name"], reference=d["reference"], candidates=d["candidates"], size=d["size"],
             seed=d["seed"], allocation=d["allocation"], models=d["models"], domain=d["domain"],
             profile_name=d["profile"], validation_fraction=d["validation_fraction"], note=d["note"],
-            cohort=d["cohort"], user=request.user)
+            cohort=d["cohort"], reference_complete=d["reference_complete"], user=request.user)
         return Response(CalibrationSerializer(cal, context={"request": request}).data, status=status.HTTP_201_CREATED)
 
 

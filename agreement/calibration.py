@@ -68,6 +68,14 @@ def eligible_traces(study: Study, models: Sequence[str] = (), domain: str = "", 
                          "stratum": [stratum_name(r[1], r[2]) for r in rows]})
 
 
+def labelled_completely(study: Study, source: str) -> set[int]:
+    """The pks of the study's traces whose every step has a label from ``source`` (one read of the study)."""
+    data = ad.AgreementData.read(study)
+    traces = data.traces()[["trace_id", "n_steps"]]
+    complete = complete_traces(traces, data.steps(source))
+    return set(traces["trace_id"][complete.to_numpy()].tolist())
+
+
 def check_sources(study: Study, reference: str, candidates: Sequence[str]) -> tuple[str, list[str]]:
     judges, annotators = ad.judge_pks(study), ad.annotator_names(study)
     try:
@@ -94,8 +102,10 @@ def check_sources(study: Study, reference: str, candidates: Sequence[str]) -> tu
 def do_create_calibration(study: Study, *, name: str, reference: str, candidates: Sequence[str], size: int,
                           seed: int = 0, allocation: str = "equal", models: Sequence[str] = (), domain: str = "",
                           profile_name: str = "", validation_fraction: float = 0.5, note: str = "",
-                          cohort: str = "", user=None) -> CalibrationStudy:
-    """Validate, draw the sample and save the calibration study with its traces."""
+                          cohort: str = "", reference_complete: bool = False, user=None) -> CalibrationStudy:
+    """Validate, draw the sample and save the calibration study with its traces. ``reference_complete``: draw
+    only traces the reference has labelled completely (every step), so each drawn trace can be compared at
+    once (issue 31: 0 of 40 human-labelled traces drawn though 40 exist)."""
     name = (name or "").strip()
     if not name or len(name) > 200:
         raise CalibrationError("name", "give a name of 1 to 200 characters")
@@ -115,6 +125,11 @@ def do_create_calibration(study: Study, *, name: str, reference: str, candidates
             raise CalibrationError("profile", exc.message) from None
     models = [m for m in dict.fromkeys(models) if m]
     frame = eligible_traces(study, models, domain, cohort)
+    if reference_complete and not frame.empty:
+        frame = frame[frame["trace_id"].isin(labelled_completely(study, reference))]
+        if frame.empty:
+            raise CalibrationError("reference_complete", f"no trace that matches the filters has complete labels "
+                                                         f"from {reference}; untick this or label some first")
     if frame.empty:
         raise CalibrationError("size", "no trace with steps matches the filters")
     sizes = {str(k): int(v) for k, v in frame.groupby("stratum", sort=True).size().items()}
@@ -134,6 +149,7 @@ def do_create_calibration(study: Study, *, name: str, reference: str, candidates
                 study=study, name=name, reference=reference, candidates=candidates, profile_name=profile_name,
                 seed=int(seed), sample_size=int(size), allocation=allocation,
                 filters={"models": models, "domain": domain, "drawn": drawn_note,
+                         **({"reference_complete": True} if reference_complete else {}),
                          **({"cohort": str(cohort)} if cohort else {})},
                 validation_fraction=float(validation_fraction),
                 note=note, created_by=user,

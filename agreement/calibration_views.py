@@ -42,6 +42,9 @@ class CalibrationForm(forms.Form):
     profile = forms.ChoiceField(required=False, help_text="for the process scores (default: the study's)")
     validation_fraction = forms.FloatField(min_value=0.01, max_value=0.99, initial=0.5,
                                            help_text="share of the sample that chooses omega; the rest reports it")
+    reference_complete = forms.BooleanField(required=False, label="Only traces the reference labelled completely",
+                                            help_text="draw among the traces whose every step the reference has "
+                                                      "labelled, so the whole sample can be compared now")
     note = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
 
     def __init__(self, *args, menu=(), models=(), domains=(), profiles=(), **kwargs):
@@ -91,7 +94,7 @@ def calibrations(request: HttpRequest, study_id: int) -> HttpResponse:
                         study, name=d["name"], reference=d["reference"], candidates=d["candidates"], size=d["size"],
                         seed=d["seed"], allocation=d["allocation"], models=d["models"], domain=d["domain"],
                         profile_name=d["profile"], validation_fraction=d["validation_fraction"], note=d["note"],
-                        user=request.user)
+                        reference_complete=d["reference_complete"], user=request.user)
                     messages.success(request, f"{cal.name}: {cal.items.count()} traces sampled.")
                     return redirect(cal.get_absolute_url())
             status = 400

@@ -21,6 +21,7 @@ FORMAT_LABELS = {
     "abstraction-outputs": "Abstraction benchmark outputs (a .zip or .tar.gz of the folder)",
     "menatqa": "MenatQA (JSON)",
     "gsm-plus": "GSM-Plus (JSONL)",
+    "gsm-symbolic": "GSM-Symbolic templates or instances (a .zip or .tar.gz of the folder)",
 }
 
 
@@ -53,10 +54,17 @@ class ImportForm(forms.Form):
                                       help_text="keep the good lines and report the bad ones; otherwise one bad line "
                                                 "imports nothing")
 
+    #: The fields only some formats read: the page shows them for those formats only (static/js/format_fields.js;
+    #: without JavaScript every field shows, each help text naming its formats).
+    FORMAT_FIELDS = {"results": ("lm-eval",), "model": ("abstraction-outputs",), "instances": ("gsm-symbolic",),
+                     "seed": ("gsm-symbolic",)}
+
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         # Read at form time: other apps register their formats from AppConfig.ready.
         self.fields["format"].choices = [(f, FORMAT_LABELS.get(f, f)) for f in upload_formats()]
+        for name, formats in self.FORMAT_FIELDS.items():
+            self.fields[name].widget.attrs["data-formats"] = " ".join(formats)
 
     def clean_file(self):
         upload = self.cleaned_data["file"]

@@ -20,7 +20,7 @@ from django.utils.encoding import force_bytes
 from django.utils.http import urlsafe_base64_encode
 
 from annotation import access
-from annotation.models import Invitation, Membership, Study
+from annotation.models import Invitation, Membership, OneTimePassword, Study
 from annotation.services import generate_password
 from reasonlib.refusals import Invalid
 
@@ -138,6 +138,7 @@ def do_create_account(study: Study, username: str, role: str, *, handover: str, 
         secret = generate_password()
         user.set_password(secret)
         user.save()
+        OneTimePassword.objects.create(user=user)  # the first sign-in spends it (annotation.one_time)
     else:
         user.set_unusable_password()
         user.save()

@@ -641,3 +641,13 @@ class SummaryDisagreement(models.Model):
 
     def __str__(self) -> str:
         return f"step {self.step_id} of study {self.study_id}"
+
+
+class OneTimePassword(models.Model):
+    """An account whose password was generated and handed over (annotation.members.do_create_account): the
+    first sign-in with it spends it (the password becomes unusable at once) and the user must choose their
+    own before any other page (annotation.one_time)."""
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="one_time_password")
+    created_at = models.DateTimeField(auto_now_add=True)
+    spent_at = models.DateTimeField(null=True, blank=True)

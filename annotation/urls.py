@@ -2,6 +2,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import path, reverse_lazy
 from django.utils.text import format_lazy
 
+from annotation import one_time
 from annotation.views import adjudication, lists, problems, queues, review, settings, studies
 
 urlpatterns = [
@@ -11,6 +12,8 @@ urlpatterns = [
     path("set-password/<uidb64>/<token>/", auth_views.PasswordResetConfirmView.as_view(
         template_name="registration/password_set.html", success_url=format_lazy("{}?password-set=1", reverse_lazy("login")),
         post_reset_login=False), name="password-set"),
+    # After a sign-in with a one-time password (annotation.one_time): the user chooses their own.
+    path("password/choose/", one_time.choose_password, name=one_time.CHOOSE_URL_NAME),
     path("profile/", studies.profile, name="profile"),
     path("", studies.studies, name="studies"),
     path("studies/new/", studies.study_create, name="study-create"),

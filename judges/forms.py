@@ -3,7 +3,9 @@ from __future__ import annotations
 from django import forms
 
 from judges.models import JudgeConfig, validate_template
+from judges.protocol import MAX_TOKENS_BASE, MAX_TOKENS_CAP, MAX_TOKENS_PER_STEP
 from judges.serializers import EDITABLE_FIELDS
+from runs import params
 
 
 class JudgeConfigForm(forms.ModelForm):
@@ -26,10 +28,14 @@ class JudgeConfigForm(forms.ModelForm):
             "temperature": "0 to 2; 0 is greedy",
             "mode": "skeleton: the judge also names the skeleton steps each step establishes",
             "output_mode": "auto finds what the server accepts (JSON schema, JSON mode or plain text)",
-            "concurrency": "1 to 64 requests at once",
-            "rate_limit_per_minute": "empty: no limit",
-            "max_retries": "0 to 20 retries of a failed request",
-            "timeout_seconds": "per request, at least 0.1",
+            "concurrency": f"{params.range_words('concurrency')} requests at once",
+            "rate_limit_per_minute": f"{params.range_words('rate_limit_per_minute')}; empty: no limit",
+            "max_retries": f"{params.range_words('max_retries')} retries of a failed request",
+            "timeout_seconds": f"per request, {params.range_words('timeout_seconds')} seconds",
+            "max_tokens": f"{params.range_words('max_tokens')}; empty: derived from each trace's steps "
+                          f"({MAX_TOKENS_BASE} + {MAX_TOKENS_PER_STEP} per step, at most {MAX_TOKENS_CAP:,})",
+            "price_input_per_mtok": "0 or more; with the output price, the run's estimated cost",
+            "price_output_per_mtok": "0 or more",
         }
 
     def __init__(self, *args, study, **kwargs):

@@ -11,6 +11,8 @@ from typing import Any
 
 import numpy as np
 
+from reasonlib.intervals import wilson
+
 COLORS = ["#3b5bdb", "#e8590c", "#2f9e44", "#ae3ec9", "#1098ad", "#f08c00", "#c2255c", "#5c940d", "#495057"]
 
 
@@ -70,19 +72,38 @@ def headline(rows: list[dict[str, Any]], group: str = "model") -> dict[str, Any]
     }
 
 
+def hazard_interval(rows: list[dict]) -> dict[str, Any]:
+    """Plotly ``error_y`` of the hazard h(t) = d/n: the 95% Wilson interval of d events among n at risk, so a
+    step with two traces at risk draws a bar across most of [0, 1] instead of a bare point (issue 31)."""
+    plus, minus = [], []
+    for r in rows:
+        ci = wilson(int(r["events"] or 0), int(r["at_risk"] or 0)) if r["hazard"] is not None else None
+        plus.append(ci[1] - r["hazard"] if ci else None)
+        minus.append(r["hazard"] - ci[0] if ci else None)
+    return {"type": "data", "symmetric": False, "array": plus, "arrayminus": minus, "thickness": 1, "width": 3,
+            "visible": any(v is not None for v in plus)}
+
+
 def hazard_curves(hazard: dict[str, list[dict]], column: str, title: str, y_title: str,
                   colors: dict[str, str] | None = None) -> dict[str, Any]:
+    """One line per model; every point's hover gives its events and traces at risk, and the hazard's points
+    carry their 95% Wilson interval (the survival curve is a product over steps: no per-step interval)."""
     data = []
     for i, (model, rows) in enumerate(hazard.items()):
-        data.append({
+        trace = {
             "type": "scatter", "mode": "lines+markers", "name": model, "line": {"shape": "hv" if column == "survival" else "linear", "color": _color(colors, model, i)},
             "x": [r["step"] for r in rows], "y": [r[column] for r in rows],
-            "customdata": [r["at_risk"] for r in rows],
-            "hovertemplate": "step %{x}<br>" + y_title + " %{y:.3f}<br>at risk %{customdata}<extra>%{fullData.name}</extra>",
-        })
+            "customdata": [[r["at_risk"], r["events"]] for r in rows],
+            "hovertemplate": "step %{x}<br>" + y_title + " %{y:.3f}<br>%{customdata[1]} events of %{customdata[0]} "
+                             "at risk<extra>%{fullData.name}</extra>",
+        }
+        if column == "hazard":
+            trace["error_y"] = hazard_interval(rows)
+        data.append(trace)
     yaxis = {"title": {"text": y_title}}
     if column == "survival":
         yaxis["range"] = [0, 1.02]
+    title = title + " (bars: 95% Wilson interval of events / at risk)" if column == "hazard" else title
     return {"data": data, "layout": _layout(title, xaxis={"title": {"text": "step"}, "dtick": 1}, yaxis=yaxis)}
 
 
@@ -92,12 +113,12 @@ def relative_hazard_curves(hazard: dict[str, list[dict]], colors: dict[str, str]
     for i, (model, rows) in enumerate(hazard.items()):
         data.append({
             "type": "scatter", "mode": "lines+markers", "name": model, "line": {"color": _color(colors, model, i)},
-            "x": [r["hi"] for r in rows], "y": [r["hazard"] for r in rows],
+            "x": [r["hi"] for r in rows], "y": [r["hazard"] for r in rows], "error_y": hazard_interval(rows),
             "customdata": [[r["lo"], r["at_risk"], r["events"]] for r in rows],
             "hovertemplate": "t*/N in (%{customdata[0]:.1f}, %{x:.1f}]<br>hazard %{y:.3f}<br>"
                              "%{customdata[2]} of %{customdata[1]} at risk<extra>%{fullData.name}</extra>",
         })
-    return {"data": data, "layout": _layout("Hazard by relative position", xaxis={
+    return {"data": data, "layout": _layout("Hazard by relative position (bars: 95% Wilson interval)", xaxis={
         "title": {"text": "relative position of the first error t*/N"}, "range": [0, 1.02], "dtick": 0.1},
         yaxis={"title": {"text": "hazard"}})}
 

@@ -179,6 +179,12 @@ def unanswered_by(scanner: Scanner, user) -> QuerySet[ScanLabel]:
     return ScanLabel.objects.filter(scanner=scanner).exclude(Exists(theirs)).order_by("trace_id")
 
 
+def answered_by(scanner: Scanner, user) -> QuerySet[ScanAnswer]:
+    """``user``'s own answers on the scanner's sample (to review and change), in trace order."""
+    return ScanAnswer.objects.filter(_whose(user), label__scanner=scanner).select_related("label__trace__problem") \
+        .order_by("label__trace_id")
+
+
 def pending_questions(trace: Trace, user) -> list[dict[str, Any]]:
     """The scanners whose validation sample holds ``trace``, with ``user``'s own answer so far (review page)."""
     mine = dict(ScanAnswer.objects.filter(_whose(user), label__trace=trace).values_list("label_id", "answer"))

@@ -341,9 +341,9 @@ def do_judge_cohort(cohort: Cohort, judge, *, user=None, force: bool = False, bu
 
 
 def _cohort_summary(cohort: Cohort, with_scores: bool) -> dict[str, Any]:
+    from reasonlib.intervals import wilson
     from scoring.core.bootstrap import bootstrap_ci
     from scoring.models import TraceScore
-    from search.core.stats import wilson
 
     traces = cohort_traces(cohort)
     rows = list(traces.values_list("model", "answer_correct"))

@@ -229,12 +229,13 @@ def scanner_list(request: HttpRequest, study_id: int) -> HttpResponse:
 @require_GET
 def scanner_detail(request: HttpRequest, pk: int) -> HttpResponse:
     scanner, membership = scanners.check_scanner(request.user, pk)
-    pending = scanners.unanswered_by(scanner, request.user).select_related("trace")[:50]  # by this member
+    pending = scanners.unanswered_by(scanner, request.user).select_related("trace__problem")[:50]  # by this member
+    answered = scanners.answered_by(scanner, request.user)[:200]
     context = {"study": scanner.study, "membership": membership, "scanner": scanner,
                "counts": scanners.visible_counts(scanner, membership),
                "report": scanners.visible_validation(scanner, membership),
                "run_fields": page_fields("scanner", scanner.study, without=("scanner",)),
-               "runs": scanner.runs.select_related("job", "cohort")[:10], "pending": pending,
+               "runs": scanner.runs.select_related("job", "cohort")[:10], "pending": pending, "answered": answered,
                "cohorts": Cohort.objects.filter(study=scanner.study).order_by("name"),
                "code_version": code_version(),
                "resamples": BOOTSTRAP_RESAMPLES, "seed": BOOTSTRAP_SEED,

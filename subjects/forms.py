@@ -6,8 +6,10 @@ from django import forms
 
 from reasonlib import selection
 from runs import params
+from subjects import prompts
 from subjects.models import GenerationRun, PromptTemplate, SubjectModel
 from subjects.serializers import EDITABLE_FIELDS
+from subjects.services import find_template
 
 
 def _escape_stop(text: str) -> str:
@@ -86,7 +88,8 @@ class SubjectModelForm(forms.ModelForm):
             "api_key_env": "name of the environment variable holding the API key in the worker (never the key)",
             "api": "chat: /chat/completions with messages; completions: /completions with the rendered prompt",
             "system_prompt": "optional; sent first in chat mode",
-            "prompt_template": "how a problem becomes the prompt (Prompt templates page)",
+            "prompt_template": "required: how a problem becomes the prompt (Prompt templates page); "
+                               "a new model starts on the built-in zero-shot template",
             "temperature": "0 to 2; 0 is greedy",
             "top_p": "0 to 1; empty: the server's default",
             "seed": "empty: none sent; servers that honour it repeat their samples",
@@ -111,6 +114,11 @@ class SubjectModelForm(forms.ModelForm):
         self.fields["prompt_template"].queryset = PromptTemplate.objects.filter(study=study).exclude(kind=PromptTemplate.Kind.SYSTEM).order_by("name", "-version")
         self.fields["chat_template"].strip = False  # whitespace is part of the prompt the template renders
         self.fields["thinking_switch"].required = False  # only read when thinking is on or off
+        if not self.instance.pk and not self.is_bound and not self.initial.get("prompt_template"):
+            # The default do_save_subject gives too (the built-in zero-shot template): a new model needs no choice.
+            self.initial["prompt_template"] = find_template(study, prompts.ZERO_SHOT).pk
+        # The one required choice without a value of its own on the model, marked as the runs page marks one.
+        self.fields["prompt_template"].label = "Prompt template *"
 
     def clean_thinking_switch(self) -> str:
         return self.cleaned_data.get("thinking_switch") or SubjectModel.ThinkingSwitch.TEMPLATE

@@ -81,6 +81,11 @@ class PromptTemplate(models.Model):
         return reverse("prompt-template", args=[self.pk])
 
 
+#: The model id of the demo's deterministic stand-in server (demo/standin): not a language model, and every page
+#: that shows its numbers says so.
+STAND_IN_MODEL = "deterministic-stand-in"
+
+
 class SubjectModel(models.Model):
     """A model under test, reachable at an OpenAI-compatible endpoint."""
 
@@ -173,6 +178,10 @@ class SubjectModel(models.Model):
             check_endpoint(self.base_url, self.api_key_env)
         except OutboundRefused as exc:
             raise ValidationError({exc.field: exc.message}) from None
+
+    @property
+    def is_stand_in(self) -> bool:
+        return self.model == STAND_IN_MODEL
 
     def server(self) -> ModelServer:
         """The plain server configuration the continuation service and the probe take."""

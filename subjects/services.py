@@ -433,7 +433,8 @@ def problems_in_scope(subject: SubjectModel, scope: str, samples: int, problem_f
     elif scope != GenerationRun.Scope.ALL:
         raise ValueError(f"problems: unknown selection {scope!r}; choose all, missing or a filter ({selection.SYNTAX})")
     if problem_filter:
-        ordered = list(Problem.objects.filter(study_id=subject.study_id).order_by("problem_id")
+        # Counted among the study's own problems too: "first:5" is never five suite variants or benchmark items.
+        ordered = list(Problem.objects.filter(study_id=subject.study_id).own().order_by("problem_id")
                        .values_list("problem_id", flat=True))
         problems = problems.filter(problem_id__in=selection.select(problem_filter, ordered))
     in_cohort = scopes.cohort_problems(subject.study, cohort)

@@ -84,7 +84,18 @@ def test_an_owner_creates_an_account_whose_one_time_password_is_shown_once(owner
     html = response.content.decode()
     password = re.search(r'<code class="secret-value"[^>]*>([^<]+)</code>', html)[1]
     assert Membership.objects.get(study=study, user__username="bob").role == "adjudicator"
-    assert Client().login(username="bob", password=password)
+    bob = Client()
+    assert bob.login(username="bob", password=password)
+    # One-time: the first sign-in spends it, and bob chooses his own before any other page (issue 31).
+    assert not Client().login(username="bob", password=password)
+    assert bob.get(reverse("study", args=[study.pk]))["Location"] == "/password/choose/"
+    assert bob.post("/password/choose/", {"new_password1": "bob's own secret 42", "new_password2": "x"}).status_code == 400
+    chosen = bob.post("/password/choose/", {"new_password1": "bob's own secret 42",
+                                            "new_password2": "bob's own secret 42"})
+    assert chosen["Location"] == reverse("studies")
+    assert bob.get(reverse("study", args=[study.pk])).status_code == 200  # still signed in, no more detour
+    assert Client().login(username="bob", password="bob's own secret 42")
+    assert not Client().login(username="bob", password=password)
     # Shown once: the members page never shows it again.
     assert password not in client.get(reverse("study-members", args=[study.pk])).content.decode()
 

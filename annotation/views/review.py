@@ -173,6 +173,9 @@ def _review_context(request: HttpRequest, trace: Trace, membership: Membership, 
         "statement_html": render_markdown(trace.problem.statement),
         "raw_html": raw_with_boundaries(trace.raw, [(index, start, end) for _, index, _, start, end, _ in answer_steps]),
         "has_offsets": any(start is not None for _, _, _, start, _, _ in answer_steps),
+        # The separate reasoning field with its thought steps marked (all of them loaded only when not windowed).
+        "thought_raw_html": raw_with_boundaries(trace.thought, [(i, a, b) for _, i, _, a, b, _ in thought_steps])
+        if trace.n_thought_steps and not windowed else "",
         "regime_rows": regime_rows(trace.regime or {}),
         "verdicts": Verdict.values, "flags": [f for f in TraceReview.Flag.choices if f[0]],
         "ratings": range(11),

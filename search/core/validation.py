@@ -7,11 +7,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from search.core.stats import wilson
+from reasonlib.intervals import wilson
 
 #: The F1 interval's bootstrap: resamples and seed (named on the scanner page and in its export).
 BOOTSTRAP_RESAMPLES = 2000
 BOOTSTRAP_SEED = 0
+#: Fewest traces for an F1 interval: a percentile bootstrap of 2 agreeing traces resamples only agreement and
+#: printed "[1.000, 1.000]" (issue 31); below this the page says the sample is too small instead.
+MIN_F1_INTERVAL_N = 10
 
 
 @dataclass(frozen=True)
@@ -28,6 +31,13 @@ class Validation:
     f1: float | None
     f1_ci: tuple[float, float] | None
 
+    @property
+    def f1_ci_note(self) -> str:
+        """Why F1 has no interval, when it has a value but too few traces for one."""
+        if self.f1 is not None and self.f1_ci is None and self.n < MIN_F1_INTERVAL_N:
+            return f"no interval: {self.n} trace{'s' if self.n != 1 else ''}, at least {MIN_F1_INTERVAL_N} needed"
+        return ""
+
 
 def f1_of(tp: int, fp: int, fn: int) -> float | None:
     return None if 2 * tp + fp + fn == 0 else 2 * tp / (2 * tp + fp + fn)
@@ -37,7 +47,7 @@ def validate(pairs: Sequence[tuple[bool, bool]], *, n_resamples: int = BOOTSTRAP
              level: float = 0.95) -> Validation:
     """``pairs`` are (person, scanner) answers, "yes" the positive class. Precision and recall get
     Wilson intervals (they are proportions of TP+FP and TP+FN); F1, not a proportion, a percentile
-    bootstrap over the traces."""
+    bootstrap over the traces, from MIN_F1_INTERVAL_N traces on."""
     truth = np.array([p for p, _s in pairs], dtype=bool)
     said = np.array([s for _p, s in pairs], dtype=bool)
     tp = int(np.sum(truth & said))
@@ -45,7 +55,7 @@ def validate(pairs: Sequence[tuple[bool, bool]], *, n_resamples: int = BOOTSTRAP
     fn = int(np.sum(truth & ~said))
     tn = int(np.sum(~truth & ~said))
     f1_ci = None
-    if len(pairs) >= 2:
+    if len(pairs) >= MIN_F1_INTERVAL_N:
         rng = np.random.default_rng(seed)
         idx = rng.integers(0, len(pairs), size=(n_resamples, len(pairs)))
         t, s = truth[idx], said[idx]

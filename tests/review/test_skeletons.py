@@ -166,3 +166,12 @@ def test_skeleton_versions_over_the_api(seeded, member, adjudicator):
     listed = api(member).get(url).json()
     assert [s["version"] for s in listed] == [2, 1] and listed[0]["approved_by"] == "adam"
     assert api(member).get(f"/api/v1/problems/{problem.pk}/").json()["l_gold"] == 2
+
+
+def test_the_editor_names_a_field_in_words(client, seeded, member):
+    # Issue 31: the page said "steps[1].check"; the API keeps that path, the page says which assertion.
+    problem = Problem.objects.get(problem_id="p0")
+    client.force_login(member)
+    page = client.post(reverse("skeleton-save", args=[problem.pk]),
+                       {"text-1": "kept text", "check-1": "2+2=5", "action": "draft"}).content.decode()
+    assert "assertion 1&#x27;s check: 2+2 is 4, not 5" in page and "steps[1]" not in page

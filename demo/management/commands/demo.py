@@ -9,6 +9,7 @@ from annotation import services
 from annotation.commands import RefusingCommand
 from annotation.management.commands._progress import Bar
 from annotation.models import Membership, Study
+from demo import research
 
 DEMO_STUDY = "GSM8K demo"
 DEMO_FILE = Path(settings.BASE_DIR) / "annotation" / "demo_data" / "gsm8k" / "example_model_solutions.jsonl"
@@ -61,6 +62,10 @@ class Command(RefusingCommand):
                 raise CommandError(f"demo labels {path.name} failed: {report.rejected if report else 'not claimed'}")
             if report.labels_created or report.labels_updated:
                 self.stdout.write(f"{path.name}: {report.labels_created} step labels imported")
+        # The research pages (Abstraction, Fidelity, Evidence) filled too: published outputs and a stand-in
+        # model's runs, before the judge and the scores so that those cover the stand-in's traces as well.
+        research.import_abstraction(study, self.stdout.write)
+        research.run_stand_in(study, self.stdout.write)
         self._post_import(study)
         self.stdout.write(self.style.SUCCESS(f"demo study ready: {study.name} (id {study.pk})"))
 

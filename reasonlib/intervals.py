@@ -1,4 +1,5 @@
-"""Intervals of the cohort comparison and of a scanner's validation (pure)."""
+"""Intervals of a proportion (pure): the scanner's validation and the cohort comparison (search), the hazard of
+the first error at each step (scoring's charts)."""
 
 from __future__ import annotations
 
