@@ -4,7 +4,8 @@ in annotation.api.errors, commands in runs.cli).
 A view that shows a form catches refusals into it with :func:`refusals_into`, so the message stands under
 its field (or above the form when it names none). Any other refusal that leaves a view is answered here,
 never as a 500: an htmx request gets the status and the text, which the page shows in place; a form post
-goes back to the page it came from with the text flashed on top; anything else gets the styled error page
+goes back to the page it came from with the text flashed on top; a page that shows its own refusals
+(:func:`refusals_shown_on`, the filter pages) gets that page; anything else gets the styled error page
 with the refusal's status. A task queue that is down is the 503 refusal. Access refusals
 (annotation.access.AccessDenied) are left to ``handler403``, which hides a study from outsiders.
 """
@@ -17,6 +18,7 @@ from contextlib import contextmanager
 from django import forms
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import render
 from django.utils.http import url_has_allowed_host_and_scheme
 from kombu.exceptions import OperationalError as BrokerError
 
@@ -41,7 +43,18 @@ class RefusalMiddleware:
             return None
         if request.path.startswith("/api/"):
             return None  # DRF's handler answers there (a refusal outside a DRF view is a bug to see)
+        page = getattr(request, "refusal_page", None)
+        if page is not None:
+            template, context = page
+            return render(request, template, {**context, "error": str(exception)}, status=exception.status)
         return respond(request, str(exception), exception.status)
+
+
+def refusals_shown_on(request: HttpRequest, template: str, **context: object) -> None:
+    """From here on, a refusal leaving the view is shown on the view's own page ``template`` (its text as
+    ``error``, with ``context``, the refusal's status) rather than on the styled error page: a page of
+    filters (analytics, agreement) says which filter names nothing where its filters are."""
+    request.refusal_page = (template, context)  # type: ignore[attr-defined]
 
 
 def respond(request: HttpRequest, message: str, status: int) -> HttpResponse:
