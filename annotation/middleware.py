@@ -5,7 +5,8 @@ A view that shows a form catches refusals into it with :func:`refusals_into`, so
 its field (or above the form when it names none). Any other refusal that leaves a view is answered here,
 never as a 500: an htmx request gets the status and the text, which the page shows in place; a form post
 goes back to the page it came from with the text flashed on top; a page that shows its own refusals
-(:func:`refusals_shown_on`, the filter pages) gets that page; anything else gets the styled error page
+(:func:`refusals_shown_on`, the filter pages) gets that page, a post that names the page to go back to
+(:func:`refusals_back_to`) goes there with the text flashed; anything else gets the styled error page
 with the refusal's status. A task queue that is down is the 503 refusal. Access refusals
 (annotation.access.AccessDenied) are left to ``handler403``, which hides a study from outsiders.
 """
@@ -47,6 +48,11 @@ class RefusalMiddleware:
         if page is not None:
             template, context = page
             return render(request, template, {**context, "error": str(exception)}, status=exception.status)
+        back = getattr(request, "refusal_back", None)
+        if back is not None:
+            url, said = back
+            messages.error(request, f"{said}: {exception}" if said else str(exception))
+            return HttpResponseRedirect(url)
         return respond(request, str(exception), exception.status)
 
 
@@ -55,6 +61,12 @@ def refusals_shown_on(request: HttpRequest, template: str, **context: object) ->
     ``error``, with ``context``, the refusal's status) rather than on the styled error page: a page of
     filters (analytics, agreement) says which filter names nothing where its filters are."""
     request.refusal_page = (template, context)  # type: ignore[attr-defined]
+
+
+def refusals_back_to(request: HttpRequest, url: str, said: str = "") -> None:
+    """From here on, a refusal leaving the view goes back to ``url`` with its text flashed after ``said``
+    ("Not saved"): a form post whose page is known whatever the Referer says (a form on a list page)."""
+    request.refusal_back = (url, said)  # type: ignore[attr-defined]
 
 
 def respond(request: HttpRequest, message: str, status: int) -> HttpResponse:
