@@ -18,12 +18,14 @@ from contextlib import contextmanager
 
 from django import forms
 from django.contrib import messages
+from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.utils.http import url_has_allowed_host_and_scheme
 from kombu.exceptions import OperationalError as BrokerError
 
 from annotation.access import AccessDenied
+from annotation.api.errors import model_refusal
 from annotation.errors import render_error
 from reasonlib.refusals import Refusal, Unavailable
 
@@ -83,12 +85,15 @@ def respond(request: HttpRequest, message: str, status: int) -> HttpResponse:
 @contextmanager
 def refusals_into(form: forms.BaseForm) -> Iterator[None]:
     """Put a refusal raised inside the block under its field of ``form`` (above the form when the field is
-    not one of the form's); the view then shows the form again, as for its own validation errors."""
+    not one of the form's); the view then shows the form again, as for its own validation errors. A model's
+    ``ValidationError`` (``full_clean`` in a service) counts as the bad input it is."""
     try:
         yield
-    except Refusal as exc:
-        if isinstance(exc, AccessDenied):
+    except (Refusal, DjangoValidationError) as caught:
+        if isinstance(caught, AccessDenied):
             raise
+        # A model's own validation (full_clean) is bad input naming its fields, as the API reads it.
+        exc = model_refusal(caught) if isinstance(caught, DjangoValidationError) else caught
         for field, message in exc.errors:
             form.add_error(field if field in form.fields else None, message if field in form.fields
                            else (f"{field}: {message}" if field else message))
