@@ -7,7 +7,8 @@ never as a 500: an htmx request gets the status and the text, which the page sho
 goes back to the page it came from with the text flashed on top; a page that shows its own refusals
 (:func:`refusals_shown_on`, the filter pages) gets that page, a post that names the page to go back to
 (:func:`refusals_back_to`) goes there with the text flashed; anything else gets the styled error page
-with the refusal's status. A task queue that is down is the 503 refusal. Access refusals
+with the refusal's status. A task queue that is down is the 503 refusal; a model's or a serializer's
+``ValidationError`` is bad input (400), as on the API. Access refusals
 (annotation.access.AccessDenied) are left to ``handler403``, which hides a study from outsiders.
 """
 
@@ -23,9 +24,10 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.utils.http import url_has_allowed_host_and_scheme
 from kombu.exceptions import OperationalError as BrokerError
+from rest_framework.exceptions import ValidationError as SerializerValidationError
 
 from annotation.access import AccessDenied
-from annotation.api.errors import model_refusal
+from annotation.api.errors import model_refusal, serializer_refusal
 from annotation.errors import render_error
 from reasonlib.refusals import Refusal, Unavailable
 
@@ -40,8 +42,7 @@ class RefusalMiddleware:
         return self.get_response(request)
 
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
-        if isinstance(exception, BrokerError):
-            exception = Unavailable(BROKER_MESSAGE)
+        exception = as_refusal(exception) or exception
         if not isinstance(exception, Refusal) or isinstance(exception, AccessDenied):
             return None
         if request.path.startswith("/api/"):
@@ -56,6 +57,21 @@ class RefusalMiddleware:
             messages.error(request, f"{said}: {exception}" if said else str(exception))
             return HttpResponseRedirect(url)
         return respond(request, str(exception), exception.status)
+
+
+def as_refusal(exc: BaseException) -> Refusal | None:
+    """``exc`` as the refusal it means, as the API reads it (annotation.api.errors): a refusal itself, a
+    task queue that is down (503), a model's ``ValidationError`` (``full_clean``) or a serializer's (a
+    run's parameters) as bad input naming their fields; None for anything else (a bug: a 500)."""
+    if isinstance(exc, Refusal):
+        return exc
+    if isinstance(exc, BrokerError):
+        return Unavailable(BROKER_MESSAGE)
+    if isinstance(exc, DjangoValidationError):
+        return model_refusal(exc)
+    if isinstance(exc, SerializerValidationError):
+        return serializer_refusal(exc)
+    return None
 
 
 def refusals_shown_on(request: HttpRequest, template: str, **context: object) -> None:
@@ -86,14 +102,13 @@ def respond(request: HttpRequest, message: str, status: int) -> HttpResponse:
 def refusals_into(form: forms.BaseForm) -> Iterator[None]:
     """Put a refusal raised inside the block under its field of ``form`` (above the form when the field is
     not one of the form's); the view then shows the form again, as for its own validation errors. A model's
-    ``ValidationError`` (``full_clean`` in a service) counts as the bad input it is."""
+    or a serializer's ``ValidationError`` counts as the bad input it is (:func:`as_refusal`)."""
     try:
         yield
-    except (Refusal, DjangoValidationError) as caught:
-        if isinstance(caught, AccessDenied):
+    except (Refusal, DjangoValidationError, SerializerValidationError) as caught:
+        exc = as_refusal(caught)
+        if exc is None or isinstance(exc, AccessDenied):
             raise
-        # A model's own validation (full_clean) is bad input naming its fields, as the API reads it.
-        exc = model_refusal(caught) if isinstance(caught, DjangoValidationError) else caught
         for field, message in exc.errors:
             form.add_error(field if field in form.fields else None, message if field in form.fields
                            else (f"{field}: {message}" if field else message))
