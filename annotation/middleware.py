@@ -109,6 +109,8 @@ def refusals_into(form: forms.BaseForm) -> Iterator[None]:
         exc = as_refusal(caught)
         if exc is None or isinstance(exc, AccessDenied):
             raise
+        if not hasattr(form, "cleaned_data"):  # an unbound form (a post that used none of its fields) shows it too
+            form.cleaned_data = {}
         for field, message in exc.errors:
             form.add_error(field if field in form.fields else None, message if field in form.fields
                            else (f"{field}: {message}" if field else message))
