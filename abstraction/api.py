@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework.exceptions import NotFound, ValidationError
+from rest_framework import serializers
+from rest_framework.exceptions import NotFound
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -15,6 +16,31 @@ from runs import api as runs_api
 from runs.serializers import RunDetailSerializer
 
 MAX_PAGE = 1000
+
+
+class TableQuery(serializers.Serializer):
+    """The table's query parameters, in their ranges (a refusal names the field)."""
+
+    benchmark = serializers.CharField(required=False, allow_blank=True)
+    resamples = serializers.IntegerField(min_value=0, max_value=10000, default=1000,
+                                         help_text="bootstrap resamples of the intervals (0: none)")
+
+
+class ItemsQuery(serializers.Serializer):
+    """The items' numeric query parameters, in their ranges (a refusal names the field)."""
+
+    instance = serializers.IntegerField(min_value=0, required=False)
+    offset = serializers.IntegerField(min_value=0, default=0)
+    limit = serializers.IntegerField(min_value=1, max_value=MAX_PAGE, default=100)
+
+
+def _query(serializer: type[serializers.Serializer], params) -> dict:
+    """``params`` read by ``serializer`` (an empty value counts as not given); bad values are the
+    serializer's 400 naming the field."""
+    names = serializer().fields
+    ser = serializer(data={k: v for k, v in params.items() if k in names and v != ""})
+    ser.is_valid(raise_exception=True)
+    return ser.validated_data
 
 
 def _bench(study, name: str | None) -> Benchmark | None:
@@ -30,18 +56,12 @@ class AbstractionTable(APIView):
     """GET: one row per (model, prompting mode): Γ per sub-dataset and category, AVG, with_mem, without_*,
     Δ_OP/NUM/ALL, F, their 95% bootstrap intervals, the checker used; full precision."""
 
-    @extend_schema(parameters=[OpenApiParameter("benchmark", str), OpenApiParameter("resamples", int)],
-                   responses={200: dict})
+    @extend_schema(parameters=[TableQuery], responses={200: dict})
     def get(self, request, pk: int):
         study, _ = access.check_study(request.user, pk)
-        bench = _bench(study, request.query_params.get("benchmark"))
-        try:
-            resamples = int(request.query_params.get("resamples", 1000))
-        except ValueError:
-            raise ValidationError({"resamples": ["a whole number from 0 to 10000"]}) from None
-        if not 0 <= resamples <= 10000:
-            raise ValidationError({"resamples": ["a whole number from 0 to 10000"]})
-        rows = services.table(study, benchmark=bench, n_resamples=resamples)
+        query = _query(TableQuery, request.query_params)
+        bench = _bench(study, query.get("benchmark"))
+        rows = services.table(study, benchmark=bench, n_resamples=query["resamples"])
         benches = [bench] if bench else list(services.benchmarks_of(study))
         return Response({"benchmarks": [b.describe() | {"counts": b.counts} for b in benches],
                          "rows": [r.as_dict() for r in rows]})
@@ -51,8 +71,8 @@ class AbstractionItems(APIView):
     """GET: checked answers, filtered by benchmark, sub_dataset, task, instance, model, mode; paged by
     ``offset`` / ``limit`` (at most 1000)."""
 
-    @extend_schema(parameters=[OpenApiParameter(n, str) for n in
-                               ("benchmark", "sub_dataset", "task", "instance", "model", "mode", "offset", "limit")],
+    @extend_schema(parameters=[*(OpenApiParameter(n, str) for n in ("benchmark", "sub_dataset", "task", "model",
+                                                                    "mode")), ItemsQuery],
                    responses={200: dict})
     def get(self, request, pk: int):
         study, _ = access.check_study(request.user, pk)
@@ -65,14 +85,10 @@ class AbstractionItems(APIView):
                            ("mode", "mode")):
             if q.get(key):
                 qs = qs.filter(**{field: q[key]})
-        try:
-            if q.get("instance") not in (None, ""):
-                qs = qs.filter(item__instance=int(q["instance"]))
-            offset, limit = int(q.get("offset", 0)), int(q.get("limit", 100))
-        except ValueError:
-            raise ValidationError({"instance": ["offset, limit and instance are whole numbers"]}) from None
-        if offset < 0 or not 1 <= limit <= MAX_PAGE:
-            raise ValidationError({"limit": [f"limit 1..{MAX_PAGE}, offset >= 0"]})
+        numbers = _query(ItemsQuery, q)
+        if "instance" in numbers:
+            qs = qs.filter(item__instance=numbers["instance"])
+        offset, limit = numbers["offset"], numbers["limit"]
         total = qs.count()
         page = qs.order_by("item__benchmark__name", "item__sub_dataset", "item__instance", "model", "mode")[
             offset:offset + limit]

@@ -22,6 +22,7 @@ from agreement.core import processbench
 from agreement.models import CalibrationStudy
 from agreement.tags import tag_report
 from annotation import access, jobs
+from annotation.middleware import refusals_shown_on
 from annotation.models import Job, Membership, Study, Trace
 from scoring import exports
 from scoring.export_jobs import check_download, do_queue_export, open_download
@@ -108,11 +109,8 @@ def _render(request: HttpRequest, template: str, context: dict) -> HttpResponse:
 @require_GET
 def agreement(request: HttpRequest, study_id: int) -> HttpResponse:
     study, membership = study_for(request, study_id)
-    try:
-        sel = svc.select(study, request.GET)
-    except svc.BadSelection as exc:
-        return render(request, "scoring/bad_filter.html", {"study": study, "error": str(exc), "pages": []},
-                      status=400)
+    refusals_shown_on(request, "scoring/bad_filter.html", study=study, pages=[])  # a selection naming nothing
+    sel = svc.select(study, request.GET)
     report = svc.agreement_report(sel)
     m = report["metrics"]
     params = sel.params()
@@ -135,13 +133,8 @@ def agreement(request: HttpRequest, study_id: int) -> HttpResponse:
 @require_GET
 def annotators(request: HttpRequest, study_id: int) -> HttpResponse:
     study, membership = study_for(request, study_id)
-    cal = None
-    if request.GET.get("calibration"):
-        try:
-            cal = svc._calibration(study, request.GET["calibration"])
-        except svc.BadSelection as exc:
-            return render(request, "scoring/bad_filter.html", {"study": study, "error": str(exc), "pages": []},
-                          status=400)
+    refusals_shown_on(request, "scoring/bad_filter.html", study=study, pages=[])  # a calibration naming nothing
+    cal = svc._calibration(study, request.GET["calibration"]) if request.GET.get("calibration") else None
     report = svc.cached_annotator_report(study, cal)
     params = {"calibration": str(cal.pk)} if cal else {}
     context = {

@@ -65,11 +65,8 @@ def report_download(request: HttpRequest, study_id: int) -> HttpResponse:
     study, membership = access.check_study(request.user, study_id)
     gate.check(membership, "the faithfulness evidence", EVIDENCE_READS)
     fmt = request.GET.get("format", "md")
-    try:
-        text = report(study, request.GET.get("model") or None, fmt,
-                               policy=request.GET.get("policy", val_core.EXCLUDE))
-    except ValueError as exc:
-        return HttpResponse(str(exc), status=400, content_type="text/plain; charset=utf-8")
+    # A bad format, model or policy is a refusal naming it (reasonlib.refusals): the middleware's 400 page.
+    text = report(study, request.GET.get("model") or None, fmt, policy=request.GET.get("policy", val_core.EXCLUDE))
     response = HttpResponse(text, content_type=CONTENT[fmt])
     if request.GET.get("inline") != "1":
         response["Content-Disposition"] = f'attachment; filename="evidence-report-{study.pk}.{fmt}"'

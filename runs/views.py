@@ -17,6 +17,7 @@ from rest_framework.exceptions import ValidationError
 
 from annotation import access, jobs
 from annotation.models import Job, Membership, Study
+from reasonlib.refusals import Invalid
 from runs import kinds
 from runs.clients import client_for
 from runs.engine import ACTIVE
@@ -107,11 +108,6 @@ def study_runs(request: HttpRequest, study_id: int) -> HttpResponse:
     return render(request, "runs/study_runs.html", context)
 
 
-def _message(exc: ValidationError) -> str:
-    detail = exc.detail if isinstance(exc.detail, dict) else {"non_field_errors": exc.detail}
-    return "; ".join(str(m) for msgs in detail.values() for m in (msgs if isinstance(msgs, list) else [msgs]))
-
-
 def page_fields(kind: str, study: Study, *, without: tuple[str, ...] = ()) -> list[dict[str, Any]]:
     """The inputs of a kind's parameters for a form on another page (templates/runs/_params.html), without
     those the page fixes (the judge page's judge, a scanner page's scanner, a cohort page's cohort) or leaves
@@ -160,15 +156,12 @@ def run_cancel(request: HttpRequest, study_id: int, run_id: int) -> HttpResponse
 @login_required
 @require_POST
 def run_retry(request: HttpRequest, study_id: int, run_id: int) -> HttpResponse:
-    """Start the same configuration again over what failed (a RunConflict while one runs: 409)."""
+    """Start the same configuration again over what failed. A refusal (nothing to retry, stored parameters
+    the kind's serializer no longer takes: 400; a RunConflict while one runs: 409) is the middleware's: a
+    flash on the runs page the button was on."""
     run, membership = _run_for(request, study_id, run_id)
     access.check_owner(membership, "starting runs")
     if not kinds.can_retry(run) or run.job.status in ACTIVE:
-        return render(request, "annotation/run_error.html",
-                      {"reason": f"run {run.pk} has nothing to retry: it is still active or its kind cannot retry"},
-                      status=400)
-    try:
-        row = kinds.retry(run, request.user)
-    except ValidationError as exc:
-        return render(request, "annotation/run_error.html", {"reason": _message(exc)}, status=400)
+        raise Invalid(f"run {run.pk} has nothing to retry: it is still active or its kind cannot retry")
+    row = kinds.retry(run, request.user)
     return redirect(reverse("job", args=[kinds.job_of(row).pk]))

@@ -16,6 +16,7 @@ from annotation import access
 from annotation.api.schema import one_page
 from annotation.api.serializers import JobSerializer
 from annotation.models import Trace, TraceReview
+from reasonlib.refusals import Invalid
 from scoring import analytics, services, sources
 from scoring.models import ScoringProfile, TraceScore
 
@@ -153,11 +154,12 @@ class ProfileWriteSerializer(serializers.Serializer):
 
 
 def _check_params(params) -> None:
+    """The parameters as the profile core checks them; its refusal (reasonlib.refusals.Invalid) names the
+    parameter, which the API's body names as a key of ``params``."""
     try:
         services.validate_params(params)
-    except ValueError as exc:
-        field = str(exc).split(":", 1)[0]
-        raise ValidationError({f"params.{field}": [str(exc)]}) from None
+    except Invalid as exc:
+        raise Invalid(errors=[(f"params.{field}", message) for field, message in exc.errors]) from None
 
 
 class StudyProfiles(APIView):

@@ -4,6 +4,7 @@ from typing import Any
 
 from django import forms
 
+from annotation.middleware import refusals_into
 from scoring.core.profile import Profile
 from scoring.models import ScoringProfile
 
@@ -66,11 +67,8 @@ class ProfileForm(forms.Form):
     def clean(self) -> dict[str, Any]:
         data = super().clean()
         if not self.errors:
-            try:
+            with refusals_into(self):  # the core's refusal names the parameter, i.e. the field
                 Profile.from_dict(self.params())
-            except ValueError as exc:
-                field = str(exc).split(":", 1)[0].split("[", 1)[0]
-                self.add_error(field if field in self.fields else None, str(exc))
         return data
 
     def params(self) -> dict[str, Any]:

@@ -107,7 +107,7 @@ def resolve_source(study: Study, name: str | None, judges: list[str] | None = No
 
 def validate_params(params: Any) -> dict[str, Any]:
     """Full, validated parameters (missing keys take the paper's defaults);
-    raises ValueError naming the bad field."""
+    raises reasonlib.refusals.Invalid (a ValueError) naming the bad field."""
     return Profile.from_dict(params).to_dict()
 
 

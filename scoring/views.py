@@ -15,6 +15,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from annotation import access
+from annotation.middleware import refusals_into, refusals_shown_on
 from annotation.models import Job, Membership, Study
 from scoring import analytics, charts, exports, services
 from scoring.forms import ProfileForm
@@ -70,21 +71,18 @@ def _render(request: HttpRequest, template: str, context: dict) -> HttpResponse:
     return render(request, f"{template}#body" if request.htmx else template, context)
 
 
-def _selection(request: HttpRequest, study: Study, membership: Membership):
-    try:
-        return analytics.select(study, request.GET, membership), None
-    except analytics.BadFilter as exc:
-        return None, render(request, "scoring/bad_filter.html", {"study": study, "error": str(exc),
-                                                                  "pages": PAGES}, status=400)
+def _selection(request: HttpRequest, study: Study, membership: Membership) -> analytics.Selection:
+    """The page's filters; a filter that names nothing (analytics.BadFilter) is shown on the analytics'
+    error page (400) by the refusal middleware."""
+    refusals_shown_on(request, "scoring/bad_filter.html", study=study, pages=PAGES)
+    return analytics.select(study, request.GET, membership)
 
 
 @login_required
 @require_GET
 def leaderboard(request: HttpRequest, study_id: int) -> HttpResponse:
     study, membership = _study_for(request, study_id)
-    sel, error = _selection(request, study, membership)
-    if error:
-        return error
+    sel = _selection(request, study, membership)
     counts = analytics.trace_counts(study)
     rows = analytics.leaderboard(sel, counts)
     model_rows = rows if sel.group == "model" else analytics.leaderboard(sel, counts, group="model")
@@ -103,9 +101,7 @@ def leaderboard(request: HttpRequest, study_id: int) -> HttpResponse:
 @require_GET
 def hazard(request: HttpRequest, study_id: int) -> HttpResponse:
     study, membership = _study_for(request, study_id)
-    sel, error = _selection(request, study, membership)
-    if error:
-        return error
+    sel = _selection(request, study, membership)
     counts = analytics.trace_counts(study)
     context = _context(request, study, membership, sel, "scoring-hazard", counts)
     data = analytics.summary(sel.score_set, sel.model, sel.domain, context["tau"]) if sel.score_set else None
@@ -137,9 +133,7 @@ def hazard(request: HttpRequest, study_id: int) -> HttpResponse:
 @require_GET
 def distributions(request: HttpRequest, study_id: int) -> HttpResponse:
     study, membership = _study_for(request, study_id)
-    sel, error = _selection(request, study, membership)
-    if error:
-        return error
+    sel = _selection(request, study, membership)
     counts = analytics.trace_counts(study)
     context = _context(request, study, membership, sel, "scoring-distributions", counts)
     data = analytics.summary(sel.score_set, sel.model, sel.domain, context["tau"]) if sel.score_set else None
@@ -164,9 +158,7 @@ def distributions(request: HttpRequest, study_id: int) -> HttpResponse:
 @require_GET
 def lucky_guesses(request: HttpRequest, study_id: int) -> HttpResponse:
     study, membership = _study_for(request, study_id)
-    sel, error = _selection(request, study, membership)
-    if error:
-        return error
+    sel = _selection(request, study, membership)
     counts = analytics.trace_counts(study)
     context = _context(request, study, membership, sel, "scoring-lucky", counts)
     sort = request.GET.get("sort", "process")
@@ -210,9 +202,7 @@ def lucky_guesses(request: HttpRequest, study_id: int) -> HttpResponse:
 @require_GET
 def ablations(request: HttpRequest, study_id: int) -> HttpResponse:
     study, membership = _study_for(request, study_id)
-    sel, error = _selection(request, study, membership)
-    if error:
-        return error
+    sel = _selection(request, study, membership)
     counts = analytics.trace_counts(study)
     context = _context(request, study, membership, sel, "scoring-ablations", counts)
     profiles = analytics.ablation_profiles(sel)
@@ -266,7 +256,7 @@ def profiles(request: HttpRequest, study_id: int) -> HttpResponse:
         name = request.POST.get("name", "").strip()
         form = ProfileForm(request.POST, creating=name not in current)
         if form.is_valid():
-            try:
+            with refusals_into(form):  # a refusal of the service (a taken name) under its field
                 if name in current:
                     profile, changed = services.do_edit_profile(study, name, form.params(), user=request.user)
                     messages.success(request, f"{name}: saved as version {profile.version}; scores are being recomputed."
@@ -275,9 +265,6 @@ def profiles(request: HttpRequest, study_id: int) -> HttpResponse:
                     services.do_create_profile(study, name, form.params(), user=request.user)
                     messages.success(request, f"{name}: created; scores are being computed.")
                 return redirect(reverse("scoring-profiles", args=[study.pk]) + f"#profile-{name}")
-            except ValueError as exc:
-                field = str(exc).split(":", 1)[0]
-                form.add_error(field if field in form.fields else None, str(exc))
         forms[name if name in current else ""] = form
         status = 400
     history = ScoringProfile.objects.filter(study=study).select_related("created_by").order_by("name", "-version")

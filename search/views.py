@@ -2,21 +2,25 @@
 
 from __future__ import annotations
 
+import re
+
 from django.contrib import messages
 from django.contrib.auth import get_user_model
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme, urlencode
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from annotation import access
+from annotation.middleware import refusals_back_to, refusals_shown_on
 from annotation.models import Membership, Trace, Verdict
 from annotation.review import queues
 from annotation.review.filters import study_models
-from annotation.review.queues import AssignError
 from annotation.views.base import member_view
 from reasonlib.ids import is_id
+from reasonlib.refusals import FieldInvalid
 from runs import params
 from runs.version import code_version
 from runs.views import page_fields, start_from_page
@@ -99,15 +103,9 @@ def cohort_list(request: HttpRequest, study_id: int) -> HttpResponse:
         params = request.POST.copy()
         for key in ("csrfmiddlewaretoken", "name", "note"):
             params.pop(key, None)
-        try:
-            cohort = services.do_save_cohort(study, membership, name=request.POST.get("name", ""), data=params,
-                                             note=request.POST.get("note", ""))
-        except SearchError as exc:
-            messages.error(request, f"Not saved: {exc}")
-            return redirect("search-cohorts", study.pk)
-        except services.CohortError as exc:
-            messages.error(request, f"Not saved: {exc.field}: {exc.message}")
-            return redirect("search-cohorts", study.pk)
+        refusals_back_to(request, reverse("search-cohorts", args=[study.pk]), "Not saved")  # a bad query or name
+        cohort = services.do_save_cohort(study, membership, name=request.POST.get("name", ""), data=params,
+                                         note=request.POST.get("note", ""))
         messages.success(request, f"Cohort {cohort.name} saved with {cohort.n_traces} traces.")
         return redirect(cohort)
     cohorts = list(Cohort.objects.filter(study=study).select_related("created_by"))
@@ -150,12 +148,9 @@ def cohort_assign(request: HttpRequest, pk: int) -> HttpResponse:
     cohort, membership = _cohort_for(request, pk)
     access.check_owner(membership)
     users = list(get_user_model().objects.filter(username__in=request.POST.getlist("annotators")))
-    try:
-        n = services.do_assign_cohort(cohort, request.user, users, int(request.POST.get("k") or 1))
-    except (AssignError, ValueError) as exc:
-        messages.error(request, f"Not queued: {exc}")
-    else:
-        messages.success(request, f"{n} assignments made from cohort {cohort.name}.")
+    refusals_back_to(request, cohort.get_absolute_url(), "Not queued")  # a bad k, no annotator (AssignError)
+    n = services.do_assign_cohort(cohort, request.user, users, _whole(request.POST, "k", 1))
+    messages.success(request, f"{n} assignments made from cohort {cohort.name}.")
     return redirect(cohort)
 
 
@@ -182,22 +177,20 @@ def cohort_delete(request: HttpRequest, pk: int) -> HttpResponse:
 def cohort_compare(request: HttpRequest, pk: int) -> HttpResponse:
     a, membership = _cohort_for(request, pk)
     other = request.GET.get("b", "")
-    result, error = None, ""
-    if is_id(other):
-        b, _m = _cohort_for(request, int(other))
-        try:
-            result = services.compare_cohorts(a, b, membership)
-        except services.CohortError as exc:
-            error = exc.message
-    elif other:
-        error = "b: give the other cohort's id"
-    context = {"study": a.study, "membership": membership, "cohort": a, "result": result, "error": error,
-               "sides": [result["a"], result["b"]] if result else [],
+    context = {"study": a.study, "membership": membership, "cohort": a, "result": None, "sides": [],
                "download_params": urlencode({"what": "cohort-compare", "cohort": a.pk, "versus": other}),
                "profile": a.study.default_profile, "resamples": services.COMPARE_RESAMPLES,
                "seed": services.COMPARE_SEED, "code_version": code_version(),
                "others": Cohort.objects.filter(study=a.study).exclude(pk=a.pk).order_by("name"), "b": other}
-    return render(request, "search/compare.html", context, status=400 if error else 200)
+    # A refusal (services.CohortError: the cohorts cannot be compared) is shown on this page, as its error.
+    refusals_shown_on(request, "search/compare.html", **context)
+    if is_id(other):
+        b, _m = _cohort_for(request, int(other))
+        result = services.compare_cohorts(a, b, membership)
+        context.update(result=result, sides=[result["a"], result["b"]])
+    elif other:
+        raise FieldInvalid("b", "give the other cohort's id")
+    return render(request, "search/compare.html", context)
 
 
 # --------------------------------------------------------------------------
@@ -210,13 +203,10 @@ def scanner_list(request: HttpRequest, study_id: int) -> HttpResponse:
     study, membership = access.check_study(request.user, study_id)
     if request.method == "POST":
         access.check_owner(membership)
-        try:
-            scanner = scanners.do_create_scanner(study, name=request.POST.get("name", ""),
-                                                 question=request.POST.get("question", ""),
-                                                 judge_name=request.POST.get("judge", ""), user=request.user)
-        except scanners.ScannerError as exc:
-            messages.error(request, f"Not created: {exc.field}: {exc.message}")
-            return redirect("search-scanners", study.pk)
+        refusals_back_to(request, reverse("search-scanners", args=[study.pk]), "Not created")  # ScannerError
+        scanner = scanners.do_create_scanner(study, name=request.POST.get("name", ""),
+                                             question=request.POST.get("question", ""),
+                                             judge_name=request.POST.get("judge", ""), user=request.user)
         return redirect(scanner)
     rows = [(s, scanners.visible_counts(s, membership))
             for s in Scanner.objects.filter(study=study).select_related("judge")]
@@ -253,15 +243,15 @@ def scanner_run(request: HttpRequest, pk: int) -> HttpResponse:
                            back=scanner.get_absolute_url())
 
 
-def _number(data, field: str) -> float | None:
-    """The posted number ``field`` in its declared range (runs.params; None when empty), else a refusal
-    naming the field."""
+def _whole(data, field: str, default: int) -> int:
+    """The posted whole number ``field`` (``default`` when empty), else a refusal naming the field; the
+    service checks its range."""
     text = (data.get(field) or "").strip()
-    try:
-        value = float(text) if text else None
-    except ValueError:
-        raise params.ParamError(field, f"must be a number, got {text!r}") from None
-    return params.check(field, value)
+    if not text:
+        return default
+    if not re.fullmatch(r"-?[0-9]{1,18}", text):
+        raise FieldInvalid(field, f"must be a whole number, got {text!r}")
+    return int(text)
 
 
 @member_view
@@ -269,12 +259,9 @@ def _number(data, field: str) -> float | None:
 def scanner_sample(request: HttpRequest, pk: int) -> HttpResponse:
     scanner, membership = scanners.check_scanner(request.user, pk)
     access.check_adjudicator(membership)
-    try:
-        n = scanners.do_draw_sample(scanner, int(request.POST.get("size") or 0), seed=int(request.POST.get("seed") or 0))
-    except (scanners.ScannerError, ValueError) as exc:
-        messages.error(request, f"Not drawn: {exc}")
-    else:
-        messages.success(request, f"{n} traces added to the validation sample.")
+    refusals_back_to(request, scanner.get_absolute_url(), "Not drawn")  # a bad size or seed (ScannerError)
+    n = scanners.do_draw_sample(scanner, _whole(request.POST, "size", 0), seed=params.check("seed", _whole(request.POST, "seed", 0)))
+    messages.success(request, f"{n} traces added to the validation sample.")
     return redirect(scanner)
 
 

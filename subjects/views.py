@@ -10,7 +10,6 @@ import json
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -18,7 +17,7 @@ from django.utils.dateparse import parse_datetime
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from annotation import access, jobs
-from annotation.middleware import refusals_into
+from annotation.middleware import refusals_into, refusals_shown_on
 from runs.views import start_from_page
 from subjects import services
 from subjects.forms import GenerationForm, PromptTemplateForm, SubjectModelForm
@@ -47,12 +46,11 @@ def _save_form(request: HttpRequest, study, subject: SubjectModel | None) -> Htt
     if request.method == "POST" and form.is_valid():
         data = {k: v for k, v in form.cleaned_data.items() if k != "check_server"}
         data["stop"] = data.get("stop") or []
-        try:
+        saved, created = None, False
+        with refusals_into(form):  # the service's refusals and the model's own validation, under their fields
             fresh = SubjectModel.objects.get(pk=subject.pk) if subject else None
             saved, created = services.do_save_subject(study, data, subject=fresh)
-        except (ValueError, ValidationError) as exc:
-            form.add_error(None, str(exc) if not isinstance(exc, ValidationError) else "; ".join(exc.messages))
-        else:
+        if saved is not None:
             messages.success(request, f"Subject model {saved.name} {'created' if created else 'saved'} "
                                       f"(version {saved.version}).")
             if form.cleaned_data["check_server"]:
@@ -191,15 +189,12 @@ def prompt_template_preview(request: HttpRequest, study_id: int) -> HttpResponse
     study, membership = access.check_study(request.user, study_id)
     services.check_owner(membership)
     form = PromptTemplateForm({**request.POST.dict(), "name": request.POST.get("name") or "preview"})
-    preview, error = None, ""
-    if form.is_valid():
-        data = form.cleaned_data
-        try:
-            preview = services.preview_template(study, data["template"], data["exemplars"],
-                                                problem_id=data["problem_id"] or None)
-        except services.TemplateInvalid as exc:
-            error = f"{exc.field}: {exc}"
-    else:
+    if not form.is_valid():
         error = "; ".join(f"{k}: {' '.join(v)}" for k, v in form.errors.items())
-    return render(request, "subjects/templates.html#preview", {"preview": preview, "error": error},
-                  status=400 if error else 200)
+        return render(request, "subjects/templates.html#preview", {"preview": None, "error": error}, status=400)
+    # The service's refusal (TemplateInvalid, "field: message") is shown in the same place, with 400.
+    refusals_shown_on(request, "subjects/templates.html#preview", preview=None)
+    data = form.cleaned_data
+    preview = services.preview_template(study, data["template"], data["exemplars"],
+                                        problem_id=data["problem_id"] or None)
+    return render(request, "subjects/templates.html#preview", {"preview": preview, "error": ""})

@@ -138,7 +138,7 @@ def test_a_real_command_refuses_through_the_base(study):
 
 
 # ------------------------------------------------------------------------------------------ logging
-def test_an_expected_refusal_is_one_line_in_the_log(member, study):
+def test_an_expected_refusal_is_one_line_in_the_log(member, owner, study):
     handler = next(h for h in logging.getLogger().handlers if type(h) is logging.StreamHandler)
     log = io.StringIO()
     previous = handler.setStream(log)
@@ -147,8 +147,11 @@ def test_an_expected_refusal_is_one_line_in_the_log(member, study):
         api = APIClient()
         api.force_authenticate(member)
         assert api.post(f"/api/v1/studies/{study.pk}/members/", {}, format="json").status_code == 403
+        # A refusal a page shows on itself (annotation.middleware.refusals_shown_on): a filter naming nothing.
+        leaderboard = reverse("scoring-leaderboard", args=[study.pk])
+        assert signed_in(owner).get(leaderboard, {"profile": "nope"}).status_code == 400
     finally:
         handler.setStream(previous)
     lines = log.getvalue().splitlines()
     assert lines == [f"Forbidden (Permission denied): /studies/{study.pk}/adjudication/",
-                     f"Forbidden: /api/v1/studies/{study.pk}/members/"]
+                     f"Forbidden: /api/v1/studies/{study.pk}/members/", f"Bad Request: {leaderboard}"]

@@ -195,6 +195,11 @@ def test_an_owner_changes_a_role_and_revokes_a_member(owner, member, study):
     assert Membership.objects.get(study=study, user=member).role == "adjudicator"
     assert client.post(url, {"action": "remove", "username": member.username}).status_code == 302
     assert not Membership.objects.filter(study=study, user=member).exists()
+    # Refusals of the members service stand under the form's field (annotation.middleware.refusals_into).
+    refused = client.post(url, {"action": "remove", "username": owner.username})
+    assert refused.status_code == 400 and Membership.objects.filter(study=study, user=owner).exists()
+    refused = client.post(url, {"action": "remove", "username": "nobody-here"})
+    assert refused.status_code == 400 and "nobody-here" in refused.content.decode()
 
 
 @pytest.mark.parametrize("action", ["create", "set", "remove"])

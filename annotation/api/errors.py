@@ -62,6 +62,12 @@ def model_refusal(exc: DjangoValidationError) -> Invalid:
     return Invalid(errors=pairs)
 
 
+def serializer_refusal(exc: ValidationError) -> Invalid:
+    """A serializer's refusal (a run's parameters validated by its kind's serializer) as bad input naming
+    its fields, for the doors that are not DRF's (the web's middleware)."""
+    return Invalid(errors=[(e["field"], e["message"]) for e in _flatten(exc.detail)] or [("", "invalid input")])
+
+
 def exception_handler(exc, context):
     if isinstance(exc, BrokerError):
         exc = Unavailable(BROKER_MESSAGE)

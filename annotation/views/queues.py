@@ -7,15 +7,16 @@ from django.contrib.auth import get_user_model
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from annotation import access
 from annotation.forms import AssignForm
+from annotation.middleware import refusals_back_to
 from annotation.models import Assignment, Membership
 from annotation.review.filters import filter_traces
 from annotation.review.progress import visible_annotator_progress
 from annotation.review.queues import (
-    AssignError,
     do_assign,
     do_clear_assignments,
     my_assignments,
@@ -63,13 +64,10 @@ def queue_assign(request: HttpRequest, study_id: int) -> HttpResponse:
     form = AssignForm(request.POST, members=members_qs)
     if form.is_valid():
         users = list(get_user_model().objects.filter(pk__in=form.cleaned_data["annotators"]).order_by("username"))
-        try:
-            n = do_assign(study, request.user, users, form.cleaned_data["k"],
-                                 stratify=form.cleaned_data["stratify"],
-                                 only_unassigned=form.cleaned_data["only_unassigned"])
-            messages.success(request, f"Made {n} assignments.")
-        except AssignError as exc:
-            messages.error(request, str(exc))
+        refusals_back_to(request, reverse("queue", args=[study.pk]))  # an AssignError, flashed on the queue
+        n = do_assign(study, request.user, users, form.cleaned_data["k"], stratify=form.cleaned_data["stratify"],
+                      only_unassigned=form.cleaned_data["only_unassigned"])
+        messages.success(request, f"Made {n} assignments.")
     else:
         messages.error(request, "Check the assignment form: " + "; ".join(
             f"{k}: {' '.join(v)}" for k, v in form.errors.items()))

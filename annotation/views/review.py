@@ -25,6 +25,7 @@ from annotation.review.tags import add_tags_to_rows, do_save_tags, posted_tags
 from annotation.review.visibility import is_revealed, sees_everything, visible_label_rows
 from annotation.views.base import member_view, trace_for
 from reasonlib.ids import is_id
+from reasonlib.refusals import FieldInvalid
 
 #: Thought steps per collapsible block of the review page; a thought longer than one block is
 #: shown in blocks whose rows htmx loads when they come into view (docs/review.md, "Long thoughts").
@@ -197,10 +198,10 @@ def trace_thought(request: HttpRequest, trace_id: int) -> HttpResponse:
             return JsonResponse({"q": "", "steps": []})
         hits = list(trace.steps.filter(text__icontains=query).order_by("index").values_list("index", flat=True)[:5000])
         return JsonResponse({"q": query, "steps": hits})
-    try:
-        block = int(request.GET.get("block", ""))
-    except ValueError:
-        return HttpResponse("block: give the block's number (1, 2, ...)", status=400, content_type="text/plain")
+    text = request.GET.get("block", "")
+    if not text.isascii() or not text.isdigit():  # the refusal family's 400 (annotation.middleware), not a hand one
+        raise FieldInvalid("block", "give the block's number (1, 2, ...)")
+    block = int(text)
     first = (block - 1) * THOUGHT_BLOCK + 1
     last = min(trace.n_thought_steps, block * THOUGHT_BLOCK)
     if block < 1 or first > trace.n_thought_steps:

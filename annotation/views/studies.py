@@ -14,6 +14,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from annotation import access, errors, jobs, members, services, study_summary
 from annotation.forms import AccountForm, ImportForm, MemberForm, StudyForm
+from annotation.middleware import refusals_into
 from annotation.models import Job, Membership, Problem, Study
 from annotation.review.progress import study_progress, visible_progress
 from annotation.views.base import member_view, study_for
@@ -108,7 +109,7 @@ def study_members(request: HttpRequest, study_id: int) -> HttpResponse:
     if request.method == "POST":
         access.check_owner(membership, "managing members")
         action = request.POST.get("action", "set")
-        try:
+        with refusals_into(form):  # a MemberError (an unknown user or role, the last owner) under its field
             if action == "remove":
                 members.do_remove_member(study, request.POST.get("username", ""))
                 messages.success(request, f"Removed {request.POST.get('username')}.")
@@ -121,12 +122,11 @@ def study_members(request: HttpRequest, study_id: int) -> HttpResponse:
                 account_form = AccountForm(request.POST)
                 if account_form.is_valid():
                     data = account_form.cleaned_data
-                    try:
+                    m = None
+                    with refusals_into(account_form):
                         m, secret = members.do_create_account(study, data["username"], data["role"],
                                                               handover=data["handover"], by=request.user)
-                    except members.MemberError as exc:
-                        account_form.add_error(exc.field or None, exc.message)
-                    else:
+                    if m is not None:
                         created = {"username": m.user.username, "role": m.role, "handover": data["handover"],
                                    "secret": secret if data["handover"] == members.HANDOVER_PASSWORD
                                    else request.build_absolute_uri(secret)}
@@ -142,8 +142,7 @@ def study_members(request: HttpRequest, study_id: int) -> HttpResponse:
                                      else members.invited_message(name, role))
                     return redirect("study-members", study_id=study.pk)
                 status = 400
-        except members.MemberError as exc:
-            form.add_error(None, exc.message)
+        if form.errors:  # refused above
             status = 400
     rows = Membership.objects.filter(study=study).select_related("user").order_by("role", "user__username")
     response = render(request, "annotation/members.html",
@@ -210,16 +209,15 @@ def study_import(request: HttpRequest, study_id: int) -> HttpResponse:
     form = ImportForm(request.POST, request.FILES)
     if form.is_valid():
         data = form.cleaned_data
-        try:
+        job = None
+        with refusals_into(form):  # the import's refusal (a format, an option) under its field
             job = services.do_queue_import(study, data["file"], fmt=data["format"], skip_invalid=data["skip_invalid"],
                                            user=request.user, results=data.get("results"),
                                            model=data.get("model", "").strip(),
                                            options={k: data[k] for k in ("instances", "seed")
                                                     if data.get(k) is not None},
                                            thought_segmenter=data.get("thought_segmenter", ""))
-        except ValueError as exc:
-            form.add_error(None, exc.message)
-        else:
+        if job is not None:
             return redirect("job", job_id=job.pk)
     if request.htmx:
         return render(request, "annotation/import_form.html", {"study": study, "import_form": form}, status=400)

@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from reasonlib.refusals import FieldInvalid
+
 EXCLUDE, AS_VALID, AS_INVALID = "exclude", "valid", "invalid"
 POLICIES = (EXCLUDE, AS_VALID, AS_INVALID)
 
@@ -33,7 +35,7 @@ class Validity:
 
 def check_policy(policy: str) -> str:
     if policy not in POLICIES:
-        raise ValueError(f"neutral policy {policy!r}: choose {', '.join(POLICIES)}")
+        raise FieldInvalid("policy", f"neutral policy {policy!r}: choose {', '.join(POLICIES)}")
     return policy
 
 

@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from reasonlib.refusals import FieldInvalid
+
 __all__ = ["ABLATIONS", "CHANNELS", "DEFAULT", "Profile", "ablation"]
 
 #: What ``Profile.channels`` may name (the same tuple as ``thought.CHANNELS``,
@@ -27,12 +29,14 @@ _NON_NEGATIVE = ("alpha", "beta", "eta", "omega", "c_haz")
 _CAPS = ("alpha", "c_haz")
 
 
-def _as_float(name: str, value: Any) -> float:
+def _as_float(name: str, value: Any, what: str = "") -> float:
+    """``value`` as a finite float, else a refusal about the parameter ``name`` (``what``: which of its
+    values, for a list)."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
-        raise ValueError(f"{name}: expected a number, got {value!r}")
+        raise FieldInvalid(name, f"{what}expected a number, got {value!r}")
     value = float(value)
     if not math.isfinite(value):
-        raise ValueError(f"{name}: must be finite, got {value!r}")
+        raise FieldInvalid(name, f"{what}must be finite, got {value!r}")
     return value
 
 
@@ -72,41 +76,42 @@ class Profile:
         for name in _NON_NEGATIVE:
             v = _as_float(name, getattr(self, name))
             if v < 0:
-                raise ValueError(f"{name}: must be >= 0, got {v!r}")
+                raise FieldInvalid(name, f"must be >= 0, got {v!r}")
             if name in _CAPS and v > 10:
                 # caps are points on the 0..10 scale of the scores
-                raise ValueError(f"{name}: must be within [0, 10], got {v!r}")
+                raise FieldInvalid(name, f"must be within [0, 10], got {v!r}")
             set_(self, name, v)
         na = _as_float("neutral_as", self.neutral_as)
         if na not in (0.0, 1.0):
-            raise ValueError(f"neutral_as: must be 0 or 1, got {self.neutral_as!r}")
+            raise FieldInvalid("neutral_as", f"must be 0 or 1, got {self.neutral_as!r}")
         set_(self, "neutral_as", na)
         if not isinstance(self.prm_hazard, (bool, np.bool_)):
-            raise ValueError(f"prm_hazard: must be true or false, got {self.prm_hazard!r}")
+            raise FieldInvalid("prm_hazard", f"must be true or false, got {self.prm_hazard!r}")
         set_(self, "prm_hazard", bool(self.prm_hazard))
         w = _as_float("w", self.w)
         if not 0.0 <= w <= 1.0:
-            raise ValueError(f"w: must be within [0, 1], got {w!r}")
+            raise FieldInvalid("w", f"must be within [0, 1], got {w!r}")
         set_(self, "w", w)
         tau = _as_float("tau", self.tau)
         if not 0.0 <= tau <= 10.0:
-            raise ValueError(f"tau: must be within [0, 10], got {tau!r}")
+            raise FieldInvalid("tau", f"must be within [0, 10], got {tau!r}")
         set_(self, "tau", tau)
         ph = self.pinned_hazard
         if ph is not None:
             if isinstance(ph, (str, bytes, dict)) or not hasattr(ph, "__iter__"):
-                raise ValueError(f"pinned_hazard: expected a list of numbers or null, got {ph!r}")
+                raise FieldInvalid("pinned_hazard", f"expected a list of numbers or null, got {ph!r}")
             values = []
             for i, h in enumerate(ph, start=1):
-                h = _as_float(f"pinned_hazard[{i}]", h)
+                # The refusal names the parameter (the field of a form, of the API) and says which value.
+                h = _as_float("pinned_hazard", h, f"h_{i}: ")
                 if not 0.0 <= h <= 1.0:
-                    raise ValueError(f"pinned_hazard[{i}]: must be within [0, 1], got {h!r}")
+                    raise FieldInvalid("pinned_hazard", f"h_{i}: must be within [0, 1], got {h!r}")
                 values.append(h)
             if not values:
-                raise ValueError("pinned_hazard: must not be empty (use null for 'estimate')")
+                raise FieldInvalid("pinned_hazard", "must not be empty (use null for 'estimate')")
             set_(self, "pinned_hazard", tuple(values))
         if self.channels not in CHANNELS:
-            raise ValueError(f"channels: expected one of {list(CHANNELS)}, got {self.channels!r}")
+            raise FieldInvalid("channels", f"expected one of {list(CHANNELS)}, got {self.channels!r}")
 
     # -- (de)serialisation -------------------------------------------------
     @classmethod
@@ -117,17 +122,17 @@ class Profile:
     def from_dict(cls, d: dict[str, Any] | None) -> Profile:
         """Build a profile from a JSON-like dict; missing keys take defaults.
 
-        Raises ValueError naming the offending field for unknown keys or bad
+        Raises reasonlib.refusals.Invalid (a ValueError) naming the offending field for unknown keys or bad
         values.
         """
         if d is None:
             return cls()
         if not isinstance(d, dict):
-            raise ValueError(f"profile: expected an object, got {type(d).__name__}")
+            raise FieldInvalid("profile", f"expected an object, got {type(d).__name__}")
         known = set(cls.field_names())
         unknown = sorted(str(k) for k in d if k not in known)
         if unknown:
-            raise ValueError(f"{unknown[0]}: unknown profile parameter")
+            raise FieldInvalid(unknown[0], "unknown profile parameter")
         return cls(**d)
 
     def to_dict(self) -> dict[str, Any]:
@@ -141,7 +146,7 @@ class Profile:
         """A validated copy with some parameters changed."""
         unknown = sorted(k for k in changes if k not in self.field_names())
         if unknown:
-            raise ValueError(f"{unknown[0]}: unknown profile parameter")
+            raise FieldInvalid(unknown[0], "unknown profile parameter")
         return dataclasses.replace(self, **changes)
 
 
@@ -160,5 +165,5 @@ def ablation(name: str, base: Profile = DEFAULT) -> Profile:
     try:
         overrides = ABLATIONS[name]
     except KeyError:
-        raise ValueError(f"ablation: unknown ablation {name!r}; choose from {sorted(ABLATIONS)}") from None
+        raise FieldInvalid("ablation", f"unknown ablation {name!r}; choose from {sorted(ABLATIONS)}") from None
     return base.replace(**overrides)

@@ -80,6 +80,11 @@ def test_the_api_table_and_items(client, member, imported):
     assert bad.status_code == 400 and bad.json()["errors"][0]["field"] == "limit"
     bad = client.get(f"/api/v1/studies/{imported.pk}/abstraction/table/?resamples=x")
     assert bad.status_code == 400 and bad.json()["errors"][0]["field"] == "resamples"
+    # Each bad number names its own field (the query serializers), not a shared one.
+    for query, field in (("offset=-1", "offset"), ("instance=x", "instance"), ("limit=0", "limit")):
+        bad = client.get(f"/api/v1/studies/{imported.pk}/abstraction/items/?{query}")
+        assert bad.status_code == 400 and [e["field"] for e in bad.json()["errors"]] == [field], query
+    assert client.get(f"/api/v1/studies/{imported.pk}/abstraction/items/?instance=").status_code == 200
 
 
 def test_downloads_in_every_format_with_a_manifest(client, member, imported):

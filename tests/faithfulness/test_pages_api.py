@@ -71,7 +71,9 @@ def test_the_report_downloads_in_each_format_and_refuses_an_unknown_one(client, 
     assert client.get(url, {"format": "tex"}).content.decode().startswith(r"\begin{table}")
     assert client.get(url, {"format": "json"}).json()[0]["tier"]["badges"] == ["IFR", "Anytime", "Halting"]
     bad = client.get(url, {"format": "pdf"})
-    assert bad.status_code == 400 and "unknown report format" in bad.content.decode()
+    assert bad.status_code == 400 and "format: unknown report format" in bad.content.decode()
+    bad = client.get(url, {"format": "md", "policy": "ignore"})  # a refusal of the pure core, named by its field
+    assert bad.status_code == 400 and "policy: neutral policy &#x27;ignore&#x27;" in bad.content.decode()
 
 
 def test_the_api_lists_runs_with_constant_queries_and_shows_a_summary(client, owner, ran, study):

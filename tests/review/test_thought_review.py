@@ -42,6 +42,8 @@ def test_a_long_thought_comes_in_blocks_with_their_label_summary(client, owner, 
     assert 'name="v120" value="valid" checked' in rows
     assert client.get(url, {"block": 4}).status_code == 404
     assert client.get(url, {"block": "x"}).status_code == 400
+    bad = client.get(url, {"block": "x"}, headers={"HX-Request": "true"})  # the refusal's text, in the error fragment
+    assert bad.status_code == 400 and "block: give the block&#x27;s number (1, 2, ...)" in bad.content.decode()
     client.force_login(outsider)
     assert client.get(url, {"block": 1}).status_code == 404
 

@@ -208,6 +208,22 @@ def test_cancel_and_retry_from_the_page(world, study, owner, member, server):
     assert again.scope == GenerationRun.Scope.MISSING and again.job.total == 1
 
 
+
+def test_a_refused_retry_is_said_on_the_runs_page_or_the_error_page(world, study, owner):
+    """The refusal family on the web (annotation.middleware): from the runs page (its Referer) a flash
+    there, without one the styled error page; 400 either way, never a 500."""
+    tiny, _judge = world
+    active = services.do_start_generation(tiny, queue=False, user=owner)  # queued: still active
+    url = f"/studies/{study.pk}/runs/{active.run_id}/retry/"
+    r = web(owner).post(url)
+    assert r.status_code == 400 and f"run {active.run_id} has nothing to retry" in r.content.decode()
+    runs_page = f"http://testserver/studies/{study.pk}/runs/"
+    client = web(owner)
+    r = client.post(url, headers={"referer": runs_page})
+    assert r.status_code == 302 and r.url == runs_page
+    assert f"run {active.run_id} has nothing to retry" in client.get(r.url).content.decode()
+
+
 def test_the_job_page_links_to_the_kind_page_of_its_run(world, study, owner):
     tiny, judge = world
     record, _ = generate(tiny)

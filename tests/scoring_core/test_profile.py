@@ -2,6 +2,7 @@ import json
 
 import pytest
 
+from reasonlib.refusals import Invalid
 from scoring.core.profile import ABLATIONS, DEFAULT, Profile, ablation
 
 
@@ -48,17 +49,17 @@ def test_from_dict_defaults_for_missing_keys():
         ({"prm_hazard": 1}, "prm_hazard"),
         ({"tau": -1}, "tau"),
         ({"tau": 11}, "tau"),
-        ({"pinned_hazard": [0.1, 1.5]}, "pinned_hazard[2]"),
-        ({"pinned_hazard": [-0.1]}, "pinned_hazard[1]"),
+        ({"pinned_hazard": [0.1, 1.5]}, "pinned_hazard: h_2"),
+        ({"pinned_hazard": [-0.1]}, "pinned_hazard: h_1"),
         ({"pinned_hazard": []}, "pinned_hazard"),
         ({"pinned_hazard": "0.1"}, "pinned_hazard"),
         ({"gamma": 1}, "gamma"),
     ],
 )
 def test_bad_values_name_the_field(bad, field):
-    with pytest.raises(ValueError) as exc:
+    with pytest.raises(Invalid) as exc:  # the refusal family's bad input (a ValueError too)
         Profile.from_dict(bad)
-    assert str(exc.value).startswith(field + ":")
+    assert str(exc.value).startswith(field + ":") and exc.value.field == field.split(":")[0]
 
 
 def test_neutral_as_accepts_0_and_1():

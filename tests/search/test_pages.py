@@ -66,3 +66,19 @@ def test_a_bad_cohort_is_not_saved(client, study, owner, traces):
     client.force_login(owner)
     r = client.post(f"/studies/{study.pk}/cohorts/", {"name": "", "q": "wait"}, follow=True)
     assert "Not saved: name" in r.content.decode() and not Cohort.objects.exists()
+
+
+def test_refused_cohort_posts_go_back_to_their_page_with_the_field(client, study, owner, traces):
+    """The refusal family on the web (annotation.middleware.refusals_back_to / refusals_shown_on): a
+    refused post goes back to the page of its form with the field named, never a 500; a comparison that
+    cannot be made is said on the comparison page with 400."""
+    client.force_login(owner)
+    client.post(f"/studies/{study.pk}/cohorts/", {"name": "waiters", "q": "wait"})
+    cohort = Cohort.objects.get(name="waiters")
+    r = client.post(f"/cohorts/{cohort.pk}/assign/", {"annotators": [owner.username], "k": "two"})
+    assert r.status_code == 302 and r.url == cohort.get_absolute_url()
+    page = client.get(r.url).content.decode()
+    assert "Not queued: k: must be a whole number, got &#x27;two&#x27;" in page
+    r = client.get(f"/cohorts/{cohort.pk}/compare/", {"b": "other"})
+    assert r.status_code == 400 and "b: give the other cohort&#x27;s id" in r.content.decode()
+    assert "Shared traces" not in r.content.decode()

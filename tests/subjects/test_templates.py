@@ -103,6 +103,7 @@ def test_the_preview_renders_on_a_problem_of_the_study_escaped(study, owner, mem
     assert "the {% debug %} tag is not allowed" in r.content.decode()
     r = web(owner).post(url, {"template": "{{ problem }}", "problem_id": "nope"})
     assert r.status_code == 400 and "problem_id: no problem &#x27;nope&#x27; in this study" in r.content.decode()
+    assert "problem_id: problem_id" not in r.content.decode()  # the field said once (the refusal's text)
     assert web(member).post(url, {"template": "{{ problem }}"}).status_code == 403
     # The API: the same text as a generation run would send.
     r = api(owner).post(f"/api/v1/studies/{study.pk}/prompt-templates/preview/",
