@@ -22,6 +22,7 @@ FORMAT_LABELS = {
     "menatqa": "MenatQA (JSON)",
     "gsm-plus": "GSM-Plus (JSONL)",
     "gsm-symbolic": "GSM-Symbolic templates or instances (a .zip or .tar.gz of the folder)",
+    "thought-anchors": "Thought Anchors analyses (a .zip or .tar.gz of problem folders)",
 }
 
 

@@ -145,14 +145,19 @@ def _plan(run: Run, items: Sequence[int] | None) -> None:
     client = client_for(run.kind)
     ids = list(client.plan(run) if items is None else items)
     size = client.chunk_size(run)
+    fields = ["lanes"]
     if client.sizing(run).spread:
         # A spread run: one task per chunk (up to SPREAD_TASKS) waits in the queue for any free worker
         # process, and each task, its own chunk done, takes any pending chunk of the run (spread_of).
         run.lanes = SPREAD_TASKS
+        run.refresh_from_db(fields=["config"])  # what the client's plan stored on its own copy of the row
         run.config = {**(run.config or {}), "spread": True}
+        fields.append("config")
     # Never more lanes than chunks.
     run.lanes = max(1, min(run.lanes, -(-len(ids) // size)))
-    run.save(update_fields=["lanes", "config"])
+    # Only what this function changed: a client's plan may have stored its own config on another instance
+    # of the row (fidelity's originals), which saving this instance's stale config would erase.
+    run.save(update_fields=fields)
     add_chunks(run, ids, size)
     Job.objects.filter(pk=run.job_id).update(total=len(ids))
 

@@ -44,6 +44,8 @@ EXPORTS = [
     ("prm-training", []),
     ("tag-agreement", []),  # no step-function tag in this study: no rows
     ("tag-confusion", []),
+    ("step-importance", []),  # no step-importance run or imported analysis here: no rows
+    ("step-importance-by-tag", []),
     ("traces", []),
     ("abstraction", []),
     ("abstraction-items", []),
@@ -69,7 +71,7 @@ EXPORTS = [
 #: Kinds with no rows in this study (it has no intervention or anytime run): they must still run and write a manifest.
 EMPTY_HERE = {"interventions", "ifr", "anytime", "anytime-curve", "early-answering", "fidelity-table1",
               "fidelity-table2", "abstraction-long", "gsm-symbolic", "cohorts", "scanners", "tag-agreement",
-              "tag-confusion"}
+              "tag-confusion", "step-importance", "step-importance-by-tag"}
 #: Kinds of objects this study does not have (no cohort, no scanner): refused by name, without a traceback.
 REFUSED_HERE = {"cohort-compare": "cohort: no cohort 1 in this study",
                 "scanner-validation": "scanner: no scanner 'waits' in this study",

@@ -111,6 +111,7 @@ RULES: dict[str, Rule] = {
     "invitation-respond": Rule(POST=INVITEE, kwargs={"invitation_id": "invitation"}),
     "profile": Rule(GET=SIGNED_IN, POST=SIGNED_IN),
     "password-set": Rule(GET=PUBLIC, POST=PUBLIC),  # the one-time link itself is the credential
+    "password-choose": Rule(GET=SIGNED_IN, POST=SIGNED_IN),  # after a sign-in with a one-time password
     "study": study(GET=MEMBERS),
     "study-members": study(GET=MEMBERS, POST=OWNERS),
     "study-settings": study(GET=OWNERS, POST=OWNERS),
