@@ -7,6 +7,7 @@ named a stand-in and its base URL answers nothing afterwards (the pages say so).
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Callable
 from pathlib import Path
 
@@ -18,7 +19,7 @@ from annotation.models import Study
 from demo.standin.fake_thinking import FOLLOW, FakeThinking
 from faithfulness import running as faithfulness
 from fidelity import running as fidelity
-from runs import engine
+from runs import engine, outbound
 from subjects import services as subjects
 from subjects.models import STAND_IN_MODEL, SubjectModel
 
@@ -54,6 +55,12 @@ def run_stand_in(study: Study, say: Say) -> None:
     reasoning model, once (a second demo finds its subject model and leaves it)."""
     if SubjectModel.objects.filter(study=study, name=STAND_IN_NAME).exists():
         say(f"stand-in: subject model {STAND_IN_NAME!r} exists already")
+        return
+    if not outbound.address_allowed(ipaddress.ip_address("127.0.0.1")):
+        # A deployment whose address policy keeps model calls off loopback (REASONAUDIT_MODEL_NETWORKS; the
+        # production default): the stand-in cannot be called there, and the demo must not widen the policy.
+        say("stand-in: not run -- the address policy (REASONAUDIT_MODEL_NETWORKS) allows no loopback model "
+            "server; Fidelity and Evidence stay empty")
         return
     server = FakeThinking(form="field", behaviour=FOLLOW).start()
     try:
