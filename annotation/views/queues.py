@@ -31,14 +31,20 @@ from annotation.views.lists import trace_filter_context
 @require_GET
 def queue(request: HttpRequest, study_id: int) -> HttpResponse:
     study, membership = study_for(request, study_id)
-    user = request.user
-    qs = filter_traces(my_assignments(study, user), request.GET, study, membership, prefix="trace__")
-    status = request.GET.get("status", "todo")
-    page = Paginator(with_status(qs, status), 50).get_page(request.GET.get("page"))
     form = None
     if membership.is_owner:
         members_qs = Membership.objects.filter(study=study).select_related("user").order_by("user__username")
         form = AssignForm(members=list(members_qs))
+    return _queue_page(request, study, membership, form)
+
+
+def _queue_page(request: HttpRequest, study, membership: Membership, form: AssignForm | None,
+                status_code: int = 200) -> HttpResponse:
+    """The queue page; ``form`` is the owner's assignment form (bound, with its errors, after a refused POST)."""
+    user = request.user
+    qs = filter_traces(my_assignments(study, user), request.GET, study, membership, prefix="trace__")
+    status = request.GET.get("status", "todo")
+    page = Paginator(with_status(qs, status), 50).get_page(request.GET.get("page"))
     has_assignments = Assignment.objects.filter(study=study, annotator=user).exists()
     context = {
         "study": study, "membership": membership, "page": page, "status": status,
@@ -48,7 +54,7 @@ def queue(request: HttpRequest, study_id: int) -> HttpResponse:
         **trace_filter_context(request, study, membership),
     }
     template = "annotation/queue.html#rows" if request.htmx else "annotation/queue.html"
-    return render(request, template, context)
+    return render(request, template, context, status=status_code)
 
 
 @member_view
@@ -69,8 +75,8 @@ def queue_assign(request: HttpRequest, study_id: int) -> HttpResponse:
                       only_unassigned=form.cleaned_data["only_unassigned"])
         messages.success(request, f"Made {n} assignments.")
     else:
-        messages.error(request, "Check the assignment form: " + "; ".join(
-            f"{k}: {' '.join(v)}" for k, v in form.errors.items()))
+        # The page again with the form as typed: each error under its field, not a banner over a reset form.
+        return _queue_page(request, study, membership, form, status_code=400)
     return redirect("queue", study_id=study.pk)
 
 

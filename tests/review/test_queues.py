@@ -112,6 +112,22 @@ def test_the_owner_assigns_on_the_web(client, many, owner, member, annotator2):
     assert not Assignment.objects.exists()
 
 
+def test_a_wrong_k_is_told_under_its_field_and_the_form_keeps_what_was_typed(client, many, owner, member, annotator2):
+    client.force_login(owner)
+    response = client.post(reverse("queue-assign", args=[many.pk]),
+                           {"annotators": [annotator2.pk], "k": 99, "action": "assign"})
+    assert response.status_code == 400 and not Assignment.objects.exists()
+    page = response.content.decode()
+    field = page.index('name="k"')
+    error = page.index('id="assign-k-error"')
+    assert field < error < page.index("Stratify by model")  # under the field, not a banner at the top
+    assert "less than or equal to" in page[error:error + 200]
+    assert 'value="99"' in page[field - 200:field + 200]  # the typed value kept, not reset to 1
+    checked = [line for line in page.splitlines() if 'name="annotators"' in line and "checked" in line]
+    assert len(checked) == 1 and f'value="{annotator2.pk}"' in checked[0]  # the choice kept too
+    assert "Check the assignment form" not in page
+
+
 def test_the_queue_api(many, owner, member):
     owner_api, member_api = APIClient(), APIClient()
     owner_api.force_authenticate(owner)
