@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
@@ -15,6 +17,8 @@ from annotation.models import Skeleton
 from annotation.rendering import has_markup, render_markdown
 from annotation.views.base import member_view, problem_for
 from reasonlib.ids import is_id
+
+_STEP_FIELD = re.compile(r"^steps\[(\d+)\]\.(\w+)$")  # annotation.skeletons.clean_steps' error paths
 
 
 @member_view
@@ -34,17 +38,27 @@ def problem(request: HttpRequest, problem_id: int) -> HttpResponse:
 
 def _render_problem(request, problem, membership, versions, rows, source, errors=(), status=200, note=""):
     current = next((v for v in versions if v.is_current), None)
+    # An assertion's errors ("steps[i].text", 1-based as the rows) go beside its row; the rest stay in the summary.
+    row_errors: dict[int, list[tuple[str, str]]] = {}
+    whole_errors = []
+    for field, message in errors:
+        m = _STEP_FIELD.match(str(field))
+        if m and 1 <= int(m.group(1)) <= len(rows):
+            row_errors.setdefault(int(m.group(1)), []).append((m.group(2), message))
+        else:
+            whole_errors.append((field, message))
     traces = problem.traces.order_by("model", "pk")[:200]
     context = {
         "problem": problem, "study": problem.study, "membership": membership, "versions": versions,
         "current": current, "source": source, "can_approve": skeletons.can_approve(membership),
         "editor_rows": [{**r, "html": render_markdown(r["text"]) if has_markup(r["text"]) else "",
-                         "check_result": skeletons.validate_check(r["check"]) if r["check"] else None}
-                        for r in rows],
+                         "check_result": skeletons.validate_check(r["check"]) if r["check"] else None,
+                         "errors": row_errors.get(i, [])}
+                        for i, r in enumerate(rows, start=1)],
         "spare_j": len(rows) + 1,
         "guide_min": skeletons.GUIDE_MIN, "guide_max": skeletons.GUIDE_MAX,
         "guide_warning": skeletons.guidance_warning(len(rows)) if rows else "",
-        "errors": errors, "note": note, "traces": traces, "n_traces": problem.traces.count(),
+        "errors": errors, "whole_errors": whole_errors, "n_rows_with_errors": len(row_errors), "note": note, "traces": traces, "n_traces": problem.traces.count(),
         "statement_html": render_markdown(problem.statement),
     }
     return render(request, "annotation/problem.html", context, status=status)

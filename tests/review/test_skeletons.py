@@ -174,4 +174,25 @@ def test_the_editor_names_a_field_in_words(client, seeded, member):
     client.force_login(member)
     page = client.post(reverse("skeleton-save", args=[problem.pk]),
                        {"text-1": "kept text", "check-1": "2+2=5", "action": "draft"}).content.decode()
-    assert "assertion 1&#x27;s check: 2+2 is 4, not 5" in page and "steps[1]" not in page
+    assert "Check: 2+2 is 4, not 5" in page and "steps[1]" not in page
+
+
+def test_the_editor_puts_each_error_beside_its_row(client, seeded, member):
+    # Issue 31: the errors were listed above the editor, far from the assertion they concern.
+    problem = Problem.objects.get(problem_id="p0")
+    client.force_login(member)
+    page = client.post(reverse("skeleton-save", args=[problem.pk]),
+                       {"text-1": "fine", "check-1": "1+1=2", "text-2": "", "check-2": "3*3=9",
+                        "text-3": "wrong sum", "check-3": "2+2=5", "action": "draft"}).content.decode()
+    editor = page[page.index('id="skeleton-form"'):]
+
+    def row(j: int) -> str:
+        start = editor.index(f'data-j="{j}"')
+        return editor[start:editor.index("</li>", start)]
+
+    assert "sk-error" not in row(1) and 'aria-invalid' not in row(1)
+    assert 'id="sk-error-2-text"' in row(2) and "Text: an assertion needs text" in row(2)
+    assert 'aria-invalid="true" aria-describedby="sk-error-2-text"' in row(2)
+    assert "Check: 2+2 is 4, not 5" in row(3) and 'aria-describedby="sk-error-3-check"' in row(3)
+    summary = page[page.index("Not saved."):page.index('id="skeleton-form"')]
+    assert "2 assertions to correct" in summary and "an assertion needs text" not in summary
