@@ -348,7 +348,18 @@
     shownError = (function () { var m = form.querySelector("li.step.first-error"); return m ? +m.getAttribute("data-step") : 0; })();
     // Start where the URL points, else at the first step still to label.
     var m = /^#s(\d+)$/.exec(location.hash);
-    if (m) { if (!goTo(+m[1], true)) select(0, false, true); }
+    if (m) {
+      if (!goTo(+m[1], true)) select(0, false, true);
+      // The browser's own jump to the fragment puts the step at the top and scrolls the header away (issue 31):
+      // once the page has loaded, start from the top and scroll only as far as the step needs to be seen.
+      var keepHeader = function () {
+        var li = steps[cur] && steps[cur].li;
+        if (!li || li.id !== "s" + m[1]) return;
+        window.scrollTo(0, 0);
+        li.scrollIntoView({ block: "nearest" });
+      };
+      if (document.readyState === "complete") keepHeader(); else window.addEventListener("load", keepHeader, { once: true });
+    }
     else {
       var u = findAfter(0, unlabelled, "data-unlabelled");
       if (u && !u.block) select(items.indexOf(byNumber[u.number].li), u.number > 1, true);
