@@ -24,6 +24,7 @@ from reasonlib.refusals import Invalid
 GUIDE_MIN, GUIDE_MAX = 2, 10
 HARD_MAX = 30
 TEXT_MAX = 2000
+CHANGE_NOTE_MAX = 2000  # a version's "what changed and why"
 CHECK_MAX = 500
 
 
@@ -148,7 +149,7 @@ def do_save_skeleton(problem: Problem, user, steps: list[dict], *, note: str = "
     Problem.objects.select_for_update().filter(pk=problem.pk).first()
     last = problem.skeletons.aggregate(v=Max("version"))["v"] or 0
     skeleton = Skeleton.objects.create(
-        problem=problem, version=last + 1, status=Skeleton.Status.DRAFT, created_by=user, note=note.strip()[:2000]
+        problem=problem, version=last + 1, status=Skeleton.Status.DRAFT, created_by=user, note=note.strip()[:CHANGE_NOTE_MAX]
     )
     SkeletonStep.objects.bulk_create(
         [SkeletonStep(skeleton=skeleton, position=k, text=s["text"], check_expr=s["check"])

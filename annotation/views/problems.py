@@ -56,7 +56,7 @@ def _render_problem(request, problem, membership, versions, rows, source, errors
                          "errors": row_errors.get(i, [])}
                         for i, r in enumerate(rows, start=1)],
         "spare_j": len(rows) + 1,
-        "guide_min": skeletons.GUIDE_MIN, "guide_max": skeletons.GUIDE_MAX,
+        "text_max": skeletons.TEXT_MAX, "change_note_max": skeletons.CHANGE_NOTE_MAX, "guide_min": skeletons.GUIDE_MIN, "guide_max": skeletons.GUIDE_MAX,
         "guide_warning": skeletons.guidance_warning(len(rows)) if rows else "",
         "errors": errors, "whole_errors": whole_errors, "n_rows_with_errors": len(row_errors), "note": note, "traces": traces, "n_traces": problem.traces.count(),
         "statement_html": render_markdown(problem.statement),

@@ -7,7 +7,9 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
-from annotation.models import Trace
+from annotation.models import Problem, Trace
+from annotation.review.base import NOTE_MAX
+from annotation.skeletons import TEXT_MAX
 from tests.review.browser import browser, sign_in  # noqa: F401 - fixture
 from tests.review.conftest import seed
 
@@ -32,3 +34,30 @@ def test_the_review_page_keeps_its_header_in_view_on_load(live_server, browser, 
     page.evaluate("new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
     assert page.evaluate("window.scrollY") == 0 and _header_in_view(page)
     expect(page.locator(f"#s{step}")).to_be_in_viewport()
+
+
+def test_a_review_note_counts_its_characters(live_server, browser, member, study, do_import):  # noqa: F811
+    seed(do_import, n_problems=1, models=("m1",))
+    trace = Trace.objects.get(trace_id="p0/m1")
+    page = sign_in(browser, live_server.url, "alice", "pw-alice")
+    page.goto(f"{live_server.url}/traces/{trace.pk}/")
+    note = page.locator("#s1 input.note")
+    expect(note).to_have_attribute("maxlength", str(NOTE_MAX))
+    note.fill("a short note")
+    expect(page.locator("#s1 .char-count")).to_have_text(f"12 / {NOTE_MAX:,} characters")
+    assert page.evaluate("document.querySelector('#s1 input.note').getBoundingClientRect().width") >= 250
+
+
+def test_a_skeleton_assertion_counts_its_characters_and_marks_the_limit(live_server, browser, member,  # noqa: F811
+                                                                         study, do_import):
+    seed(do_import, n_problems=1, models=("m1",))
+    problem = Problem.objects.get(problem_id="p0")
+    page = sign_in(browser, live_server.url, "alice", "pw-alice")
+    page.goto(f"{live_server.url}/problems/{problem.pk}/")
+    text = page.locator('textarea[name="text-1"]')
+    expect(text).to_have_attribute("maxlength", str(TEXT_MAX))
+    counter = page.locator('li.sk-row[data-j="1"] .char-count')
+    expect(counter).to_be_visible()  # the row holds text already: its count shows without a focus
+    text.fill("x" * (TEXT_MAX + 50))  # the browser keeps the limit
+    expect(counter).to_have_text(f"{TEXT_MAX:,} / {TEXT_MAX:,} characters")
+    expect(counter).to_have_class("char-count muted full")
