@@ -1,6 +1,6 @@
 """Issue 31's leftovers on the review and problem pages, as a person sees them in a real browser: the review page
 keeps its header in view on load (also when the URL names a step), and a field with a long documented limit says
-how much of it is used (the browser stops typing at ``maxlength`` silently)."""
+how much of it is used (the browser stops typing at ``maxlength`` silently); the sign-in form is one column."""
 
 from __future__ import annotations
 
@@ -61,3 +61,20 @@ def test_a_skeleton_assertion_counts_its_characters_and_marks_the_limit(live_ser
     text.fill("x" * (TEXT_MAX + 50))  # the browser keeps the limit
     expect(counter).to_have_text(f"{TEXT_MAX:,} / {TEXT_MAX:,} characters")
     expect(counter).to_have_class("char-count muted full")
+
+
+@pytest.mark.parametrize("width", [1280, 768, 375])
+def test_the_sign_in_form_lines_up(live_server, browser, width):  # noqa: F811
+    page = browser.new_page(viewport={"width": width, "height": 800})
+    page.goto(f"{live_server.url}/login/")
+    boxes = [page.locator(s).bounding_box() for s in ("input[name=username]", "input[name=password]",
+                                                      "button[type=submit]")]
+    card = page.locator("section.card").bounding_box()
+    lefts, widths = {round(b["x"]) for b in boxes}, {round(b["width"]) for b in boxes}
+    assert len(lefts) == 1 and len(widths) == 1  # one column: the fields and the button share edges
+    assert card["x"] <= boxes[0]["x"] and boxes[0]["x"] + boxes[0]["width"] <= card["x"] + card["width"]
+    # each label's words sit above its field, not beside it
+    for name in ("username", "password"):
+        label = page.locator(f"label:has(input[name={name}])").bounding_box()
+        field = page.locator(f"input[name={name}]").bounding_box()
+        assert field["y"] > label["y"] + 5
