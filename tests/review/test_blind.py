@@ -8,7 +8,8 @@ import pytest
 from django.urls import reverse
 from rest_framework.test import APIClient
 
-from annotation.models import Study, Trace
+from annotation.models import Membership, Study, Trace
+from annotation.review.filters import TRACE_FILTERS, visible_trace_filters
 from annotation.review.labels import LabelIn, do_save_labels
 from tests.review.conftest import human_label, judge, judge_label
 
@@ -105,3 +106,18 @@ def test_the_disagreement_filter_is_refused_to_a_blinded_annotator_with_the_gate
     assert api.get(f"/api/v1/studies/{labelled.study_id}/traces/?disagreement=true").status_code == 403
     Study.objects.filter(pk=labelled.study_id).update(blind=False)
     assert api.get(f"/api/v1/studies/{labelled.study_id}/traces/?disagreement=true").json()["count"] == 1
+
+
+@pytest.mark.parametrize("page_name", ["trace-list", "queue"])
+def test_a_blinded_annotator_is_shown_only_the_filters_she_may_use(client, member, owner, labelled, page_name):
+    # Issue 31: "blinded annotators are shown filters they may not use". Every registered filter, both pages.
+    study_id = labelled.study_id
+    mine = visible_trace_filters(Membership.objects.get(study_id=study_id, user=member))
+    hidden = set(TRACE_FILTERS) - mine
+    assert {"disagreement", "flagged"} <= hidden  # the gate still hides something from her, or this proves nothing
+    client.force_login(member)
+    page = client.get(reverse(page_name, args=[study_id])).content.decode()
+    assert [name for name in sorted(hidden) if f'name="{name}"' in page] == []
+    client.force_login(owner)  # the owner is never blinded: the same page offers them
+    page = client.get(reverse(page_name, args=[study_id])).content.decode()
+    assert 'name="disagreement"' in page and 'name="flagged"' in page
