@@ -44,6 +44,20 @@
       window.renderMathInElement(el, { delimiters: MODEL_DELIMITERS, throwOnError: false, trust: false });
       el.setAttribute("data-typeset", "");
     });
+    reachable(root);
+  }
+
+  /* A display formula wider than its step scrolls sideways (.katex-display: overflow-x auto); a keyboard user
+   * must be able to reach it to scroll it (WCAG 2.1.1; axe: scrollable-region-focusable), so such a formula
+   * takes the focus -- only those that overflow, so a long thought gets no tab stop per formula. */
+  function reachable(root) {
+    root.querySelectorAll(".katex-display:not([tabindex])").forEach(function (el) {
+      if (el.scrollWidth > el.clientWidth) {
+        el.setAttribute("tabindex", "0");
+        el.setAttribute("role", "group");
+        el.setAttribute("aria-label", "formula (scrolls sideways)");
+      }
+    });
   }
 
   window.raTypeset = typeset;
