@@ -5,6 +5,8 @@ model with SmolLM2's chat template, probed, and its generated traces."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -13,9 +15,35 @@ from subjects import services as subject_services
 from subjects.models import SubjectModel
 from tests.run_fixtures import quick_retries_fixture  # noqa: F401 (fixtures)
 from tests.runs.fake_openai import FakeOpenAI
+from tests.runs.fake_thinking import FakeThinking
 from tests.subjects.conftest import generate, problem_records
 
 SMOLLM2 = (Path(__file__).parent.parent / "runs" / "data" / "smollm2_chat_template.jinja").read_text()
+
+
+@contextmanager
+def probed_reasoners(study, do_import, behaviours: Sequence[str], *, problems: int,
+                     concurrency: int) -> Iterator[dict[str, tuple[SubjectModel, FakeThinking]]]:
+    """{behaviour: (subject, server)}: one fake reasoning model per behaviour (tests/runs/fake_thinking.py, its
+    thought in a separate field), probed, with ``problems`` problems generated each ("Ann has i+2 apples and
+    buys i+3 more"); the servers stop on exit. Shared by the faithfulness and step-importance tests."""
+    assert do_import(problem_records(problems)).committed
+    servers, made = [], {}
+    try:
+        for behaviour in behaviours:
+            server = FakeThinking(form="field", behaviour=behaviour).start()
+            servers.append(server)
+            subject, _ = subject_services.do_save_subject(study, {
+                "name": behaviour, "model": "r1-fake", "base_url": server.url, "concurrency": concurrency,
+                "max_retries": 1, "timeout_seconds": 5.0, "seed": 0, "chat_template": SMOLLM2, "thinking": "on"})
+            subject_services.do_probe_subject_model(subject)
+            assert subject.continuation == "completions"
+            assert generate(subject)[1].status == "succeeded"
+            made[behaviour] = (subject, server)
+        yield made
+    finally:
+        for s in servers:
+            s.stop()
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from faithfulness.running import do_start_anytime, do_start_early, do_start_inte
 from faithfulness.summaries import early_summary, ifr_summary, thinking_budget_summary
 from subjects import services as subject_services
 from subjects.models import SubjectModel
-from tests.faithfulness.conftest import SMOLLM2
+from tests.faithfulness.conftest import SMOLLM2, probed_reasoners
 from tests.runs.fake_thinking import FOLLOW, IGNORE, FakeThinking
 from tests.subjects.conftest import generate, problem_records
 
@@ -25,23 +25,10 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def reasoners(study, do_import):
-    """Two probed reasoning models on fake servers, 3 problems generated each ("Ann has i+2 apples and
-    buys i+3 more": a thought of 3 paragraphs, the second stating the answer)."""
-    assert do_import(problem_records(3)).committed
-    servers, made = [], {}
-    for behaviour in (FOLLOW, IGNORE):
-        server = FakeThinking(form="field", behaviour=behaviour).start()
-        servers.append(server)
-        subject, _ = subject_services.do_save_subject(study, {
-            "name": behaviour, "model": "r1-fake", "base_url": server.url, "concurrency": 2, "max_retries": 1,
-            "timeout_seconds": 5.0, "seed": 0, "chat_template": SMOLLM2, "thinking": "on"})
-        subject_services.do_probe_subject_model(subject)
-        assert subject.continuation == "completions"
-        assert generate(subject)[1].status == "succeeded"
-        made[behaviour] = (subject, server)
-    yield made
-    for s in servers:
-        s.stop()
+    """Two probed reasoning models on fake servers, 3 problems generated each (a thought of 3 paragraphs, the
+    second stating the answer)."""
+    with probed_reasoners(study, do_import, (FOLLOW, IGNORE), problems=3, concurrency=2) as made:
+        yield made
 
 
 def run(record: FaithfulnessRun) -> FaithfulnessRun:
