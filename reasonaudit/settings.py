@@ -230,6 +230,8 @@ SPECTACULAR_SETTINGS = {
         # The run kinds' request bodies (runs.api: one component per kind) hold two "mode" choice sets.
         "ContinuationModeEnum": ["completions", "prefill", "instructed"],
         "AbstractionModeEnum": "abstraction.runkinds.MODE_CHOICES",
+        # The eight step functions name both a tag (`tag`) and the items of a step's `tags`.
+        "StepFunctionEnum": "reasonlib.step_functions.FUNCTION_NAMES",
     },
 }
 
