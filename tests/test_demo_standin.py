@@ -7,6 +7,7 @@ are worked in this process, as the worker would."""
 from __future__ import annotations
 
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -109,3 +110,13 @@ def test_the_demo_never_moves_the_stand_in_where_the_policy_refuses_loopback(set
     assert said == ["stand-in: not moved -- the address policy (REASONAUDIT_MODEL_NETWORKS) allows no loopback "
                     "model server"]
     assert SubjectModel.objects.get(pk=made.pk).base_url == "http://127.0.0.1:8001/v1"
+
+
+def test_ctrl_c_stops_the_stand_in_quietly():
+    # Ctrl-C in ./run's terminal reaches the stand-in's process too (./run's trap then stops the rest).
+    proc = subprocess.Popen([*SERVE, "0"], cwd=settings.BASE_DIR, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    assert proc.stdout.readline().startswith("http://127.0.0.1:")
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert (proc.returncode, err) == (0, ""), err

@@ -20,8 +20,11 @@ def stand_in(port: int = 0) -> FakeThinking:
 def main(argv: list[str]) -> None:
     """python -m demo.standin.serve [PORT]"""
     server = stand_in(int(argv[0]) if argv else 0)
-    print(server.url, flush=True)
-    server.server.serve_forever()
+    try:  # from the URL on: whoever read it may stop the server at once
+        print(server.url, flush=True)
+        server.server.serve_forever()
+    except KeyboardInterrupt:  # Ctrl-C in ./run's terminal reaches this process too: a stop, not an error
+        pass
 
 
 if __name__ == "__main__":
