@@ -1,9 +1,11 @@
 """What the demo adds so the research pages are not empty (issue 31): the published abstraction outputs of
-GPT-4o-mini (the Abstraction page), and a few runs of a deterministic stand-in reasoning model (demo/standin,
-started here on loopback) that fill the Fidelity page and the Evidence page's IFR, anytime (thinking budgets)
-and early-answering sections. Everything runs in this process through the same services and the one run engine
-the pages and commands use; the stand-in's server stops when the demo command ends, so its subject model is
-named a stand-in and its base URL answers nothing afterwards (the pages say so)."""
+GPT-4o-mini (the Abstraction page), and a few runs of a deterministic stand-in reasoning model (demo/standin, on
+loopback) that fill the Fidelity page and the Evidence page's IFR, anytime (thinking budgets) and early-answering
+sections. Everything runs in this process through the same services and the one run engine the pages and commands
+use. ``./run`` serves the stand-in (demo/standin/serve.py) for as long as the web server runs and names its URL
+here, so the subject model points at a server that answers new runs from the pages; ``manage.py demo`` alone
+starts one for its own runs and stops it at the end, and the subject model's URL then answers nothing (the
+stand-in notice on its pages says both)."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ from django.conf import settings
 from abstraction import importing as abstraction_import
 from abstraction.models import Benchmark
 from annotation.models import Study
-from demo.standin.fake_thinking import FOLLOW, FakeThinking
+from demo.standin.serve import stand_in
 from faithfulness import running as faithfulness
 from fidelity import running as fidelity
 from runs import engine, outbound
@@ -50,22 +52,30 @@ def import_abstraction(study: Study, say: Say) -> None:
     say(f"abstraction: {report.traces_created} published answers of {ABSTRACTION_MODEL} imported")
 
 
-def run_stand_in(study: Study, say: Say) -> None:
+def run_stand_in(study: Study, say: Say, *, url: str | None = None) -> None:
     """Generation, early answering, thinking budgets, interventions and a fidelity run of the stand-in
-    reasoning model, once (a second demo finds its subject model and leaves it)."""
-    if SubjectModel.objects.filter(study=study, name=STAND_IN_NAME).exists():
+    reasoning model, once: a second demo finds its subject model and leaves its runs. ``url``: the base URL of
+    the stand-in ``./run`` serves (None: one started here for these runs and stopped after them); the subject
+    model is made, or moved, to point at it."""
+    subject = SubjectModel.objects.filter(study=study, name=STAND_IN_NAME).first()
+    if subject is not None and url in (None, subject.base_url):
         say(f"stand-in: subject model {STAND_IN_NAME!r} exists already")
         return
+    # A deployment whose address policy keeps model calls off loopback (REASONAUDIT_MODEL_NETWORKS; the
+    # production default): the stand-in cannot be called there, and the demo must not widen the policy.
     if not outbound.address_allowed(ipaddress.ip_address("127.0.0.1")):
-        # A deployment whose address policy keeps model calls off loopback (REASONAUDIT_MODEL_NETWORKS; the
-        # production default): the stand-in cannot be called there, and the demo must not widen the policy.
-        say("stand-in: not run -- the address policy (REASONAUDIT_MODEL_NETWORKS) allows no loopback model "
-            "server; Fidelity and Evidence stay empty")
+        say(f"stand-in: {'not run' if subject is None else 'not moved'} -- the address policy "
+            "(REASONAUDIT_MODEL_NETWORKS) allows no loopback model server"
+            + ("; Fidelity and Evidence stay empty" if subject is None else ""))
         return
-    server = FakeThinking(form="field", behaviour=FOLLOW).start()
+    if subject is not None:
+        move_stand_in(subject, url)
+        say(f"stand-in: subject model {STAND_IN_NAME!r} now points at {url}")
+        return
+    server = stand_in().start() if url is None else None
     try:
         subject, _ = subjects.do_save_subject(study, {
-            "name": STAND_IN_NAME, "model": STAND_IN_MODEL, "base_url": server.url, "concurrency": 4,
+            "name": STAND_IN_NAME, "model": STAND_IN_MODEL, "base_url": url or server.url, "concurrency": 4,
             "max_retries": 1, "timeout_seconds": 10.0, "temperature": 0.0, "seed": 0, "thinking": "on",
             "chat_template": CHAT_TEMPLATE.read_text(encoding="utf-8")})
         subjects.do_probe_subject_model(subject)
@@ -84,4 +94,13 @@ def run_stand_in(study: Study, say: Say) -> None:
             job = engine.run_here(start().run)
             say(f"stand-in: {label} {job.status} ({job.done} of {job.total} items)")
     finally:
-        server.stop()
+        if server is not None:
+            server.stop()
+
+
+def move_stand_in(subject: SubjectModel, url: str) -> None:
+    """Point the stand-in subject model at ``url`` (./run served it on another port before) through the one save
+    of a subject model: another base URL is a new configuration version, as for any model, and clears the probe,
+    so it is probed again here (three requests) -- the thought-continuing runs need its continuation mode."""
+    subjects.do_save_subject(subject.study, {"base_url": url}, subject=subject)
+    subjects.do_probe_subject_model(subject)

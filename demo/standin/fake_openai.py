@@ -1,5 +1,5 @@
 """A fake OpenAI-compatible chat completions server on a real socket
-(127.0.0.1, a free port), for the real ``openai`` client to talk to.
+(127.0.0.1, a free port or ``port``), for the real ``openai`` client to talk to.
 
 It answers every request with verdicts for the steps it finds in the prompt
 ("Step N: text" lines; a step containing WRONG is invalid) -- or, asked for step-function tags
@@ -122,6 +122,7 @@ class FakeOpenAI:
     down: bool = False  # a dead server: every POST's connection is closed without an answer
     requests: list[Seen] = field(default_factory=list)
     on_request: Callable[[dict], None] | None = None
+    port: int = 0  # 0: a free port (the tests); a fixed one for a server others are told about (./run's stand-in)
 
     def __post_init__(self) -> None:
         self.lock = threading.Lock()
@@ -170,7 +171,7 @@ class FakeOpenAI:
                 self.end_headers()
                 self.wfile.write(data)
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
         self.server.daemon_threads = True
         self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
 

@@ -245,14 +245,9 @@ class FakeThinking(FakeOpenAI):
 
 def main(args: list[str]) -> None:
     """python -m demo.standin.fake_thinking [follow|ignore|plan] [inline|r1|field|reasoning|silent] [PORT] [closes|unclosed]"""
-    from http.server import ThreadingHTTPServer
-
     server = FakeThinking(behaviour=args[0] if args else FOLLOW, form=args[1] if len(args) > 1 else "inline",
-                          style=args[3] if len(args) > 3 else CLOSES)
-    if len(args) > 2:  # a fixed port, for the README's commands
-        server.server.server_close()
-        server.server = ThreadingHTTPServer(("127.0.0.1", int(args[2])), server.server.RequestHandlerClass)
-        server.server.daemon_threads = True
+                          style=args[3] if len(args) > 3 else CLOSES,
+                          port=int(args[2]) if len(args) > 2 else 0)  # a fixed port, for the README's commands
     print(server.url, flush=True)
     server.server.serve_forever()
 

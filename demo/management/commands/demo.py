@@ -22,6 +22,10 @@ class Command(RefusingCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("--password", help="password for the user 'demo' (default: random, printed once)")
+        parser.add_argument("--stand-in-url", metavar="URL",
+                            help="base URL of the stand-in reasoning model that stays running (./run serves it: "
+                                 "python -m demo.standin.serve PORT); the demo's stand-in subject model points at "
+                                 "it. Default: one started for the demo's runs and stopped after them")
 
     def handle(self, *args, **opts):
         User = get_user_model()
@@ -65,7 +69,7 @@ class Command(RefusingCommand):
         # The research pages (Abstraction, Fidelity, Evidence) filled too: published outputs and a stand-in
         # model's runs, before the judge and the scores so that those cover the stand-in's traces as well.
         research.import_abstraction(study, self.stdout.write)
-        research.run_stand_in(study, self.stdout.write)
+        research.run_stand_in(study, self.stdout.write, url=opts["stand_in_url"])
         self._post_import(study)
         self.stdout.write(self.style.SUCCESS(f"demo study ready: {study.name} (id {study.pk})"))
 
