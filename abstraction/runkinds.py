@@ -6,7 +6,6 @@ from typing import Any
 
 from rest_framework import serializers
 
-from abstraction import services
 from abstraction.core import generators as gen
 from abstraction.models import AbstractionRun, Benchmark
 from annotation.models import Study
@@ -58,6 +57,9 @@ class AbstractionStartSerializer(SubjectModelParam, kinds.RunParams):
 
 
 def start(study: Study, d: dict[str, Any], user) -> AbstractionRun:
+    # services (pandas) is imported when a run starts, not when the app's ready() declares the kind.
+    from abstraction import services
+
     return services.do_start_run(d["model"], d["benchmark"], modes=MODES[d["mode"]], categories=d["categories"],
                                  per_sub_dataset=d.get("per_sub_dataset"), judge=d["checker_judge"],
                                  max_examples=d.get("max_examples"), force=d["force"],
@@ -69,6 +71,8 @@ def retry(run, user) -> AbstractionRun:
     configuration has not answered in every mode (those that failed among them)."""
     record = AbstractionRun.objects.select_related("subject", "benchmark", "judge", "job").get(run=run)
     p = record.job.params
+    from abstraction import services
+
     return services.do_start_run(record.subject, record.benchmark, modes=record.modes, categories=p.get("categories") or None,
                                  per_sub_dataset=p.get("per_sub_dataset"), judge=record.judge,
                                  max_examples=p.get("max_examples"), budget_usd=run.budget_usd, user=user)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from importlib import import_module
 from typing import Any
 
 from django.core.cache import cache
@@ -28,6 +29,28 @@ def _key(job_id: int) -> str:
     return f"job-progress:{job_id}"
 
 
+def _register(app: Any, name: str) -> None:
+    """Have Celery know the task ``name``, or raise LookupError.
+
+    The module the name starts with is imported first (``scoring.tasks`` for ``scoring.tasks.recompute_scores``):
+    that registers most tasks. Only a name it does not register (a task kept under an old name) falls back to
+    Celery's own discovery, which imports every app's ``tasks`` module and, through Celery's Django fixup, first
+    runs every system check, the whole URL conf with it: about half a second of CPU in every CLI import that queues
+    its score recompute (docs/benchmarks.md, "Import")."""
+    if name in app.tasks:
+        return
+    module = name.rpartition(".")[0]
+    try:
+        import_module(module)
+    except ModuleNotFoundError as exc:
+        if exc.name is None or not (module == exc.name or module.startswith(exc.name + ".")):
+            raise  # a module that exists failed to import one of its own: not a question of the name
+    if name not in app.tasks:
+        app.loader.import_default_modules()
+    if name not in app.tasks:
+        raise LookupError(f"no Celery task named {name!r}")
+
+
 def queue_task(name: str, *args: Any, countdown: float | None = None):
     """Queue the Celery task ``name`` (e.g. ``"scoring.tasks.recompute_scores"``)
     now; raises kombu's OperationalError when the broker is down.
@@ -43,10 +66,7 @@ def queue_task(name: str, *args: Any, countdown: float | None = None):
     from celery import current_app
 
     app = current_app
-    if name not in app.tasks:
-        app.loader.import_default_modules()
-    if name not in app.tasks:
-        raise LookupError(f"no Celery task named {name!r}")
+    _register(app, name)
     task = app.tasks[name]
     if countdown:
         return task.apply_async(args, countdown=countdown)
@@ -59,10 +79,7 @@ def queue(task_name: str, *args: Any, countdown: float | None = None) -> None:
     wrong one fails in the caller rather than in a commit hook."""
     from celery import current_app
 
-    if task_name not in current_app.tasks:
-        current_app.loader.import_default_modules()
-    if task_name not in current_app.tasks:
-        raise LookupError(f"no Celery task named {task_name!r}")
+    _register(current_app, task_name)
     transaction.on_commit(lambda: queue_task(task_name, *args, countdown=countdown))
 
 

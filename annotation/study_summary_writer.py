@@ -27,7 +27,7 @@ def store(study: Study) -> dict[str, int]:
 
 
 def refresh(study: Study, job: Job | None, whole: bool) -> None:
-    """The score job's hook (scoring.score_jobs.register_summary): a job that recomputes every
+    """The score job's hook (scoring.hooks.register_summary): a job that recomputes every
     profile (each change of the data queues one) stores anew; one for some profiles only (the
     data unchanged) stores when nothing is stored."""
     if whole or not StudySummary.objects.filter(study=study).exists():

@@ -10,16 +10,14 @@ class FaithfulnessConfig(AppConfig):
     def ready(self) -> None:
         from annotation.signals import data_changed
         from faithfulness import runkinds, stored_evidence
-        from faithfulness.evidence import evidence_tier_cards, refresh_summaries
         from faithfulness.runclient import FaithfulnessClient
         from runs.clients import register
-        from scoring.analytics import register_tier_source
-        from scoring.score_jobs import register_summary
+        from scoring.hooks import register_summary, register_tier_source
 
         register(FaithfulnessClient())  # interventions and anytime profiles are runs of the run engine
         runkinds.declare()  # the runs page and the API start them
         # The leaderboard's tier card comes from the evidence report (one source of the tiers).
-        register_tier_source(evidence_tier_cards)
+        register_tier_source("faithfulness.evidence.evidence_tier_cards")
         # Its per-model evidence is stored by the score job and dropped when the data changes.
-        register_summary(refresh_summaries)
+        register_summary("faithfulness.evidence.refresh_summaries")
         data_changed.connect(stored_evidence.invalidate, dispatch_uid="faithfulness.evidence_on_data_changed")

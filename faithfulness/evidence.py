@@ -282,7 +282,7 @@ def store_summaries(study: Study, job: Job | None = None) -> int:
 
 
 def refresh_summaries(study: Study, job: Job | None, whole: bool) -> None:
-    """The score job's hook (scoring.score_jobs.register_summary): every job that recomputes all
+    """The score job's hook (scoring.hooks.register_summary): every job that recomputes all
     profiles (each change of the data queues one) stores anew; a job for some profiles only
     (the data unchanged) stores when there is nothing stored."""
     if whole or not EvidenceSummary.objects.filter(study=study).exists():

@@ -11,7 +11,6 @@ labels from the chosen source are complete.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,7 +22,7 @@ from annotation import access, gate, study_summary
 from annotation.gate import Source
 from annotation.models import Membership, Study, Trace
 from reasonlib.refusals import FieldInvalid
-from scoring import services, sources, storage
+from scoring import hooks, services, sources, storage
 from scoring.core import aggregate
 from scoring.core.aggregate import (
     LEADERBOARD_COLUMNS,
@@ -415,20 +414,13 @@ TIER_TEXT = {
 }
 
 
-# The evidence report (a higher app: faithfulness) registers the one source of the tier cards from its
-# AppConfig.ready; without it the cards come from the step labels below.
-_TIER_SOURCE: Callable[[Study], list[dict[str, Any]]] | None = None
-
-
-def register_tier_source(source: Callable[[Study], list[dict[str, Any]]]) -> None:
-    global _TIER_SOURCE
-    _TIER_SOURCE = source
-
-
 def evidence_tiers(rows: list[dict[str, Any]], study: Study | None = None) -> list[dict[str, Any]]:
     """Per model: the strongest evidence level the data supports, and why."""
-    if _TIER_SOURCE is not None and study is not None:
-        return _TIER_SOURCE(study)
+    # The evidence report (a higher app: faithfulness) registers the one source of the tier cards
+    # (scoring.hooks); without it the cards come from the step labels below.
+    source = hooks.tier_source()
+    if source is not None and study is not None:
+        return source(study)
     cards = []
     for r in rows:
         verified, with_steps = r["verified"], r["with_steps"]

@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from annotation import jobs
 from annotation.models import Job, Study
-from scoring import analytics, sources, storage
+from scoring import analytics, hooks, sources, storage
 from scoring.core.aggregate import to_records
 from scoring.core.hazard import pinned_hazard_table
 from scoring.core.labels import INVALID, complete_traces
@@ -38,18 +38,6 @@ TRANSIENT_ERRORS = (OperationalError, InterfaceError, ConnectionError)
 
 class JobCancelled(Exception):
     pass
-
-
-#: Stored aggregates of other apps that the score job refreshes with the scores (same data, same
-#: job that every change of the data queues): ``fn(study, job, whole)``; ``whole`` is False when
-#: the job recomputes only some profiles (a profile changed, the data did not). Registered in the
-#: apps' ready() (faithfulness: the per-model evidence), so scoring imports none of them.
-SUMMARIES: list[Callable[[Study, Job | None, bool], Any]] = []
-
-
-def register_summary(fn: Callable[[Study, Job | None, bool], Any]) -> None:
-    if fn not in SUMMARIES:
-        SUMMARIES.append(fn)
 
 
 def run_score_job(job_id: int, *, progress: Callable[[int, int], None] | None = None,
@@ -200,7 +188,8 @@ def recompute(study: Study, *, profiles: Iterable[str] | None = None, progress=N
     storage.delete_sets(list(stale.values_list("pk", flat=True)) + list(stale_sources.values_list("pk", flat=True)))
     timings["cleanup"] = time.perf_counter() - tc
     ts = time.perf_counter()
-    for summary in SUMMARIES:
+    # Stored aggregates of other apps, refreshed with the scores (scoring.hooks: registered in their ready()).
+    for summary in hooks.summaries():
         summary(study, job, profiles is None)
     timings["summaries"] = time.perf_counter() - ts
     timings["total"] = time.perf_counter() - t0

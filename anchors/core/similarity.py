@@ -11,9 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sklearn.feature_extraction.text import TfidfVectorizer
-from sklearn.metrics.pairwise import cosine_similarity
-
 #: Resamples at least this similar to the original step count as the same step written again.
 SIMILARITY_THRESHOLD = 0.5
 METHOD = "tfidf-cosine (word 1-2 grams, sublinear tf, fitted per step)"
@@ -22,6 +19,11 @@ METHOD = "tfidf-cosine (word 1-2 grams, sublinear tf, fitted per step)"
 def similarities(original: str, candidates: Sequence[str]) -> list[float | None]:
     """The TF-IDF cosine of each candidate with ``original``; None for an empty candidate (no first
     sentence to compare). Identical texts score 1; texts sharing no word 0."""
+    # scikit-learn (and SciPy under it) is imported here, not with the module: runkinds imports this at every
+    # process's start-up, and most processes never compare a sentence (docs/benchmarks.md, "Import").
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.metrics.pairwise import cosine_similarity
+
     texts = [original, *candidates]
     present = [i for i, t in enumerate(texts) if t.strip()]
     out: list[float | None] = [None] * len(candidates)

@@ -162,13 +162,13 @@ def check_sizes(record: ProblemIn | TraceIn, limits: TextLimits) -> None:
         if len(record.statement) > limits.statement:
             raise _over('"statement"', len(record.statement), limits.statement, "STATEMENT")
         return
-    output = len(record.raw or "") + sum(len(s) for s in record.steps or [])
+    output = len(record.raw or "") + sum(map(len, record.steps or ()))
     if output > limits.output:
         raise _over('the output ("raw" and "steps")', output, limits.output, "OUTPUT")
     # validate() has put the one separate thought (under whichever name it came) in record.thought.
     thought = (len(record.thought or "")
-               + sum(len(s) for s in record.thought_steps or [])
-               + sum(len(b.text) for b in record.thought_blocks or []))
+               + sum(map(len, record.thought_steps or ()))
+               + sum(len(b.text) for b in record.thought_blocks or ()))
     if thought > limits.thought:
         raise _over("the thought", thought, limits.thought, "THOUGHT")
 
@@ -193,6 +193,9 @@ def _format_hint(obj: dict) -> str:
     return ""
 
 
+_MODELS: dict[str, type[ProblemIn] | type[TraceIn]] = {"problem": ProblemIn, "trace": TraceIn}
+
+
 def validate(obj: Any, limits: TextLimits | None = None) -> ProblemIn | TraceIn:
     if not isinstance(obj, dict):
         raise RecordError(f"expected a JSON object, got {type(obj).__name__}")
@@ -200,7 +203,7 @@ def validate(obj: Any, limits: TextLimits | None = None) -> ProblemIn | TraceIn:
     if kind is None:
         raise RecordError('missing "kind"' + _format_hint(obj))
     # A list or object as "kind" is unhashable: a bad line, not a crash.
-    model = {"problem": ProblemIn, "trace": TraceIn}.get(kind) if isinstance(kind, str) else None
+    model = _MODELS.get(kind) if isinstance(kind, str) else None
     if model is None:
         raise RecordError(f'unknown kind {kind!r} (expected "problem" or "trace")')
     try:
@@ -210,12 +213,13 @@ def validate(obj: Any, limits: TextLimits | None = None) -> ProblemIn | TraceIn:
     if isinstance(record, TraceIn):
         if record.raw is None and record.steps is None:
             raise RecordError('a trace needs "raw" or "steps"')
-        given = {k: v for k in ("thought", "reasoning_content", "reasoning")
-                 if isinstance(v := getattr(record, k), str) and v.strip()}
-        if len(set(given.values())) > 1:
-            names = " and ".join(f'"{k}"' for k in given)
-            raise RecordError(f"{names} both give the separate thought, with different texts: keep one")
-        record.thought = next(iter(given.values()), None)
+        if record.thought is not None or record.reasoning_content is not None or record.reasoning is not None:
+            given = {k: v for k in ("thought", "reasoning_content", "reasoning")
+                     if isinstance(v := getattr(record, k), str) and v.strip()}
+            if len(set(given.values())) > 1:
+                names = " and ".join(f'"{k}"' for k in given)
+                raise RecordError(f"{names} both give the separate thought, with different texts: keep one")
+            record.thought = next(iter(given.values()), None)
         if record.rating is not None and not record.labels:
             raise RecordError('"rating" needs "labels" naming the annotator who gave it')
     if limits is not None:

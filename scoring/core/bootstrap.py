@@ -24,7 +24,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 import numpy as np
-import pandas as pd
 
 __all__ = ["bootstrap_ci", "bootstrap_distribution", "check_level", "index_chunks", "percentile_interval",
            "resample_counts"]
@@ -114,6 +113,10 @@ def bootstrap_ci(
     remain.  ``stat`` should accept an ``axis`` keyword (numpy reductions
     do) for speed; other callables are applied sample by sample.
     """
+    # pandas here, not with the module: the faithfulness runs' kinds import this module at every process's
+    # start-up (a command that never computes an interval paid half a second of CPU for it).
+    import pandas as pd
+
     check_level(level, n_resamples)
     arr = np.asarray(values) if not isinstance(values, pd.Series) else values.to_numpy()
     if arr.dtype.kind in "fiub":
