@@ -21,11 +21,12 @@ from annotation.forms import ImportForm
 from annotation.importing.adapters import FORMAT_LABELS, cli_formats
 from annotation.models import Invitation, Job, Membership, Study, Trace
 from tests.conftest import signed_in
+from tests.data_paths import ABSTRACTION_SAMPLE
 from tests.evallogs.conftest import LM_EVAL_RESULTS, LM_EVAL_SAMPLES
 
 pytestmark = pytest.mark.django_db
 User = get_user_model()
-ABSTRACTION = Path(__file__).resolve().parent / "data" / "abstraction" / "gpt-4o-mini"
+ABSTRACTION = ABSTRACTION_SAMPLE
 
 
 # --------------------------------------------------------------------------
