@@ -20,7 +20,8 @@ class AbstractionConfig(AppConfig):
         register(AbstractionClient())  # benchmark runs are runs of the run engine
         runkinds.declare()  # the runs page and the API start them
         # annotation (lower in the app order) cannot import this app: the format is registered here.
-        register_path_format(FORMAT, import_outputs, root_names=frozenset(LEVELS))
+        register_path_format(FORMAT, import_outputs, label="Abstraction benchmark outputs (a .zip or .tar.gz of the folder)",
+                             root_names=frozenset(LEVELS))
         # The benchmark's items (imported or generated, one problem each, domain "abstraction") belong to the
         # benchmark as a fidelity suite's variants belong to their suite: the study's problem and trace lists,
         # counts, generation, judges and scores leave them out (issue 31: 384 zero-step traces mixed in).

@@ -2,8 +2,9 @@
 
 An item is an abstraction Item pk; its requests are its prompting modes (dp, cot), sent as the chat
 of §5 to the subject model through the engine's ModelPool (retries, cache, budget, progress, cancel,
-resume). With an LLM checker configured (a judge configuration of the study), each answer is then
-checked by that model with the published checker prompt, through a second pool in the same chunk.
+resume), asked by the shared pool loop (runs.pooled.PooledWork). With an LLM checker configured (a judge
+configuration of the study), each answer is then checked by that model with the published checker prompt,
+through a second pool in the same chunk (the loop's next round).
 A chunk's answers become Traces through the import pipeline (one problem per item) and Result rows
 with every verdict."""
 
@@ -26,10 +27,11 @@ from annotation.models import Problem, Trace
 from judges.models import JudgeConfig
 from judges.providers.openai_compat import endpoint as judge_endpoint
 from runs import cache as run_cache
-from runs.clients import Accounting, ChunkWork, RunClient, Sizing
+from runs.clients import ItemOutcome, RunClient, Sizing
 from runs.models import Run
+from runs.pooled import PooledWork
 from runs.thinking import ThinkingSettings, thinking_request, with_extra_body
-from runs.transport import CallRecord, Control, Endpoint, FatalRunError, ModelPool, ModelRequest
+from runs.transport import Control, Endpoint, FatalRunError, ModelPool, ModelRequest, RequestOutcome
 from runs.version import code_version
 from subjects.calls import Completion, cache_scope, endpoint_of, parse_completion, thinking_regime
 from subjects.models import SubjectModel
@@ -49,16 +51,11 @@ class ModeResult:
 
 
 @dataclass
-class ItemOutcome(Accounting):
-    item: int
-    status: str
-    reason: str = ""
-    warnings: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    calls: list[CallRecord] = field(default_factory=list)
-    cached: bool = False
-    output_mode: str = ""
+class AbstractionOutcome(ItemOutcome):
+    """An item's answered modes; ``waiting``: its modes not answered yet."""
+
     modes: list[ModeResult] = field(default_factory=list)
+    waiting: int = 0
 
 
 def subject_endpoint(subject: SubjectModel) -> Endpoint:
@@ -70,20 +67,38 @@ def judge_scope(judge: JudgeConfig) -> str:
     return f"abstraction-checker:{judge.pk}:v{judge.version}:{checker.CHECKER_VERSION}"
 
 
-class AbstractionWork(ChunkWork):
+class AbstractionWork(PooledWork):
+    """An item's requests are its modes, asked of the subject; with an LLM checker, each answer leads to the
+    checker's request (asked in the next round, through the checker's own pool)."""
+
     def __init__(self, record: AbstractionRun) -> None:
         self.record = record
         self.subject = record.subject
         self.config: dict[str, Any] = record.run.config
-        self.pools: list[ModelPool] = []
         self.items: dict[int, Item] = {}
+        self.meta: dict[int, tuple[str, str]] = {}  # id(subject request) -> (mode, messages hash)
+        self.checks: dict[int, ModeResult] = {}  # id(checker request) -> the answer it checks
+        self.checker: ModelPool | None = None
 
     def load(self, items: Sequence[int]) -> list[Item]:
         found = {i.pk: i for i in Item.objects.filter(pk__in=items, benchmark=self.record.benchmark)}
         self.items = found
         return [found[pk] for pk in items if pk in found]
 
-    def _request(self, item: Item, mode: str) -> tuple[ModelRequest, str]:
+    def open_pool(self) -> ModelPool:
+        force = self.record.run.force
+        pool = ModelPool(subject_endpoint(self.subject), cache_scope(self.subject),
+                         run_cache.DbStore(cache_scope(self.subject), force=force), force=force)
+        if self.record.judge_id:
+            judge = self.record.judge
+            self.checker = ModelPool(judge_endpoint(judge), judge_scope(judge),
+                                     run_cache.DbStore(judge_scope(judge), force=force), force=force)
+        return pool
+
+    def pool_of(self, request: ModelRequest) -> ModelPool:
+        return self.checker if id(request) in self.checks and self.checker is not None else super().pool_of(request)
+
+    def _request(self, item: Item, mode: str) -> ModelRequest:
         cfg = self.config
         inst = instance_of(item)
         if cfg.get("max_examples") is not None:
@@ -100,80 +115,75 @@ class AbstractionWork(ChunkWork):
                 body[key] = cfg[key]
         if cfg.get("stop"):
             body["stop"] = cfg["stop"]
-        return (ModelRequest(item=item.pk, build=lambda _mode, body=body: dict(body), parse_choice=parse_completion,
-                             api="chat"), messages_hash(msgs))
+        request = ModelRequest(item=item.pk, build=lambda _mode, body=body: dict(body), parse_choice=parse_completion,
+                               api="chat")
+        self.meta[id(request)] = (mode, messages_hash(msgs))
+        return request
 
-    def execute(self, inputs: Sequence[Item], control: Control) -> Iterator[ItemOutcome]:
-        force = self.record.run.force
-        pool = ModelPool(subject_endpoint(self.subject), cache_scope(self.subject),
-                         run_cache.DbStore(cache_scope(self.subject), force=force), force=force)
-        self.pools.append(pool)
-        outcomes = {i.pk: ItemOutcome(item=i.pk, status="ok", cached=True) for i in inputs}
-        pending = {i.pk: len(self.config["modes"]) for i in inputs}
-        requests, meta = [], {}
-        for item in inputs:
-            for mode in self.config["modes"]:
-                request, digest = self._request(item, mode)
-                requests.append(request)
-                meta[id(request)] = (mode, digest)
-        finished: list[ItemOutcome] = []
-        try:
-            for result in pool.run(requests, control):
-                out = outcomes[result.request.item]
-                out.calls.extend(result.calls)
-                mode, digest = meta[id(result.request)]
-                if result.status == "ok" and result.answer is not None:
-                    out.modes.append(ModeResult(mode, digest, result.answer.value, result.answer.cached))
-                    out.cached = out.cached and result.answer.cached
-                else:
-                    out.cached = False
-                    if result.status == "failed" and out.status != "failed":
-                        out.status, out.reason = "failed", f"{mode}: {result.reason}"
-                    elif out.status == "ok":
-                        out.status = "skipped"
-                pending[result.request.item] -= 1
-                if pending[result.request.item] == 0:
-                    finished.append(out)
-        except FatalRunError:
-            for pk, n in pending.items():
-                if n > 0:
-                    outcomes[pk].status = "skipped"
-            yield from (o for o in outcomes.values())
-            raise
-        if self.record.judge_id:
-            self._judge(finished, control)
-        yield from finished
-
-    def _judge(self, finished: list[ItemOutcome], control: Control) -> None:
-        """The published LLM checker over every answer of the chunk (spec §7)."""
+    def _check(self, item: int, mr: ModeResult) -> ModelRequest:
+        """The published LLM checker's request on one answer (spec §7)."""
         judge = self.record.judge
-        force = self.record.run.force
-        pool = ModelPool(judge_endpoint(judge), judge_scope(judge), run_cache.DbStore(judge_scope(judge), force=force),
-                         force=force)
-        self.pools.append(pool)
-        requests, target = [], {}
-        for out in finished:
-            item = self.items[out.item]
-            for mr in out.modes:
-                body = {"messages": checker.judge_messages(mr.completion.text, item.answer),
-                        "temperature": judge.temperature, "max_tokens": min(judge.max_tokens or 256, 256)}
-                request = ModelRequest(item=out.item, build=lambda _m, body=body: dict(body), parse_choice=parse_completion,
-                                       api="chat")
-                requests.append(request)
-                target[id(request)] = (out, mr)
-        for result in pool.run(requests, control):
-            out, mr = target[id(result.request)]
-            out.calls.extend(result.calls)
-            if result.status == "ok" and result.answer is not None:
-                mr.judge_text = result.answer.value.text
-            # A checker that failed counts as "incorrect", as the repository's does; the verdict stays null.
+        body = {"messages": checker.judge_messages(mr.completion.text, self.items[item].answer),
+                "temperature": judge.temperature, "max_tokens": min(judge.max_tokens or 256, 256)}
+        request = ModelRequest(item=item, build=lambda _m, body=body: dict(body), parse_choice=parse_completion,
+                               api="chat")
+        self.checks[id(request)] = mr
+        return request
 
-    def commit(self, outcomes: Sequence[ItemOutcome]) -> None:
+    def outcome(self, item: Item) -> AbstractionOutcome:
+        return AbstractionOutcome(item=item.pk, status="ok", cached=True, waiting=len(self.config["modes"]))
+
+    def requests(self, item: Item) -> list[ModelRequest]:
+        return [self._request(item, mode) for mode in self.config["modes"]]
+
+    def take(self, out: AbstractionOutcome, done: RequestOutcome) -> list[ModelRequest]:
+        out.calls.extend(done.calls)
+        mr = self.checks.get(id(done.request))
+        if mr is not None:
+            if done.status == "ok" and done.answer is not None:
+                mr.judge_text = done.answer.value.text
+            # A checker that failed counts as "incorrect", as the repository's does; the verdict stays null.
+            return []
+        out.waiting -= 1
+        mode, digest = self.meta[id(done.request)]
+        if done.status == "ok" and done.answer is not None:
+            mr = ModeResult(mode, digest, done.answer.value, done.answer.cached)
+            out.modes.append(mr)
+            out.cached = out.cached and done.answer.cached
+            return [self._check(out.item, mr)] if self.checker is not None else []
+        out.cached = False
+        if done.status == "failed" and out.status != "failed":
+            out.status, out.reason = "failed", f"{mode}: {done.reason}"
+        elif out.status == "ok":
+            out.status = "skipped"
+        return []
+
+    def interrupted(self, out: AbstractionOutcome) -> None:
+        # An item that waits only for its checks keeps its status: its answers are stored unchecked.
+        if out.waiting:
+            out.status = "skipped"
+
+    def execute(self, inputs: Sequence[Item], control: Control) -> Iterator[AbstractionOutcome]:
+        # A chunk's items are yielded once every check of the chunk is done, and a fatal error while
+        # checking yields none: an answer is never stored as unchecked because the checker's server failed (a
+        # resumed run asks again, the answers from the cache). One while asking the subject keeps what finished.
+        held: list[AbstractionOutcome] = []
+        try:
+            for out in super().execute(inputs, control):
+                held.append(out)
+        except FatalRunError:
+            if self.round == 0:
+                yield from held
+            raise
+        yield from held
+
+    def commit(self, outcomes: Sequence[AbstractionOutcome]) -> None:
         write_results(self.record, outcomes, self.items)
 
     def close(self) -> None:
-        for pool in self.pools:
-            pool.close()
+        super().close()
+        if self.checker is not None:
+            self.checker.close()
 
 
 def trace_regime(cfg: dict[str, Any], mr: ModeResult) -> dict[str, Any]:
@@ -191,7 +201,7 @@ def trace_regime(cfg: dict[str, Any], mr: ModeResult) -> dict[str, Any]:
     )
 
 
-def write_results(record: AbstractionRun, outcomes: Sequence[ItemOutcome], items: dict[int, Item]) -> None:
+def write_results(record: AbstractionRun, outcomes: Sequence[AbstractionOutcome], items: dict[int, Item]) -> None:
     cfg = record.run.config
     study = record.benchmark.study
     bench = record.benchmark.name

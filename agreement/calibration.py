@@ -174,7 +174,7 @@ def do_queue_calibration(calibration: CalibrationStudy, by, annotators: list, k:
     try:
         return do_assign(calibration.study, by, annotators, int(k), trace_ids=order)
     except AssignError as exc:
-        raise CalibrationError(exc.field, str(exc)) from None
+        raise CalibrationError(exc.field, exc.message) from None  # the field once, not in the message too
 
 
 # ---------------------------------------------------------------------------

@@ -23,7 +23,7 @@ from agreement.core import processbench
 from agreement.models import CalibrationStudy
 from agreement.views import AGREEMENT_PAGES, METRICS, export_forms, metric_rows, page_disagreements, study_for
 from annotation import access
-from annotation.middleware import refusals_into
+from annotation.middleware import refusals_back_to, refusals_into
 from annotation.models import Membership, Trace
 from scoring import services
 
@@ -209,11 +209,9 @@ def calibration_queue(request: HttpRequest, study_id: int, cal_id: int) -> HttpR
     if form.is_valid():
         chosen = {int(pk) for pk in form.cleaned_data["annotators"]}
         users = [m.user for m in members if m.user_id in chosen]
-        try:
-            n = calibration.do_queue_calibration(cal, request.user, users, form.cleaned_data["k"])
-            messages.success(request, f"Queued {n} assignment{'' if n == 1 else 's'} of the sample.")
-        except calibration.CalibrationError as exc:
-            messages.error(request, str(exc))
+        refusals_back_to(request, cal.get_absolute_url())  # a refused queue: its reason flashed on the page
+        n = calibration.do_queue_calibration(cal, request.user, users, form.cleaned_data["k"])
+        messages.success(request, f"Queued {n} assignment{'' if n == 1 else 's'} of the sample.")
     else:
         messages.error(request, "Check the queue form: " + "; ".join(
             f"{k}: {' '.join(v)}" for k, v in form.errors.items()))

@@ -21,6 +21,7 @@ class AnchorsConfig(AppConfig):
         register_panel("step-importance", review_panel)  # the heat map on the review page
         # annotation (lower in the app order) cannot import this app: the format is registered here. A folder's
         # files name the model only through the data's layout, so --model is optional.
-        register_path_format(FORMAT, import_analysis, root_names=frozenset({"correct_base_solution",
-                                                                            "incorrect_base_solution"}),
+        register_path_format(FORMAT, import_analysis,
+                             label="Thought Anchors analyses (a .zip or .tar.gz of problem folders)",
+                             root_names=frozenset({"correct_base_solution", "incorrect_base_solution"}),
                              needs_model=False)

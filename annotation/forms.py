@@ -1,29 +1,11 @@
 from django import forms
 from django.core.validators import MaxLengthValidator
 
-from annotation.importing.adapters import PATH_FORMAT_NEEDS_MODEL, PATH_FORMATS, UPLOAD_FORMATS
+from annotation.importing.adapters import PATH_FORMAT_NEEDS_MODEL, PATH_FORMATS, UPLOAD_FORMATS, format_label
 from annotation.importing.archives import is_archive
 from annotation.models import DESCRIPTION_MAX, Problem, Study
 from annotation.review import queues
 from annotation.services import study_name_taken, upload_too_large
-
-#: Human names of the import formats (docs/import-format.md); a format another app registers without one here
-#: is offered under its own name.
-FORMAT_LABELS = {
-    "reasonaudit": "ReasonAudit JSONL (the canonical format)",
-    "gsm8k-solutions": "GSM8K-style solutions (JSONL)",
-    "gsm8k": "GSM8K problems (JSONL)",
-    "prm800k": "PRM800K (JSONL)",
-    "processbench": "ProcessBench (JSON array)",
-    "trl-stepwise": "TRL stepwise supervision (JSONL)",
-    "inspect": "Inspect AI log (.eval or .json)",
-    "lm-eval": "lm-evaluation-harness samples (with its results JSON)",
-    "abstraction-outputs": "Abstraction benchmark outputs (a .zip or .tar.gz of the folder)",
-    "menatqa": "MenatQA (JSON)",
-    "gsm-plus": "GSM-Plus (JSONL)",
-    "gsm-symbolic": "GSM-Symbolic templates or instances (a .zip or .tar.gz of the folder)",
-    "thought-anchors": "Thought Anchors analyses (a .zip or .tar.gz of problem folders)",
-}
 
 
 def upload_formats() -> list[str]:
@@ -63,7 +45,7 @@ class ImportForm(forms.Form):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         # Read at form time: other apps register their formats from AppConfig.ready.
-        self.fields["format"].choices = [(f, FORMAT_LABELS.get(f, f)) for f in upload_formats()]
+        self.fields["format"].choices = [(f, format_label(f)) for f in upload_formats()]
         for name, formats in self.FORMAT_FIELDS.items():
             self.fields[name].widget.attrs["data-formats"] = " ".join(formats)
 

@@ -22,8 +22,9 @@ class FidelityConfig(AppConfig):
         from fidelity import symbolic_import
 
         # a folder of templates and/or generated instances: read by its path (also an uploaded archive)
-        register_path_format(symbolic_import.FORMAT, symbolic_import.import_symbolic, root_names=symbolic_import.ROOTS,
-                             needs_model=False, options=("instances", "seed"))
+        register_path_format(symbolic_import.FORMAT, symbolic_import.import_symbolic,
+                             label="GSM-Symbolic templates or instances (a .zip or .tar.gz of the folder)",
+                             root_names=symbolic_import.ROOTS, needs_model=False, options=("instances", "seed"))
         from annotation.models import register_suite_problems
 
         # Variants (and their traces) belong to their suite, not to the study's problem set.

@@ -97,5 +97,5 @@ def gsm_plus(line_no: int, obj: dict[str, Any]) -> Iterator[dict[str, Any]]:
 
 
 def register() -> None:
-    register_format("menatqa", read_json_entries, menatqa)
-    register_format("gsm-plus", read_json_lines, gsm_plus)
+    register_format("menatqa", read_json_entries, menatqa, label="MenatQA (JSON)")
+    register_format("gsm-plus", read_json_lines, gsm_plus, label="GSM-Plus (JSONL)")

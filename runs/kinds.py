@@ -42,7 +42,7 @@ class RunParams(serializers.Serializer):
         try:
             return params.check_cohort(self.context["study"], value)
         except ParamError as exc:
-            raise serializers.ValidationError(str(exc).removeprefix("cohort: ")) from None
+            raise serializers.ValidationError(exc.message) from None
 
 
 #: Parameters every kind shares (RunParams), drawn after the kind's own on the page, in the CLI and the docs.

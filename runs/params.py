@@ -185,7 +185,7 @@ class CohortParam:
         try:
             return check_cohort(self.context["study"], value)
         except ParamError as exc:
-            raise serializers.ValidationError(str(exc).removeprefix("cohort: ")) from None
+            raise serializers.ValidationError(exc.message) from None
 
 
 def add_cohort_argument(parser) -> None:

@@ -8,11 +8,16 @@ An item asks one request (``request``: a scanner's trace, a fidelity output's lo
 (``requests``: a generation's K samples); a kind with several folds each finished request into the item's
 outcome (``take``). A request may ask for more once it finished (``take`` returns them: a fidelity original's
 backward reconstruction starts from its forward answer): they are asked in a next round, after every request
-of this one finished."""
+of this one finished. A request may go to another pool than the kind's own (``pool_of``: the abstraction
+benchmark's LLM checker reads the subject's answers on the checker's endpoint).
+
+The loop is PooledRequests; PooledWork is a chunk's work on it. A judge provider that calls a model is a
+PooledRequests too (judges.providers.openai_compat): a provider is no chunk's work, the judge's work delegates
+to it."""
 
 from __future__ import annotations
 
-from abc import abstractmethod
+from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -24,8 +29,10 @@ class Unaskable(Exception):
     """An item that needs no request: it fails with this reason (a trace with no steps)."""
 
 
-class PooledWork(ChunkWork):
+class PooledRequests(ABC):
     pool: ModelPool | None = None
+    #: The round being asked (0: the items' own requests; n: what the requests of round n - 1 led to).
+    round: int = 0
 
     @abstractmethod
     def open_pool(self) -> ModelPool:
@@ -46,6 +53,11 @@ class PooledWork(ChunkWork):
     def outcome(self, item: Any) -> ItemOutcome:
         """The item's outcome before any of its requests finished (a kind's own subclass of ItemOutcome)."""
         return ItemOutcome(self.item_id(item), "ok")
+
+    def pool_of(self, request: ModelRequest) -> ModelPool:
+        """The pool ``request`` is asked through: the kind's own, unless it keeps another for some requests."""
+        assert self.pool is not None
+        return self.pool
 
     def warnings(self, value: Any) -> list[str]:
         """Warnings of an answer the request's ``parse`` accepted."""
@@ -84,16 +96,24 @@ class PooledWork(ChunkWork):
             requests.extend(asked)
             if not asked:  # nothing left to ask (a generation's samples all made): done at once
                 yield out
+        self.round = 0
         try:
             while requests:
                 asked, requests = requests, []
-                for done in self.pool.run(asked, control):
-                    item = done.request.item
-                    more = list(self.take(outcomes[item], done) or ())
-                    pending[item] += len(more) - 1
-                    requests.extend(more)
-                    if pending[item] == 0:
-                        yield outcomes[item]
+                # A round's requests by pool, each pool's in the order they were made.
+                batches: dict[int, tuple[ModelPool, list[ModelRequest]]] = {}
+                for request in asked:
+                    pool = self.pool_of(request)
+                    batches.setdefault(id(pool), (pool, []))[1].append(request)
+                for pool, batch in batches.values():
+                    for done in pool.run(batch, control):
+                        item = done.request.item
+                        more = list(self.take(outcomes[item], done) or ())
+                        pending[item] += len(more) - 1
+                        requests.extend(more)
+                        if pending[item] == 0:
+                            yield outcomes[item]
+                self.round += 1
         except FatalRunError:
             # What finished of the unfinished items is kept (committed as skipped items: their calls cost).
             for item, n in pending.items():
@@ -105,3 +125,7 @@ class PooledWork(ChunkWork):
     def close(self) -> None:
         if self.pool is not None:
             self.pool.close()
+
+
+class PooledWork(PooledRequests, ChunkWork):
+    """A chunk's work on the pool loop: the kind adds ``load`` and ``commit``."""

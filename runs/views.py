@@ -16,6 +16,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 from rest_framework.exceptions import ValidationError
 
 from annotation import access, jobs
+from annotation.api.errors import serializer_refusal
 from annotation.models import Job, Membership, Study
 from reasonlib.refusals import Invalid
 from runs import kinds
@@ -94,8 +95,10 @@ def study_runs(request: HttpRequest, study_id: int) -> HttpResponse:
         try:
             row = kinds.start(kind, study, request.POST, request.user)
         except ValidationError as exc:
-            detail = exc.detail if isinstance(exc.detail, dict) else {"non_field_errors": exc.detail}
-            errors = {k: [str(m) for m in (v if isinstance(v, list) else [v])] for k, v in detail.items()}
+            # The refusal's (field, message) pairs, as every door reads them (annotation.api.errors), by field.
+            errors: dict[str, list[str]] = {}
+            for field, message in serializer_refusal(exc).errors:
+                errors.setdefault(field or "non_field_errors", []).append(message)
             context = _context(request, study, membership, kind=kind, values=request.POST.dict(), errors=errors)
             template = "runs/study_runs.html#start" if request.htmx else "runs/study_runs.html"
             return render(request, template, context, status=400)
@@ -128,9 +131,7 @@ def start_from_page(request: HttpRequest, study: Study, kind: str, fixed: dict[s
         row = kinds.start(kind, study, data, request.user)
     except ValidationError as exc:
         fields = {f["name"]: f["label"] for f in kinds.form_fields(kinds.get(kind), study)}
-        detail = exc.detail if isinstance(exc.detail, dict) else {"non_field_errors": exc.detail}
-        said = [f"{fields[name]}: {m}" if name in fields else str(m) for name, msgs in detail.items()
-                for m in (msgs if isinstance(msgs, list) else [msgs])]
+        said = [f"{fields[name]}: {m}" if name in fields else m for name, m in serializer_refusal(exc).errors]
         messages.error(request, f"Not started: {'; '.join(said)}")
         return redirect(back)
     return redirect(to(row) if to is not None else reverse("job", args=[row.job_id]))

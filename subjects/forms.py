@@ -4,7 +4,6 @@ import json
 
 from django import forms
 
-from reasonlib import selection
 from runs import params
 from subjects import prompts
 from subjects.models import GenerationRun, PromptTemplate, SubjectModel
@@ -130,19 +129,15 @@ class SubjectModelForm(forms.ModelForm):
 
 
 class GenerationForm(forms.Form):
+    """The generation row's inputs on the subject models page, drawn only: the post is validated by the
+    generation kind's serializer (runs.views.start_from_page), whose refusals stand under their fields."""
+
     problems = forms.CharField(initial=GenerationRun.Scope.ALL, max_length=2000,
                                help_text="all, missing (lacking some of their K samples) or a filter: "
                                          "first:N, ids:A,B-C, pid:X,Y, sample:N@SEED")
     samples = params.form_field("samples", required=False)
     force = forms.BooleanField(required=False, help_text="ask again even where a cached answer exists")
     budget_usd = params.form_field("budget_usd", required=False)
-
-    def clean_problems(self) -> str:
-        try:
-            scope, problem_filter = selection.scope_and_filter(self.cleaned_data["problems"])
-        except selection.FilterError as exc:
-            raise forms.ValidationError(str(exc)) from None
-        return problem_filter or scope
 
 
 class PromptTemplateForm(forms.Form):

@@ -23,6 +23,18 @@ FORMATS = ["reasonaudit", "gsm8k-solutions", "gsm8k", "prm800k", "processbench",
 # Formats read from one uploaded stream. An lm-eval samples file needs the results JSON lying beside it: the upload
 # form takes both files and puts them in a folder of their own (annotation.services.do_queue_import).
 UPLOAD_FORMATS = [f for f in FORMATS if f != "lm-eval"]
+#: Every format's human name (the upload form's choices; docs/import-format.md describes each): the built-in
+#: formats' here, another app's given where it registers its format (register_format, register_path_format).
+FORMAT_LABELS: dict[str, str] = {
+    "reasonaudit": "ReasonAudit JSONL (the canonical format)",
+    "gsm8k-solutions": "GSM8K-style solutions (JSONL)",
+    "gsm8k": "GSM8K problems (JSONL)",
+    "prm800k": "PRM800K (JSONL)",
+    "processbench": "ProcessBench (JSON array)",
+    "trl-stepwise": "TRL stepwise supervision (JSONL)",
+    "inspect": "Inspect AI log (.eval or .json)",
+    "lm-eval": "lm-evaluation-harness samples (with its results JSON)",
+}
 
 # Formats a higher app reads from a path itself (a folder tree, not one stream): registered from its
 # AppConfig.ready, since this app cannot import it (abstraction registers "abstraction-outputs"). The
@@ -37,9 +49,11 @@ PATH_FORMAT_NEEDS_MODEL: set[str] = set()
 PATH_FORMAT_OPTIONS: dict[str, tuple[str, ...]] = {}
 
 
-def register_path_format(name: str, importer: Callable[..., Any], *, root_names: frozenset[str] = frozenset(),
-                         needs_model: bool = True, options: tuple[str, ...] = ()) -> None:
+def register_path_format(name: str, importer: Callable[..., Any], *, label: str,
+                         root_names: frozenset[str] = frozenset(), needs_model: bool = True,
+                         options: tuple[str, ...] = ()) -> None:
     PATH_FORMATS[name] = importer
+    FORMAT_LABELS[name] = label
     PATH_FORMAT_ROOTS[name] = root_names
     PATH_FORMAT_OPTIONS[name] = options
     if needs_model:
@@ -50,6 +64,11 @@ def register_path_format(name: str, importer: Callable[..., Any], *, root_names:
 
 def cli_formats() -> tuple[str, ...]:
     return (*FORMATS, *PATH_FORMATS)
+
+
+def format_label(name: str) -> str:
+    """The format's human name (every registered format has one)."""
+    return FORMAT_LABELS[name]
 
 
 PROCESSBENCH_ANNOTATOR = "processbench-reference"
@@ -375,11 +394,12 @@ _CONVERTERS = {
 }
 
 
-def register_format(name: str, reader, convert, *, upload: bool = True) -> None:
+def register_format(name: str, reader, convert, *, label: str, upload: bool = True) -> None:
     """Add an import format from another app (fidelity: ``menatqa``, ``gsm-plus``): ``reader`` is
     read_json_lines or read_json_entries, ``convert(line_no, obj)`` yields record dicts or raises
-    RecordError. Registering twice is harmless."""
+    RecordError; ``label`` is its human name. Registering twice is harmless."""
     _CONVERTERS[name] = (reader, convert)
+    FORMAT_LABELS[name] = label
     if name not in FORMATS:
         FORMATS.append(name)
     if upload and name not in UPLOAD_FORMATS:

@@ -126,10 +126,9 @@ def adjudicate(request: HttpRequest, step_id: int) -> HttpResponse:
         do_adjudicate(step, request.user, version=version, verdict=request.POST.get("verdict", ""),
                              skeleton_refs=refs, reason=request.POST.get("reason", ""), via=VIA_WEB)
         error = "Final verdict saved."
-    except ReviewError as exc:
-        error, level, status = "; ".join(f"{f}: {m}" for f, m in exc.errors), "error", 400
-    except Conflict as exc:
-        error, level, status = str(exc), "conflict", 409
+    except (ReviewError, Conflict) as exc:  # shown on the item in place, in the refusal's words and status
+        error, status = str(exc), exc.status
+        level = "conflict" if isinstance(exc, Conflict) else "error"
     posted = {"verdict": request.POST.get("verdict", ""), "refs": refs, "reason": request.POST.get("reason", "")}
     back = safe_next(request, reverse("adjudication", args=[study.pk]))
     if not request.htmx:

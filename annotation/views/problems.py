@@ -77,8 +77,8 @@ def skeleton_save(request: HttpRequest, problem_id: int) -> HttpResponse:
         sk = skeletons.do_save_skeleton(problem, request.user, rows, note=note, approve=approve)
     except skeletons.SkeletonError as exc:
         versions = skeletons.history(problem)
-        return _render_problem(request, problem, membership, versions, rows, None, errors=exc.errors, status=400,
-                               note=note)
+        return _render_problem(request, problem, membership, versions, rows, None, errors=exc.errors,
+                               status=exc.status, note=note)
     messages.success(request, f"Saved version {sk.version}" + (" and approved it." if approve else " as a draft."))
     return redirect(f"{reverse('problem', args=[problem.pk])}#skeleton")
 

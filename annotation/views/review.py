@@ -309,7 +309,7 @@ def trace_review(request: HttpRequest, trace_id: int) -> HttpResponse:
         except ReviewError as exc:
             errors = exc.errors
         except Conflict as exc:
-            message, status = str(exc), 409
+            message, status = str(exc), exc.status
     if errors:
         message, status = "Not saved: " + "; ".join(f"{f} {m}" if f.startswith("step") else f"{f}: {m}"
                                                    for f, m in errors), 400

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from judges.protocol import LabelOut, TraceInput
-from runs.clients import Accounting, Sizing
+from runs.clients import ItemOutcome, Sizing
 from runs.transport import CachedAnswer, CallRecord, Control, NoStop, NullStore, ResponseStore
 from runs.transport import FatalRunError as FatalJudgeError
 
@@ -30,19 +30,11 @@ __all__ = [
 
 
 @dataclass
-class TraceOutcome(Accounting):
-    """A runs.clients.ItemOutcome (the same fields) with the judge's verdicts; the item is the trace pk."""
+class TraceOutcome(ItemOutcome):
+    """A trace's outcome with the judge's verdicts; the item is the trace pk."""
 
-    item: int
-    status: str  # ok | failed | skipped (the run stopped before this trace was done)
     labels: list[LabelOut] = field(default_factory=list)
     answer_correct: bool | None = None
-    reason: str = ""
-    warnings: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    calls: list[CallRecord] = field(default_factory=list)
-    cached: bool = False
-    output_mode: str = ""
 
     @property
     def trace_pk(self) -> int:

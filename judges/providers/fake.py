@@ -24,4 +24,4 @@ class FakeProvider(JudgeProvider):
                 LabelOut(k, forced or ("invalid" if "wrong" in text.lower() else "valid"), [], 0.5, "fake verdict")
                 for k, text in enumerate(trace.steps, start=1)
             ]
-            yield TraceOutcome(trace.trace_pk, "ok", labels, answer_correct=True)
+            yield TraceOutcome(trace.trace_pk, "ok", labels=labels, answer_correct=True)

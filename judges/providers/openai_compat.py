@@ -1,8 +1,8 @@
 """An LLM judge on any OpenAI-compatible chat completions endpoint: one
-request per trace through the run engine's ModelPool (runs.transport), which
+request per trace (or per window of a long one) through the run engine's ModelPool (runs.transport), which
 owns retries, backoff, the rate limit, the response cache, the structured
-output fallback and the accounting. This module only renders the judge's
-prompt and reads its answer (judges.protocol).
+output fallback and the accounting, asked by the shared pool loop (runs.pooled.PooledRequests). This module
+only renders the judge's prompt and reads its answer (judges.protocol).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from collections.abc import Iterator, Sequence
 from judges import protocol, windowing
 from judges.providers.base import Control, JudgeProvider, TraceInput, TraceOutcome
 from runs.clients import Sizing
+from runs.pooled import PooledRequests
 from runs.transport import AUTO, Endpoint, ModelPool, ModelRequest, RequestOutcome
 
 
@@ -31,18 +32,23 @@ def cache_scope(config) -> str:
     return f"judge:{config.pk}:v{config.version}:p{config.prompt_version}"
 
 
-class OpenAICompatibleProvider(JudgeProvider):
+class OpenAICompatibleProvider(PooledRequests, JudgeProvider):
+    """A trace's requests are its windows (one unless it does not fit the judge's context); the shared pool loop
+    (runs.pooled) asks them and folds each trace's windows into its outcome."""
+
     def __init__(self, config, store=None, *, force: bool = False) -> None:
         super().__init__(config, store, force=force)
-        self.pool = ModelPool(endpoint(config), cache_scope(config), self.store, force=force)
+        # id(request) -> (its trace's windows, this window's index) for traces judged in windows
+        self.windowed: dict[int, tuple[list[windowing.Window], int]] = {}
+        self.parts: dict[int, dict[int, RequestOutcome]] = {}  # trace pk -> its windows' outcomes so far
 
     @classmethod
     def sizing(cls, config) -> Sizing:
         # A whole number of rounds of `concurrency` requests: no idle slots at the end of a chunk.
         return Sizing(concurrency=max(1, config.concurrency), target_requests=cls.chunk_size)
 
-    def close(self) -> None:
-        self.pool.close()
+    def open_pool(self) -> ModelPool:
+        return ModelPool(endpoint(self.config), cache_scope(self.config), self.store, force=self.force)
 
     def request(self, trace: TraceInput) -> ModelRequest:
         cfg = self.config
@@ -66,75 +72,79 @@ class OpenAICompatibleProvider(JudgeProvider):
         context window and the trace's prompt would not fit it."""
         return plan_trace_windows(self.config, trace)
 
+    def item_id(self, trace: TraceInput) -> int:
+        return trace.trace_pk
+
+    def outcome(self, trace: TraceInput) -> TraceOutcome:
+        # A trace without steps asks nothing: it is done at once, with this warning.
+        return TraceOutcome(trace.trace_pk, "ok", warnings=[] if trace.steps else ["the trace has no steps; nothing to judge"])
+
+    def requests(self, trace: TraceInput) -> list[ModelRequest]:
+        if not trace.steps:
+            return []
+        wins = self.windows(trace)
+        if len(wins) == 1:
+            return [self.request(trace)]
+        asked = []
+        for i, w in enumerate(wins):
+            request = self.request(dataclasses.replace(trace, steps=trace.steps[w.start - 1:w.end]))
+            self.windowed[id(request)] = (wins, i)
+            asked.append(request)
+        return asked
+
+    def take(self, out: TraceOutcome, done: RequestOutcome) -> None:
+        key = self.windowed.get(id(done.request))
+        if key is None:
+            self._read(out, done)
+            return
+        # A trace is done when every window is (the pool answers each, skipped when the run stopped).
+        wins, i = key
+        got = self.parts.setdefault(out.item, {})
+        got[i] = done
+        if len(got) == len(wins):
+            self._merge(out, wins, [got[j] for j in range(len(wins))])
+            del self.parts[out.item]
+
     def judge(self, traces: Sequence[TraceInput], control: Control) -> Iterator[TraceOutcome]:
-        requests = []
-        # id(request) -> (trace, its windows, this window's index) for traces judged in windows
-        windowed: dict[int, tuple[TraceInput, list[windowing.Window], int]] = {}
-        for trace in traces:
-            if not trace.steps:
-                yield TraceOutcome(trace.trace_pk, "ok", warnings=["the trace has no steps; nothing to judge"])
-                continue
-            wins = self.windows(trace)
-            if len(wins) == 1:
-                requests.append(self.request(trace))
-                continue
-            for i, w in enumerate(wins):
-                request = self.request(dataclasses.replace(trace, steps=trace.steps[w.start - 1:w.end]))
-                windowed[id(request)] = (trace, wins, i)
-                requests.append(request)
-        parts: dict[int, dict[int, RequestOutcome]] = {}
-        for done in self.pool.run(requests, control):
-            key = windowed.get(id(done.request))
-            if key is None:
-                yield self._outcome(done)
-                continue
-            trace, wins, i = key
-            got = parts.setdefault(trace.trace_pk, {})
-            got[i] = done
-            # A trace is done when every window is; a run stopped halfway
-            # yields nothing for it (its answered windows stay cached).
-            if len(got) == len(wins):
-                yield self._merged(trace.trace_pk, wins, [got[j] for j in range(len(wins))])
-                del parts[trace.trace_pk]
-        if self.config.output_mode == AUTO and self.pool.accepted_mode:
+        yield from self.execute(traces, control)
+        if self.config.output_mode == AUTO and self.pool is not None and self.pool.accepted_mode:
             self.config.output_mode_resolved = self.pool.accepted_mode
 
-    @classmethod
-    def _merged(cls, item: int, wins: list[windowing.Window], done: list[RequestOutcome]) -> TraceOutcome:
+    @staticmethod
+    def _merge(out: TraceOutcome, wins: list[windowing.Window], done: list[RequestOutcome]) -> None:
         """One trace's outcome from the outcomes of its windows: labels of each
         window's core, renumbered to the trace's steps; the answer's verdict
         from the last window (the one that saw the end)."""
-        calls = [c for d in done for c in d.calls]
+        out.calls = [c for d in done for c in d.calls]
         bad = [(w, d) for w, d in zip(wins, done, strict=True) if d.status != "ok" or d.answer is None]
         if bad:
-            status = "failed" if any(d.status == "failed" for _w, d in bad) else "skipped"
-            reason = "; ".join(f"window of steps {w.start}-{w.end}: {d.reason or d.status}" for w, d in bad)
-            return TraceOutcome(item, status, reason=reason, calls=calls)
+            out.status = "failed" if any(d.status == "failed" for _w, d in bad) else "skipped"
+            out.reason = "; ".join(f"window of steps {w.start}-{w.end}: {d.reason or d.status}" for w, d in bad)
+            return
         per_window = []
-        warnings: list[str] = []
-        notes: list[str] = []
         for w, d in zip(wins, done, strict=True):
             parsed: protocol.ParsedOutput = d.answer.value
             shifted = [dataclasses.replace(label, step=label.step + w.start - 1) for label in parsed.labels]
             per_window.append([(label.step, label) for label in shifted])
-            warnings += [f"steps {w.start}-{w.end}: {x}" for x in parsed.warnings]
-            if parsed.copied_example and protocol.COPIED_EXAMPLE_NOTE not in notes:
-                notes.append(protocol.COPIED_EXAMPLE_NOTE)
-        labels = windowing.merge_window_labels(wins, per_window)
+            out.warnings += [f"steps {w.start}-{w.end}: {x}" for x in parsed.warnings]
+            if parsed.copied_example and protocol.COPIED_EXAMPLE_NOTE not in out.notes:
+                out.notes.append(protocol.COPIED_EXAMPLE_NOTE)
+        out.labels = windowing.merge_window_labels(wins, per_window)
         last = done[-1].answer
-        return TraceOutcome(item, "ok", labels, last.value.answer_correct, warnings=warnings, notes=notes,
-                            calls=calls, cached=all(d.answer.cached for d in done), output_mode=last.output_mode)
+        out.answer_correct, out.output_mode = last.value.answer_correct, last.output_mode
+        out.cached = all(d.answer.cached for d in done)
 
     @staticmethod
-    def _outcome(done: RequestOutcome) -> TraceOutcome:
-        item = done.request.item
+    def _read(out: TraceOutcome, done: RequestOutcome) -> None:
+        """A trace judged in one request: its answer is the trace's."""
+        out.calls = done.calls
         if done.status != "ok" or done.answer is None:
-            return TraceOutcome(item, done.status, reason=done.reason, calls=done.calls)
+            out.status, out.reason = done.status, done.reason
+            return
         parsed: protocol.ParsedOutput = done.answer.value
-        notes = [protocol.COPIED_EXAMPLE_NOTE] if parsed.copied_example else []
-        return TraceOutcome(item, "ok", parsed.labels, parsed.answer_correct, warnings=list(parsed.warnings),
-                            notes=notes, calls=done.calls, cached=done.answer.cached,
-                            output_mode=done.answer.output_mode)
+        out.labels, out.answer_correct, out.warnings = parsed.labels, parsed.answer_correct, list(parsed.warnings)
+        out.notes = [protocol.COPIED_EXAMPLE_NOTE] if parsed.copied_example else []
+        out.cached, out.output_mode = done.answer.cached, done.answer.output_mode
 
 
 #: Steps two consecutive windows share: the context a window's first steps

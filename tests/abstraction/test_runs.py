@@ -116,6 +116,20 @@ def test_the_llm_checker_verdict_is_kept_beside_the_deterministic_one(study, sub
     assert row.checker == "llm" and row.result.stats["BC"] == 1.0
 
 
+def test_a_checker_refused_by_its_server_stores_no_unchecked_verdict(study, subject, server):
+    # The checker's server refuses the key (fatal): the chunk's answers are not stored as "incorrect" (a resumed
+    # run would skip them); the run fails and asks them again later, the subject's answers from the cache.
+    bench = services.do_generate_benchmark(study, categories=["BC"], per_sub_dataset=1)
+    judge = JudgeConfig.objects.create(study=study, name="checker", model="judge-model", base_url=server.url,
+                                       max_retries=1, timeout_seconds=5.0)
+    server.rule(lambda body: "Judje result" in body["messages"][-1]["content"], Fault(status=401, message="no key"))
+    record, job = _run(subject, bench, judge=judge)
+    assert job.status == Job.Status.FAILED and "401" in job.error
+    assert not Result.objects.filter(item__benchmark=bench).exists()
+    subject_calls = [s for s in server.requests if "Judje result" not in s.body["messages"][-1]["content"]]
+    assert len(subject_calls) == 4
+
+
 def test_a_failing_server_fails_the_items_and_keeps_nothing_half_done(study, subject, server):
     bench = services.do_generate_benchmark(study, categories=["BC"], per_sub_dataset=1)
     server.rule(lambda body: True, Fault(status=500, message="boom"))

@@ -149,6 +149,12 @@ def test_owners_create_calibration_studies_on_the_web(client, worked, owner, mem
     assert r.status_code == 302 and r["Location"] == cal.get_absolute_url()
     assert cal.items.count() == 2
     queue = reverse("scoring-calibration-queue", args=[worked.pk, cal.pk])
+    # A k the chosen annotators cannot meet is refused back on the calibration's page, its reason flashed.
+    r = client.post(queue, {"annotators": [str(member.pk)], "k": "2"}, follow=True)
+    assert r.redirect_chain == [(cal.get_absolute_url(), 302)]
+    page = r.content.decode()
+    assert "k: k (annotators per trace) must be between 1 and 1" in page and "k: k: k" not in page
+    assert not Assignment.objects.filter(study=worked).exists()
     r = client.post(queue, {"annotators": [str(member.pk)], "k": "1"})
     assert r.status_code == 302
     assert Assignment.objects.filter(study=worked, annotator=member).count() == 2

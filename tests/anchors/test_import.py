@@ -97,7 +97,7 @@ def test_the_upload_form_takes_an_archive_of_problem_folders(owner, study, djang
     from django.urls import reverse
 
     from annotation.models import Job
-    from tests.test_studies_and_people import _zip_of
+    from tests.annotation.views.test_studies import _zip_of
 
     web = Client()
     web.force_login(owner)

@@ -339,3 +339,15 @@ def test_the_cost_estimate_counts_windows_before_the_run(make_traces, llm_judge,
     client.force_login(owner)
     page = client.get(f"/judges/{judge.pk}/").content.decode()
     assert "run-estimate" in page and f"about {est['requests']} requests" in page
+
+
+def test_a_trace_without_steps_is_judged_at_once_with_a_warning_and_asks_nothing(llm_judge, server):
+    from judges.providers import NoStop, TraceInput, get_provider
+
+    provider = get_provider(llm_judge())
+    bare = TraceInput(trace_pk=7, trace_id="t7", model="m", problem="?", gold_answer="1", answer="1", steps=(),
+                      skeleton=())
+    (outcome,) = list(provider.judge([bare], NoStop()))
+    provider.close()
+    assert (outcome.item, outcome.status, outcome.labels, outcome.calls) == (7, "ok", [], [])
+    assert outcome.warnings == ["the trace has no steps; nothing to judge"] and server.count == 0

@@ -28,4 +28,4 @@ class MechanisticProvider(JudgeProvider):
             for k, text in enumerate(trace.steps, start=1):
                 result = check_step(text, checks)
                 labels.append(LabelOut(k, result.verdict, list(result.skeleton_refs), result.confidence, result.reason))
-            yield TraceOutcome(trace.trace_pk, "ok", labels)
+            yield TraceOutcome(trace.trace_pk, "ok", labels=labels)

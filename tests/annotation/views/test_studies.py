@@ -18,14 +18,15 @@ from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from annotation.forms import ImportForm
-from annotation.importing.adapters import cli_formats
+from annotation.importing.adapters import FORMAT_LABELS, cli_formats
 from annotation.models import Invitation, Job, Membership, Study, Trace
 from tests.conftest import signed_in
+from tests.data_paths import ABSTRACTION_SAMPLE
 from tests.evallogs.conftest import LM_EVAL_RESULTS, LM_EVAL_SAMPLES
 
 pytestmark = pytest.mark.django_db
 User = get_user_model()
-ABSTRACTION = Path(__file__).resolve().parent / "data" / "abstraction" / "gpt-4o-mini"
+ABSTRACTION = ABSTRACTION_SAMPLE
 
 
 # --------------------------------------------------------------------------
@@ -264,6 +265,16 @@ def test_the_upload_form_offers_every_format_the_cli_imports():
     offered = [value for value, _label in ImportForm().fields["format"].choices]
     assert set(offered) == set(cli_formats())
     assert {"lm-eval", "inspect", "abstraction-outputs"} <= set(offered)
+
+
+def test_every_registered_format_is_offered_under_the_label_it_was_registered_with():
+    choices = dict(ImportForm().fields["format"].choices)
+    for fmt in cli_formats():
+        label = FORMAT_LABELS.get(fmt, "")
+        assert label.strip() and label != fmt, f"format {fmt!r} was registered without a label"
+        assert choices.get(fmt) == label, fmt
+    # No label is left over from a format that is no longer registered.
+    assert set(FORMAT_LABELS) == set(cli_formats())
 
 
 def test_an_lm_eval_samples_file_uploads_with_its_results_json(owner, study, django_capture_on_commit_callbacks):
