@@ -15,3 +15,12 @@ class AgreementConfig(AppConfig):
     #: Module whose @register calls add export kinds (loaded on first use by
     #: scoring.exports, not at start-up: it pulls in pandas).
     export_kinds = "agreement.exports"
+
+    def ready(self) -> None:
+        from agreement import stored, stored_writer
+        from annotation.signals import data_changed
+        from scoring.score_jobs import register_summary
+
+        # The pages' default reports are stored by the score job and marked stale when the data changes.
+        register_summary(stored_writer.refresh)
+        data_changed.connect(stored.invalidate, dispatch_uid="agreement.stored_on_data_changed")
