@@ -92,6 +92,11 @@ class StoredReport(models.Model):
     # What the report is of (agreement.stored.selection_key): the sources, the profile and its version, the seed.
     key = models.CharField(max_length=500)
     data = models.JSONField()
+    # The pair report's disagreements ([trace pk, step, reference verdict, candidate verdict, confidence]), apart
+    # from ``data``: a page shows fifty of them (agreement.stored.Rows reads that slice in SQL), and at 100,000
+    # traces there are 150,000 (7 MB of JSON to parse on every request if they were read whole).
+    disagreements = models.JSONField(default=list)
+    n_disagreements = models.PositiveIntegerField(default=0)
     computed_at = models.DateTimeField(default=timezone.now)
     # The data changed after the report was read (or while it was being read): a recompute is queued.
     stale = models.BooleanField(default=False)

@@ -271,7 +271,7 @@ def agreement_report_status(sel: Selection) -> tuple[dict[str, Any], dict[str, A
     if sel.calibration is None:
         row = stored.read(sel.study, StoredReport.Kind.PAIR, stored_pair_key(sel))
         if row is not None:
-            return row.data, stored.status(row)
+            return {**row.data, "disagreements": stored.Rows(row)}, stored.status(row)
     cal = sel.calibration.pk if sel.calibration is not None else None
     key = _key("pair", sel.study, cal, sel.reference, sel.candidate, sel.profile.pk, sel.profile.version, sel.seed)
     value = cache.get(key)

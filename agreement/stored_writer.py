@@ -18,8 +18,9 @@ def store(study: Study, job: Job | None = None) -> None:
     read_at = timezone.now()
     sel = svc.select(study, {})
     data = ad.AgreementData.read(study)
-    stored.write(study, StoredReport.Kind.PAIR, svc.stored_pair_key(sel), svc.pair_report(sel, data),
-                 read_at=read_at, job=job)
+    report = svc.pair_report(sel, data)
+    stored.write(study, StoredReport.Kind.PAIR, svc.stored_pair_key(sel), {"metrics": report["metrics"]},
+                 read_at=read_at, job=job, disagreements=report["disagreements"])
     stored.write(study, StoredReport.Kind.ANNOTATORS, stored.ANNOTATORS_KEY, svc.annotator_report(study, data=data),
                  read_at=read_at, job=job)
 

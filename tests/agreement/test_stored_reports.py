@@ -36,9 +36,11 @@ def _fresh(study) -> tuple[dict, dict]:
 
 
 def _stored(study) -> tuple[StoredReport, StoredReport]:
+    """The two stored rows; the pair row's ``data`` with its disagreements, as a page reads them."""
     sel = svc.select(study, {})
-    return (StoredReport.objects.get(study=study, kind=StoredReport.Kind.PAIR, key=svc.stored_pair_key(sel)),
-            StoredReport.objects.get(study=study, kind=StoredReport.Kind.ANNOTATORS, key=stored.ANNOTATORS_KEY))
+    pair = StoredReport.objects.get(study=study, kind=StoredReport.Kind.PAIR, key=svc.stored_pair_key(sel))
+    pair.data = {**pair.data, "disagreements": list(stored.Rows(pair))}
+    return pair, StoredReport.objects.get(study=study, kind=StoredReport.Kind.ANNOTATORS, key=stored.ANNOTATORS_KEY)
 
 
 @pytest.fixture
@@ -71,8 +73,12 @@ def test_the_score_job_stores_both_reports_as_a_fresh_computation_gives_them(two
     assert people_row.data["overall"]["annotators"] == 2
     # The pages read what is stored, and say it is current.
     report, status = svc.agreement_report_status(svc.select(study, {}))
-    assert report == pair_row.data and status == {"computed_at": pair_row.computed_at, "stale": False}
+    assert {**report, "disagreements": list(report["disagreements"])} == pair_row.data and status == {"computed_at": pair_row.computed_at, "stale": False}
     assert svc.annotator_report_status(study)[0] == people_row.data
+    # The disagreements are read a slice at a time, as the page's paginator asks for them.
+    rows, fresh = report["disagreements"], _fresh(study)[0]["disagreements"]
+    assert len(rows) == len(fresh) == 3
+    assert rows[1:3] == fresh[1:3] and rows[0] == fresh[0] and rows[-1] == fresh[-1] and rows[5:9] == []
 
 
 def test_another_selection_is_computed_not_read_from_the_stored_report(two_annotators):
