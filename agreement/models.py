@@ -71,3 +71,42 @@ class CalibrationTrace(models.Model):
 
     def __str__(self) -> str:
         return f"{self.trace_id} in calibration {self.calibration_id}"
+
+
+class StoredReport(models.Model):
+    """An agreement report the score job wrote (agreement.stored): the *Judge vs reference* report of the
+    page's default selection, or the Annotators report, of the whole study. Read by the pages and the API
+    instead of computing it on the request (seconds at 100,000 traces).
+
+    A change of the study's data (annotation.signals.data_changed: label saves, imports, judge runs,
+    adjudications, primary-judge changes) does not delete it but marks it ``stale``: the pages then show
+    its figures with the time they describe and say that the score job, which the same change queued, is
+    recomputing them; the job writes a fresh row."""
+
+    class Kind(models.TextChoices):
+        PAIR = "pair", "judge vs reference"
+        ANNOTATORS = "annotators", "annotators"
+
+    study = models.ForeignKey("annotation.Study", on_delete=models.CASCADE, related_name="+")
+    kind = models.CharField(max_length=20, choices=Kind.choices)
+    # What the report is of (agreement.stored.selection_key): the sources, the profile and its version, the seed.
+    key = models.CharField(max_length=500)
+    data = models.JSONField()
+    # The pair report's disagreements ([trace pk, step, reference verdict, candidate verdict, confidence]), apart
+    # from ``data``: a page shows fifty of them (agreement.stored.Rows reads that slice in SQL), and at 100,000
+    # traces there are 150,000 (7 MB of JSON to parse on every request if they were read whole).
+    disagreements = models.JSONField(default=list)
+    n_disagreements = models.PositiveIntegerField(default=0)
+    computed_at = models.DateTimeField(default=timezone.now)
+    # The data changed after the report was read (or while it was being read): a recompute is queued.
+    stale = models.BooleanField(default=False)
+    marked_at = models.DateTimeField(null=True, blank=True)  # when a change of the data marked it stale
+
+    class Meta:
+        constraints = [
+            # Also the index of every read: WHERE study_id = ... AND kind = ... AND key = ...
+            models.UniqueConstraint(fields=["study", "kind", "key"], name="agreement_stored_report_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.study_id} / {self.kind} / {self.key}"

@@ -18,11 +18,12 @@ import numpy as np
 from django.core.cache import cache
 
 from agreement import data as ad
+from agreement import stored
 from agreement.core import intervals as agreement_intervals
 from agreement.core.annotators import annotator_agreement, leave_one_out, overlap_sets
 from agreement.core.metrics import agreement_metrics, first_error_pairs
 from agreement.core.pairs import paired_steps
-from agreement.models import CalibrationStudy
+from agreement.models import CalibrationStudy, StoredReport
 from annotation import access
 from annotation.models import Membership, Study
 from reasonlib.ids import is_id
@@ -242,28 +243,46 @@ def _key(kind: str, study: Study, *parts: Any) -> str:
     return f"agreement:{kind}:{study.pk}:{digest}"
 
 
-def agreement_report(sel: Selection, *, data: ad.AgreementData | None = None) -> dict[str, Any]:
-    """``agreement`` of a selection plus its disagreements (trace pk, step,
-    verdicts, confidence), cached per data version (docs/agreement.md)."""
+def stored_pair_key(sel: Selection) -> str:
+    return stored.pair_key(sel.reference, sel.candidate, sel.profile.pk, sel.profile.version, sel.seed)
+
+
+def pair_report(sel: Selection, data: ad.AgreementData | None = None) -> dict[str, Any]:
+    """``agreement`` of a selection plus its disagreements (trace pk, step, verdicts, confidence)."""
+    data = data or ad.AgreementData.read(sel.study, sel.scope)
+    metrics, diff = agreement(sel.study, sel.reference, sel.candidate, sel.profile, data=data, seed=sel.seed,
+                              calibration=sel.calibration, with_disagreements=True)
+    conf = diff["confidence"].to_numpy(dtype=float)
+    return {
+        "metrics": metrics,
+        "disagreements": [
+            [int(t), int(s), r, c, None if np.isnan(x) else float(x)]
+            for t, s, r, c, x in zip(diff["trace_id"].tolist(), diff["step"].tolist(),
+                                     diff["reference_verdict"].tolist(), diff["candidate_verdict"].tolist(),
+                                     conf.tolist(), strict=True)
+        ],
+    }
+
+
+def agreement_report_status(sel: Selection) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """The report of a selection and, when it is the one the score job stored (agreement.stored), when it
+    was computed and whether the data changed since; other selections are computed and cached per data
+    version (docs/agreement.md)."""
+    if sel.calibration is None:
+        row = stored.read(sel.study, StoredReport.Kind.PAIR, stored_pair_key(sel))
+        if row is not None:
+            return {**row.data, "disagreements": stored.Rows(row)}, stored.status(row)
     cal = sel.calibration.pk if sel.calibration is not None else None
     key = _key("pair", sel.study, cal, sel.reference, sel.candidate, sel.profile.pk, sel.profile.version, sel.seed)
     value = cache.get(key)
     if value is None:
-        data = data or ad.AgreementData.read(sel.study, sel.scope)
-        metrics, diff = agreement(sel.study, sel.reference, sel.candidate, sel.profile, data=data, seed=sel.seed,
-                                  calibration=sel.calibration, with_disagreements=True)
-        conf = diff["confidence"].to_numpy(dtype=float)
-        value = {
-            "metrics": metrics,
-            "disagreements": [
-                [int(t), int(s), r, c, None if np.isnan(x) else float(x)]
-                for t, s, r, c, x in zip(diff["trace_id"].tolist(), diff["step"].tolist(),
-                                         diff["reference_verdict"].tolist(), diff["candidate_verdict"].tolist(),
-                                         conf.tolist(), strict=True)
-            ],
-        }
+        value = pair_report(sel)
         cache.set(key, value, CACHE_SECONDS)
-    return value
+    return value, None
+
+
+def agreement_report(sel: Selection) -> dict[str, Any]:
+    return agreement_report_status(sel)[0]
 
 
 # ---------------------------------------------------------------------------
@@ -312,11 +331,22 @@ def annotator_report(study: Study, *, scope=None, data: ad.AgreementData | None 
     return out
 
 
-def cached_annotator_report(study: Study, calibration: CalibrationStudy | None = None) -> dict[str, Any]:
+def annotator_report_status(study: Study, calibration: CalibrationStudy | None = None
+                            ) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """annotator_report of the study (as the score job stored it, with its status) or of a calibration
+    sample (cached per data version)."""
+    if calibration is None:
+        row = stored.read(study, StoredReport.Kind.ANNOTATORS, stored.ANNOTATORS_KEY)
+        if row is not None:
+            return row.data, stored.status(row)
     cal = calibration.pk if calibration is not None else None
     key = _key("annotators", study, cal)
     value = cache.get(key)
     if value is None:
         value = annotator_report(study, scope=calibration_scope(calibration) if calibration is not None else None)
         cache.set(key, value, CACHE_SECONDS)
-    return value
+    return value, None
+
+
+def cached_annotator_report(study: Study, calibration: CalibrationStudy | None = None) -> dict[str, Any]:
+    return annotator_report_status(study, calibration)[0]

@@ -111,11 +111,11 @@ def agreement(request: HttpRequest, study_id: int) -> HttpResponse:
     study, membership = study_for(request, study_id)
     refusals_shown_on(request, "scoring/bad_filter.html", study=study, pages=[])  # a selection naming nothing
     sel = svc.select(study, request.GET)
-    report = svc.agreement_report(sel)
+    report, stored = svc.agreement_report_status(sel)
     m = report["metrics"]
     params = sel.params()
     context = {
-        "study": study, "membership": membership, "sel": sel, "m": m, "pages": AGREEMENT_PAGES,
+        "study": study, "membership": membership, "sel": sel, "m": m, "pages": AGREEMENT_PAGES, "stored": stored,
         "page_name": "scoring-agreement", "query": urlencode(params),
         "calibrations": list(CalibrationStudy.objects.filter(study=study).order_by("name").values("pk", "name")),
         "metrics": metric_rows(m),
@@ -135,10 +135,11 @@ def annotators(request: HttpRequest, study_id: int) -> HttpResponse:
     study, membership = study_for(request, study_id)
     refusals_shown_on(request, "scoring/bad_filter.html", study=study, pages=[])  # a calibration naming nothing
     cal = svc._calibration(study, request.GET["calibration"]) if request.GET.get("calibration") else None
-    report = svc.cached_annotator_report(study, cal)
+    report, stored = svc.annotator_report_status(study, cal)
     params = {"calibration": str(cal.pk)} if cal else {}
     context = {
         "study": study, "membership": membership, "r": report, "calibration": cal, "pages": AGREEMENT_PAGES,
+        "stored": stored,
         "page_name": "scoring-annotators", "query": urlencode(params),
         "calibrations": list(CalibrationStudy.objects.filter(study=study).order_by("name").values("pk", "name")),
         "heatmap": agreement_charts.kappa_heatmap(report["overall"]["pairwise_kappa"]),

@@ -206,6 +206,16 @@ def _complete(study, *, judge_filters: dict, built: bool) -> dict:
         t0 = time.perf_counter()
         score_jobs.recompute(study)
         timings["score_s"] = round(time.perf_counter() - t0, 1)
+    else:
+        # The study was scored by another process (an earlier run, scale.py's score stage), whose cache this
+        # run's new data folder does not share. In production the web and the workers share it (Redis, or
+        # the data folder's), and the score job's last step fills it: do that step here, as the job would.
+        from scoring import analytics
+        from scoring.services import default_profile
+
+        t0 = time.perf_counter()
+        analytics.warm(study, default_profile(study))
+        timings["cache_warm_s"] = round(time.perf_counter() - t0, 1)
     if not SubjectModel.objects.filter(study=study).exists():
         subject_services.ensure_builtin_templates(study)
         subject_services.do_save_subject(study, {"name": "local-model", "base_url": "http://127.0.0.1:8080/v1",

@@ -209,6 +209,29 @@ def matching_ids(src: Source, query: Query, *, select: str = "id", where: str = 
     return sql, [query.fts5(), *(params or [])]
 
 
+def matching_traces(query: Query, *, study_id: int, step_where: str = "", step_params: list | None = None,
+                    label_where: str = "", label_params: list | None = None,
+                    using: str = "default") -> tuple[str, list]:
+    """SQL selecting the ids of the traces whose steps, problem statement or (visible) labels' reasons
+    match ``query``: one ``UNION ALL`` of the three index-driven matches, for ``pk__in``.
+
+    Why one union rather than three ``IN`` subqueries joined by OR: PostgreSQL cannot turn an OR of
+    ``IN`` subqueries into joins, so it checks each trace against a hashed subplan of each -- and a
+    subplan whose matches do not fit ``work_mem`` is not hashed but rescanned for every trace of the
+    study (issue 33: ``q=wait`` at 300,000 traces took 2.2 s with 32 MB and did not finish in nine
+    minutes with the shipped 4 MB). A single ``IN`` of a union is a semi-join, which the planner
+    runs as a hash join (batched to disk when it outgrows ``work_mem``, never rescanned) or as
+    probes of the trace key: each arm is read once, through its GIN (or FTS5) index, at any size."""
+    step_sql, s_params = matching_ids(STEPS, query, select="trace_id", where=step_where, params=step_params,
+                                      using=using)
+    prob_sql, p_params = matching_ids(PROBLEMS, query, where="t.study_id = %s", params=[study_id], using=using)
+    lab_sql, l_params = matching_ids(LABELS, query, select="step_id", where=label_where, params=label_params,
+                                     using=using)
+    sql = (f"{step_sql} UNION ALL SELECT tp.id FROM annotation_trace tp WHERE tp.problem_id IN ({prob_sql}) "
+           f"UNION ALL SELECT sl.trace_id FROM annotation_step sl WHERE sl.id IN ({lab_sql})")
+    return sql, [*s_params, *p_params, *l_params]
+
+
 def step_snippets(query: Query, trace_ids: list[int], *, channel: str = "",
                   using: str = "default") -> list[tuple[int, int, int, str, str]]:
     """(step id, trace id, step index, channel, marked snippet) of the matching steps of ``trace_ids``

@@ -201,16 +201,11 @@ class TraceSearchFilter(django_filters.FilterSet):
         if self.parsed is None:
             return qs
         where, params = self.step_where()
-        step_sql, step_params = backends.matching_ids(backends.STEPS, self.parsed, select="trace_id", where=where,
-                                                      params=params)
-        prob_sql, prob_params = backends.matching_ids(backends.PROBLEMS, self.parsed, where="t.study_id = %s",
-                                                      params=[self.study.pk])
-        cond = Q(pk__in=RawSQL(step_sql, step_params)) | Q(problem_id__in=RawSQL(prob_sql, prob_params))
         label_where, label_params = self._label_where()
-        lab_sql, lab_params = backends.matching_ids(backends.LABELS, self.parsed, select="step_id",
-                                                    where=label_where, params=label_params)
-        cond |= Q(pk__in=Step.objects.filter(pk__in=RawSQL(lab_sql, lab_params)).values("trace_id"))
-        return qs.filter(cond)
+        sql, sql_params = backends.matching_traces(self.parsed, study_id=self.study.pk, step_where=where,
+                                                   step_params=params, label_where=label_where,
+                                                   label_params=label_params)
+        return qs.filter(pk__in=RawSQL(sql, sql_params))
 
     def step_where(self) -> tuple[str, list]:
         channel = self._value("channel")

@@ -1,0 +1,114 @@
+"""Stored agreement reports (agreement.models.StoredReport): what the *Judge vs reference* page shows for
+its default selection and what the Annotators page shows for the whole study, written by the score job.
+
+Computing either reads every label of the study and bootstraps a thousand resamples: seconds at 100,000
+traces, on a request that could not wait for it. The score job, which every change of the data queues
+(annotation.signals.data_changed), writes both after the scores they read (``refresh``, registered with
+``scoring.hooks.register_summary`` by agreement.apps). The same signal marks them ``stale``
+(``invalidate``) instead of deleting them: a page then shows the stored figures, says when they were
+computed and that a recompute is under way, and the job replaces them. Selections other than the
+default (another source, profile, seed or a calibration sample) are computed on request and cached per
+data version (agreement.services).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from django.db import connection, transaction
+from django.utils import timezone
+
+from agreement.models import StoredReport
+from annotation.models import Job, Study
+
+
+def pair_key(reference: str, candidate: str, profile_pk: int, profile_version: int, seed: int) -> str:
+    """What a *Judge vs reference* report is of: two sources, a profile at a version, a seed."""
+    return "\x1f".join([reference, candidate, str(profile_pk), str(profile_version), str(seed)])
+
+
+ANNOTATORS_KEY = "study"
+
+
+def read(study: Study, kind: str, key: str) -> StoredReport | None:
+    """The stored report of ``kind`` and ``key``, stale or not, or None when none was stored; its
+    disagreements are not read (``Rows`` reads the slice a page shows)."""
+    return StoredReport.objects.filter(study=study, kind=kind, key=key).defer("disagreements").first()
+
+
+class Rows(Sequence):
+    """A stored report's disagreements as the sequence a Paginator pages: its length is stored, and a slice
+    is read from the database (one query), not the whole list."""
+
+    def __init__(self, row: StoredReport) -> None:
+        self.pk, self.n = row.pk, row.n_disagreements
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            start, stop, step = index.indices(self.n)
+            if step != 1:
+                return list(self)[index]
+            return self._read(start, stop) if start < stop else []
+        if index < 0:
+            index += self.n
+        if not 0 <= index < self.n:
+            raise IndexError(index)
+        return self._read(index, index + 1)[0]
+
+    def _read(self, start: int, stop: int) -> list[list]:
+        table = StoredReport._meta.db_table
+        with connection.cursor() as cur:
+            if connection.vendor == "postgresql":  # jsonb: the elements by position, without parsing the rest
+                cur.execute(f"SELECT jsonb_path_query_array(disagreements, ('$[' || %s || ' to ' || %s || ']')::jsonpath)"
+                            f"::text FROM {table} WHERE id = %s", [start, stop - 1, self.pk])
+            else:
+                cur.execute(f"SELECT json_group_array(json(e.value)) FROM (SELECT j.value FROM {table} r, "
+                            f"json_each(r.disagreements) j WHERE r.id = %s AND j.key >= %s AND j.key < %s "
+                            f"ORDER BY j.key) e", [self.pk, start, stop])
+            found = cur.fetchone()
+        return json.loads(found[0]) if found and found[0] else []
+
+
+def status(row: StoredReport) -> dict[str, Any]:
+    """What a page says of a stored report: when it was computed, and whether the data changed since."""
+    return {"computed_at": row.computed_at, "stale": row.stale}
+
+
+def write(study: Study, kind: str, key: str, data: dict[str, Any], *, read_at: datetime,
+          job: Job | None, disagreements: list[list] | None = None) -> StoredReport:
+    """Store ``data`` as the one report of ``kind`` for the study (older keys go: another profile
+    version, another primary judge). ``read_at``: when the job began to read the data it is computed from;
+    a change of the data since then (``invalidate`` marked the row, or a score job was queued that has not
+    run) leaves it stale, so the page never shows it as current."""
+    with transaction.atomic():
+        current = StoredReport.objects.select_for_update().filter(study=study, kind=kind, key=key) \
+            .only("marked_at").first()
+        changed = current is not None and current.marked_at is not None and current.marked_at >= read_at
+        stale = changed or _recompute_pending(study, job, read_at)
+        StoredReport.objects.filter(study=study, kind=kind).exclude(key=key).delete()
+        row, _ = StoredReport.objects.update_or_create(
+            study=study, kind=kind, key=key,
+            defaults={"data": data, "disagreements": disagreements or [], "n_disagreements": len(disagreements or []),
+                      "computed_at": timezone.now(), "stale": stale})
+    return row
+
+
+def _recompute_pending(study: Study, job: Job | None, read_at: datetime) -> bool:
+    """A score job queued for the study since ``read_at`` (each change of the data queues one, or joins
+    one still queued): the data may have changed after it was read."""
+    queued = Job.objects.filter(study=study, kind=Job.Kind.SCORE, status=Job.Status.QUEUED, created_at__gte=read_at)
+    if job is not None:
+        queued = queued.exclude(pk=job.pk)
+    return queued.exists()
+
+
+def invalidate(sender, study: Study, **kwargs) -> None:
+    """Receiver of annotation.signals.data_changed: the stored reports describe older data. They stay,
+    marked, until the score job that the same change queued replaces them."""
+    StoredReport.objects.filter(study=study).update(stale=True, marked_at=timezone.now())
