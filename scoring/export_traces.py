@@ -137,7 +137,7 @@ def _trace_record(trace: Trace, steps: list[Step], labels: list[StepLabel], rati
 
 
 def trace_records(study, table: Table) -> Iterator[dict[str, Any]]:
-    pks = list(Trace.objects.filter(study=study).order_by("trace_id").values_list("pk", flat=True))
+    pks = list(Trace.objects.of_study(study).order_by("trace_id").values_list("pk", flat=True))
     n_labels = 0
     for start in range(0, len(pks), CHUNK):
         chunk = pks[start:start + CHUNK]
@@ -166,7 +166,7 @@ def trace_records(study, table: Table) -> Iterator[dict[str, Any]]:
 def traces(request: ExportRequest) -> Table:
     study = request.study
     n_problems = Problem.objects.filter(study=study).count()
-    n_traces = Trace.objects.filter(study=study).count()
+    n_traces = Trace.objects.of_study(study).count()
     table = Table(LINE_COLUMNS, [], schema=LINE_SCHEMA, lines=True,
                   meta={"profile": None, "sources": ["human"], "counts": {"problems": n_problems},
                         "expected_rows": n_problems + n_traces, "applied": []})
