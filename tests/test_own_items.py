@@ -1,18 +1,18 @@
 """Benchmark items and suite variants never count as the study's own (issue 31: "abstraction items (384
 zero-step traces) mix into the study's problem and trace lists and counts").
 
-The study here holds its own traces, the abstraction benchmark's 384 imported items (model ``gpt-4o-mini``,
-zero steps) and a fidelity suite's variants with labelled traces of their own (model ``suite-only``). What
-is checked is gathered from the registries, not from a list written here, so a new door is covered by
+The study holds its own (labelled, scored) traces; then the abstraction benchmark's 384 imported items (model
+``gpt-4o-mini``, zero steps) and labelled traces on a fidelity suite's variants (model ``suite-only``) arrive.
+What is checked is gathered from the registries, not from a list written here, so a new door is covered by
 construction:
 
+* every GET URL of the project (tests/test_permission_matrix.py's walk) but the fidelity and abstraction
+  apps' own pages, and every export kind not declared ``suites=True`` (``scoring.exports``), reads the same
+  byte for byte before and after they arrive: no count, menu, score or row moves;
 * every filter of the search filter set and of the trace list, with every value its type takes
-  (tests/test_blind_noninterference.py's values), through ``search.services.search`` and the traces API;
-* every GET URL of the project (tests/test_permission_matrix.py's walk) as the owner: no page but those of
-  the fidelity and abstraction apps names a suite trace's model;
-* every export kind (``scoring.exports``): a kind not declared ``suites=True`` exports none of them;
-* every kind of run (``runs.kinds``): a kind not declared ``suites=True`` must say here how its scope is
-  read (``SCOPES``), and that scope holds none of them.
+  (tests/test_blind_noninterference.py's values), finds none of them;
+* every kind of run (``runs.kinds``) not declared ``suites=True`` must say here how its scope is read
+  (``SCOPES``), and that scope holds none of them.
 
 The opt-ins are checked too: the abstraction page and export still read every item, ``?suites=1`` lists them.
 """
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 
 import pytest
 from django.test import Client
@@ -42,7 +43,7 @@ from subjects import services as subject_services
 from subjects.models import Generation
 from tests.conftest import jsonl
 from tests.data_paths import ABSTRACTION_SAMPLE
-from tests.test_blind_noninterference import EXPORT_EXTRA, all_filters, body
+from tests.test_blind_noninterference import EXPORT_EXTRA, _explain, all_filters, body
 from tests.test_permission_matrix import World, _path, rule_for, url_patterns
 
 pytestmark = pytest.mark.django_db
@@ -54,14 +55,35 @@ MARKERS = (BENCHMARK_MODEL, VARIANT_MODEL)
 SUITE_APPS = ("fidelity.", "abstraction.")
 
 
-@pytest.fixture
-def world(django_user_model):
+def make_world(django_user_model) -> World:
+    """The permission matrix's world (a fidelity suite with variants but no variant traces yet), its own
+    traces labelled completely (so they have scores beside which the variants' would show) and a subject
+    model with no run in progress (for a generation over the whole study)."""
     users = {name: django_user_model.objects.create_user(name, password="pw") for name in ("olivia", "adam", "anna")}
     w = World("Own items", blind=False, owner=users["olivia"], adjudicator=users["adam"], annotator=users["anna"])
-    w.owner, w.owner_m = users["olivia"], Membership.objects.get(study=w.study, user=users["olivia"])
+    w.owner, w.annotator_user = users["olivia"], users["anna"]
+    w.owner_m = Membership.objects.get(study=w.study, user=users["olivia"])
+    for trace in Trace.objects.filter(study=w.study):
+        do_save_labels(trace, users["anna"], version=0, complete=True,
+                       labels=[LabelIn(i, "valid") for i in range(1, trace.n_steps + 1)])
+    w.generator, _ = subject_services.do_save_subject(
+        w.study, {"name": "fresh", "model": "fresh", "base_url": "http://127.0.0.1:9/v1"})
+    w.own_traces = set(Trace.objects.filter(study=w.study).values_list("pk", flat=True))
+    # The world's subject model "generated" one own trace, with a thought: faithfulness and step-importance
+    # runs read a subject's generations (add_suite_items gives it a variant's trace too).
+    own_trace = Trace.objects.get(pk=min(w.own_traces))
+    Generation.objects.create(subject=w.subject, config_version=w.subject.version, problem=own_trace.problem,
+                              sample=0, trace=own_trace)
+    Trace.objects.filter(pk=own_trace.pk).update(n_thought_steps=1)
+    score_jobs.recompute(w.study, warm=False)
+    return w
+
+
+def add_suite_items(w: World) -> None:
+    """The abstraction benchmark's 384 published items, and a labelled trace on each of the suite's variants
+    (first step invalid, answer correct: a lucky guess, a hazard event and agreement rows if they leaked
+    into the scores), one of them generated by the world's subject model."""
     assert import_outputs(w.study, ABSTRACTION_SAMPLE, model=BENCHMARK_MODEL).committed
-    # The world's fidelity suite's variants, each with a labelled trace (first step invalid, answer correct:
-    # a lucky guess, a hazard event and agreement rows if they leaked into the scores).
     variants = list(Variant.objects.filter(suite__study=w.study).values_list("problem__problem_id", flat=True))
     assert variants
     records = [{"kind": "trace", "problem_id": pid, "model": VARIANT_MODEL, "trace_id": f"variant-{i}",
@@ -73,24 +95,19 @@ def world(django_user_model):
     assert report.committed, report
     w.suite_traces = set(Trace.objects.filter(study=w.study).suite_members().values_list("pk", flat=True))
     w.suite_problems = set(Problem.objects.filter(study=w.study).suite_members().values_list("pk", flat=True))
-    w.own_traces = set(Trace.objects.of_study(w.study).values_list("pk", flat=True))
-    assert len(w.suite_traces) == 384 + len(variants) and w.own_traces
-    # The subject model "generated" one own trace and one variant trace: faithfulness and step-importance
-    # runs read a subject's generations.
-    own_trace = Trace.objects.get(pk=min(w.own_traces))
+    assert len(w.suite_traces) == 384 + len(variants)
+    assert set(Trace.objects.of_study(w.study).values_list("pk", flat=True)) == w.own_traces
     variant_trace = Trace.objects.filter(model=VARIANT_MODEL, study=w.study).first()
-    for sample, trace in enumerate((own_trace, variant_trace)):
-        Generation.objects.create(subject=w.subject, config_version=w.subject.version, problem=trace.problem,
-                                  sample=sample, trace=trace)
-    Trace.objects.filter(pk__in=[own_trace.pk, variant_trace.pk]).update(n_thought_steps=1)
-    # The own traces labelled completely, so they have scores beside which the variants' would show.
-    for trace in Trace.objects.filter(pk__in=w.own_traces):
-        do_save_labels(trace, users["anna"], version=0, complete=True,
-                       labels=[LabelIn(i, "valid") for i in range(1, trace.n_steps + 1)])
-    # A subject model with no run in progress, for a generation over the whole study.
-    w.generator, _ = subject_services.do_save_subject(
-        w.study, {"name": "fresh", "model": "fresh", "base_url": "http://127.0.0.1:9/v1"})
+    Generation.objects.create(subject=w.subject, config_version=w.subject.version, problem=variant_trace.problem,
+                              sample=0, trace=variant_trace)
+    Trace.objects.filter(pk=variant_trace.pk).update(n_thought_steps=1)
     score_jobs.recompute(w.study, warm=False)
+
+
+@pytest.fixture
+def world(django_user_model):
+    w = make_world(django_user_model)
+    add_suite_items(w)
     return w
 
 
@@ -118,50 +135,63 @@ def test_every_search_filter_leaves_the_suite_traces_out(world, client: Client):
     assert {r["id"] for r in rows} == world.own_traces
 
 
-def test_no_page_outside_the_suites_counts_them(world, client: Client):
-    client.force_login(world.owner)
-    leaks = {}
-    walked = 0
+# What a recompute moves by itself: the times it stamps.
+_TIMES = re.compile(r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)?")
+
+
+def pages(client: Client, world) -> dict[str, str]:
+    """Every GET URL of the project (the permission matrix's walk) as the owner, but the suites' own."""
+    seen = {}
     for p in url_patterns():
         rule = rule_for(p)
         if p.is_admin or rule is None or rule.GET is None:
             continue
         path = "/" + _path(p, world)
-        module = resolve(path).func.__module__
-        if module.startswith(SUITE_APPS):
+        if resolve(path).func.__module__.startswith(SUITE_APPS):
             continue
         response = client.get(path)
-        walked += 1
-        found = _leaks(body(response))
-        if found:
-            leaks[f"GET {p.key}"] = found
-    assert walked > 50
-    assert not leaks, f"pages that name benchmark items or suite variants: {leaks}"
+        seen[f"GET {p.key}"] = f"{response.status_code}\n{_TIMES.sub('-', body(response))}"
+    return seen
+
+
+def exported(world) -> dict[str, str]:
+    """Every export kind built as the owner: its rows as JSON, or its refusal."""
+    extra = {"cohort": world.cohort_all.pk, "versus": world.cohort.pk, "scanner": world.scanner.pk, "query": "q=step"}
+    assert set(extra) == set(EXPORT_EXTRA)
+    out = {}
+    for what in exports.kinds():
+        request = exports.ExportRequest(study=world.study, what=what, membership=world.owner_m, extra=dict(extra))
+        try:
+            out[what] = _TIMES.sub("-", json.dumps(list(exports.build(request).records()), default=str,
+                                                  sort_keys=True))
+        except exports.ExportError as exc:
+            out[what] = f"refused: {exc}"
+    return out
+
+
+def test_no_page_or_export_outside_the_suites_changes_when_they_are_added(django_user_model, client: Client):
+    """Every page but the suites' and every export kind not declared ``suites=True`` reads the same before
+    and after the benchmark items and the variants' labelled traces arrive: not a count, a menu or a score
+    moves."""
+    world = make_world(django_user_model)
+    world.cohort_all = search_services.do_save_cohort(world.study, world.owner_m, name="all", data={})
+    client.force_login(world.owner)
+    before, exports_before = pages(client, world), exported(world)
+    assert len(before) > 50
+    add_suite_items(world)
+    after, exports_after = pages(client, world), exported(world)
+    changed = sorted(k for k in before if before[k] != after[k])
+    assert not changed, "pages that count benchmark items or suite variants:\n" + _explain(changed, before, after)
+    assert not [k for k, v in after.items() if _leaks(v)]
+    suite_kinds = {what for what in exports.kinds() if exports.kind(what).suites}
+    changed = sorted(k for k in exports_before if k not in suite_kinds and exports_before[k] != exports_after[k])
+    assert not changed, "exports that count benchmark items or suite variants:\n" + _explain(
+        changed, exports_before, exports_after)
+    assert sum(not v.startswith("refused") for v in exports_after.values()) > 20
+    assert _leaks(exports_after["abstraction-items"]), "the abstraction export lost its items"
     # The opt-ins still show them.
     assert BENCHMARK_MODEL in body(client.get(f"/studies/{world.study.pk}/abstraction/"))
     assert VARIANT_MODEL in body(client.get(f"/studies/{world.study.pk}/traces/", {"suites": "1"}))
-
-
-def test_every_export_kind_but_the_suites_leaves_them_out(world):
-    cohort = search_services.do_save_cohort(world.study, world.owner_m, name="all", data={})
-    extra = {"cohort": cohort.pk, "versus": world.cohort.pk, "scanner": world.scanner.pk, "query": "q=step"}
-    assert set(extra) == set(EXPORT_EXTRA)
-    built, suite_rows = 0, {}
-    for what in exports.kinds():
-        kind = exports.kind(what)
-        request = exports.ExportRequest(study=world.study, what=what, membership=world.owner_m, extra=dict(extra))
-        try:
-            table = exports.build(request)
-        except exports.ExportError:
-            continue
-        text = json.dumps(list(table.records()), default=str)
-        built += 1
-        if kind.suites:
-            suite_rows[what] = bool(_leaks(text))
-            continue
-        assert not _leaks(text), f"export {what!r} names benchmark items or suite variants"
-    assert built > 20
-    assert suite_rows.get("abstraction-items"), "the abstraction export lost its items"
 
 
 def _started_items(name: str, world, data: dict) -> set[int]:
