@@ -33,7 +33,7 @@ def _benchmark(request: ExportRequest) -> Benchmark | None:
     return bench
 
 
-@register("abstraction", reads=TRACE_ONLY, help="the abstraction benchmark's table: Γ per category, AVG, Δ_OP/NUM/ALL, F, intervals")
+@register("abstraction", reads=TRACE_ONLY, suites=True, help="the abstraction benchmark's table: Γ per category, AVG, Δ_OP/NUM/ALL, F, intervals")
 def table(request: ExportRequest) -> Table:
     bench = _benchmark(request)
     rows = services.table(request.study, benchmark=bench, n_resamples=int(request.extra.get("resamples") or 1000))
@@ -54,7 +54,7 @@ def table(request: ExportRequest) -> Table:
     return Table(columns=TABLE_COLUMNS, rows=out, schema=schema, meta={"abstraction": meta})
 
 
-@register("abstraction-items", reads=TRACE_ONLY, help="every checked answer of the abstraction benchmark with all its verdicts")
+@register("abstraction-items", reads=TRACE_ONLY, suites=True, help="every checked answer of the abstraction benchmark with all its verdicts")
 def items(request: ExportRequest) -> Table:
     bench = _benchmark(request)
     qs = Result.objects.filter(item__benchmark__study=request.study).select_related("item__benchmark")
@@ -81,7 +81,7 @@ def items(request: ExportRequest) -> Table:
 LONG_COLUMNS = ["model", "checker", "n_items", "statistic", "group", "value", "low", "high"]
 
 
-@register("abstraction-long", reads=TRACE_ONLY, help="the abstraction table in long format: one row per (model, statistic) with its "
+@register("abstraction-long", reads=TRACE_ONLY, suites=True, help="the abstraction table in long format: one row per (model, statistic) with its "
                                    "95% interval, and one per (model, sub-dataset) Γ_d -- the page's numbers")
 def table_long(request: ExportRequest) -> Table:
     bench = _benchmark(request)

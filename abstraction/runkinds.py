@@ -92,4 +92,4 @@ def declare() -> None:
     kinds.declare(kinds.RunKind(
         "abstraction", "Abstraction", AbstractionStartSerializer, start, options=options, retry=retry,
         help="The abstraction benchmark of paper 004: the subject model answers every item of a benchmark version "
-             "(Γ and Δ on the abstraction table)."))
+             "(Γ and Δ on the abstraction table).", suites=True))

@@ -53,7 +53,7 @@ MAX_CANDIDATES = 12
 def eligible_traces(study: Study, models: Sequence[str] = (), domain: str = "", cohort: str = "") -> pd.DataFrame:
     """trace_id (pk), stratum of the study's traces with steps (one query); ``cohort``: only a saved
     cohort's traces (annotation.scopes, offered by search)."""
-    qs = Trace.objects.filter(study=study, n_steps__gte=1)
+    qs = Trace.objects.of_study(study).filter(n_steps__gte=1)
     if cohort:
         try:
             qs = qs.filter(pk__in=scopes.scope_trace_ids(study, "cohort", str(cohort)))

@@ -71,8 +71,8 @@ def _form_choices(study) -> dict[str, Any]:
 
     return {
         "menu": svc.menu_sources(study),
-        "models": list(Trace.objects.filter(study=study).order_by("model").values_list("model", flat=True).distinct()),
-        "domains": [d for d in Problem.objects.filter(study=study).order_by("domain")
+        "models": list(Trace.objects.of_study(study).order_by("model").values_list("model", flat=True).distinct()),
+        "domains": [d for d in Problem.objects.of_study(study).order_by("domain")
                     .values_list("domain", flat=True).distinct() if d],
         "profiles": list(services.ensure_profiles(study)),
     }

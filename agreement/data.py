@@ -56,7 +56,8 @@ def annotator_names(study: Study) -> dict[int, str]:
     """pk -> username of everyone who reviewed a trace of the study (two
     queries). Every human label has its annotator's TraceReview (imports and
     saves make one), a table far smaller than the labels."""
-    ids = TraceReview.objects.filter(trace__study=study).values_list("annotator", flat=True).distinct()
+    ids = TraceReview.objects.filter(trace__in=Trace.objects.of_study(study).values("pk")) \
+        .values_list("annotator", flat=True).distinct()
     return dict(get_user_model().objects.filter(pk__in=list(ids)).order_by("pk").values_list("pk", "username"))
 
 
@@ -100,7 +101,8 @@ def _confidences(study_id: int, kind: str, column: str, pk: int) -> pd.DataFrame
 
 def read_ratings(study: Study) -> pd.DataFrame:
     """Holistic 0-10 ratings of complete reviews: trace_id, rating, annotator (username)."""
-    rows = list(TraceReview.objects.filter(trace__study=study, complete=True, rating__isnull=False)
+    rows = list(TraceReview.objects.filter(trace__in=Trace.objects.of_study(study).values("pk"), complete=True,
+                                          rating__isnull=False)
                 .order_by("trace_id", "annotator_id").values_list("trace_id", "rating", "annotator__username"))
     return pd.DataFrame.from_records(rows, columns=["trace_id", "rating", "annotator"]).astype(
         {"trace_id": "int64", "rating": "float64"})
@@ -233,7 +235,7 @@ class AgreementData:
     def processbench_splits(self) -> pd.DataFrame:
         """trace_id (pk), split of the traces in scope imported from ProcessBench ("processbench/math-12")."""
         rows = [(pk, processbench.split_of(tid)) for pk, tid in
-                Trace.objects.filter(study=self.study, trace_id__startswith="processbench/")
+                Trace.objects.of_study(self.study).filter(trace_id__startswith="processbench/")
                 .values_list("pk", "trace_id")]
         frame = pd.DataFrame([r for r in rows if r[1] is not None], columns=["trace_id", "split"])
         return self.scoped(frame.astype({"trace_id": "int64"}))

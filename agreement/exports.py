@@ -69,7 +69,7 @@ def _calibration(request: ExportRequest) -> CalibrationStudy | None:
 def _scope_traces(request: ExportRequest):
     """The Trace queryset an export covers: the study, a calibration sample,
     a model, a domain."""
-    qs = Trace.objects.filter(study=request.study)
+    qs = Trace.objects.of_study(request.study)
     if request.extra.get("cohort"):
         try:
             qs = qs.filter(pk__in=scopes.scope_trace_ids(request.study, "cohort", str(request.extra["cohort"])))

@@ -136,12 +136,15 @@ class StudyScopedQuerySet(models.QuerySet):
         return self.filter(**{f"{self.study_path}__memberships__user": user})
 
 
-# Problems that belong to a diagnostic suite (fidelity variants) rather than
-# to the study's own problem set. A higher app registers the lookup that marks
-# them from its AppConfig.ready (annotation cannot import it), e.g.
-# ("fidelity_variant__isnull", False). Suite problems and their traces stay
-# out of the problem list, generation scope, leaderboards, evidence
-# denominators and review queues unless asked for (docs/fidelity.md).
+# Problems that belong to a diagnostic suite (fidelity variants) or a benchmark
+# (abstraction items) rather than to the study's own problem set. A higher app
+# registers the lookup that marks them from its AppConfig.ready (annotation
+# cannot import it), e.g. ("fidelity_variant__isnull", False). Suite problems
+# and their traces stay out of everything that describes the study -- lists,
+# counts, search, judge/scanner/tagging runs, scores and everything read from
+# them, exports, evidence -- unless a door about the suite asks for them:
+# ``of_study(study)`` is where those doors start, ``of_study(study,
+# suites=True)`` the opt-in (docs/architecture.md, "Own items").
 _SUITE_LOOKUPS: list[tuple[str, Any]] = []
 
 
@@ -160,7 +163,21 @@ def suite_q(prefix: str = "") -> Q | None:
     return q
 
 
+def suite_problems_sql(study_id: int) -> tuple[str, tuple] | None:
+    """SQL selecting the pks of the study's suite problems (for raw-SQL readers such as the score job's:
+    ``problem NOT IN (...)``), or None when no app registered any rule."""
+    q = suite_q()
+    if q is None:
+        return None
+    return Problem.objects.filter(study_id=study_id).filter(q).values("pk").query.sql_with_params()
+
+
 class ProblemQuerySet(StudyScopedQuerySet):
+    def of_study(self, study: Study | int, *, suites: bool = False) -> ProblemQuerySet:
+        """The study's problems as every study-wide door starts from them: its own (suites=True: with the
+        suite variants and benchmark items, for the pages and runs about them)."""
+        return self.filter(study=study).in_scope(suites)
+
     def own(self) -> ProblemQuerySet:
         """The study's own problems: without suite variants."""
         q = suite_q()
@@ -264,6 +281,12 @@ class SkeletonStep(models.Model):
 
 
 class TraceQuerySet(StudyScopedQuerySet):
+    def of_study(self, study: Study | int, *, suites: bool = False) -> TraceQuerySet:
+        """The study's traces as every study-wide door starts from them (search, run scopes, exports,
+        menus, counts): its own (suites=True: with the suite variants' and benchmark items' traces, for
+        the pages and runs about them)."""
+        return self.filter(study=study).in_scope(suites)
+
     def with_problem(self) -> TraceQuerySet:
         return self.select_related("problem")
 

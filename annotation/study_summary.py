@@ -48,7 +48,8 @@ def study_progress(study_ids: list[int], user, stored: dict[int, dict] | None = 
     if live:
         for sid, counts in count(live).items():
             out[sid].update(counts)
-    complete = TraceReview.objects.filter(trace__study_id__in=study_ids, complete=True)
+    own = Trace.objects.filter(study_id__in=study_ids).own().values("pk")  # benchmark items are not progress
+    complete = TraceReview.objects.filter(trace__in=own, complete=True)
     for sid, n in complete.filter(annotator=user).values("trace__study").annotate(n=Count("pk")).values_list("trace__study", "n"):
         out[sid]["mine"] = n
     return out
@@ -60,10 +61,12 @@ def count(study_ids: list[int]) -> dict[int, dict[str, int]]:
     for sid, n in Trace.objects.filter(study_id__in=study_ids).own().values("study").annotate(n=Count("pk")) \
             .values_list("study", "n"):
         out[sid]["traces"] = n
-    complete = TraceReview.objects.filter(trace__study_id__in=study_ids, complete=True)
+    # Every count is of the study's own traces: a suite's variants and a benchmark's items are counted on their pages.
+    own = Trace.objects.filter(study_id__in=study_ids).own()
+    complete = TraceReview.objects.filter(trace__in=own.values("pk"), complete=True)
     for sid, n in complete.values("trace__study").annotate(n=Count("trace", distinct=True)).values_list("trace__study", "n"):
         out[sid]["anyone"] = n
-    judged = Trace.objects.filter(study_id__in=study_ids).filter(
+    judged = own.filter(
         Exists(StepLabel.objects.filter(step__trace=OuterRef("pk"), kind=StepLabel.Kind.JUDGE))
     )
     for sid, n in judged.values("study").annotate(n=Count("pk")).values_list("study", "n"):
@@ -71,7 +74,7 @@ def count(study_ids: list[int]) -> dict[int, dict[str, int]]:
     # One query for every study: steps whose human labels (and the study's
     # primary judge) disagree on the verdict, not yet adjudicated.
     steps = (
-        StepLabel.objects.filter(step__trace__study_id__in=study_ids)
+        StepLabel.objects.filter(step__trace__in=own.values("pk"))
         .filter(Q(kind=StepLabel.Kind.HUMAN) | Q(kind=StepLabel.Kind.JUDGE, judge_id=F("step__trace__study__primary_judge")))
         .exclude(Exists(StepLabel.objects.filter(step=OuterRef("step"), kind=StepLabel.Kind.ADJUDICATION)))
         .values("step")

@@ -83,7 +83,7 @@ class StudyData:
 
 def _study_data(study: Study, model: str | None) -> StudyData:
     # The evidence counts the study's own traces: fidelity variants' traces belong to their suite.
-    qs = Trace.objects.filter(study=study).own()
+    qs = Trace.objects.of_study(study)
     if model:
         qs = qs.filter(model=model)
     traces: dict[str, list[tuple]] = defaultdict(list)
@@ -162,7 +162,8 @@ def evidence(study: Study, model: str | None = None, *, policy: str = val_core.E
             seen_grids.add((record.subject.name, record.grid))
             anytime_by[record.subject.name].append(record)
     tokens: dict[str, list[int]] = defaultdict(list)
-    for name, n in Generation.objects.filter(subject__study=study, completion_tokens__isnull=False) \
+    for name, n in Generation.objects.filter(subject__study=study, completion_tokens__isnull=False,
+                                             trace__in=Trace.objects.of_study(study).values("pk")) \
             .values_list("subject__name", "completion_tokens"):
         tokens[name].append(n)
     mech = JudgeConfig.objects.filter(study=study, provider=JudgeConfig.Provider.MECHANISTIC).first()
@@ -216,7 +217,7 @@ def report(study: Study, model: str | None = None, fmt: str = "md", *, policy: s
         raise FieldInvalid("format", f"unknown report format {fmt!r}; choose {', '.join(FORMATS)}")
     evs = evidence(study, model, policy=policy)
     if model and not evs:
-        names = ", ".join(sorted(set(Trace.objects.filter(study=study).values_list("model", flat=True)))) or "none"
+        names = ", ".join(sorted(set(Trace.objects.of_study(study).values_list("model", flat=True)))) or "none"
         raise FieldInvalid("model", f"no traces of model {model!r} in {study.name!r} (models: {names})")
     reps = [tier_core.template(ev) for ev in evs]
     if fmt == "json":

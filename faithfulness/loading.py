@@ -37,9 +37,10 @@ class TraceData:
 
 
 def subject_traces(subject: SubjectModel) -> QuerySet[Trace]:
-    """The subject model's generated traces of its current configuration version."""
+    """The subject model's generated traces of its current configuration version, of the study's own
+    problems (every faithfulness and step-importance run starts here; not suite variants' traces)."""
     ids = Generation.objects.filter(subject=subject, config_version=subject.version).values("trace_id")
-    return Trace.objects.filter(pk__in=ids)
+    return Trace.objects.of_study(subject.study_id).filter(pk__in=ids)
 
 
 ANSWER, THOUGHT = Step.Channel.ANSWER, Step.Channel.THOUGHT

@@ -21,7 +21,7 @@ def _run(request: ExportRequest) -> FidelityRun | None:
     return runs.order_by("-pk").first()
 
 
-@register("fidelity", reads=TRACE_ONLY, help="fidelity diagnostics of the newest run of --model (one row per original and variant); "
+@register("fidelity", reads=TRACE_ONLY, suites=True, help="fidelity diagnostics of the newest run of --model (one row per original and variant); "
                            "without a run, the metrics of the imported traces alone")
 def fidelity(request: ExportRequest) -> Table:
     run = _run(request)
@@ -74,7 +74,7 @@ def _empty(columns: list[str]) -> Table:
                                     "sources": [], "applied": ["model", "run"]})
 
 
-@register("fidelity-table1", reads=TRACE_ONLY, help="the report's Table 1 (perturbations ranked by robustness) of --run, else the "
+@register("fidelity-table1", reads=TRACE_ONLY, suites=True, help="the report's Table 1 (perturbations ranked by robustness) of --run, else the "
                                   "newest run of --model: one row per perturbation, as the page shows it")
 def fidelity_table1(request: ExportRequest) -> Table:
     rep = _report(request)
@@ -87,7 +87,7 @@ def fidelity_table1(request: ExportRequest) -> Table:
                                              "applied": ["model", "run"]})
 
 
-@register("fidelity-table2", reads=TRACE_ONLY, help="the report's Table 2 (counterfactuals) of --run, else the newest run of --model: "
+@register("fidelity-table2", reads=TRACE_ONLY, suites=True, help="the report's Table 2 (counterfactuals) of --run, else the newest run of --model: "
                                   "one row per group (all, by strategy, by magnitude, by complexity), long format")
 def fidelity_table2(request: ExportRequest) -> Table:
     rep = _report(request)
@@ -109,7 +109,7 @@ def fidelity_table2(request: ExportRequest) -> Table:
 SYMBOLIC_COLUMNS = ["model", "variant", "level", "key", "n", "correct", "accuracy"]
 
 
-@register("gsm-symbolic", reads=TRACE_ONLY, help="GSM-Symbolic accuracy of --model (else every model) as the paper reports it, long "
+@register("gsm-symbolic", reads=TRACE_ONLY, suites=True, help="GSM-Symbolic accuracy of --model (else every model) as the paper reports it, long "
                                "format: per variant one row per instance set (level set), per template (level "
                                "template), and the mean and sd over the sets (level mean, sd)")
 def gsm_symbolic(request: ExportRequest) -> Table:

@@ -55,4 +55,4 @@ def declare() -> None:
         options=lambda study: {"model": list(SubjectModel.objects.filter(study=study).order_by("name")
                                              .values_list("name", flat=True))},
         help="Seeded variants of the study's problems (perturbations, counterfactuals) and backward "
-             "reconstructions, answered by a subject model (paper 001)."))
+             "reconstructions, answered by a subject model (paper 001).", suites=True))

@@ -48,8 +48,8 @@ def options(study: Study) -> dict[str, list[str]]:
         "judge": [name for _, name in sorted(
             JudgeConfig.objects.filter(study=study).values_list("provider", "name"),
             key=lambda row: (row[0] != JudgeConfig.Provider.MECHANISTIC, row[1]))],
-        "model": list(Trace.objects.filter(study=study).order_by("model").values_list("model", flat=True).distinct()),
-        "domain": [d for d in Problem.objects.filter(study=study).order_by("domain")
+        "model": list(Trace.objects.of_study(study).order_by("model").values_list("model", flat=True).distinct()),
+        "domain": [d for d in Problem.objects.of_study(study).order_by("domain")
                    .values_list("domain", flat=True).distinct() if d],
     }
 

@@ -198,7 +198,7 @@ def estimate_run(judge: JudgeConfig, traces: QuerySet[Trace]) -> dict[str, Any] 
 
 
 def traces_in_scope(judge: JudgeConfig, scope: str = "all", filters: dict | None = None) -> QuerySet[Trace]:
-    qs = Trace.objects.filter(study_id=judge.study_id)
+    qs = Trace.objects.of_study(judge.study_id)  # "all traces": the study's own, not benchmark items
     results = JudgeTraceResult.objects.filter(judge=judge, trace=OuterRef("pk"))
     if scope == JudgeRun.Scope.UNLABELLED:
         qs = qs.filter(~Exists(results.filter(status=JudgeTraceResult.Status.OK)))

@@ -48,7 +48,7 @@ def do_start_tagging(judge: JudgeConfig, *, trace_pks: Sequence[int] | None = No
                      budget_usd: float | None = None, queue: bool = True) -> TagRun:
     """Start a tagging run of ``judge`` over ``trace_pks`` (the study's traces when None) (runs.engine.start)."""
     check_judge(judge)
-    traces = Trace.objects.filter(study_id=judge.study_id)
+    traces = Trace.objects.of_study(judge.study_id)
     if trace_pks is not None:
         traces = traces.filter(pk__in=list(trace_pks))
 
@@ -75,7 +75,7 @@ def start_for_study(study: Study, judge: JudgeConfig, *, cohort: str | None, tra
     if cohort:
         pks = set(Trace.objects.filter(pk__in=scopes.cohort_traces(study, cohort)).values_list("pk", flat=True))
     if trace_ids:
-        named = set(Trace.objects.filter(study=study, trace_id__in=list(trace_ids)).values_list("pk", flat=True))
+        named = set(Trace.objects.of_study(study).filter(trace_id__in=list(trace_ids)).values_list("pk", flat=True))
         pks = named if pks is None else pks & named
     if pks is not None and not pks:
         raise ParamError("trace_ids" if trace_ids else "cohort", "names none of the study's traces")

@@ -102,7 +102,7 @@ def judge_detail(request: HttpRequest, judge_id: int) -> HttpResponse:
         "n_failed": JudgeTraceResult.objects.filter(judge=judge, status=JudgeTraceResult.Status.FAILED).count(),
         "n_disagreements": services.visible_disagreement_count(judge, membership),
         "run_fields": page_fields("judge", judge.study, without=("judge",)) if membership.is_owner else None,
-        "estimate": (services.estimate_run(judge, Trace.objects.filter(study=judge.study))
+        "estimate": (services.estimate_run(judge, Trace.objects.of_study(judge.study))
                      if membership.is_owner else None),
     }
     return render(request, "judges/detail.html", context)
@@ -150,7 +150,7 @@ def _preview(judge: JudgeConfig, form: PromptForm) -> dict:
     if not form.is_valid():
         return {"error": "; ".join(e for errors in form.errors.values() for e in errors)}
     wanted = form.cleaned_data["trace"].strip()
-    traces = Trace.objects.filter(study=judge.study)
+    traces = Trace.objects.of_study(judge.study)
     if wanted:
         lookup = Q(trace_id=wanted) | Q(pk=int(wanted)) if is_id(wanted) else Q(trace_id=wanted)
         trace = traces.filter(lookup).first()

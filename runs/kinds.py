@@ -71,6 +71,9 @@ class RunKind:
     run_kind: str = ""
     retry: Callable[[Run, Any], Any] | None = None
     report: Callable[[Any], str] | None = None
+    # A run about a suite or benchmark (fidelity variants, abstraction items): its items are theirs. Every
+    # other kind works on the study's own traces and problems only (Trace/Problem.objects.of_study).
+    suites: bool = False
 
     @property
     def engine_kind(self) -> str:

@@ -44,9 +44,11 @@ def _skeleton(problem: Problem, skeletons: dict[int, list[Skeleton]]) -> tuple[l
 
 
 def problem_records(study) -> Iterator[dict[str, Any]]:
-    problems = Problem.objects.filter(study=study).order_by("problem_id")
+    # The study's own problems (and below its own traces): a fidelity suite's variants are made again from
+    # the suite's seed, the abstraction benchmark's items come with their own import.
+    problems = Problem.objects.of_study(study).order_by("problem_id")
     skeletons: dict[int, list[Skeleton]] = {}
-    for s in Skeleton.objects.filter(problem__study=study).prefetch_related("steps"):
+    for s in Skeleton.objects.filter(problem__in=problems.values("pk")).prefetch_related("steps"):
         skeletons.setdefault(s.problem_id, []).append(s)
     for p in problems.iterator(chunk_size=CHUNK):
         rec: dict[str, Any] = {"kind": "problem", "problem_id": p.problem_id, "statement": p.statement,
@@ -137,7 +139,7 @@ def _trace_record(trace: Trace, steps: list[Step], labels: list[StepLabel], rati
 
 
 def trace_records(study, table: Table) -> Iterator[dict[str, Any]]:
-    pks = list(Trace.objects.filter(study=study).order_by("trace_id").values_list("pk", flat=True))
+    pks = list(Trace.objects.of_study(study).order_by("trace_id").values_list("pk", flat=True))
     n_labels = 0
     for start in range(0, len(pks), CHUNK):
         chunk = pks[start:start + CHUNK]
@@ -165,8 +167,8 @@ def trace_records(study, table: Table) -> Iterator[dict[str, Any]]:
                "human labels and ratings (import it into a new study with import_traces)")
 def traces(request: ExportRequest) -> Table:
     study = request.study
-    n_problems = Problem.objects.filter(study=study).count()
-    n_traces = Trace.objects.filter(study=study).count()
+    n_problems = Problem.objects.of_study(study).count()
+    n_traces = Trace.objects.of_study(study).count()
     table = Table(LINE_COLUMNS, [], schema=LINE_SCHEMA, lines=True,
                   meta={"profile": None, "sources": ["human"], "counts": {"problems": n_problems},
                         "expected_rows": n_problems + n_traces, "applied": []})

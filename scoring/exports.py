@@ -132,6 +132,9 @@ class Kind:
     restricted: bool = False  # owners and adjudicators only
     check: Callable[[ExportRequest], None] | None = None
     reads: frozenset[Source] = frozenset(Source)  # what it reads (annotation.gate); undeclared: everything
+    # About a suite or benchmark (fidelity, abstraction): reads their variants and items. Every other kind
+    # reads the study's own traces only (Trace.objects.of_study), which tests/test_own_items.py checks.
+    suites: bool = False
 
 
 _REGISTRY: dict[str, Kind] = {}
@@ -153,10 +156,11 @@ def _load_kinds() -> None:
 
 
 def register(name: str, *, help: str = "", restricted: bool = False,
-             check: Callable[[ExportRequest], None] | None = None, reads: Iterable[Source] | None = None) -> Callable:
+             check: Callable[[ExportRequest], None] | None = None, reads: Iterable[Source] | None = None,
+             suites: bool = False) -> Callable:
     def decorate(fn: Callable[[ExportRequest], Table]) -> Callable[[ExportRequest], Table]:
         _REGISTRY[name] = Kind(name, fn, help, restricted, check,
-                               frozenset(reads) if reads is not None else frozenset(Source))
+                               frozenset(reads) if reads is not None else frozenset(Source), suites)
         return fn
 
     return decorate

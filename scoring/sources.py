@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 from django.db import connection, transaction
 
-from annotation.models import Problem, Step, StepLabel, Study, Trace, TraceReview
+from annotation.models import Problem, Step, StepLabel, Study, Trace, TraceReview, suite_problems_sql
 from reasonlib.refusals import Invalid
 from reasonlib.verifier.corrections import claim_keys
 from scoring.core.labels import INVALID, VALID, VERDICTS, final_labels, human_consensus
@@ -131,17 +131,29 @@ class Inputs:
         return [FINAL, HUMAN] + [f"{JUDGE_PREFIX}{name}" for name in names]
 
 
+def _own_only(trace_alias: str, study_id: int) -> tuple[str, list]:
+    """A WHERE clause keeping the study's own traces (annotation.models.suite_problems_sql: not the suite
+    variants' nor the benchmark items'), "" when no rule is registered: scores, the hazard behind them and
+    everything read from them (leaderboard, hazard, lucky guesses, agreement, calibration) start here."""
+    suite = suite_problems_sql(study_id)
+    if suite is None:
+        return "", []
+    sub_sql, sub_params = suite
+    return f" AND {trace_alias}.{_col(Trace, 'problem')} NOT IN ({sub_sql})", list(sub_params)
+
+
 def read_traces(study_id: int) -> pd.DataFrame:
     t, p = _table(Trace), _table(Problem)
+    own_sql, own_params = _own_only("t", study_id)
     correct = _col(Trace, "answer_correct")
     sql = (
         f"SELECT t.{_q('id')}, t.{_col(Trace, 'model')}, p.{_col(Problem, 'domain')}, t.{_col(Trace, 'n_steps')}, "
         # An answer nobody has decided counts as not correct (as on the study page).
         f"p.{_col(Problem, 'l_gold')}, CASE WHEN t.{correct} THEN 1 ELSE 0 END, t.{_col(Trace, 'n_thought_steps')} "
         f"FROM {t} t JOIN {p} p ON p.{_q('id')} = t.{_col(Trace, 'problem')} "
-        f"WHERE t.{_col(Trace, 'study')} = %s ORDER BY t.{_q('id')}"
+        f"WHERE t.{_col(Trace, 'study')} = %s{own_sql} ORDER BY t.{_q('id')}"
     )
-    df = _frame(sql, [study_id], {"trace_id": "int64", "model": "object", "domain": "object", "n_steps": "int64",
+    df = _frame(sql, [study_id, *own_params], {"trace_id": "int64", "model": "object", "domain": "object", "n_steps": "int64",
                                   "l_gold": "int64", "answer_correct": "int64", "n_thought_steps": "int64"})
     df["answer_correct"] = df["answer_correct"].astype(bool)
     return df
@@ -170,6 +182,7 @@ def labels_query(study_id: int) -> tuple[str, list]:
     are read only where they can count (valid steps), so Python handles few
     and short values."""
     lab, st, tr, rv = _table(StepLabel), _table(Step), _table(Trace), _table(TraceReview)
+    own_sql, own_params = _own_only("t", study_id)
     kind, verdict = f"l.{_col(StepLabel, 'kind')}", f"l.{_col(StepLabel, 'verdict')}"
     sql = (
         f"SELECT s.{_col(Step, 'trace')}, s.{_col(Step, 'index')}, "
@@ -183,9 +196,10 @@ def labels_query(study_id: int) -> tuple[str, list]:
         f"LEFT JOIN {rv} r ON r.{_col(TraceReview, 'trace')} = s.{_col(Step, 'trace')} "
         f"AND r.{_col(TraceReview, 'annotator')} = l.{_col(StepLabel, 'annotator')} AND {kind} = %s "
         f"WHERE t.{_col(Trace, 'study')} = %s AND ({kind} <> %s OR r.{_col(TraceReview, 'complete')} = %s)"
+        f"{own_sql}"
     )
     human = StepLabel.Kind.HUMAN
-    return sql, [human, StepLabel.Kind.JUDGE, VALID, INVALID, VALID, human, study_id, human, True]
+    return sql, [human, StepLabel.Kind.JUDGE, VALID, INVALID, VALID, human, study_id, human, True, *own_params]
 
 
 def read_labels(study_id: int) -> pd.DataFrame:

@@ -72,8 +72,9 @@ def do_start_scan(scanner: Scanner, *, cohort: Cohort | None = None, user=None, 
         return (f"scanner {scanner.name} already has run {active.pk} in progress (job {active.job_id}); "
                 "wait for it or cancel it") if active is not None else None
 
-    traces = (Trace.objects.filter(cohort_memberships__cohort=cohort) if cohort is not None
-              else Trace.objects.filter(study_id=scanner.study_id))
+    traces = Trace.objects.of_study(scanner.study_id)  # not the benchmark items nor the suite variants
+    if cohort is not None:
+        traces = traces.filter(cohort_memberships__cohort=cohort)
     # The one start of every kind (runs.engine.start): conflict, job, run, record, chunks, queueing and
     # the broker-down behaviour; the trace ids are read inside its transaction, after the conflict check.
     record = engine.start(

@@ -74,7 +74,8 @@ def search(study: Study, membership: Membership, data) -> Search:
     Raises SearchError (400, naming the parameter) or AccessDenied (403 in blind mode)."""
     if not hasattr(data, "getlist"):
         data = _querydict(data)
-    qs = Trace.objects.filter(study=study).select_related("problem").order_by("pk")
+    # The study's own traces: benchmark items and suite variants are searched on their own pages.
+    qs = Trace.objects.of_study(study).select_related("problem").order_by("pk")
     fs = TraceSearchFilter(data, queryset=qs, study=study, membership=membership)
     if not fs.is_valid():
         raise SearchError({k: [str(m) for m in v] for k, v in fs.errors.items()})
@@ -305,7 +306,7 @@ def readable_cohort(cohort: Cohort, membership: Membership | None) -> bool:
 
 
 def cohort_traces(cohort: Cohort) -> QuerySet[Trace]:
-    return Trace.objects.filter(study_id=cohort.study_id, cohort_memberships__cohort=cohort).order_by("pk")
+    return Trace.objects.of_study(cohort.study_id).filter(cohort_memberships__cohort=cohort).order_by("pk")
 
 
 def cohort_trace_ids(cohort: Cohort) -> list[int]:

@@ -510,7 +510,8 @@ def model_table(study: Study) -> list[ModelRow]:
     cost: dict[tuple[int, int], float] = defaultdict(float)
     truncated: dict[tuple[int, int], int] = defaultdict(int)
     for subject_id, version, problem, sample, answer, correct, ct, usd, trunc in (
-        Generation.objects.filter(subject__study=study).values_list(
+        # Generations of the study's own problems: a benchmark's or a suite's are reported on their pages.
+        Generation.objects.filter(subject__study=study, trace__in=Trace.objects.of_study(study).values("pk")).values_list(
             "subject_id", "config_version", "problem_id", "sample", "trace__answer", "trace__answer_correct",
             "completion_tokens", "cost_usd", "truncated")
     ):
@@ -529,7 +530,7 @@ def model_table(study: Study) -> list[ModelRow]:
         rows.append(ModelRow(subject.name, subject, version, agg.samples, agg.accuracy, agg,
                              sum(toks) / len(toks) if toks else None, cost[(subject_id, version)],
                              truncated[(subject_id, version)]))
-    imported = (Trace.objects.filter(study=study, generation__isnull=True).values("model")
+    imported = (Trace.objects.of_study(study).filter(generation__isnull=True).values("model")
                 .annotate(n=Count("pk"), checked=Count("pk", filter=Q(answer_correct__isnull=False)),
                           correct=Count("pk", filter=Q(answer_correct=True))).order_by("model"))
     for r in imported:

@@ -9,7 +9,7 @@ from django.db.models import Count, Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 
 from annotation.importing.pipeline import label_snapshot
-from annotation.models import LabelHistory, Step, StepLabel, Study, Verdict
+from annotation.models import LabelHistory, Step, StepLabel, Study, Trace, Verdict
 from annotation.review.base import NOTE_MAX, VIA_WEB, Conflict, ReviewError, send_data_changed
 
 
@@ -25,7 +25,8 @@ def disagreement_step_ids(study: Study, *, open_only: bool = True) -> QuerySet:
     human against the study's primary judge -- as a ``values("step")``
     subquery. ``open_only`` leaves out steps already adjudicated."""
     qs = (
-        StepLabel.objects.filter(step__trace__study=study)
+        # The study's own traces: a suite's variants and a benchmark's items are not the study's to adjudicate.
+        StepLabel.objects.filter(step__trace__in=Trace.objects.of_study(study).values("pk"))
         .filter(_source_filter(study))
         .values("step")
         .annotate(n_verdicts=Count("verdict", distinct=True), n_human=Count("pk", filter=Q(kind=StepLabel.Kind.HUMAN)))

@@ -28,7 +28,7 @@ def study_models(study: Study) -> list[str]:
     from django.db import connection
 
     if connection.vendor != "postgresql":
-        return list(Trace.objects.filter(study=study).values_list("model", flat=True).distinct().order_by("model"))
+        return list(Trace.objects.of_study(study).values_list("model", flat=True).distinct().order_by("model"))
     table = Trace._meta.db_table
     sql = f"""
         WITH RECURSIVE m(model) AS (

@@ -66,7 +66,7 @@ def problem_list(request: HttpRequest, study_id: int) -> HttpResponse:
     )
     for p in page:
         p.n_traces = counts.get(p.pk, 0)
-    domains = Problem.objects.filter(study=study).exclude(domain="").values_list("domain", flat=True).distinct().order_by("domain")
+    domains = Problem.objects.of_study(study, suites=f["suites"] == "1").exclude(domain="").values_list("domain", flat=True).distinct().order_by("domain")
     context = {"study": study, "membership": membership, "page": page, "f": f, "domains": domains,
                "query": page_query(request)}
     template = "annotation/problem_list.html#rows" if request.htmx else "annotation/problem_list.html"

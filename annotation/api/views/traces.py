@@ -36,7 +36,7 @@ class StudyTraces(generics.ListAPIView):
 
     def get_queryset(self):
         study, membership = access.check_study(self.request.user, self.kwargs["pk"])
-        qs = Trace.objects.filter(study=study).select_related("problem").order_by("pk")
+        qs = Trace.objects.of_study(study).select_related("problem").order_by("pk")
         return filter_traces(qs, self.request.query_params, study, membership)
 
 
