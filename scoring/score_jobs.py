@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pandas as pd
+from django.conf import settings
 from django.db import DatabaseError, InterfaceError, OperationalError
 from django.utils import timezone
 
@@ -23,11 +26,11 @@ from annotation import jobs
 from annotation.models import Job, Study
 from scoring import analytics, sources, storage
 from scoring.core.aggregate import to_records
-from scoring.core.hazard import pinned_hazard_table
+from scoring.core.hazard import add_hazard_counts, hazard_from_counts, pinned_hazard_table
 from scoring.core.labels import INVALID, complete_traces
-from scoring.core.scores import estimate_hazard, score_traces
+from scoring.core.scores import estimate_hazard_counts, score_traces
 from scoring.core.thought import channel_traces, recoveries, recovery_by_trace
-from scoring.models import ScoreSet
+from scoring.models import ScoreSet, ScoringProfile
 from scoring.services import default_profile, ensure_profiles
 
 log = logging.getLogger("scoring")
@@ -131,74 +134,192 @@ def recovery_of(traces: pd.DataFrame, steps: pd.DataFrame,
     return out, recovered
 
 
-def recompute(study: Study, *, profiles: Iterable[str] | None = None, progress=None, should_stop=None,
-              job: Job | None = None, warm: bool = True) -> dict[str, Any]:
-    """Recompute and store the scores of ``study`` for every label source
-    under the given profiles (all current ones by default)."""
-    timings: dict[str, float] = {}
-    t0 = time.perf_counter()
+#: Traces a recompute reads at a time (settings.SCORING_CHUNK_TRACES): its memory follows this, not the
+#: size of the study. 20,000 traces of 10 steps hold about 200k labels (a few tens of MB in pandas).
+CHUNK_TRACES = 20_000
+
+
+def chunk_traces() -> int:
+    return int(getattr(settings, "SCORING_CHUNK_TRACES", CHUNK_TRACES))
+
+
+@dataclass
+class Plan:
+    """What every chunk of one recompute needs: the profiles (the default first), the channel selections
+    they read, the study's chunks of traces, and once the first pass is over the label sources and the
+    study-wide hazard table of each (source, channels)."""
+
+    study: Study
+    current: dict[str, ScoringProfile]
+    names: list[str]
+    spans: list[tuple[int, int]]
+    key: str
+    sources: list[str] = field(default_factory=list)
+    hazards: dict[tuple[str, str], pd.DataFrame] = field(default_factory=dict)
+
+    @property
+    def channels(self) -> list[str]:
+        return list(dict.fromkeys(self.current[n].as_profile().channels for n in self.names))
+
+
+def make_plan(study: Study, profiles: Iterable[str] | None, key: str, size: int | None = None) -> Plan:
     current = ensure_profiles(study)
     names = list(current) if profiles is None else [n for n in profiles if n in current]
     default = default_profile(study, current)
     names.sort(key=lambda n: (n != default.name, n))  # the default first: pages need it soonest
-    inputs = sources.read_inputs(study)
-    timings["read"] = time.perf_counter() - t0
+    return Plan(study, current, names, sources.trace_spans(study.pk, size or chunk_traces()), key)
 
-    src_names = inputs.sources()
-    total = len(src_names) * len(names)
-    done = 0
-    if progress:
-        progress(0, total)
-    rows = 0
-    timings["label_sources"] = timings["arithmetic"] = timings["write"] = 0.0
-    ts = time.perf_counter()
+
+@dataclass
+class Tally:
+    """What the first pass adds up over chunks: the judges that labelled something, the hazard counts of
+    each (source, channels) (scoring.core.hazard.hazard_counts), the traces and labels read."""
+
+    judges: set[int] = field(default_factory=set)
+    counts: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+    traces: int = 0
+    labels: int = 0
+
+    def add(self, other: Tally) -> None:
+        self.judges |= other.judges
+        for key, c in other.counts.items():
+            self.counts[key] = add_hazard_counts(self.counts[key], c) if key in self.counts else c
+        self.traces += other.traces
+        self.labels += other.labels
+
+
+def chunk_tally(plan: Plan, span: tuple[int, int]) -> Tally:
+    """The first pass over one chunk of traces: what the study-wide hazard tables are summed from."""
+    inputs = sources.read_inputs(plan.study, span)
+    judges = set((-inputs.labels.loc[inputs.labels["src"] < 0, "src"]).unique().tolist())
     human = sources.human_steps(inputs.labels)
-    timings["label_sources"] += time.perf_counter() - ts
-    ts = time.perf_counter()
-    claims = sources.read_claims(thought_error_steps(inputs))
-    timings["claims"] = time.perf_counter() - ts
-    for source in src_names:
-        ts = time.perf_counter()
+    tally = Tally(judges=judges, traces=len(inputs.traces), labels=len(inputs.labels))
+    names = [sources.FINAL, sources.HUMAN] + [f"{sources.JUDGE_PREFIX}{n}" for n, pk in inputs.judges.items()
+                                             if pk in judges]
+    for source in names:
         steps = sources.source_steps(inputs, source, human=human)
-        timings["label_sources"] += time.perf_counter() - ts
-        ta = time.perf_counter()
-        by_trace, recovered = recovery_of(inputs.traces, steps, claims)
-        timings["arithmetic"] += time.perf_counter() - ta
-        # A profile reads one channel selection; profiles that read the same
-        # one share its steps, completeness and hazard estimate.
-        by_channels: dict[str, tuple[pd.DataFrame, pd.DataFrame, np.ndarray, pd.DataFrame]] = {}
-        for name in names:
+        for channels in plan.channels:
+            ch_traces, ch_steps = channel_traces(inputs.traces, steps, channels)
+            tally.counts[(source, channels)] = estimate_hazard_counts(ch_traces, ch_steps)
+    return tally
+
+
+def conclude(plan: Plan, tally: Tally) -> None:
+    """After the first pass: the study's label sources and the hazard table of each (source, channels)."""
+    judges = dict(plan.study.judges.values_list("name", "pk"))
+    plan.sources = [sources.FINAL, sources.HUMAN] + [f"{sources.JUDGE_PREFIX}{n}" for n in sorted(judges)
+                                                     if judges[n] in tally.judges]
+    empty = (np.zeros(0, np.int64), np.zeros(0, np.int64))
+    plan.hazards = {(source, ch): hazard_from_counts(*tally.counts.get((source, ch), empty))
+                    for source in plan.sources for ch in plan.channels}
+
+
+@dataclass
+class Written:
+    """What the second pass adds up over chunks, per set: rows written, and per source the recovered
+    thought errors (in trace order, as the whole study's would be)."""
+
+    rows: dict[tuple[str, str], int] = field(default_factory=dict)
+    recovered: dict[str, list[list[int]]] = field(default_factory=dict)
+
+    def add(self, other: Written) -> None:
+        for key, n in other.rows.items():
+            self.rows[key] = self.rows.get(key, 0) + n
+        for source, rec in other.recovered.items():
+            self.recovered.setdefault(source, []).extend(rec)
+
+
+def staging_set(plan: Plan, source: str, name: str) -> ScoreSet:
+    return storage.open_staging(plan.study, source, plan.current[name], plan.key)
+
+
+def chunk_scores(plan: Plan, span: tuple[int, int], should_stop=None) -> Written:
+    """The second pass over one chunk of traces: its scores under every source and profile, with the
+    study-wide hazard tables, written into the staging sets (one transaction per set and chunk)."""
+    inputs = sources.read_inputs(plan.study, span)
+    human = sources.human_steps(inputs.labels)
+    claims = sources.read_claims(thought_error_steps(inputs))
+    out = Written()
+    for source in plan.sources:
+        steps = sources.source_steps(inputs, source, human=human)
+        by_trace, out.recovered[source] = recovery_of(inputs.traces, steps, claims)
+        # A profile reads one channel selection; profiles that read the same one share its steps and
+        # completeness.
+        by_channels: dict[str, tuple[pd.DataFrame, pd.DataFrame, np.ndarray]] = {}
+        for name in plan.names:
             if should_stop and should_stop():
                 raise JobCancelled()
-            ta = time.perf_counter()
-            profile = current[name].as_profile()
+            profile = plan.current[name].as_profile()
             if profile.channels not in by_channels:
                 ch_traces, ch_steps = channel_traces(inputs.traces, steps, profile.channels)
-                by_channels[profile.channels] = (ch_traces, ch_steps, complete_traces(ch_traces, ch_steps).to_numpy(),
-                                                 estimate_hazard(ch_traces, ch_steps))
-            ch_traces, ch_steps, complete, estimated = by_channels[profile.channels]
-            scored = score_traces(ch_traces, ch_steps, profile, hazard=estimated)
-            scored = scored.loc[complete]
-            scored = scored.join(by_trace, on="trace_id")
+                by_channels[profile.channels] = (ch_traces, ch_steps,
+                                                 complete_traces(ch_traces, ch_steps).to_numpy())
+            ch_traces, ch_steps, complete = by_channels[profile.channels]
+            scored = score_traces(ch_traces, ch_steps, profile, hazard=plan.hazards[(source, profile.channels)])
+            scored = scored.loc[complete].join(by_trace, on="trace_id")
+            storage.write_chunk(staging_set(plan, source, name), scored, span)
+            out.rows[(source, name)] = len(scored)
+    return out
+
+
+def publish(plan: Plan, written: Written, job: Job | None) -> int:
+    """Swap every staging set in, then drop the scores of old profile versions and of sources that no
+    longer exist (a judge deleted, its labels gone). Returns the rows published."""
+    for source in plan.sources:
+        for name in plan.names:
+            profile = plan.current[name].as_profile()
             hazard = (pinned_hazard_table(list(profile.pinned_hazard)) if profile.pinned_hazard is not None
-                      else estimated)
-            tw = time.perf_counter()
-            timings["arithmetic"] += tw - ta
-            storage.write_scores(study, source, current[name], scored, to_records(hazard), job=job,
-                                 recoveries=recovered)
-            timings["write"] += time.perf_counter() - tw
-            rows += len(scored)
+                      else plan.hazards[(source, profile.channels)])
+            storage.publish(staging_set(plan, source, name), source, n_traces=written.rows.get((source, name), 0),
+                            hazard=to_records(hazard), recoveries=written.recovered.get(source, []), job=job)
+    keep_profiles = [plan.current[n].pk for n in plan.names]
+    stale = ScoreSet.objects.filter(study=plan.study, profile__name__in=plan.names).exclude(
+        profile_id__in=keep_profiles)
+    stale_sources = ScoreSet.objects.filter(study=plan.study, profile_id__in=keep_profiles).exclude(
+        source__in=plan.sources).exclude(source__startswith=storage.STAGING)
+    storage.delete_sets(list(stale.values_list("pk", flat=True)) + list(stale_sources.values_list("pk", flat=True)))
+    return sum(written.rows.values())
+
+
+def recompute(study: Study, *, profiles: Iterable[str] | None = None, progress=None, should_stop=None,
+              job: Job | None = None, warm: bool = True, chunk_size: int | None = None) -> dict[str, Any]:
+    """Recompute and store the scores of ``study`` for every label source under the given profiles (all
+    current ones by default), streamed: chunks of ``chunk_size`` traces (SCORING_CHUNK_TRACES) are read
+    twice, once to add up the study-wide hazard tables, once to score and write them, so memory follows
+    the chunk, not the study. Progress counts chunk passes (2 per chunk)."""
+    timings: dict[str, float] = {}
+    t0 = time.perf_counter()
+    plan = make_plan(study, profiles, str(job.pk) if job is not None else uuid.uuid4().hex[:12], chunk_size)
+    total = 2 * len(plan.spans)
+    if progress:
+        progress(0, total)
+    done = 0
+    tally = Tally()
+    storage.delete_staging(study, plan.key)
+    try:
+        for span in plan.spans:
+            if should_stop and should_stop():
+                raise JobCancelled()
+            tally.add(chunk_tally(plan, span))
             done += 1
             if progress:
                 progress(done, total)
-    # Old profile versions and sources that no longer exist (a judge deleted,
-    # its labels gone) leave no stale scores behind.
-    tc = time.perf_counter()
-    keep_profiles = [current[n].pk for n in names]
-    stale = ScoreSet.objects.filter(study=study, profile__name__in=names).exclude(profile_id__in=keep_profiles)
-    stale_sources = ScoreSet.objects.filter(study=study, profile_id__in=keep_profiles).exclude(source__in=src_names)
-    storage.delete_sets(list(stale.values_list("pk", flat=True)) + list(stale_sources.values_list("pk", flat=True)))
-    timings["cleanup"] = time.perf_counter() - tc
+        conclude(plan, tally)
+        timings["hazards"] = time.perf_counter() - t0
+        ts = time.perf_counter()
+        written = Written()
+        for span in plan.spans:
+            written.add(chunk_scores(plan, span, should_stop))
+            done += 1
+            if progress:
+                progress(done, total)
+        timings["scores"] = time.perf_counter() - ts
+        ts = time.perf_counter()
+        rows = publish(plan, written, job)
+        timings["publish"] = time.perf_counter() - ts
+    except BaseException:
+        storage.delete_staging(study, plan.key)
+        raise
     ts = time.perf_counter()
     for summary in SUMMARIES:
         summary(study, job, profiles is None)
@@ -207,18 +328,18 @@ def recompute(study: Study, *, profiles: Iterable[str] | None = None, progress=N
     if warm:
         tw = time.perf_counter()
         try:
-            analytics.warm(study, default)
+            analytics.warm(study, default_profile(study, plan.current))
         except DatabaseError:  # a cold cache is slower, not wrong
             log.exception("warming the analytics cache of study %s failed", study.pk)
         timings["warm_cache"] = time.perf_counter() - tw
     return {
-        "sources": src_names,
-        "profiles": names,
-        "traces": len(inputs.traces),
-        "labels": len(inputs.labels),
+        "sources": plan.sources,
+        "profiles": plan.names,
+        "traces": tally.traces,
+        "labels": tally.labels,
         "rows": rows,
-        "steps_done": total,
+        "chunks": len(plan.spans),
+        "steps_done": len(plan.sources) * len(plan.names),
         "seconds": {k: round(v, 3) for k, v in timings.items()},
         "finished_at": timezone.now().isoformat(),
     }
-
