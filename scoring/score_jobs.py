@@ -30,7 +30,8 @@ from scoring.core.hazard import add_hazard_counts, hazard_from_counts, pinned_ha
 from scoring.core.labels import INVALID, complete_traces
 from scoring.core.scores import estimate_hazard_counts, score_traces
 from scoring.core.thought import channel_traces, recoveries, recovery_by_trace
-from scoring.models import ScoreSet, ScoringProfile
+from scoring.models import ScoreRun, ScoreSet, ScoringProfile
+from scoring.runclient import KIND
 from scoring.services import default_profile, ensure_profiles
 
 log = logging.getLogger("scoring")
@@ -41,6 +42,8 @@ TRANSIENT_ERRORS = (OperationalError, InterfaceError, ConnectionError)
 
 class JobCancelled(Exception):
     pass
+
+
 
 
 #: Stored aggregates of other apps that the score job refreshes with the scores (same data, same
@@ -56,42 +59,39 @@ def register_summary(fn: Callable[[Study, Job | None, bool], Any]) -> None:
 
 
 def run_score_job(job_id: int, *, progress: Callable[[int, int], None] | None = None,
-                  final_attempt: bool = True) -> dict[str, Any] | None:
-    """The body of every recompute (Celery task and ``score --inline``).
+                  final_attempt: bool = True, inline: bool | None = None) -> dict[str, Any] | None:
+    """The body of every recompute of a score job (Celery task and ``score --inline``): the job becomes a
+    run of kind "score" (scoring.runclient), whose chunks of traces every free worker process takes
+    (``inline``, and in eager mode: all in this process). Returns the job's result once it succeeded here
+    (None: cancelled, or worked by the workers).
 
-    Safe to run twice: a finished job is not claimed again; every write
-    replaces a whole (source, profile) set in one transaction. A transient
-    database error on a non-final attempt leaves the job running so the
-    retry claims it again.
+    Safe to run twice: a finished job is not claimed again, and a job that has its run already is the
+    engine's (a lost chunk is taken over when its lease ends). A transient database error on a non-final
+    attempt leaves the job running so the retry claims it again.
     """
+    from runs import engine  # the run engine loads in the worker only
+
     if not jobs.claim(job_id):
         return None
     job = Job.objects.select_related("study").get(pk=job_id)
-
-    def publish(done: int, total: int) -> None:
-        jobs.report_progress(job_id, done, total)
-        if progress:
-            progress(done, total)
-
-    def should_stop() -> bool:
-        return Job.objects.filter(pk=job_id, cancel_requested=True).exists()
-
+    if ScoreRun.objects.filter(job=job).exists():
+        return None  # a re-delivered task: the run is under way
+    inline = settings.CELERY_TASK_ALWAYS_EAGER if inline is None else inline
     try:
-        result = recompute(job.study, profiles=job.params.get("profiles"), progress=publish,
-                           should_stop=should_stop, job=job)
-    except JobCancelled:
-        jobs.finish(job_id, status=Job.Status.CANCELLED, error="cancelled")
-        return None
+        record = engine.attach(job, KIND, lambda job, run: ScoreRun.objects.create(job=job, run=run, inline=inline))
+        engine.plan_run(record.run_id, queue=not inline)
+        if inline:
+            engine.run_inline(record.run, progress=progress)
     except TRANSIENT_ERRORS:
         if final_attempt:
             jobs.finish(job_id, status=Job.Status.FAILED, error="the database was not reachable; gave up")
         raise
     except Exception as exc:
         jobs.finish(job_id, status=Job.Status.FAILED, error=f"{type(exc).__name__}: {exc}")
+        storage.delete_staging(job.study, str(job.pk))
         raise
-    jobs.finish(job_id, status=Job.Status.SUCCEEDED, result=result, done=result["steps_done"],
-                total=result["steps_done"])
-    return result
+    job.refresh_from_db()
+    return job.result if job.status == Job.Status.SUCCEEDED and inline else None
 
 
 def thought_error_steps(inputs: sources.Inputs) -> dict[int, set[int]]:
@@ -167,7 +167,9 @@ def make_plan(study: Study, profiles: Iterable[str] | None, key: str, size: int 
     names = list(current) if profiles is None else [n for n in profiles if n in current]
     default = default_profile(study, current)
     names.sort(key=lambda n: (n != default.name, n))  # the default first: pages need it soonest
-    return Plan(study, current, names, sources.trace_spans(study.pk, size or chunk_traces()), key)
+    # A study without traces is one empty chunk (no pk lies between 0 and -1): its sets are still written.
+    spans = sources.trace_spans(study.pk, size or chunk_traces()) or [(0, -1)]
+    return Plan(study, current, names, spans, key)
 
 
 @dataclass
@@ -187,6 +189,17 @@ class Tally:
         self.traces += other.traces
         self.labels += other.labels
 
+    def to_json(self) -> dict[str, Any]:
+        return {"judges": sorted(self.judges), "traces": self.traces, "labels": self.labels,
+                "counts": [[source, ch, exits.tolist(), events.tolist()]
+                           for (source, ch), (exits, events) in self.counts.items()]}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Tally:
+        counts = {(source, ch): (np.asarray(exits, dtype=np.int64), np.asarray(events, dtype=np.int64))
+                  for source, ch, exits, events in data.get("counts", [])}
+        return cls(set(data.get("judges", [])), counts, data.get("traces", 0), data.get("labels", 0))
+
 
 def chunk_tally(plan: Plan, span: tuple[int, int]) -> Tally:
     """The first pass over one chunk of traces: what the study-wide hazard tables are summed from."""
@@ -204,11 +217,14 @@ def chunk_tally(plan: Plan, span: tuple[int, int]) -> Tally:
     return tally
 
 
-def conclude(plan: Plan, tally: Tally) -> None:
-    """After the first pass: the study's label sources and the hazard table of each (source, channels)."""
-    judges = dict(plan.study.judges.values_list("name", "pk"))
-    plan.sources = [sources.FINAL, sources.HUMAN] + [f"{sources.JUDGE_PREFIX}{n}" for n in sorted(judges)
-                                                     if judges[n] in tally.judges]
+def conclude(plan: Plan, tally: Tally, names: list[str] | None = None) -> None:
+    """After the first pass: the study's label sources (``names``: as concluded before) and the hazard
+    table of each (source, channels)."""
+    if names is None:
+        judges = dict(plan.study.judges.values_list("name", "pk"))
+        names = [sources.FINAL, sources.HUMAN] + [f"{sources.JUDGE_PREFIX}{n}" for n in sorted(judges)
+                                                  if judges[n] in tally.judges]
+    plan.sources = list(names)
     empty = (np.zeros(0, np.int64), np.zeros(0, np.int64))
     plan.hazards = {(source, ch): hazard_from_counts(*tally.counts.get((source, ch), empty))
                     for source in plan.sources for ch in plan.channels}
@@ -227,6 +243,15 @@ class Written:
             self.rows[key] = self.rows.get(key, 0) + n
         for source, rec in other.recovered.items():
             self.recovered.setdefault(source, []).extend(rec)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"rows": [[source, name, n] for (source, name), n in self.rows.items()],
+                "recovered": self.recovered}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Written:
+        return cls({(source, name): n for source, name, n in data.get("rows", [])},
+                   {source: list(rec) for source, rec in data.get("recovered", {}).items()})
 
 
 def staging_set(plan: Plan, source: str, name: str) -> ScoreSet:
@@ -281,6 +306,55 @@ def publish(plan: Plan, written: Written, job: Job | None) -> int:
     return sum(written.rows.values())
 
 
+def warm_cache(study: Study) -> None:
+    try:
+        analytics.warm(study, default_profile(study))
+    except DatabaseError:  # a cold cache is slower, not wrong
+        log.exception("warming the analytics cache of study %s failed", study.pk)
+
+
+def plan_of(record: ScoreRun) -> Plan:
+    """The plan a score run was planned with (scoring.runclient.ScoreClient.plan), as every chunk reads it:
+    the same profile versions and chunks, and once the first pass is over its sources and hazard tables."""
+    versions = {p.pk: p for p in ScoringProfile.objects.filter(pk__in=list(record.profiles.values()))}
+    current = {name: versions[pk] for name, pk in record.profiles.items() if pk in versions}
+    plan = Plan(record.job.study, current, list(current), [tuple(span) for span in record.spans],
+                str(record.job_id))
+    if record.phase != ScoreRun.Phase.HAZARDS:
+        conclude(plan, Tally.from_json(record.tally), record.sources)
+    return plan
+
+
+def merge(record_id: int, results: list[tuple[int, Tally | Written]]) -> None:
+    """Add what chunks of a score run found to its record (inside the chunk's transaction, the record
+    locked: two processes committing at once both count). The last chunk of the first pass concludes it
+    and adds the second pass's chunks (items K..2K-1, queued to every worker unless the run is worked
+    inline); the last of the second swaps the new score sets in and refreshes the stored aggregates."""
+    from runs import engine
+
+    record = ScoreRun.objects.select_for_update().select_related("job__study", "run").get(pk=record_id)
+    plan = plan_of(record)
+    k = len(plan.spans)
+    tally, written = Tally.from_json(record.tally), Written.from_json(record.written)
+    for item, result in results:
+        (tally if item < k else written).add(result)  # type: ignore[arg-type]
+        record.merged += 1
+    record.tally, record.written = tally.to_json(), written.to_json()
+    if record.phase == ScoreRun.Phase.HAZARDS and record.merged >= k:
+        conclude(plan, tally)
+        record.sources, record.phase, record.merged = plan.sources, ScoreRun.Phase.SCORES, 0
+        engine.add_chunks(record.run, list(range(k, 2 * k)), 1, first_index=k)
+        Job.objects.filter(pk=record.job_id).update(total=2 * k)
+        if not record.inline:
+            engine.queue_first(record.run)
+    elif record.phase == ScoreRun.Phase.SCORES and record.merged >= k:
+        publish(plan, written, record.job)
+        record.phase = ScoreRun.Phase.PUBLISHED
+        for summary in SUMMARIES:
+            summary(plan.study, record.job, record.job.params.get("profiles") is None)
+    record.save()
+
+
 def recompute(study: Study, *, profiles: Iterable[str] | None = None, progress=None, should_stop=None,
               job: Job | None = None, warm: bool = True, chunk_size: int | None = None) -> dict[str, Any]:
     """Recompute and store the scores of ``study`` for every label source under the given profiles (all
@@ -327,10 +401,7 @@ def recompute(study: Study, *, profiles: Iterable[str] | None = None, progress=N
     timings["total"] = time.perf_counter() - t0
     if warm:
         tw = time.perf_counter()
-        try:
-            analytics.warm(study, default_profile(study, plan.current))
-        except DatabaseError:  # a cold cache is slower, not wrong
-            log.exception("warming the analytics cache of study %s failed", study.pk)
+        warm_cache(study)
         timings["warm_cache"] = time.perf_counter() - tw
     return {
         "sources": plan.sources,

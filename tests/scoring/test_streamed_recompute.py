@@ -137,3 +137,94 @@ def test_a_recompute_swaps_whole_sets_in_and_leaves_no_staging_set(many_chunks):
     assert set(after) == set(before)
     assert all(after[k] != before[k] for k in before)  # every set replaced, with a new token
     assert not ScoreSet.objects.filter(source__startswith=storage.STAGING).exists()
+
+
+# ---------------------------------------------------------------------------
+# The score job as a spread run of the run engine (scoring.runclient)
+
+
+def score_job(study):
+    from annotation.models import Job
+
+    return Job.objects.create(study=study, kind=Job.Kind.SCORE, params={"profiles": None, "reason": "test"})
+
+
+def started_run(study, settings, size: int):
+    """A score job's run, planned but not worked: its first pass's chunks wait for any worker."""
+    from runs import engine
+    from scoring.models import ScoreRun
+
+    settings.SCORING_CHUNK_TRACES = size
+    job = score_job(study)
+    record = engine.attach(job, "score", lambda job, run: ScoreRun.objects.create(job=job, run=run, inline=True))
+    engine.plan_run(record.run_id, queue=False)
+    record.run.refresh_from_db()
+    return job, record
+
+
+def test_the_score_job_is_a_run_whose_chunks_two_workers_share(many_chunks, settings):
+    from annotation.models import Job
+    from runs import engine
+    from runs.models import RunChunk
+
+    expected = in_memory(many_chunks)
+    job, record = started_run(many_chunks, settings, 12)
+    run = record.run
+    assert engine.is_spread(run) and run.lanes == 5
+    first = list(run.chunks.order_by("index").values_list("pk", flat=True))
+    assert len(first) == 5
+    a, b = "node-a/boot/1", "node-b/boot/2"
+    # Two workers take the first pass's chunks as they come; the last one's commit adds the second pass.
+    nxt = engine.process_chunk(first[0], a)
+    for pk in first[1:]:
+        nxt = engine.process_chunk(pk, b if pk % 2 else a)
+    record.refresh_from_db()
+    assert record.phase == "scores" and run.chunks.count() == 10
+    assert nxt == run.chunks.get(index=5).pk
+    job.refresh_from_db()
+    assert (job.done, job.total) == (5, 10)
+    assert not ScoreSet.objects.exclude(source__startswith=storage.STAGING).exists()  # nothing published yet
+    while nxt is not None:
+        nxt = engine.process_chunk(nxt, b if nxt % 2 else a)
+    job.refresh_from_db()
+    assert job.status == Job.Status.SUCCEEDED and (job.done, job.total) == (10, 10)
+    assert job.result["rows"] == sum(len(rows) for rows, _, _ in expected.values())
+    assert set(RunChunk.objects.filter(run=run).values_list("holder", flat=True)) == {a, b}
+    assert stored(many_chunks) == expected
+
+
+def test_a_cancelled_score_run_keeps_the_sets_it_would_have_replaced(many_chunks, settings):
+    from annotation import jobs
+    from annotation.models import Job
+    from runs import engine
+
+    score_jobs.recompute(many_chunks, warm=False)
+    before = {(s.source, s.profile_id): s.token for s in ScoreSet.objects.filter(study=many_chunks)}
+    job, record = started_run(many_chunks, settings, 12)
+    nxt = engine.process_chunk(record.run.chunks.get(index=0).pk, "node-a/boot/1")
+    jobs.cancel(job)
+    assert engine.process_chunk(nxt, "node-a/boot/1") is None
+    job.refresh_from_db()
+    assert job.status == Job.Status.CANCELLED
+    after = {(s.source, s.profile_id): s.token for s in ScoreSet.objects.filter(study=many_chunks)}
+    assert after == before  # no staging set left, the old sets untouched
+
+
+def test_a_score_run_resumes_the_chunk_of_a_worker_that_died(many_chunks, settings):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from annotation.models import Job
+    from runs import engine
+    from runs.models import RunChunk
+
+    expected = in_memory(many_chunks)
+    job, record = started_run(many_chunks, settings, 30)
+    chunk = record.run.chunks.get(index=0)
+    assert engine.claim_chunk(chunk.pk, "gone/boot/1")  # then the worker died, its lease ran out
+    RunChunk.objects.filter(pk=chunk.pk).update(lease_until=timezone.now() - timedelta(seconds=1))
+    engine.resume_stalled()  # what a starting worker does; eager here: the queued task works the run
+    job.refresh_from_db()
+    assert job.status == Job.Status.SUCCEEDED, job.error
+    assert stored(many_chunks) == expected
