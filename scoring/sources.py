@@ -138,12 +138,26 @@ def _in_range(column: str, span: tuple[int, int] | None) -> tuple[str, list]:
 
 def trace_spans(study_id: int, size: int) -> list[tuple[int, int]]:
     """The study's traces cut into chunks of ``size`` traces, as (first pk, last pk), in pk order: what a
-    streamed recompute reads one at a time (only the pks are read, one column, 8 bytes a trace)."""
+    streamed recompute reads one at a time (only the pks are read)."""
     sql = (f"SELECT t.{_q('id')} FROM {_table(Trace)} t WHERE t.{_col(Trace, 'study')} = %s "
            f"ORDER BY t.{_q('id')}")
-    ids = np.fromiter((row[0] for row in _fetch(sql, [study_id])), dtype=np.int64)
     size = max(1, size)
-    return [(int(ids[i]), int(ids[min(i + size, len(ids)) - 1])) for i in range(0, len(ids), size)]
+    spans: list[tuple[int, int]] = []
+    first = last = None
+    n = 0
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [study_id])
+        # In batches: a million pks never become a million Python tuples at once.
+        while rows := cursor.fetchmany(50_000):
+            for (pk,) in rows:
+                if n % size == 0:
+                    if first is not None:
+                        spans.append((first, last))
+                    first = pk
+                last, n = pk, n + 1
+    if first is not None:
+        spans.append((first, last))
+    return spans
 
 
 def read_traces(study_id: int, span: tuple[int, int] | None = None) -> pd.DataFrame:
