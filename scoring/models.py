@@ -139,6 +139,9 @@ class ScoreRun(RunRecord):
     in each chunk's transaction; the last chunk of the first pass adds the second pass's chunks, the last
     of the second swaps the new score sets in."""
 
+    #: The kind of run (runs.engine) a score job is; its client is scoring.runclient.ScoreClient.
+    KIND = "score"
+
     class Phase(models.TextChoices):
         HAZARDS = "hazards"  # adding up the hazard counts
         SCORES = "scores"  # scoring and writing the chunks

@@ -14,9 +14,8 @@ from runs.models import Run
 from runs.transport import Control
 from scoring.models import ScoreRun
 
-#: The kind of run a score job is. pandas and the scoring core load only when a chunk is worked
-#: (scoring.score_jobs, scoring.storage): a web process registers this client without them.
-KIND = "score"
+# pandas and the scoring core load only when a chunk is worked (scoring.score_jobs, scoring.storage,
+# imported in the methods): a web process registers this client without them.
 
 
 class ScoreWork(ChunkWork):
@@ -58,7 +57,7 @@ class ScoreWork(ChunkWork):
 
 
 class ScoreClient(RunClient):
-    kind = KIND
+    kind = ScoreRun.KIND
     noun = "chunk of traces"
     label = "Scores"
     record_model = ScoreRun

@@ -31,7 +31,6 @@ from scoring.core.labels import INVALID, complete_traces
 from scoring.core.scores import estimate_hazard_counts, score_traces
 from scoring.core.thought import channel_traces, recoveries, recovery_by_trace
 from scoring.models import ScoreRun, ScoreSet, ScoringProfile
-from scoring.runclient import KIND
 from scoring.services import default_profile, ensure_profiles
 
 log = logging.getLogger("scoring")
@@ -78,7 +77,7 @@ def run_score_job(job_id: int, *, progress: Callable[[int, int], None] | None = 
         return None  # a re-delivered task: the run is under way
     inline = settings.CELERY_TASK_ALWAYS_EAGER if inline is None else inline
     try:
-        record = engine.attach(job, KIND, lambda job, run: ScoreRun.objects.create(job=job, run=run, inline=inline))
+        record = engine.attach(job, ScoreRun.KIND, lambda job, run: ScoreRun.objects.create(job=job, run=run, inline=inline))
         engine.plan_run(record.run_id, queue=not inline)
         if inline:
             engine.run_inline(record.run, progress=progress)
