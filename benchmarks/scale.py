@@ -15,7 +15,10 @@ Stages, each in processes of its own so its usage is its own:
   process each under their own node names; CPU and peak memory are the workers' (every pool process);
   before each judge stage the judge's labels, history and results are deleted (not timed), so every W
   does the same work;
-* score: ``manage.py score --inline`` (every source, every profile, the stored aggregates);
+* score: ``manage.py score --inline`` (every source, every profile, the stored aggregates), streamed by chunk
+  in one process;
+* score-spread (not in the default stages): the score job queued as the web queues it and worked by W worker
+  processes (a spread run: every process takes chunks), once per ``--workers`` value;
 * pages: page_speed.py over the same study (every GET page: slowest warm median and slowest first visit).
 
 CPU is the stage's own processes' (user + system), not PostgreSQL's: the server is shared with other
@@ -268,6 +271,28 @@ def stage_score(env: dict[str, str]) -> dict[str, Any]:
     return {"wall_s": wall, "cpu_s": cpu, "peak_mib": peak, "note": out.strip().splitlines()[-1][:120] if out else ""}
 
 
+def stage_score_spread(study, env: dict[str, str], processes: int, nodes: bool, logs: Path) -> dict[str, Any]:
+    """The score job queued as the web queues it, its run's chunks worked by real ``celery worker`` processes."""
+    from annotation.models import Job
+    from scoring import services
+
+    _drop_queued_work(env)
+    with Workers(processes, nodes, env, logs) as workers:
+        c0 = workers.cpu()
+        t0 = time.perf_counter()
+        job = services.do_queue_score_job(study, reason="benchmarks/scale.py")
+        while not Job.objects.get(pk=job.pk).finished:
+            time.sleep(0.5)
+        wall = time.perf_counter() - t0
+        cpu, peak = workers.cpu() - c0, workers.peak_mib()
+    job.refresh_from_db()
+    run = job.run
+    holders = sorted(set(run.chunks.values_list("holder", flat=True)))
+    return {"wall_s": wall, "cpu_s": cpu, "peak_mib": peak,
+            "note": (f"{job.status}, {job.result.get('rows', 0):,} scores, {run.chunks.count()} chunks over "
+                     f"{len(holders)} processes")}
+
+
 def stage_pages(env: dict[str, str], url: str, traces: int, steps: int, requests: int) -> dict[str, Any]:
     wall, cpu, peak, out = run_usage([PY, "benchmarks/page_speed.py", "--traces", str(traces), "--steps-per-trace",
                                       str(steps), "--database-url", url, "--requests", str(requests)], env)
@@ -319,6 +344,10 @@ def main() -> None:
                 plan.append((label, lambda w=w: stage_judge(study, env, w, args.nodes, Path(tmp))))
         if "score" in stages:
             plan.append(("score", lambda: stage_score(env)))
+        if "score-spread" in stages:
+            for w in [int(x) for x in args.workers.split(",")]:
+                label = f"score, {w} worker process{'es' if w > 1 else ''}" + (f" on {w} nodes" if args.nodes else "")
+                plan.append((label, lambda w=w: stage_score_spread(study, env, w, args.nodes, Path(tmp))))
         if "pages" in stages:
             plan.append(("pages", lambda: stage_pages(env, args.database_url, args.traces, args.steps_per_trace,
                                                       args.requests)))

@@ -310,6 +310,8 @@ MODEL_RESPONSE_MAX_BYTES = env_int("REASONAUDIT_MODEL_RESPONSE_MAX_BYTES", 16 * 
 
 # A burst of label saves becomes one score recompute this many seconds later.
 SCORING_DEBOUNCE_SECONDS = env_int("SCORING_DEBOUNCE_SECONDS", 5, minimum=0)
+# Traces a score recompute reads at a time (scoring.score_jobs): its memory follows this, not the study.
+SCORING_CHUNK_TRACES = env_int("SCORING_CHUNK_TRACES", 20000, minimum=1)
 
 # Runs of model calls (judge runs now; docs/runs.md, docs/configuration.md); seconds.
 # The RUN_* variables win; the older JUDGE_* names are still read.

@@ -162,10 +162,22 @@ def _plan(run: Run, items: Sequence[int] | None) -> None:
     Job.objects.filter(pk=run.job_id).update(total=len(ids))
 
 
-def plan_run(run_id: int) -> None:
+def attach(job: Job, kind: str, record: Callable[[Job, Run], Any], *, config: dict[str, Any] | None = None) -> Any:
+    """A run of ``kind`` for a job that exists already (the score job, created and debounced before its
+    work is known): the engine's Run and the kind's row, as ``start`` makes them; then ``plan_run``."""
+    with transaction.atomic():
+        run = Run.objects.create(job=job, kind=kind, config=config or {})
+        row = record(job, run)
+        job.params["run"] = row.pk
+        Job.objects.filter(pk=job.pk).update(params=job.params)
+    return row
+
+
+def plan_run(run_id: int, *, queue: bool = True) -> None:
     """The plan task's work: the client plans the run's items, its chunks are made and the first ones
     queued, in one transaction (a re-delivered task finds the chunks made and only queues). A plan the
-    client refuses (ValueError, FatalRunError) ends the job failed with its reason."""
+    client refuses (ValueError, FatalRunError) ends the job failed with its reason. ``queue=False``: the
+    caller works the run itself (run_inline)."""
     run = Run.objects.select_related("job").filter(pk=run_id).first()
     if run is None or run.job.finished:
         return
@@ -179,18 +191,19 @@ def plan_run(run_id: int) -> None:
             Run.objects.select_for_update().filter(pk=run.pk).first()
             if not run.chunks.exists():
                 _plan(run, None)
-            launch(run, queue=True)
+            launch(run, queue=queue)
     except (ValueError, FatalRunError) as exc:
         finalize(run, status=Job.Status.FAILED, error=f"planning failed: {exc}")
 
 
-def add_chunks(run: Run, items: Sequence[int], chunk_size: int) -> None:
+def add_chunks(run: Run, items: Sequence[int], chunk_size: int, *, first_index: int = 0) -> None:
     """The chunks of ``items``, for a run created before its items were known (faithfulness plans its
-    interventions with the run's id); chunk i belongs to lane i mod the run's lanes."""
+    interventions with the run's id), or items known only once earlier chunks are done (``first_index``:
+    after theirs; the score run's second pass); chunk i belongs to lane i mod the run's lanes."""
     size = max(1, chunk_size)
     RunChunk.objects.bulk_create(
         [RunChunk(run=run, index=i, lane=i % run.lanes, items=list(items[start:start + size]))
-         for i, start in enumerate(range(0, len(items), size))]
+         for i, start in enumerate(range(0, len(items), size), start=first_index)]
     )
 
 

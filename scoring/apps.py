@@ -12,10 +12,13 @@ class ScoringConfig(AppConfig):
         from annotation import signals
         from annotation.gate import Source
         from annotation.review.filters import register_trace_condition
+        from runs.clients import register
         from scoring.filters import lucky_guess
         from scoring.hooks import register_summary
         from scoring.receivers import on_data_changed
+        from scoring.runclient import ScoreClient
 
+        register(ScoreClient())  # a score job is a run of the run engine, spread over every worker process
         signals.data_changed.connect(on_data_changed, dispatch_uid="scoring.recompute_on_data_changed")
         register_trace_condition("lucky_guess", lucky_guess, frozenset({Source.SCORES}),
                                  help="a lucky guess by the final labels under the default profile (needs scores)")

@@ -13,6 +13,7 @@ from django.db import models
 from django.urls import reverse
 from django.utils import timezone
 
+from runs.models import RunRecord
 from scoring.core.profile import Profile
 
 
@@ -129,3 +130,57 @@ class TraceScore(models.Model):
 
     def __str__(self) -> str:
         return f"{self.trace_id} in set {self.score_set_id}"
+
+
+class ScoreRun(RunRecord):
+    """A score recompute as a run of the run engine (kind "score", scoring.runclient): its items are the
+    study's chunks of traces twice over -- item i < K adds up chunk i's hazard counts, item K + i scores
+    and writes chunk i -- so every free worker process takes chunks. What the chunks add up is merged here,
+    in each chunk's transaction; the last chunk of the first pass adds the second pass's chunks, the last
+    of the second swaps the new score sets in."""
+
+    #: The kind of run (runs.engine) a score job is; its client is scoring.runclient.ScoreClient.
+    KIND = "score"
+
+    class Phase(models.TextChoices):
+        HAZARDS = "hazards"  # adding up the hazard counts
+        SCORES = "scores"  # scoring and writing the chunks
+        PUBLISHED = "published"  # the new score sets are the study's
+
+    job = models.OneToOneField("annotation.Job", on_delete=models.CASCADE, related_name="score_run")
+    run = models.OneToOneField("runs.Run", on_delete=models.CASCADE, related_name="score_run")
+    # Profile name -> the pk of the version scored (fixed when the run is planned, so every chunk scores
+    # the same versions), in scoring order (the default first).
+    profiles = models.JSONField(default=dict, blank=True)
+    spans = models.JSONField(default=list, blank=True)  # [first trace pk, last trace pk] of each chunk
+    # Worked in the process that started it (``score --inline``, eager mode): no tasks are queued.
+    inline = models.BooleanField(default=False)
+    phase = models.CharField(max_length=20, choices=Phase.choices, default=Phase.HAZARDS)
+    merged = models.PositiveIntegerField(default=0)  # chunks of the current phase merged
+    # The first pass's sums (scoring.score_jobs.Tally): judges with labels, hazard counts per
+    # "source|channels", traces and labels read.
+    tally = models.JSONField(default=dict, blank=True)
+    sources = models.JSONField(default=list, blank=True)  # the label sources, once the first pass is over
+    # The second pass's sums (scoring.score_jobs.Written): rows per "source|profile", recovered thought
+    # errors per source.
+    written = models.JSONField(default=dict, blank=True)
+
+    def __str__(self) -> str:
+        return f"score run {self.pk} ({self.phase})"
+
+    def summary(self) -> dict:
+        """The score job's result (what ``score`` prints and the job page shows)."""
+        rows = sum(n for _source, _name, n in (self.written or {}).get("rows", []))
+        started = self.job.started_at or self.job.created_at
+        return {
+            "run": self.pk,
+            "sources": self.sources,
+            "profiles": list(self.profiles),
+            "traces": (self.tally or {}).get("traces", 0),
+            "labels": (self.tally or {}).get("labels", 0),
+            "rows": rows,
+            "chunks": len(self.spans),
+            "steps_done": len(self.sources) * len(self.profiles),
+            "seconds": {"total": round((timezone.now() - started).total_seconds(), 3)},
+            "finished_at": timezone.now().isoformat(),
+        }

@@ -142,8 +142,38 @@ def _own_only(trace_alias: str, study_id: int) -> tuple[str, list]:
     return f" AND {trace_alias}.{_col(Trace, 'problem')} NOT IN ({sub_sql})", list(sub_params)
 
 
-def read_traces(study_id: int) -> pd.DataFrame:
+def _in_range(column: str, span: tuple[int, int] | None) -> tuple[str, list]:
+    """The SQL condition (and its parameters) of a chunk of traces: trace pks lo..hi, both included."""
+    return ("", []) if span is None else (f" AND {column} BETWEEN %s AND %s", [span[0], span[1]])
+
+
+def trace_spans(study_id: int, size: int) -> list[tuple[int, int]]:
+    """The study's traces cut into chunks of ``size`` traces, as (first pk, last pk), in pk order: what a
+    streamed recompute reads one at a time (only the pks are read)."""
+    sql = (f"SELECT t.{_q('id')} FROM {_table(Trace)} t WHERE t.{_col(Trace, 'study')} = %s "
+           f"ORDER BY t.{_q('id')}")
+    size = max(1, size)
+    spans: list[tuple[int, int]] = []
+    first = last = None
+    n = 0
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [study_id])
+        # In batches: a million pks never become a million Python tuples at once.
+        while rows := cursor.fetchmany(50_000):
+            for (pk,) in rows:
+                if n % size == 0:
+                    if first is not None:
+                        spans.append((first, last))
+                    first = pk
+                last, n = pk, n + 1
+    if first is not None:
+        spans.append((first, last))
+    return spans
+
+
+def read_traces(study_id: int, span: tuple[int, int] | None = None) -> pd.DataFrame:
     t, p = _table(Trace), _table(Problem)
+    cond, extra = _in_range(f"t.{_q('id')}", span)
     own_sql, own_params = _own_only("t", study_id)
     correct = _col(Trace, "answer_correct")
     sql = (
@@ -151,10 +181,11 @@ def read_traces(study_id: int) -> pd.DataFrame:
         # An answer nobody has decided counts as not correct (as on the study page).
         f"p.{_col(Problem, 'l_gold')}, CASE WHEN t.{correct} THEN 1 ELSE 0 END, t.{_col(Trace, 'n_thought_steps')} "
         f"FROM {t} t JOIN {p} p ON p.{_q('id')} = t.{_col(Trace, 'problem')} "
-        f"WHERE t.{_col(Trace, 'study')} = %s{own_sql} ORDER BY t.{_q('id')}"
+        f"WHERE t.{_col(Trace, 'study')} = %s{cond}{own_sql} ORDER BY t.{_q('id')}"
     )
-    df = _frame(sql, [study_id, *own_params], {"trace_id": "int64", "model": "object", "domain": "object", "n_steps": "int64",
-                                  "l_gold": "int64", "answer_correct": "int64", "n_thought_steps": "int64"})
+    df = _frame(sql, [study_id, *extra, *own_params],
+                {"trace_id": "int64", "model": "object", "domain": "object", "n_steps": "int64",
+                 "l_gold": "int64", "answer_correct": "int64", "n_thought_steps": "int64"})
     df["answer_correct"] = df["answer_correct"].astype(bool)
     return df
 
@@ -176,12 +207,13 @@ def _parse_refs(raw: pd.Series) -> np.ndarray:
 _VERDICT_CODES = {v: i for i, v in enumerate(VERDICTS)}
 
 
-def labels_query(study_id: int) -> tuple[str, list]:
+def labels_query(study_id: int, span: tuple[int, int] | None = None) -> tuple[str, list]:
     """SQL and parameters of read_labels: the database does the filtering and
     encodes who labelled (``src``) and the verdict as small integers; refs
     are read only where they can count (valid steps), so Python handles few
     and short values."""
     lab, st, tr, rv = _table(StepLabel), _table(Step), _table(Trace), _table(TraceReview)
+    cond, extra = _in_range(f"t.{_q('id')}", span)
     own_sql, own_params = _own_only("t", study_id)
     kind, verdict = f"l.{_col(StepLabel, 'kind')}", f"l.{_col(StepLabel, 'verdict')}"
     sql = (
@@ -195,17 +227,17 @@ def labels_query(study_id: int) -> tuple[str, list]:
         f"JOIN {tr} t ON t.{_q('id')} = s.{_col(Step, 'trace')} "
         f"LEFT JOIN {rv} r ON r.{_col(TraceReview, 'trace')} = s.{_col(Step, 'trace')} "
         f"AND r.{_col(TraceReview, 'annotator')} = l.{_col(StepLabel, 'annotator')} AND {kind} = %s "
-        f"WHERE t.{_col(Trace, 'study')} = %s AND ({kind} <> %s OR r.{_col(TraceReview, 'complete')} = %s)"
+        f"WHERE t.{_col(Trace, 'study')} = %s{cond} AND ({kind} <> %s OR r.{_col(TraceReview, 'complete')} = %s)"
         f"{own_sql}"
     )
     human = StepLabel.Kind.HUMAN
-    return sql, [human, StepLabel.Kind.JUDGE, VALID, INVALID, VALID, human, study_id, human, True, *own_params]
+    return sql, [human, StepLabel.Kind.JUDGE, VALID, INVALID, VALID, human, study_id, *extra, human, True, *own_params]
 
 
-def read_labels(study_id: int) -> pd.DataFrame:
-    """The labels of a study that any source can use: judge and adjudicated
-    labels, and human labels of complete reviews (see the module docstring)."""
-    sql, params = labels_query(study_id)
+def read_labels(study_id: int, span: tuple[int, int] | None = None) -> pd.DataFrame:
+    """The labels of a study (of its traces in ``span``: pks lo..hi) that any source can use: judge and
+    adjudicated labels, and human labels of complete reviews (see the module docstring)."""
+    sql, params = labels_query(study_id, span)
     df = _frame(sql, params, {"trace_id": "int64", "step": "int64", "src": "int64", "verdict": "int64",
                               "skeleton_refs": "object"})
     df["verdict"] = pd.Categorical.from_codes(df["verdict"].to_numpy(), categories=list(VERDICTS))
@@ -213,11 +245,12 @@ def read_labels(study_id: int) -> pd.DataFrame:
     return df
 
 
-def read_inputs(study: Study) -> Inputs:
+def read_inputs(study: Study, span: tuple[int, int] | None = None) -> Inputs:
+    """The whole study, or (``span``) its traces with pks lo..hi and their labels."""
     judges = dict(study.judges.values_list("name", "pk"))
     return Inputs(
-        traces=read_traces(study.pk),
-        labels=read_labels(study.pk),
+        traces=read_traces(study.pk, span),
+        labels=read_labels(study.pk, span),
         judges=judges,
         primary_judge=study.primary_judge_id,
     )

@@ -1,6 +1,7 @@
 """Writing and reading stored scores in bulk, without model instances.
 
-Writes replace one (study, source, profile) set whole in one transaction:
+A recompute writes each (study, source, profile) set chunk by chunk into a
+staging set, then swaps it in whole in one transaction (``publish``):
 PostgreSQL gets ``COPY``, other databases ``executemany``. Reads are one
 raw query into pandas.
 """
@@ -66,25 +67,44 @@ def _with_recovery(scored: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def write_scores(study, source: str, profile: ScoringProfile, scored: pd.DataFrame, hazard: list[dict],
-                 *, job=None, recoveries: list[list[int]] | None = None) -> ScoreSet:
-    """Replace the stored scores of (study, source, profile) with ``scored``
-    (output of ``scoring.core.scores.score_traces``; ``trace_id`` = Trace pk),
-    joined with the thinking channel's per-trace columns when it has them
-    (zeros when not), and the source's recovered errors."""
+#: The first character of a score set still being written by a recompute (``staging_source``): no page
+#: asks for such a source, so readers keep the set it will replace until ``publish`` swaps it in.
+STAGING = "~"
+
+
+def staging_source(key: str, source: str) -> str:
+    return f"{STAGING}{key}:{source}"[:120]
+
+
+def open_staging(study, source: str, profile: ScoringProfile, key: str) -> ScoreSet:
+    """The set a recompute writes (study, source, profile) into, chunk by chunk; a re-run of the same job
+    (``key``) writes into the same one, each chunk replacing its own rows."""
+    score_set, _ = ScoreSet.objects.get_or_create(study=study, source=staging_source(key, source), profile=profile)
+    return score_set
+
+
+def delete_staging(study, key: str | None = None) -> None:
+    """Sets left by a recompute that stopped (``key``: of that recompute; None: of any)."""
+    prefix = STAGING if key is None else staging_source(key, "")
+    delete_sets(list(ScoreSet.objects.filter(study=study, source__startswith=prefix).values_list("pk", flat=True)))
+
+
+def write_chunk(score_set: ScoreSet, scored: pd.DataFrame, span: tuple[int, int]) -> None:
+    """The scores of one chunk of traces (trace pks ``span``: lo..hi) into ``score_set``, replacing what
+    the set held for them (a chunk written twice, by a retry, is written once), in one transaction.
+    ``scored``: output of ``scoring.core.scores.score_traces`` (``trace_id`` = Trace pk), joined with the
+    thinking channel's per-trace columns when it has them (zeros when not)."""
     scored = _with_recovery(scored)
+    table = _q(TraceScore._meta.db_table)
+    fk = _q(TraceScore._meta.get_field("score_set").column)
+    trace = _q(TraceScore._meta.get_field("trace").column)
+    names = [fk, trace] + [_q(TraceScore._meta.get_field(c).column) for c in VALUE_COLUMNS]
     with transaction.atomic():
-        score_set, _ = ScoreSet.objects.get_or_create(study=study, source=source, profile=profile)
-        # Serialises concurrent writers of the same set (PostgreSQL row lock;
-        # SQLite holds the write lock for the whole IMMEDIATE transaction).
-        score_set = ScoreSet.objects.select_for_update().get(pk=score_set.pk)
-        table = _q(TraceScore._meta.db_table)
-        fk = _q(TraceScore._meta.get_field("score_set").column)
         with connection.cursor() as cursor:
-            cursor.execute(f"DELETE FROM {table} WHERE {fk} = %s", [score_set.pk])
-        names = [fk, _q(TraceScore._meta.get_field("trace").column)] + [
-            _q(TraceScore._meta.get_field(c).column) for c in VALUE_COLUMNS
-        ]
+            cursor.execute(f"DELETE FROM {table} WHERE {fk} = %s AND {trace} BETWEEN %s AND %s",
+                           [score_set.pk, span[0], span[1]])
+        if not len(scored):
+            return
         if connection.vendor == "postgresql":
             _copy(table, names, score_set.pk, scored)
         else:
@@ -93,14 +113,29 @@ def write_scores(study, source: str, profile: ScoringProfile, scored: pd.DataFra
             marks = ", ".join(["%s"] * len(names))
             with connection.cursor() as cursor:
                 cursor.executemany(f"INSERT INTO {table} ({', '.join(names)}) VALUES ({marks})", list(rows))
-        score_set.n_traces = len(scored)
-        score_set.hazard = hazard
-        score_set.recoveries = recoveries or []
-        score_set.computed_at = timezone.now()
-        score_set.job = job
-        score_set.new_token()
-        score_set.save()
-    return score_set
+
+
+def publish(staging: ScoreSet, source: str, *, n_traces: int, hazard: list[dict], recoveries: list[list[int]],
+            job=None) -> ScoreSet:
+    """Swap a written staging set in for (study, source, profile) in one transaction: the set it replaces
+    goes (with its rows), the staging set takes its name and a new token. Readers see the old set or the
+    new one, never a mix."""
+    with transaction.atomic():
+        # Serialises two recomputes publishing the same set (PostgreSQL row lock; SQLite holds the write
+        # lock for the whole IMMEDIATE transaction).
+        old = list(ScoreSet.objects.select_for_update().filter(study_id=staging.study_id, source=source,
+                                                              profile_id=staging.profile_id)
+                   .values_list("pk", flat=True))
+        delete_sets(old)
+        staging.source = source
+        staging.n_traces = n_traces
+        staging.hazard = hazard
+        staging.recoveries = recoveries
+        staging.computed_at = timezone.now()
+        staging.job = job
+        staging.new_token()
+        staging.save()
+    return staging
 
 
 def _binary_type(field) -> str:

@@ -26,6 +26,9 @@ import pandas as pd
 __all__ = [
     "HAZARD_COLUMNS",
     "HazardLookup",
+    "add_hazard_counts",
+    "hazard_counts",
+    "hazard_from_counts",
     "hazard_from_scores",
     "hazard_lookup",
     "hazard_profile",
@@ -80,17 +83,43 @@ def hazard_profile(n_steps, first_error) -> pd.DataFrame:
     keep = n >= 1
     n = n[keep].astype(np.int64)
     fe = fe[keep].astype(np.int64)
-    if len(n) == 0:
-        return _empty_table()
-    if (fe > n).any():
+    if len(n) and (fe > n).any():
         raise ValueError("first_error: must not exceed n_steps")
-    t_max = int(n.max())
-    has_err = fe > 0
-    exit_t = np.where(has_err, fe, n)  # last step at which the trace is at risk
+    return hazard_from_counts(*hazard_counts(n, fe))
+
+
+def hazard_counts(n_steps: np.ndarray, first_error: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The sufficient statistics of :func:`hazard_profile`, which add up over
+    disjoint sets of traces (so a study can be read in chunks): ``exits[t]``,
+    the traces last at risk at step t, and ``events[t]``, the first errors at
+    t, for t = 0 .. max N (index 0 unused). ``n_steps`` (>= 1) and
+    ``first_error`` (0 = none, else 1..N) are validated int64 arrays."""
+    if len(n_steps) == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    t_max = int(n_steps.max())
+    has_err = first_error > 0
+    exit_t = np.where(has_err, first_error, n_steps)  # last step at which the trace is at risk
+    return (np.bincount(exit_t, minlength=t_max + 1).astype(np.int64),
+            np.bincount(first_error[has_err], minlength=t_max + 1).astype(np.int64))
+
+
+def add_hazard_counts(a: tuple[np.ndarray, np.ndarray],
+                      b: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """The counts of two disjoint sets of traces together (the shorter padded with zeros)."""
+    size = max(len(a[0]), len(b[0]))
+    return tuple(np.pad(x, (0, size - len(x))) + np.pad(y, (0, size - len(y)))  # type: ignore[return-value]
+                 for x, y in zip(a, b, strict=True))
+
+
+def hazard_from_counts(exits: np.ndarray, events: np.ndarray) -> pd.DataFrame:
+    """The hazard table of :func:`hazard_counts` (summed over chunks or not):
+    the same table, to the last bit, as ``hazard_profile`` of all those traces."""
+    if len(exits) == 0:
+        return _empty_table()
+    t_max = len(exits) - 1
     # at_risk[t] = #exit_t >= t  (reverse cumulative count), t = 1..T_max
-    exits = np.bincount(exit_t, minlength=t_max + 1)
     at_risk = np.cumsum(exits[::-1])[::-1][1:]
-    events = np.bincount(fe[has_err], minlength=t_max + 1)[1:]
+    events = events[1:]
     with np.errstate(divide="ignore", invalid="ignore"):
         h = np.where(at_risk > 0, events / np.maximum(at_risk, 1), 0.0)
     return pd.DataFrame(

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .hazard import HazardLookup, hazard_lookup, hazard_profile
+from .hazard import HazardLookup, hazard_counts, hazard_lookup, hazard_profile
 from .labels import CODE_INVALID, CODE_NEUTRAL, CODE_VALID, flatten_refs, verdict_codes
 from .profile import DEFAULT, Profile
 
@@ -18,6 +18,7 @@ __all__ = [
     "LUCKY_EPS",
     "SCORE_COLUMNS",
     "estimate_hazard",
+    "estimate_hazard_counts",
     "format_penalty",
     "hazard_penalty",
     "score_traces",
@@ -205,6 +206,15 @@ def _prepare(
 def _estimate(p: _Prepared) -> pd.DataFrame:
     m = (p.labelled == p.n) & (p.n >= 1)
     return hazard_profile(p.n[m], p.first_error[m])
+
+
+def estimate_hazard_counts(traces: pd.DataFrame, steps: pd.DataFrame | None) -> tuple[np.ndarray, np.ndarray]:
+    """What :func:`estimate_hazard` counts, as ``hazard.hazard_counts``: the counts of disjoint chunks of a
+    study add up (``add_hazard_counts``) to the counts of the whole, whose ``hazard_from_counts`` is the
+    study's table -- the same numbers as ``estimate_hazard`` over the whole study."""
+    p = _prepare(traces, steps, need_answers=False, need_coverage=False)
+    m = (p.labelled == p.n) & (p.n >= 1)
+    return hazard_counts(p.n[m], p.first_error[m])
 
 
 def estimate_hazard(traces: pd.DataFrame, steps: pd.DataFrame | None) -> pd.DataFrame:

@@ -113,12 +113,13 @@ def test_a_failing_recompute_marks_the_job_failed(seeded, monkeypatch):
 
     from scoring import storage
 
-    monkeypatch.setattr(storage, "write_scores", boom)
+    monkeypatch.setattr(storage, "write_chunk", boom)
     job = Job.objects.create(study=seeded, kind=Job.Kind.SCORE, params={"profiles": None})
     with pytest.raises(RuntimeError):
         score_jobs.run_score_job(job.pk)
     job.refresh_from_db()
     assert job.status == Job.Status.FAILED and "disk on fire" in job.error
+    assert not ScoreSet.objects.filter(study=seeded).exists()  # no staging set is left behind
 
 
 def test_the_score_command_recomputes_and_reports(seeded):

@@ -143,3 +143,17 @@ def test_matches_lifelines_property(pairs):
     cum, surv = _lifelines(n, fe)
     np.testing.assert_allclose(t.cum_hazard, cum, rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(t.survival, surv, rtol=1e-10, atol=1e-12)
+
+
+def test_hazard_counts_of_chunks_add_up_to_the_table_of_the_whole():
+    from scoring.core.hazard import add_hazard_counts, hazard_counts, hazard_from_counts
+
+    rng = np.random.default_rng(3)
+    n = rng.integers(1, 12, size=500)
+    fe = np.where(rng.random(500) < 0.4, rng.integers(1, 13, size=500) % (n + 1), 0)
+    whole = hazard_profile(n, fe)
+    total = (np.zeros(0, np.int64), np.zeros(0, np.int64))
+    for lo in range(0, 500, 37):  # chunks of different longest traces
+        total = add_hazard_counts(total, hazard_counts(n[lo:lo + 37], fe[lo:lo + 37]))
+    pd.testing.assert_frame_equal(hazard_from_counts(*total), whole, check_exact=True)
+    assert len(hazard_from_counts(*hazard_counts(np.zeros(0, np.int64), np.zeros(0, np.int64)))) == 0

@@ -37,7 +37,7 @@ class Command(RefusingCommand):
                                          params={"profiles": profiles, "reason": "score command"})
                 from scoring import score_jobs  # pandas loads only when scoring here, not for --help
 
-                score_jobs.run_score_job(job.pk, progress=bar)
+                score_jobs.run_score_job(job.pk, progress=bar, inline=True)
             else:
                 job = self._queue(study, profiles)
                 self._wait(job, bar, opts["timeout"])
