@@ -43,6 +43,9 @@ class TraceOutcome(Accounting):
     calls: list[CallRecord] = field(default_factory=list)
     cached: bool = False
     output_mode: str = ""
+    # Each step's claim keys, (wrong, right) in step order, when the provider parsed the steps' arithmetic
+    # (the mechanistic judge): stored for the score recompute (annotation.stored_claims). None: not parsed.
+    claims: list[tuple[tuple[str, ...], tuple[str, ...]]] | None = None
 
     @property
     def trace_pk(self) -> int:
