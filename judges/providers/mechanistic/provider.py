@@ -10,6 +10,8 @@ from reasonlib.verifier.corrections import keys_of
 from reasonlib.verifier.verdicts import check_step
 from runs.clients import Sizing
 
+NO_KEYS: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())  # a step without claims: most steps
+
 
 class MechanisticProvider(JudgeProvider):
     # No requests to wait for: large chunks keep the per-chunk queries few.
@@ -31,5 +33,5 @@ class MechanisticProvider(JudgeProvider):
                 result = check_step(text, checks)
                 labels.append(LabelOut(k, result.verdict, list(result.skeleton_refs), result.confidence, result.reason))
                 # The claims just parsed, kept for the score recompute: it would parse these steps again.
-                claims.append(keys_of(result.claims))
+                claims.append(keys_of(result.claims) if result.claims else NO_KEYS)
             yield TraceOutcome(trace.trace_pk, "ok", labels, claims=claims)
