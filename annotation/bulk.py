@@ -7,6 +7,7 @@ turn model output into traces (subjects, fidelity, abstraction) when they look t
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from itertools import chain
 from typing import Any
@@ -54,19 +55,33 @@ def new_pks(model: type, n: int) -> list[int]:
     return list(range(last - n + 1, last + 1))
 
 
-def insert_rows(model: type, fields: list[str], rows: list[tuple]) -> None:
+def json_text(value: Any) -> str | None:
+    """A JSON field's value as both backends store it (what ``JSONField`` writes), for ``insert_rows(...,
+    prepared=True)``; None stays SQL NULL."""
+    return None if value is None else json.dumps(value)
+
+
+def db_value(model: type, field: str, value: Any) -> Any:
+    """``value`` as the database takes it for ``model.field``: a date-time written into every row of a batch
+    is prepared once this way, not once a row."""
+    return model._meta.get_field(field).get_db_prep_save(value, connection)
+
+
+def insert_rows(model: type, fields: list[str], rows: list[tuple], *, prepared: bool = False) -> None:
     """``executemany`` without building model instances: at import sizes the
     ORM's per-object work costs several times what the database does.
 
     Values of JSON and date-time fields are adapted by the field itself, so
-    each backend gets what it expects."""
+    each backend gets what it expects -- unless ``prepared``: then the caller gives them as the
+    database takes them (``json_text``, ``db_value``), as a writer that builds its JSON anyway does
+    (the judge: a fifth of its CPU went to adapting values one at a time)."""
     if not rows:
         return
     qn = connection.ops.quote_name
     model_fields = [model._meta.get_field(f) for f in fields]
     cols = ", ".join(qn(f.column) for f in model_fields)
     marks = ", ".join(["%s"] * len(fields))
-    adapt = {
+    adapt = {} if prepared else {
         i: f for i, f in enumerate(model_fields) if isinstance(f, (models.JSONField, models.DateTimeField))
     }
     if adapt:

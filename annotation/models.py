@@ -395,6 +395,27 @@ class Step(models.Model):
         return f"{self.trace_id}#{self.index}"
 
 
+class TraceClaims(models.Model):
+    """Each step's claim keys (the arithmetic it gets wrong and right), stored by the mechanistic judge when it
+    parses the trace, so the score recompute's thought recoveries read them instead of parsing every step
+    again (annotation/stored_claims.py; the text's form: reasonlib/verifier/stored_claims.py).
+
+    One row per trace, not per step: at 10M steps that is a tenth of the rows to write and of their
+    headers and index entries to keep, and the recompute reads whole traces anyway. A step's text does
+    not change once imported (a re-import with other steps is refused, nothing edits a step), so a row
+    is only ever stale by ``version`` (the parser's, reasonlib.verifier.stored_claims.CLAIMS_VERSION) or
+    by a migration that re-segments traces: the reader uses a row only when it has the current version
+    and one line per step of the trace, and parses the steps otherwise. A migration that rewrites step
+    texts should delete the rows of the traces it changes."""
+
+    trace = models.OneToOneField(Trace, on_delete=models.CASCADE, primary_key=True, related_name="stored_claims")
+    version = models.PositiveSmallIntegerField()
+    steps = models.TextField()
+
+    def __str__(self) -> str:
+        return f"claims of {self.trace_id} (v{self.version})"
+
+
 class StepLabelQuerySet(StudyScopedQuerySet):
     study_path = "step__trace__study"
 

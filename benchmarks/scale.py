@@ -15,6 +15,8 @@ Stages, each in processes of its own so its usage is its own:
   process each under their own node names; CPU and peak memory are the workers' (every pool process);
   before each judge stage the judge's labels, history and results are deleted (not timed), so every W
   does the same work;
+* judge inline (``--stages judge-inline``): the same run in this process (``judges.services.run_inline``: the
+  chunk code a worker runs, without Celery), CPU this process's; ``--profile FILE`` writes its cProfile;
 * score: ``manage.py score --inline`` (every source, every profile, the stored aggregates), streamed by chunk
   in one process;
 * score-spread (not in the default stages): the score job queued as the web queues it and worked by W worker
@@ -210,7 +212,9 @@ def stage_import(env: dict[str, str], path: Path) -> dict[str, Any]:
 
 
 def _forget_judge(study) -> None:
-    """The judge's labels, their history and its results: every judge stage does the same work."""
+    """The judge's labels, their history, its results and the claims it stored: every judge stage does the
+    same work."""
+    from django.apps import apps
     from django.db import connection, transaction
 
     from annotation.models import LabelHistory, StepLabel
@@ -223,9 +227,13 @@ def _forget_judge(study) -> None:
                                     step__trace__study=study).delete()
         StepLabel.objects.filter(kind=StepLabel.Kind.JUDGE, judge=judge)._raw_delete(connection.alias)
         JudgeTraceResult.objects.filter(judge=judge)._raw_delete(connection.alias)
+        if apps.all_models["annotation"].get("traceclaims") is not None:  # absent before the judge stored claims
+            apps.get_model("annotation", "TraceClaims").objects.filter(trace__study=study)._raw_delete(connection.alias)
     with connection.cursor() as cur:
         cur.execute("VACUUM ANALYZE annotation_steplabel")
         cur.execute("VACUUM ANALYZE annotation_labelhistory")
+        if apps.all_models["annotation"].get("traceclaims") is not None:
+            cur.execute("VACUUM ANALYZE annotation_traceclaims")
 
 
 def _drop_queued_work(env: dict[str, str]) -> None:
@@ -264,6 +272,34 @@ def stage_judge(study, env: dict[str, str], processes: int, nodes: bool, logs: P
             "note": (f"{job.status}, {record.labels_created:,} labels, first chunk to end "
                      f"{(job.finished_at - job.started_at).total_seconds():.0f} s, {record.run.chunks.count()} chunks over "
                      f"{len(holders)} processes on {', '.join(nodes_seen)}")}
+
+
+def stage_judge_inline(study, profile: str | None) -> dict[str, Any]:
+    """The judge per process: the whole run in this process, as ``run_inline`` does (the CLI, the demo)."""
+    import cProfile
+    import resource
+
+    from judges import services as judge_services
+    from judges.models import JudgeRun
+
+    _forget_judge(study)
+    judge = judge_services.ensure_mechanistic(study)
+    record = judge_services.do_start_run(judge, scope=JudgeRun.Scope.ALL, queue=False)
+    # The wall clock (cProfile's default): a CPU-time timer is a system call per function call, and made
+    # the profiled run six times slower than the run.
+    profiler = cProfile.Profile() if profile else None
+    t0, c0 = time.perf_counter(), time.process_time()
+    if profiler:
+        profiler.enable()
+    job = judge_services.run_inline(record)
+    if profiler:
+        profiler.disable()
+        profiler.dump_stats(profile)
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    record.refresh_from_db()
+    return {"wall_s": wall, "cpu_s": cpu, "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            "note": f"{job.status}, {record.labels_created:,} labels, {record.run.chunks.count()} chunks, in process"
+                    + (" (profiled: CPU includes cProfile's)" if profiler else "")}
 
 
 def stage_score(env: dict[str, str]) -> dict[str, Any]:
@@ -322,6 +358,7 @@ def main() -> None:
     parser.add_argument("--nodes", action="store_true", help="one Celery worker (node name) per process")
     parser.add_argument("--stages", default="build,import,judge,score,pages")
     parser.add_argument("--requests", type=int, default=3, help="timed requests per page")
+    parser.add_argument("--profile", help="judge-inline: write the run's cProfile statistics to this file")
     args = parser.parse_args()
     if not args.database_url.startswith("postgres"):
         raise SystemExit("--database-url: a PostgreSQL URL (this benchmark measures the server setup)")
@@ -342,6 +379,8 @@ def main() -> None:
             for w in [int(x) for x in args.workers.split(",")]:
                 label = f"judge, {w} process{'es' if w > 1 else ''}" + (f" on {w} nodes" if args.nodes else "")
                 plan.append((label, lambda w=w: stage_judge(study, env, w, args.nodes, Path(tmp))))
+        if "judge-inline" in stages:
+            plan.append(("judge, in this process", lambda: stage_judge_inline(study, args.profile)))
         if "score" in stages:
             plan.append(("score", lambda: stage_score(env)))
         if "score-spread" in stages:

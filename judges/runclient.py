@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Sequence
+from json.encoder import encode_basestring_ascii  # type: ignore[attr-defined]
 from typing import Any
 
 from django.db.models import F
 from django.utils import timezone
 
-from annotation.bulk import insert_rows, rows_by_key
-from annotation.importing.pipeline import label_snapshot
+from annotation import stored_claims
+from annotation.bulk import db_value, insert_rows, json_text, new_pks, rows_by_key
 from annotation.models import LabelHistory, SkeletonStep, Step, StepLabel, Trace
 from judges.models import JudgeConfig, JudgeRun, JudgeTraceResult
 from judges.providers import JudgeProvider, TraceInput, TraceOutcome, get_provider, provider_class
@@ -27,9 +28,10 @@ KIND = "judge"
 
 def load_inputs(trace_ids: Sequence[int]) -> tuple[list[TraceInput], dict[int, list[int]]]:
     """What judges see of these traces (in the given order), and each trace's step pks by index."""
+    # Rows, not model objects: a chunk is a thousand traces, and building their Trace and Problem objects
+    # cost more than reading them.
     traces = {
-        t.pk: t
-        for t in Trace.objects.filter(pk__in=trace_ids).select_related("problem").only(
+        row[0]: row for row in Trace.objects.filter(pk__in=trace_ids).values_list(
             "pk", "trace_id", "model", "answer", "problem__statement", "problem__gold_answer",
             "problem__approved_skeleton_id",
         )
@@ -41,7 +43,7 @@ def load_inputs(trace_ids: Sequence[int]) -> tuple[list[TraceInput], dict[int, l
     ):
         steps[trace_pk].append(text)
         step_pks[trace_pk].append(pk)
-    skeleton_ids = {t.problem.approved_skeleton_id for t in traces.values()} - {None}
+    skeleton_ids = {row[6] for row in traces.values()} - {None}
     skeletons: dict[int, list[tuple[str, str]]] = {}
     for skeleton_id, text, check in (
         SkeletonStep.objects.filter(skeleton_id__in=skeleton_ids).order_by("skeleton_id", "position")
@@ -50,13 +52,13 @@ def load_inputs(trace_ids: Sequence[int]) -> tuple[list[TraceInput], dict[int, l
         skeletons.setdefault(skeleton_id, []).append((text, check))
     inputs = []
     for pk in trace_ids:
-        t = traces.get(pk)
-        if t is None:
+        row = traces.get(pk)
+        if row is None:
             continue  # deleted since the run started
+        _pk, trace_id, model, answer, statement, gold, skeleton_id = row
         inputs.append(TraceInput(
-            trace_pk=t.pk, trace_id=t.trace_id, model=t.model, problem=t.problem.statement,
-            gold_answer=t.problem.gold_answer, answer=t.answer, steps=tuple(steps[pk]),
-            skeleton=tuple(skeletons.get(t.problem.approved_skeleton_id, ())),
+            trace_pk=pk, trace_id=trace_id, model=model, problem=statement, gold_answer=gold, answer=answer,
+            steps=tuple(steps[pk]), skeleton=tuple(skeletons.get(skeleton_id, ())),
         ))
     return inputs, step_pks
 
@@ -78,47 +80,70 @@ def _labels_on(judge: JudgeConfig, step_ids: Sequence[int], columns: list[str]) 
     return [(row[0], *row[3:]) for row in rows if row[1] == StepLabel.Kind.JUDGE and row[2] == judge.pk]
 
 
-def existing_labels(judge: JudgeConfig, step_ids: Sequence[int]) -> dict[int, StepLabel]:
-    """The judge's labels on ``step_ids``, by step: looked up by the steps' own ids, so a chunk reads only its
-    own labels however many the judge has written (a join through the steps' traces read every label of the
-    judge, for each chunk: quadratic over a run)."""
-    rows = _labels_on(judge, step_ids, ["pk", "verdict", "skeleton_refs", "confidence", "reason", "version"])
-    return {
-        step_id: StepLabel(pk=pk, step_id=step_id, kind=StepLabel.Kind.JUDGE, judge=judge, verdict=verdict,
-                           skeleton_refs=_decoded(refs) or [], confidence=confidence, reason=reason, version=version)
-        for step_id, pk, verdict, refs, confidence, reason, version in rows
-    }
-
-
-LABEL_FIELDS = ["step", "kind", "judge", "verdict", "skeleton_refs", "confidence", "reason", "version", "created_at",
-                "updated_at"]
+LABEL_FIELDS = ["id", "step", "kind", "judge", "verdict", "skeleton_refs", "confidence", "reason", "version",
+                "created_at", "updated_at"]
 HISTORY_FIELDS = ["step", "label", "kind", "source_name", "actor", "at", "before", "after", "via"]
+RESULT_FIELDS = ["judge", "trace", "run", "status", "reason", "warnings", "answer_correct", "n_labels", "attempts",
+                 "cached", "prompt_tokens", "completion_tokens", "unknown_token_calls", "cost_usd", "judge_version",
+                 "prompt_version", "updated_at"]
+
+
+def _snapshot(verdict: str, refs: list, confidence: float | None, reason: str) -> dict[str, Any]:
+    # annotation.importing.pipeline.label_snapshot's form, from a row rather than a model object.
+    return {"verdict": verdict, "skeleton_refs": refs, "confidence": confidence, "reason": reason}
+
+
+_json_memo: dict[Any, str] = {}
+
+
+def _json_of(value: Any) -> str:
+    """JSON of a value that repeats (a verdict, a confidence): each distinct one encoded once."""
+    key = (type(value), value)
+    text = _json_memo.get(key)
+    if text is None:
+        text = _json_memo[key] = json.dumps(value)
+    return text
+
+
+def _snapshot_json(verdict: str, refs_json: str, confidence: float | None, reason: str) -> str:
+    """``json_text(_snapshot(...))``, the same text, with only the reason encoded per label: a history row
+    per new label made ``json.dumps`` of the whole snapshot a tenth of a mechanistic run's CPU."""
+    return (f'{{"verdict": {_json_of(verdict)}, "skeleton_refs": {refs_json}, "confidence": {_json_of(confidence)}, '
+            f'"reason": {encode_basestring_ascii(reason)}}}')
 
 
 def write_outcomes(record: JudgeRun, judge: JudgeConfig, outcomes: Sequence[TraceOutcome],
                    step_pks: dict[int, list[int]], *, actor=None) -> None:
     """Upsert the labels (one per step and judge: the unique constraint is the
-    last guard against duplicates), record what changed in LabelHistory, and
-    store per-trace results and the run's label counters (runs.engine stores the
-    calls and the engine's counters). Call inside a transaction.
+    last guard against duplicates), record what changed in LabelHistory, store each trace's claim keys
+    when the provider parsed them (annotation.stored_claims), and store per-trace results and the run's
+    label counters (runs.engine stores the calls and the engine's counters). Call inside a transaction.
 
-    New labels and every history row are written as plain rows (COPY on PostgreSQL, many-row INSERTs on
-    SQLite: annotation.bulk.insert_rows), not model objects: building, preparing and
-    compiling them was most of a mechanistic run's time."""
+    New labels, every history row and new per-trace results are written as plain rows (COPY on
+    PostgreSQL, many-row INSERTs on SQLite: annotation.bulk.insert_rows), not model objects, with their
+    keys handed out first (no look-up of the new labels afterwards) and their JSON and time stamp
+    prepared once here: building, preparing and compiling model objects was most of a mechanistic run's
+    time, then adapting each value of each row a fifth of what was left."""
     now = timezone.now()
+    stamp = db_value(StepLabel, "updated_at", now)
     ok = [o for o in outcomes if o.status == "ok"]
-    existing = existing_labels(judge, [pk for o in ok for pk in step_pks.get(o.trace_pk, [])])
+    existing = {
+        row[0]: row[1:] for row in _labels_on(
+            judge, [pk for o in ok for pk in step_pks.get(o.trace_pk, [])],
+            ["pk", "verdict", "skeleton_refs", "confidence", "reason", "version"])
+    }
     kind = StepLabel.Kind.JUDGE
+    name = judge.name
     actor_id = actor.pk if actor is not None else None
     created: list[tuple] = []
-    created_after: list[tuple[int, dict]] = []  # their history, once their pks are known
     changed: list[StepLabel] = []
-    removed: list[StepLabel] = []
+    removed: list[int] = []
     history: list[tuple] = []
     unchanged = 0
-
-    def log_change(step_id: int, label_id: int | None, before, after) -> None:
-        history.append((step_id, label_id, kind, judge.name, actor_id, now, before, after, "judge run"))
+    n_new = sum(1 for o in ok for pks in (step_pks.get(o.trace_pk, []),) for lab in o.labels
+                if pks[lab.step - 1] not in existing)
+    label_pks = iter(new_pks(StepLabel, n_new))
+    refs_text: dict[tuple, str] = {}  # a few distinct lists of skeleton steps: each written once
 
     for outcome in ok:
         pks = step_pks.get(outcome.trace_pk, [])
@@ -127,61 +152,84 @@ def write_outcomes(record: JudgeRun, judge: JudgeConfig, outcomes: Sequence[Trac
             step_id = pks[lab.step - 1]
             given.add(step_id)
             refs = list(lab.skeleton_refs)
-            after = {"verdict": lab.verdict, "skeleton_refs": refs, "confidence": lab.confidence, "reason": lab.reason}
             old = existing.get(step_id)
             if old is None:
-                created.append((step_id, kind, judge.pk, lab.verdict, refs, lab.confidence, lab.reason, 1, now, now))
-                created_after.append((step_id, after))
+                key = tuple(refs)
+                refs_json = refs_text.get(key)
+                if refs_json is None:
+                    refs_json = refs_text[key] = json_text(refs)
+                label_pk = next(label_pks)
+                created.append((label_pk, step_id, kind, judge.pk, lab.verdict, refs_json, lab.confidence,
+                                lab.reason, 1, stamp, stamp))
+                history.append((step_id, label_pk, kind, name, actor_id, stamp, None,
+                                _snapshot_json(lab.verdict, refs_json, lab.confidence, lab.reason), "judge run"))
                 continue
-            before = label_snapshot(old)
+            pk, verdict, old_refs, confidence, reason, version = old
+            before = _snapshot(verdict, list(_decoded(old_refs) or []), confidence, reason)
+            after = _snapshot(lab.verdict, refs, lab.confidence, lab.reason)
             if before == after:
                 unchanged += 1
                 continue
-            old.verdict, old.skeleton_refs, old.confidence, old.reason = lab.verdict, refs, lab.confidence, lab.reason
-            old.version += 1
-            old.updated_at = now
-            changed.append(old)
-            log_change(step_id, old.pk, before, after)
+            changed.append(StepLabel(pk=pk, step_id=step_id, verdict=lab.verdict, skeleton_refs=refs,
+                                     confidence=lab.confidence, reason=lab.reason, version=version + 1,
+                                     updated_at=now))
+            history.append((step_id, pk, kind, name, actor_id, stamp, json_text(before), json_text(after),
+                            "judge run"))
         # A step the judge left out this time keeps no stale verdict.
         for step_id in pks:
             old = existing.get(step_id)
             if step_id not in given and old is not None:
-                removed.append(old)
-                log_change(step_id, None, label_snapshot(old), None)
+                pk, verdict, old_refs, confidence, reason, _version = old
+                removed.append(pk)
+                before = _snapshot(verdict, list(_decoded(old_refs) or []), confidence, reason)
+                history.append((step_id, None, kind, name, actor_id, stamp, json_text(before), None, "judge run"))
 
-    insert_rows(StepLabel, LABEL_FIELDS, created)
-    if created:
-        new_pks = dict(_labels_on(judge, [row[0] for row in created], ["pk"]))
-        for step_id, after in created_after:
-            log_change(step_id, new_pks[step_id], None, after)
+    insert_rows(StepLabel, LABEL_FIELDS, created, prepared=True)
     StepLabel.objects.bulk_update(changed, ["verdict", "skeleton_refs", "confidence", "reason", "version", "updated_at"],
                                   batch_size=500)
     if removed:
-        StepLabel.objects.filter(pk__in=[label.pk for label in removed]).delete()
-    insert_rows(LabelHistory, HISTORY_FIELDS, history)
-
-    results = [
-        JudgeTraceResult(
-            judge=judge, trace_id=o.trace_pk, run=record, status=JudgeTraceResult.Status.OK if o.status == "ok" else
-            JudgeTraceResult.Status.FAILED, reason=o.reason[:5000], warnings=o.warnings,
-            answer_correct=o.answer_correct, n_labels=len(o.labels), attempts=len(o.calls), cached=o.cached,
-            prompt_tokens=o.prompt_tokens, completion_tokens=o.completion_tokens,
-            unknown_token_calls=o.unknown_token_calls, cost_usd=o.cost_usd,
-            judge_version=record.judge_version, prompt_version=record.prompt_version, updated_at=now,
-        )
-        for o in outcomes if o.status != "skipped"
-    ]
-    JudgeTraceResult.objects.bulk_create(
-        results, batch_size=1000, update_conflicts=True, unique_fields=["judge", "trace"],
-        update_fields=["run", "status", "reason", "warnings", "answer_correct", "n_labels", "attempts", "cached",
-                       "prompt_tokens", "completion_tokens", "unknown_token_calls", "cost_usd", "judge_version", "prompt_version",
-                       "updated_at"],
-    )
+        StepLabel.objects.filter(pk__in=removed).delete()
+    insert_rows(LabelHistory, HISTORY_FIELDS, history, prepared=True)
+    stored_claims.write([(o.trace_pk, o.claims) for o in ok if o.claims is not None])
+    _write_results(record, judge, [o for o in outcomes if o.status != "skipped"], now, stamp)
     JudgeRun.objects.filter(pk=record.pk).update(
         labels_created=F("labels_created") + len(created),
         labels_changed=F("labels_changed") + len(changed),
-        labels_unchanged=F("labels_unchanged") + unchanged,
         labels_removed=F("labels_removed") + len(removed),
+        labels_unchanged=F("labels_unchanged") + unchanged,
+    )
+
+
+def _write_results(record: JudgeRun, judge: JudgeConfig, outcomes: Sequence[TraceOutcome], now, stamp) -> None:
+    """Each trace's newest result: new ones as rows (a first run has only those), those of traces the judge
+    judged before replaced through the ORM's upsert."""
+    if not outcomes:
+        return
+    seen = {trace for trace, _pk in rows_by_key(JudgeTraceResult, "trace", [o.trace_pk for o in outcomes], ["pk"],
+                                                 judge=judge.pk)}
+
+    def status(o: TraceOutcome) -> str:
+        return JudgeTraceResult.Status.OK if o.status == "ok" else JudgeTraceResult.Status.FAILED
+
+    insert_rows(JudgeTraceResult, RESULT_FIELDS, [
+        (judge.pk, o.trace_pk, record.pk, status(o), o.reason[:5000], json_text(o.warnings), o.answer_correct,
+         len(o.labels), len(o.calls), o.cached, o.prompt_tokens, o.completion_tokens, o.unknown_token_calls,
+         o.cost_usd, record.judge_version, record.prompt_version, stamp)
+        for o in outcomes if o.trace_pk not in seen
+    ], prepared=True)
+    again = [
+        JudgeTraceResult(
+            judge=judge, trace_id=o.trace_pk, run=record, status=status(o), reason=o.reason[:5000],
+            warnings=o.warnings, answer_correct=o.answer_correct, n_labels=len(o.labels), attempts=len(o.calls),
+            cached=o.cached, prompt_tokens=o.prompt_tokens, completion_tokens=o.completion_tokens,
+            unknown_token_calls=o.unknown_token_calls, cost_usd=o.cost_usd,
+            judge_version=record.judge_version, prompt_version=record.prompt_version, updated_at=now,
+        )
+        for o in outcomes if o.trace_pk in seen
+    ]
+    JudgeTraceResult.objects.bulk_create(
+        again, batch_size=1000, update_conflicts=True, unique_fields=["judge", "trace"],
+        update_fields=RESULT_FIELDS[2:],
     )
 
 

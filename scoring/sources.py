@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 from django.db import connection, transaction
 
+from annotation import stored_claims
 from annotation.models import Problem, Step, StepLabel, Study, Trace, TraceReview, suite_problems_sql
 from reasonlib.refusals import Invalid
 from reasonlib.verifier.corrections import claim_keys
@@ -298,18 +299,33 @@ def source_steps(inputs: Inputs, source: str, *, human: pd.DataFrame | None = No
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
 
 
-def read_claims(error_steps: dict[int, set[int]], *, chunk: int = 2000) -> pd.DataFrame:
+def read_claims(error_steps: dict[int, set[int]], *, chunk: int = 2000, stored: bool = True) -> pd.DataFrame:
     """trace_id, step, wrong_claims, right_claims of the thought steps of the traces in
     ``error_steps`` (trace pk -> its steps labelled invalid by any source): what
-    scoring.core.thought.recoveries matches an error against.
+    scoring.core.thought.recoveries matches an error against. Only traces with a thought error are read.
 
-    The arithmetic parser (reasonlib.verifier.corrections.claim_keys) is dear, so it reads only
-    the error steps and the later steps that could re-derive one of their false claims: a step
-    whose text lacks one of the numbers of every false claim before it cannot, and gets no
-    claims. Only traces with a thought error are read at all."""
+    The keys the mechanistic judge stored as it parsed a trace (annotation.stored_claims) are read as
+    they are: the error steps, and every later thought step that gets a claim right. ``stored=False``
+    (and any trace whose stored keys are missing or of an older parser) parses the steps' text instead
+    (reasonlib.verifier.corrections.claim_keys, which is dear): the error steps, and only the later
+    steps that could re-derive one of their false claims -- a step whose text lacks one of the numbers
+    of every false claim before it cannot, and gets no claims. Both give recoveries the same matches:
+    a later step's keys matter only where they equal a false claim's."""
     rows: list[tuple[int, int, tuple[str, ...], tuple[str, ...]]] = []
+    parse = set(error_steps)
+    if stored:
+        for trace_id, n_thought, keys in stored_claims.read(sorted(error_steps)):
+            parse.discard(trace_id)
+            errors = error_steps[trace_id]
+            first = min(errors)
+            for index in range(first, n_thought + 1):
+                wrong, right = keys[index - 1]
+                if index in errors:
+                    rows.append((trace_id, index, wrong, right))
+                elif right:
+                    rows.append((trace_id, index, (), right))
     st = _table(Step)
-    trace_ids = sorted(error_steps)
+    trace_ids = sorted(parse)
     for i in range(0, len(trace_ids), chunk):
         part = trace_ids[i:i + chunk]
         marks = ", ".join(["%s"] * len(part))

@@ -35,6 +35,9 @@ class TraceOutcome(ItemOutcome):
 
     labels: list[LabelOut] = field(default_factory=list)
     answer_correct: bool | None = None
+    # Each step's claim keys, (wrong, right) in step order, when the provider parsed the steps' arithmetic
+    # (the mechanistic judge): stored for the score recompute (annotation.stored_claims). None: not parsed.
+    claims: list[tuple[tuple[str, ...], tuple[str, ...]]] | None = None
 
     @property
     def trace_pk(self) -> int:

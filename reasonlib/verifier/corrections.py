@@ -5,7 +5,9 @@ earlier error" (docs/scoring.md, section 9)."""
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
+from reasonlib.arithmetic import Claim
 from reasonlib.verifier.verdicts import find_claims
 
 _BLANKS = re.compile(r"\s+")
@@ -20,9 +22,14 @@ def claim_key(lhs: str) -> str:
 def claim_keys(step_text: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """(wrong, right): sorted keys of the step's false and true claims whose
     value is defined (a division by zero corrects nothing)."""
+    return keys_of(find_claims(step_text))
+
+
+def keys_of(claims: Iterable[Claim]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """``claim_keys`` of claims already found (the mechanistic judge has them from its verdict)."""
     wrong: set[str] = set()
     right: set[str] = set()
-    for c in find_claims(step_text):
+    for c in claims:
         if c.value is None or not c.lhs.strip():
             continue
         (right if c.ok else wrong).add(claim_key(c.lhs))

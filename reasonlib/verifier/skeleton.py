@@ -19,6 +19,8 @@ def _derives(claim: Claim, target: Fraction, decimals: int) -> bool:
 
 def skeleton_refs(claims: Sequence[Claim], skeleton_checks: Sequence[str | None]) -> tuple[int, ...]:
     """1-based numbers of the skeleton steps the claims derive, in order."""
+    if not claims:
+        return ()  # most steps claim nothing: no check of the skeleton to read for them
     refs = []
     for k, check in enumerate(skeleton_checks, start=1):
         info = check_info(check)

@@ -9,10 +9,12 @@ import re
 import pytest
 from django.db import connection
 
+from annotation.bulk import json_text
 from annotation.models import Job, LabelHistory, Step, StepLabel
 from judges import services
 from judges.models import MECHANISTIC, JudgeConfig
 from judges.providers.mechanistic.provider import MechanisticProvider
+from judges.runclient import _snapshot, _snapshot_json
 from runs import engine
 from runs.models import RunChunk
 from tests.judges.conftest import run_judge
@@ -102,3 +104,15 @@ def test_an_llm_judge_run_keeps_its_one_chain(study, make_traces, llm_judge):
     record = services.do_start_run(llm_judge(), queue=False)
     record.run.refresh_from_db()
     assert record.run.lanes == 1 and not engine.is_spread(record.run)
+
+
+@pytest.mark.parametrize("verdict, refs, confidence, reason", [
+    ("valid", [], 1.0, 'claim "2 + 2 = 4" holds'),
+    ("invalid", [1, 3], 1.0, "claim \"16 − 3 = 14\" is false: 16 − 3 = 13\n\ttab\\ and é"),
+    ("neutral", [], None, "nothing checkable"),
+    ("valid", [2], 1, ""),
+    ("invalid", [], 0.25, "\x00\x1f\u2028 ☃"),
+])
+def test_the_history_snapshot_text_is_json_of_the_snapshot(verdict, refs, confidence, reason):
+    text = _snapshot_json(verdict, json_text(refs), confidence, reason)
+    assert text == json_text(_snapshot(verdict, refs, confidence, reason))

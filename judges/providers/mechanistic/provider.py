@@ -6,8 +6,11 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 from judges.providers.base import Control, JudgeProvider, LabelOut, TraceInput, TraceOutcome
+from reasonlib.verifier.corrections import keys_of
 from reasonlib.verifier.verdicts import check_step
 from runs.clients import Sizing
+
+NO_KEYS: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())  # a step without claims: most steps
 
 
 class MechanisticProvider(JudgeProvider):
@@ -25,7 +28,10 @@ class MechanisticProvider(JudgeProvider):
                 return
             checks = [check for _text, check in trace.skeleton]
             labels = []
+            claims = []
             for k, text in enumerate(trace.steps, start=1):
                 result = check_step(text, checks)
                 labels.append(LabelOut(k, result.verdict, list(result.skeleton_refs), result.confidence, result.reason))
-            yield TraceOutcome(trace.trace_pk, "ok", labels=labels)
+                # The claims just parsed, kept for the score recompute: it would parse these steps again.
+                claims.append(keys_of(result.claims) if result.claims else NO_KEYS)
+            yield TraceOutcome(trace.trace_pk, "ok", labels=labels, claims=claims)
