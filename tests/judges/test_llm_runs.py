@@ -260,10 +260,12 @@ def test_concurrency_keeps_that_many_requests_in_flight(make_traces, llm_judge, 
 
 def test_the_rate_limit_spaces_requests(make_traces, llm_judge, server):
     make_traces(5)
-    judge = llm_judge(concurrency=4, rate_limit_per_minute=600)  # one every 0.1 s
+    judge = llm_judge(concurrency=4, rate_limit_per_minute=300)  # one every 0.2 s: 0.8 s from first to fifth
     run_judge(judge)
     starts = sorted(r.started for r in server.requests)
-    assert starts[-1] - starts[0] >= 0.38
+    # Unlimited, four workers would start all five within milliseconds. The server stamps arrivals, and the
+    # first request alone also opens its connection, so under load it can arrive late: a slack of one interval.
+    assert starts[-1] - starts[0] >= 0.6
 
 
 def test_a_missing_api_key_variable_fails_the_run_naming_it(make_traces, llm_judge, server, monkeypatch):
