@@ -107,6 +107,10 @@ class RunClient(ABC):
 
     kind: str = ""
     noun: str = "item"  # what an item is, in messages ("trace")
+    #: Listed on the runs page and by ``GET studies/{id}/runs/`` (runs of model calls, started by people).
+    #: False for the engine's own bookkeeping runs (the score job: one after every change of the data),
+    #: which the study's jobs list shows instead.
+    listed: bool = True
     #: The kind's row of a run (a runs.models.RunRecord), and what loading it follows besides its job and run.
     record_model: type[RunRecord] | None = None
     record_related: tuple[str, ...] = ()
@@ -184,6 +188,11 @@ _CLIENTS: dict[str, RunClient] = {}
 
 def register(client: RunClient) -> None:
     _CLIENTS[client.kind] = client
+
+
+def unlisted_kinds() -> list[str]:
+    """The engine kinds whose runs the runs page and the runs API leave out (``RunClient.listed``)."""
+    return sorted(kind for kind, client in _CLIENTS.items() if not client.listed)
 
 
 def client_for(kind: str) -> RunClient:

@@ -61,6 +61,7 @@ class ScoreClient(RunClient):
     noun = "chunk of traces"
     label = "Scores"
     record_model = ScoreRun
+    listed = False  # one after every change of the data: the jobs list shows them, not the runs of model calls
 
     def sizing(self, run: Run) -> Sizing:
         # One chunk of traces per run chunk; CPU and database work only: spread over every worker process.
