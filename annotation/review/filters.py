@@ -12,7 +12,7 @@ from django.db.models import Exists, OuterRef, Q, QuerySet
 
 from annotation import gate
 from annotation.gate import Source
-from annotation.models import Membership, StepTag, Study, Trace, TraceReview
+from annotation.models import Membership, StepTag, Study, Trace, TraceReview, suite_problems_sql
 from annotation.review.adjudication import traces_with_disagreement
 from reasonlib.refusals import FieldInvalid
 from reasonlib.step_functions import FUNCTION_NAMES, normalize_function
@@ -30,16 +30,21 @@ def study_models(study: Study) -> list[str]:
     if connection.vendor != "postgresql":
         return list(Trace.objects.of_study(study).values_list("model", flat=True).distinct().order_by("model"))
     table = Trace._meta.db_table
+    # The study's own traces only, as Trace.objects.of_study reads them: a model whose traces are all
+    # benchmark items or suite variants is not in the menus (the subquery is hashed once per statement).
+    suite = suite_problems_sql(study.pk)
+    own, own_params = ("", []) if suite is None else (f" AND t.problem_id NOT IN ({suite[0]})", list(suite[1]))
     sql = f"""
         WITH RECURSIVE m(model) AS (
-            (SELECT model FROM {table} WHERE study_id = %s ORDER BY model LIMIT 1)
+            (SELECT t.model FROM {table} t WHERE t.study_id = %s{own} ORDER BY t.model LIMIT 1)
             UNION ALL
-            SELECT (SELECT t.model FROM {table} t WHERE t.study_id = %s AND t.model > m.model ORDER BY t.model LIMIT 1)
+            SELECT (SELECT t.model FROM {table} t WHERE t.study_id = %s{own} AND t.model > m.model
+                    ORDER BY t.model LIMIT 1)
             FROM m WHERE m.model IS NOT NULL
         )
         SELECT model FROM m WHERE model IS NOT NULL"""
     with connection.cursor() as cur:
-        cur.execute(sql, [study.pk, study.pk])
+        cur.execute(sql, [study.pk, *own_params, study.pk, *own_params])
         return [row[0] for row in cur.fetchall()]
 
 
