@@ -17,7 +17,6 @@ from rest_framework.views import APIView
 from annotation import access, jobs
 from annotation.models import Job, Membership, Study
 from runs import kinds
-from runs.clients import unlisted_kinds
 from runs.engine import ACTIVE
 from runs.models import Run
 from runs.serializers import RunDetailSerializer, RunSerializer
@@ -59,7 +58,7 @@ class StudyRuns(generics.ListAPIView):
 
     def get_queryset(self) -> QuerySet[Run]:
         study, _ = access.check_study(self.request.user, self.kwargs["pk"])
-        qs = _runs().filter(job__study=study).exclude(kind__in=unlisted_kinds()).order_by("-created_at", "-pk")
+        qs = _runs().listed().filter(job__study=study).order_by("-created_at", "-pk")
         kind, state = self.request.query_params.get("kind"), self.request.query_params.get("status")
         if kind:
             kinds.get(kind)  # an unknown kind is a 400 naming the kinds, not an empty list

@@ -16,6 +16,14 @@ from django.utils import timezone
 from annotation.models import Job
 
 
+class RunQuerySet(models.QuerySet):
+    def listed(self) -> RunQuerySet:
+        """The runs the runs page and the runs API list: runs of model calls (runs.clients.RunClient.listed)."""
+        from runs.clients import unlisted_kinds  # the clients import these models
+
+        return self.exclude(kind__in=unlisted_kinds())
+
+
 class Run(models.Model):
     """The engine's side of a run: what it cost and why it stopped.
 
@@ -26,6 +34,8 @@ class Run(models.Model):
     in ``unknown_token_calls`` instead of as zero, so a cost is a lower bound
     whenever that count is not zero.
     """
+
+    objects = RunQuerySet.as_manager()
 
     job = models.OneToOneField(Job, on_delete=models.CASCADE, related_name="run")
     kind = models.CharField(max_length=30)  # the registered client: "judge", later "generation", ...

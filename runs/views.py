@@ -20,7 +20,7 @@ from annotation.api.errors import serializer_refusal
 from annotation.models import Job, Membership, Study
 from reasonlib.refusals import Invalid
 from runs import kinds
-from runs.clients import client_for, unlisted_kinds
+from runs.clients import client_for
 from runs.engine import ACTIVE
 from runs.models import Run
 
@@ -41,7 +41,7 @@ def run_page_of_job(job: Job) -> str | None:
 def _rows(study: Study, user, membership: Membership, page_number: Any) -> tuple[Any, list[dict[str, Any]]]:
     """One page of the study's runs, newest first, with what the table shows of each (three queries
     whatever the page holds, plus one cache read per run still active)."""
-    qs = (Run.objects.filter(job__study=study).exclude(kind__in=unlisted_kinds())
+    qs = (Run.objects.listed().filter(job__study=study)
           .select_related("job__created_by").order_by("-created_at", "-pk"))
     page = Paginator(qs, PAGE_SIZE).get_page(page_number)
     rows = []
