@@ -19,6 +19,7 @@ from django.db import transaction
 
 from annotation import signals
 from annotation.models import Study
+from runs.models import UNLISTED_KINDS
 from runs.transport import CallRecord, Control
 
 if TYPE_CHECKING:
@@ -188,6 +189,10 @@ _CLIENTS: dict[str, RunClient] = {}
 
 def register(client: RunClient) -> None:
     _CLIENTS[client.kind] = client
+    if not client.listed:
+        UNLISTED_KINDS.add(client.kind)
+    else:
+        UNLISTED_KINDS.discard(client.kind)
 
 
 def unlisted_kinds() -> list[str]:
