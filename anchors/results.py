@@ -1,9 +1,12 @@
 """The measures of a step-importance run from its stored rollouts (anchors.core), written as StepImportance
-rows of source "run". Recomputable at any time from the rollouts (``store``); the run calls it when it ends."""
+rows of source "run". Recomputable at any time from the rollouts (``store``). The measures are per trace, so
+the run stores a trace's as soon as the chunk that answers its last rollout commits (spread over the worker
+processes with the chunks), and when it ends only the traces no chunk stored (``store_missing``)."""
 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Collection
 
 from django.db import transaction
 from django.utils import timezone
@@ -24,22 +27,41 @@ def _answer(text: str) -> str:
     return normalize_answer(text) if text.strip() else ""
 
 
+def complete_traces(record: ImportanceRun, traces: Collection[int]) -> set[int]:
+    """Those of ``traces`` none of whose rollouts in ``record`` is still pending."""
+    pending = set(Rollout.objects.filter(irun=record, trace_id__in=traces, status=Status.PENDING)
+                  .values_list("trace_id", flat=True).distinct())
+    return set(traces) - pending
+
+
+def store_missing(record: ImportanceRun) -> int:
+    """The measures of the traces with answered rollouts but no stored measure (two chunks that finished
+    one trace at the same time each saw the other's rollouts pending, or a trace with no measurable step)."""
+    answered = set(Rollout.objects.filter(irun=record, status=Status.OK).values_list("trace_id", flat=True).distinct())
+    stored = set(StepImportance.objects.filter(irun=record).values_list("trace_id", flat=True).distinct())
+    return store(record, answered - stored) if answered - stored else 0
+
+
 @transaction.atomic
-def store(record: ImportanceRun) -> int:
-    """(Re)compute every measured step of ``record`` from its rollouts; returns the rows written."""
+def store(record: ImportanceRun, traces: Collection[int] | None = None) -> int:
+    """(Re)compute every measured step of ``record`` (of ``traces`` only, when given) from its rollouts;
+    returns the rows written."""
     p = record.params
     threshold = float(p.get("threshold", SIMILARITY_THRESHOLD))
     resamples = int(p.get("bootstrap", DEFAULT_BOOTSTRAP))
     seed = int(p.get("seed") or 0)
     groups: dict[tuple[int, int, str], list[Rollout]] = defaultdict(list)
-    for r in Rollout.objects.filter(irun=record, status=Status.OK).only(
-            "trace_id", "position", "kind", "first_sentence", "answer", "correct"):
+    answered = Rollout.objects.filter(irun=record, status=Status.OK)
+    old = StepImportance.objects.filter(irun=record)
+    if traces is not None:
+        answered, old = answered.filter(trace_id__in=traces), old.filter(trace_id__in=traces)
+    for r in answered.only("trace_id", "position", "kind", "first_sentence", "answer", "correct"):
         groups[(r.trace_id, r.position, r.kind)].append(r)
     traces = sorted({t for t, _p, _k in groups})
     steps: dict[int, list[Step]] = defaultdict(list)
     for s in Step.objects.filter(trace_id__in=traces, channel=Step.Channel.THOUGHT).order_by("trace_id", "index"):
         steps[s.trace_id].append(s)
-    StepImportance.objects.filter(irun=record).delete()
+    old.delete()
     rows = []
     now = timezone.now()
     for trace in traces:

@@ -6,12 +6,13 @@ The continuation, its forced answer and the thought handling are those of the in
 (faithfulness.runclient.FaithfulnessWork, reused): the thought re-opens before its prefix, a resample that
 never closes it or writes no answer after it gets a second request with the thought closed and the answer
 cued, and a forced rollout is early answering's forced answer at that cut. The commit reads each answer
-with the app's answer checker; when the run ends its measures are computed (anchors.results)."""
+with the app's answer checker and stores the measures of each trace it completes (anchors.results)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from anchors import results
 from anchors.core.sentences import first_sentence
 from anchors.models import ImportanceRun, Rollout, Status
 from faithfulness.core import early as early_core
@@ -92,6 +93,11 @@ class ImportanceWork(FaithfulnessWork):
             row.correct = (bool(check_answer(answer, o.gold)) if answer else False) if o.gold else None
         Rollout.objects.bulk_update(list(rows.values()), ["result", "status", "reason", "continuation",
                                                           "first_sentence", "answer", "answer_forced", "correct"])
+        # A trace whose last rollout this chunk answered gets its measures now, in this chunk's transaction:
+        # the work spreads over the worker processes instead of waiting for the run's last transaction.
+        complete = results.complete_traces(self.record, {r.trace_id for r in rows.values()})
+        if complete:
+            results.store(self.record, complete)
 
 
 class ImportanceClient(RunClient):
@@ -119,7 +125,5 @@ class ImportanceClient(RunClient):
                 rows.values_list("trace__trace_id", "position", "reason")[:limit]]
 
     def finished(self, run: Run) -> None:
-        from anchors import results
-
         super().finished(run)
-        results.store(self.record(run))
+        results.store_missing(self.record(run))

@@ -79,6 +79,21 @@ def test_recompute_from_rollouts_gives_the_same_numbers(reasoners):
     assert before == after
 
 
+def test_each_trace_is_measured_by_the_chunk_that_completes_it(reasoners, monkeypatch):
+    """The measures spread with the chunks: with the run's end hook doing nothing, every trace is measured,
+    and the same as a recompute from all the rollouts."""
+    monkeypatch.setattr(results, "store_missing", lambda record: 0)
+    subject, _ = reasoners[PLAN]
+    record = run(do_start_importance(subject, samples=2, queue=False))
+    during = sorted(StepImportance.objects.filter(irun=record).values_list(
+        "step_id", "resampling_importance_accuracy", "counterfactual_importance_kl", "intervals"))
+    assert during and {t for t, in record.rollouts.values_list("trace_id")} == set(
+        StepImportance.objects.filter(irun=record).values_list("trace_id", flat=True))
+    results.store(record)
+    assert during == sorted(StepImportance.objects.filter(irun=record).values_list(
+        "step_id", "resampling_importance_accuracy", "counterfactual_importance_kl", "intervals"))
+
+
 def test_stride_steps_and_trace_ids_choose_what_is_measured(reasoners):
     subject, _ = reasoners[PLAN]
     trace = Trace.objects.filter(model=PLAN).order_by("pk").first()
