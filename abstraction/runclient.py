@@ -151,11 +151,7 @@ class AbstractionWork(PooledWork):
             out.modes.append(mr)
             out.cached = out.cached and done.answer.cached
             return [self._check(out.item, mr)] if self.checker is not None else []
-        out.cached = False
-        if done.status == "failed" and out.status != "failed":
-            out.status, out.reason = "failed", f"{mode}: {done.reason}"
-        elif out.status == "ok":
-            out.status = "skipped"
+        self.unanswered(out, done, mode)
         return []
 
     def interrupted(self, out: AbstractionOutcome) -> None:

@@ -119,11 +119,7 @@ class FidelityWork(PooledWork):
         slot, digest, item = self.meta[id(done.request)]
         out.calls.extend(done.calls)
         if done.status != "ok" or done.answer is None:
-            out.cached = False
-            if done.status == "failed" and out.status != "failed":
-                out.status, out.reason = "failed", f"{slot}: {done.reason}"
-            elif out.status == "ok":
-                out.status = "skipped"
+            self.unanswered(out, done, slot)
             return []
         ok_calls = [c for c in done.calls if c.outcome == "ok"]
         setattr(out, slot, SampleResult(

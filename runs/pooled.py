@@ -75,6 +75,17 @@ class PooledRequests(ABC):
         out.output_mode, out.result = done.answer.output_mode, done.answer.value
         return None
 
+    @staticmethod
+    def unanswered(out: ItemOutcome, done: RequestOutcome, label: str) -> None:
+        """For items of several requests: one ended without an answer. The item's first failure names its
+        request (``label: reason``); a request the run stopped before answering makes an ok item skipped,
+        never a failed one ok again. The calls are the caller's to count."""
+        out.cached = False
+        if done.status == "failed" and out.status != "failed":
+            out.status, out.reason = "failed", f"{label}: {done.reason}"
+        elif out.status == "ok":
+            out.status = "skipped"
+
     def interrupted(self, out: ItemOutcome) -> None:
         """An item a fatal error left with requests unasked or unfinished: skipped (what finished is kept)."""
         out.status = "skipped"

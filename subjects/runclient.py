@@ -146,13 +146,9 @@ class GenerationWork(PooledWork):
             ))
             out.cached = out.cached and done.answer.cached
             return
-        out.cached = False
         if done.status == "failed":
             out.failed_samples += 1
-            if out.status != "failed":
-                out.status, out.reason = "failed", f"sample {sample}: {done.reason}"
-        elif out.status == "ok":
-            out.status = "skipped"
+        self.unanswered(out, done, f"sample {sample}")
 
     # -- writing ---------------------------------------------------------------
 
