@@ -13,7 +13,7 @@ class SearchConfig(AppConfig):
     verbose_name = "search, cohorts and scanners"
     # The tables of its pages as downloads and `export --what search|cohorts|cohort-compare|scanner-*`.
     export_kinds = "search.export_kinds"
-    #: Module whose declare() declares its kind of run (the scanner, also on the runs page) (runs.kinds loads it when the kinds are first read).
+    #: Module whose declare() declares its kind of run, the scanner (runs.kinds loads it when the kinds are first read).
     run_kinds = "search.runkinds"
 
     def ready(self) -> None:
