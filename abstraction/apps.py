@@ -7,9 +7,10 @@ class AbstractionConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
     #: Export kinds (scoring.exports loads this module on first use).
     export_kinds = "abstraction.export_kinds"
+    #: Module whose declare() declares its kinds of run (runs.kinds loads it when the kinds are first read).
+    run_kinds = "abstraction.runkinds"
 
     def ready(self) -> None:
-        from abstraction import runkinds
         from abstraction.importing import FORMAT, LEVELS, import_outputs
         from abstraction.models import ITEM_DOMAIN
         from abstraction.runclient import AbstractionClient
@@ -18,7 +19,6 @@ class AbstractionConfig(AppConfig):
         from runs.clients import register
 
         register(AbstractionClient())  # benchmark runs are runs of the run engine
-        runkinds.declare()  # the runs page and the API start them
         # annotation (lower in the app order) cannot import this app: the format is registered here.
         register_path_format(FORMAT, import_outputs, label="Abstraction benchmark outputs (a .zip or .tar.gz of the folder)",
                              root_names=frozenset(LEVELS))

@@ -6,9 +6,11 @@ class FidelityConfig(AppConfig):
     verbose_name = "Reasoning fidelity"
     #: scoring.exports loads the `fidelity` export kind from here on first use.
     export_kinds = "fidelity.export_kinds"
+    #: Module whose declare() declares its kinds of run (runs.kinds loads it when the kinds are first read).
+    run_kinds = "fidelity.runkinds"
 
     def ready(self) -> None:
-        from fidelity import importing, runkinds
+        from fidelity import importing
         from fidelity.extractor import FormsClient
         from fidelity.runclient import FidelityClient
         from fidelity.running import plan_run_items
@@ -16,7 +18,6 @@ class FidelityConfig(AppConfig):
 
         register(FidelityClient(planner=plan_run_items))  # fidelity runs are runs of the run engine
         register(FormsClient())  # and so are LLM logical-form extractions
-        runkinds.declare()  # the runs page and the API start fidelity runs
         importing.register()  # --format menatqa / gsm-plus (annotation cannot import this app)
         from annotation.importing.adapters import register_path_format
         from fidelity import symbolic_import

@@ -8,6 +8,6 @@ class RunsConfig(AppConfig):
     def ready(self) -> None:
         from annotation import jobs
         from runs import tasks  # noqa: F401  (registers the chunk task in every process that queues it)
-        from runs.views import run_page_of_job
+        from runs.clients import page_of_job
 
-        jobs.register_link(run_page_of_job)  # the job page links to the page of the run's kind
+        jobs.register_link(page_of_job)  # the job page links to the page of the run's kind

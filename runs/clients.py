@@ -18,12 +18,12 @@ from typing import TYPE_CHECKING, Any
 from django.db import transaction
 
 from annotation import signals
-from annotation.models import Study
-from runs.models import UNLISTED_KINDS
+from annotation.models import Job, Study
+from runs.models import UNLISTED_KINDS, Run
 from runs.transport import CallRecord, Control
 
 if TYPE_CHECKING:
-    from runs.models import Run, RunRecord
+    from runs.models import RunRecord
 
 
 class Accounting:
@@ -205,3 +205,16 @@ def client_for(kind: str) -> RunClient:
         return _CLIENTS[kind]
     except KeyError:
         raise LookupError(f"no run client registered for kind {kind!r}") from None
+
+
+def page_of_job(job: Job) -> str | None:
+    """The page of the run's kind for the job page (annotation.jobs.register_link). Here, not with the
+    runs page (runs.views): the app's ready() registers it, and the views load DRF, which a command such as
+    import_traces does not need (docs/benchmarks.md, "Import")."""
+    run = Run.objects.filter(job=job).select_related("job").first()
+    if run is None:
+        return None
+    try:
+        return client_for(run.kind).page(run)
+    except LookupError:
+        return None

@@ -1,17 +1,22 @@
 """Every kind of run a researcher can start, declared once (``RunKind``): its parameters (a DRF serializer
 built on ``RunParams``, the one validation of the runs page, the REST API, the CLI and the docs), how to
 start it, and optionally how to retry it, what its report says and what its form offers to pick from.
-Apps declare their kinds in ``AppConfig.ready`` (this app imports none of them); every door is generated
-from the registry: ``/studies/<id>/runs/`` (runs.views), ``/api/v1/studies/<id>/runs/`` and
+An app names the module that declares its kinds on its AppConfig (``run_kinds = "<app>.runkinds"``, whose
+``declare()`` declares them; this app imports none of them); the registry loads every app's module the
+first time it is read, not at start-up (a kind's parameters are DRF serializers, which a command such as
+``import_traces`` never uses: docs/benchmarks.md, "Import"). Every door is generated from the registry: ``/studies/<id>/runs/`` (runs.views), ``/api/v1/studies/<id>/runs/`` and
 ``/api/v1/runs/<id>/`` (runs.api), ``manage.py run KIND`` (runs.cli), and the list of kinds in
 docs/runs.md (``manage.py run_kinds_doc``)."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from importlib import import_module
 from typing import Any
 
+from django.apps import apps
 from django.db.models import Q
 from rest_framework import serializers
 
@@ -81,6 +86,8 @@ class RunKind:
 
 
 _KINDS: dict[str, RunKind] = {}
+_loaded = False
+_loading = threading.RLock()
 #: The order of the kind menu, the CLI's list and the docs.
 ORDER = ("generation", "judge", "step-tags", "interventions", "anytime", "early_answering", "step_importance", "fidelity", "abstraction",
          "scanner")
@@ -92,13 +99,28 @@ def declare(kind: RunKind) -> None:
     _KINDS[kind.name] = kind
 
 
+def _registry() -> dict[str, RunKind]:
+    """Every declared kind: on the first read, each installed app's ``run_kinds`` module is imported and its
+    ``declare()`` called, in the order of INSTALLED_APPS (once per process; a second thread waits for it)."""
+    global _loaded
+    if not _loaded:
+        with _loading:
+            if not _loaded:
+                for config in apps.get_app_configs():
+                    path = getattr(config, "run_kinds", None)
+                    if path:
+                        import_module(path).declare()
+                _loaded = True
+    return _KINDS
+
+
 def all_kinds() -> list[RunKind]:
-    return sorted(_KINDS.values(), key=lambda k: (ORDER.index(k.name) if k.name in ORDER else len(ORDER), k.name))
+    return sorted(_registry().values(), key=lambda k: (ORDER.index(k.name) if k.name in ORDER else len(ORDER), k.name))
 
 
 def get(name: str) -> RunKind:
     try:
-        return _KINDS[name]
+        return _registry()[name]
     except KeyError:
         raise serializers.ValidationError(
             {"kind": [f"unknown kind of run {name!r}; choose one of {', '.join(k.name for k in all_kinds())}"]}
@@ -106,7 +128,7 @@ def get(name: str) -> RunKind:
 
 
 def _sharing(engine_kind: str) -> list[RunKind]:
-    return [k for k in _KINDS.values() if k.engine_kind == engine_kind]
+    return [k for k in _registry().values() if k.engine_kind == engine_kind]
 
 
 def of_run(run: Run) -> RunKind | None:
@@ -124,7 +146,7 @@ def name_of(run: Run) -> str:
 
 def runs_of(name: str) -> Q:
     """A filter of runs.Run by declared kind (or an engine kind no declaration names)."""
-    kind = _KINDS.get(name)
+    kind = _registry().get(name)
     if kind is None:
         return Q(kind=name)
     q = Q(kind=kind.engine_kind)

@@ -17,7 +17,7 @@ from rest_framework.exceptions import ValidationError
 
 from annotation import access, jobs
 from annotation.api.errors import serializer_refusal
-from annotation.models import Job, Membership, Study
+from annotation.models import Membership, Study
 from reasonlib.refusals import Invalid
 from runs import kinds
 from runs.clients import client_for
@@ -25,17 +25,6 @@ from runs.engine import ACTIVE
 from runs.models import Run
 
 PAGE_SIZE = 50
-
-
-def run_page_of_job(job: Job) -> str | None:
-    """The page of the run's kind for the job page (annotation.jobs.register_link)."""
-    run = Run.objects.filter(job=job).select_related("job").first()
-    if run is None:
-        return None
-    try:
-        return client_for(run.kind).page(run)
-    except LookupError:
-        return None
 
 
 def _rows(study: Study, user, membership: Membership, page_number: Any) -> tuple[Any, list[dict[str, Any]]]:

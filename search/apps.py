@@ -13,6 +13,8 @@ class SearchConfig(AppConfig):
     verbose_name = "search, cohorts and scanners"
     # The tables of its pages as downloads and `export --what search|cohorts|cohort-compare|scanner-*`.
     export_kinds = "search.export_kinds"
+    #: Module whose declare() declares its kind of run, the scanner (runs.kinds loads it when the kinds are first read).
+    run_kinds = "search.runkinds"
 
     def ready(self) -> None:
         # After every migrate: SQLite rebuilds a table to alter it and drops its triggers
@@ -21,14 +23,13 @@ class SearchConfig(AppConfig):
         from annotation import scopes
         from annotation.importing.pipeline import register_import_wrapper
         from runs import clients
-        from search import runkinds
-        from search.backends import steps_indexed_after
+        from search.backends import indexed_after
         from search.runclient import ScannerClient
         from search.services import cohort_choices, cohort_scope
 
         clients.register(ScannerClient())
         # A cohort as the scope of exports and calibration samples (agreement asks annotation, not search).
         scopes.register_scope("cohort", cohort_scope, cohort_choices)
-        runkinds.declare()  # a scanner run starts from the runs page too
-        # An import's steps join the SQLite index by one statement at its end, not a trigger run per row.
-        register_import_wrapper(steps_indexed_after)
+        # An import's steps and problems join the SQLite index by one statement each at its end, not a trigger
+        # run per row.
+        register_import_wrapper(indexed_after)

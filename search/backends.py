@@ -97,45 +97,52 @@ def _ensure_sqlite(cursor, src: Source, existing: set[str]) -> bool:
     return True
 
 
-@contextmanager
-def steps_indexed_after(using: str = "default") -> Iterator[None]:
-    """Around a bulk insert of steps (an import): on SQLite, the steps inserted inside are added to the
-    FTS5 index by one statement at the end instead of one trigger run per row.
+#: What an import writes and indexes after (indexed_after): its steps and its new problems' statements.
+IMPORTED = (STEPS, PROBLEMS)
 
-    Row by row, FTS5 tokenizes each step and flushes its pending terms into a new index segment at every
+
+@contextmanager
+def indexed_after(using: str = "default", sources: tuple[Source, ...] = IMPORTED) -> Iterator[None]:
+    """Around a bulk insert of steps and problems (an import): on SQLite, the rows of ``sources`` inserted
+    inside are added to their FTS5 index by one statement per table at the end instead of one trigger run
+    per row.
+
+    Row by row, FTS5 tokenizes each text and flushes its pending terms into a new index segment at every
     statement's end, which the automerge then merges again; one ``INSERT ... SELECT`` over the new rows
-    fills its in-memory terms up to their limit before each flush. The insert trigger is dropped and
-    re-created with its own stored SQL inside one savepoint: SQLite's DDL is transactional and the
-    drop takes the write lock, held to the commit, so no other connection ever sees the table without
-    its trigger, and a failed import rolls the trigger's absence back with its rows. The body may
-    insert steps but must not update or delete steps it inserted (their delete trigger would remove
-    terms that were never indexed). PostgreSQL computes its column on insert: nothing to do there."""
+    fills its in-memory terms up to their limit before each flush (problems' statements cost more than
+    the eight times as many steps did with their trigger: 0.42 s CPU for the 13,190 problems of GSM8K 10x,
+    docs/benchmarks.md "Import"). Each insert trigger is dropped and re-created with its own stored SQL
+    inside one savepoint: SQLite's DDL is transactional and the drop takes the write lock, held to the
+    commit, so no other connection ever sees a table without its trigger, and a failed import rolls the
+    trigger's absence back with its rows. The body may insert rows but must not update the indexed text
+    of rows it inserted, nor delete them (their triggers would remove terms that were never indexed).
+    PostgreSQL computes its column on insert: nothing to do there."""
     connection = connections[using]
     if connection.vendor != "sqlite":
         yield
         return
-    trigger = f"{STEPS.fts}_ai"
+    deferred: list[tuple[Source, str, int]] = []  # (source, its trigger's SQL, its last id before)
     with transaction.atomic(using=using):
         with connection.cursor() as cursor:
-            cursor.execute("SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = %s", [trigger])
-            row = cursor.fetchone()
-            if row is not None:
+            for src in sources:
+                trigger = f"{src.fts}_ai"
+                cursor.execute("SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = %s", [trigger])
+                row = cursor.fetchone()
+                if row is None:
+                    continue  # no index to keep (the search migration has not run): inserted as usual
                 # Ids only grow (AUTOINCREMENT), so the rows inserted inside are those above this one.
-                cursor.execute(f'SELECT COALESCE(MAX(id), 0) FROM "{STEPS.table}"')
-                last = cursor.fetchone()[0]
+                cursor.execute(f'SELECT COALESCE(MAX(id), 0) FROM "{src.table}"')
+                deferred.append((src, row[0], cursor.fetchone()[0]))
                 cursor.execute(f"DROP TRIGGER {trigger}")
-        if row is None:
-            # No index to keep (the search migration has not run): insert as usual.
-            yield
-            return
         yield
         with connection.cursor() as cursor:
-            cursor.execute(
-                f'INSERT INTO {STEPS.fts}(rowid, {STEPS.column}) SELECT id, "{STEPS.column}" FROM "{STEPS.table}" '
-                f"WHERE id > %s",
-                [last],
-            )
-            cursor.execute(row[0])
+            for src, trigger_sql, last in deferred:
+                cursor.execute(
+                    f'INSERT INTO {src.fts}(rowid, {src.column}) SELECT id, "{src.column}" FROM "{src.table}" '
+                    f"WHERE id > %s",
+                    [last],
+                )
+                cursor.execute(trigger_sql)
 
 
 def drop_index(using: str = "default") -> None:

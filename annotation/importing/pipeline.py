@@ -100,9 +100,9 @@ class _KnownProblem:
 
 
 # What higher apps wrap around an import's writes, registered from their AppConfig.ready (annotation may not
-# import them, docs/architecture.md): search keeps its SQLite index of the imported steps by one statement at
-# the end instead of a trigger run per row (search.backends.steps_indexed_after). Each is entered inside the
-# import's transaction and left before it commits; an exception inside rolls back what it did.
+# import them, docs/architecture.md): search keeps its SQLite index of the imported steps and problems by one
+# statement each at the end instead of a trigger run per row (search.backends.indexed_after). Each is entered
+# inside the import's transaction and left before it commits; an exception inside rolls back what it did.
 ImportWrapper = Callable[[], AbstractContextManager[object]]
 _IMPORT_WRAPPERS: list[ImportWrapper] = []
 

@@ -10,10 +10,9 @@ from __future__ import annotations
 import dataclasses
 import math
 import numbers
+import sys
 from dataclasses import dataclass, fields
 from typing import Any
-
-import numpy as np
 
 from reasonlib.refusals import FieldInvalid
 
@@ -29,10 +28,18 @@ _NON_NEGATIVE = ("alpha", "beta", "eta", "omega", "c_haz")
 _CAPS = ("alpha", "c_haz")
 
 
+def _is_bool(value: Any) -> bool:
+    """True or False, Python's or NumPy's (``numpy.bool_`` is no ``bool``). A value can be NumPy's only once
+    NumPy is loaded, so this module does not load it: scoring.models imports it in every process, a command's
+    start-up among them (docs/benchmarks.md, "Import")."""
+    np = sys.modules.get("numpy")
+    return isinstance(value, bool) or (np is not None and isinstance(value, np.bool_))
+
+
 def _as_float(name: str, value: Any, what: str = "") -> float:
     """``value`` as a finite float, else a refusal about the parameter ``name`` (``what``: which of its
     values, for a list)."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+    if _is_bool(value) or not isinstance(value, numbers.Real):
         raise FieldInvalid(name, f"{what}expected a number, got {value!r}")
     value = float(value)
     if not math.isfinite(value):
@@ -85,7 +92,7 @@ class Profile:
         if na not in (0.0, 1.0):
             raise FieldInvalid("neutral_as", f"must be 0 or 1, got {self.neutral_as!r}")
         set_(self, "neutral_as", na)
-        if not isinstance(self.prm_hazard, (bool, np.bool_)):
+        if not _is_bool(self.prm_hazard):
             raise FieldInvalid("prm_hazard", f"must be true or false, got {self.prm_hazard!r}")
         set_(self, "prm_hazard", bool(self.prm_hazard))
         w = _as_float("w", self.w)
