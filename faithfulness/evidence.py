@@ -39,6 +39,8 @@ EVIDENCE_READS = frozenset({Source.OWN, Source.PEER, Source.JUDGE, Source.ADJUDI
 #: The label source of the annotators' labels (an adjudicated verdict wins over the annotators' own).
 HUMAN_SOURCE = (tier_core.HUMAN, "human labels (adjudicated where adjudicated)")
 SourceKey = tuple[str, str]  # (verifier kind, verifier name)
+#: Rows fetched at a time from a chunk's steps and labels.
+ITERATE_ROWS = 5000
 #: trace pk -> step index -> (verdict, skeleton refs), per label source
 SourceLabels = dict[int, dict[int, tuple[str, list[int]]]]
 
@@ -70,8 +72,9 @@ def _chunk_labels(labels: QuerySet[StepLabel], span: tuple[int, int],
     # a JSON list for every label is most of the time of a large study's report.
     refs: dict[int, list[int]] = dict(qs.exclude(skeleton_refs=[]).values_list("pk", "skeleton_refs"))
     out: dict[SourceKey, SourceLabels] = defaultdict(lambda: defaultdict(dict))
+    # Iterated (a server-side cursor on PostgreSQL): the chunk's rows are not held twice, as a result and a list.
     for pk, trace, index, kind, judge, verdict in qs.order_by("pk").values_list(
-            "pk", "step__trace_id", "step__index", "kind", "judge_id", "verdict"):
+            "pk", "step__trace_id", "step__index", "kind", "judge_id", "verdict").iterator(ITERATE_ROWS):
         if kind == StepLabel.Kind.JUDGE:
             key = judges.get(judge)
             if key is None:
@@ -234,7 +237,7 @@ def tally_study(study: Study, model: str | None = None, policies: tuple[str, ...
         by_source = _chunk_labels(labels, span, judges)
         texts: dict[int, list[str]] = defaultdict(list)
         for trace, text in steps.filter(trace_id__gte=span[0], trace_id__lte=span[1]) \
-                .order_by("trace_id", "index").values_list("trace_id", "text"):
+                .order_by("trace_id", "index").values_list("trace_id", "text").iterator(ITERATE_ROWS):
             texts[trace].append(text)
         for row in chunk:
             tally = out.get(row[1])
