@@ -23,7 +23,8 @@ Stages, each in processes of its own so its usage is its own:
   processes (a spread run: every process takes chunks), once per ``--workers`` value;
 * pages: page_speed.py over the same study (every GET page: slowest warm median and slowest first visit);
 * score-parts (not in the default stages): the score job's parts, each in a process of its own after
-  ``django.setup()`` (peak RSS from ``getrusage`` includes the process's base, given apart), ``--parts`` picks
+  ``django.setup()`` (its peak RSS is the process's VmHWM, which includes its base after setup, given apart:
+  ``getrusage``'s ru_maxrss would keep this script's own peak across the fork and exec), ``--parts`` picks
   them: scores (both passes and the publish, the summary hooks left out), study-summary
   (``annotation.study_summary_writer.store``), evidence (``faithfulness.evidence.store_summaries``), agreement
   (``agreement.stored_writer.store``), warm (the analytics cache). The study's data are only read (the stored
@@ -357,7 +358,7 @@ def _score_part(name: str) -> dict[str, Any]:
     from annotation.models import Study
 
     study = Study.objects.get(name=GENERATED_STUDY)
-    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    base = _peak_mib(os.getpid())
     t0, c0 = time.perf_counter(), time.process_time()
     if name == "scores":
         from scoring import hooks, score_jobs
@@ -387,7 +388,8 @@ def _score_part(name: str) -> dict[str, Any]:
     else:
         raise SystemExit(f"--part: unknown part {name!r}")
     return {"wall_s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0,
-            "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "base_mib": base, "note": note}
+            "peak_mib": _peak_mib(os.getpid()), "base_mib": base, "note": note,
+            "ru_maxrss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
 def stage_score_part(env: dict[str, str], url: str, name: str) -> dict[str, Any]:

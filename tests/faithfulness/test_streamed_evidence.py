@@ -125,3 +125,18 @@ def test_step_counts_give_the_statistics_of_the_whole_list(counts):
     median = tally.median()
     assert median == statistics.median(counts) and type(median) is type(statistics.median(counts))
     assert tally.max() == max(counts)
+
+
+def test_another_studys_traces_between_the_chunks_traces_are_not_counted(study, owner, do_import):
+    from annotation import services
+
+    other, _ = services.do_get_or_create_study("Study B", owner=owner)
+    lines = records().decode().splitlines()
+    problems = [line for line in lines if '"kind": "problem"' in line]
+    traces = [line for line in lines if '"kind": "trace"' in line]
+    half = len(traces) // 2
+    for target, part in ((study, traces[:half]), (other, traces), (study, traces[half:])):
+        assert do_import(("\n".join(problems + part) + "\n").encode(), target=target).committed
+    # One chunk spans the other study's traces (and their labels); chunks of one trace never do.
+    assert compute_summaries(study, chunk_size=10_000) == compute_summaries(study, chunk_size=1)
+    assert compute_summaries(study)["exclude"]["m1"]["traces"] == 5
