@@ -21,7 +21,14 @@ Stages, each in processes of its own so its usage is its own:
   in one process;
 * score-spread (not in the default stages): the score job queued as the web queues it and worked by W worker
   processes (a spread run: every process takes chunks), once per ``--workers`` value;
-* pages: page_speed.py over the same study (every GET page: slowest warm median and slowest first visit).
+* pages: page_speed.py over the same study (every GET page: slowest warm median and slowest first visit);
+* score-parts (not in the default stages): the score job's parts, each in a process of its own after
+  ``django.setup()`` (its peak RSS is the process's VmHWM, which includes its base after setup, given apart:
+  ``getrusage``'s ru_maxrss would keep this script's own peak across the fork and exec), ``--parts`` picks
+  them: scores (both passes and the publish, the summary hooks left out), study-summary
+  (``annotation.study_summary_writer.store``), evidence (``faithfulness.evidence.store_summaries``), agreement
+  (``agreement.stored_writer.store``), warm (the analytics cache). The study's data are only read (the stored
+  summaries and scores are rewritten as the job rewrites them).
 
 CPU is the stage's own processes' (user + system), not PostgreSQL's: the server is shared with other
 databases on this machine. ``--stages`` picks stages (a study already imported is reused).
@@ -343,6 +350,55 @@ def stage_pages(env: dict[str, str], url: str, traces: int, steps: int, requests
             "pages": pages}
 
 
+def _score_part(name: str) -> dict[str, Any]:
+    """One part of the score job in this process (``--part``), already set up: wall, CPU and peak RSS."""
+    import resource
+    from unittest import mock
+
+    from annotation.models import Study
+
+    study = Study.objects.get(name=GENERATED_STUDY)
+    base = _peak_mib(os.getpid())
+    t0, c0 = time.perf_counter(), time.process_time()
+    if name == "scores":
+        from scoring import hooks, score_jobs
+
+        with mock.patch.object(hooks, "summaries", return_value=[]):  # the other parts are measured apart
+            note = json.dumps(score_jobs.recompute(study, warm=False)["seconds"])
+    elif name == "study-summary":
+        from annotation import study_summary_writer
+        from annotation.models import SummaryDisagreement
+
+        counts = study_summary_writer.store(study)
+        note = f"{SummaryDisagreement.objects.filter(study=study).count():,} disagreement steps, {counts['traces']:,} traces"
+    elif name == "evidence":
+        from faithfulness.evidence import store_summaries
+
+        note = f"{store_summaries(study)} rows"
+    elif name == "agreement":
+        from agreement import stored_writer
+
+        stored_writer.store(study)
+        note = "pair and annotators reports"
+    elif name == "warm":
+        from scoring import score_jobs
+
+        score_jobs.warm_cache(study)
+        note = "analytics cache"
+    else:
+        raise SystemExit(f"--part: unknown part {name!r}")
+    return {"wall_s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0,
+            "peak_mib": _peak_mib(os.getpid()), "base_mib": base, "note": note,
+            "ru_maxrss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+
+
+def stage_score_part(env: dict[str, str], url: str, name: str) -> dict[str, Any]:
+    _, _, _, out = run_usage([PY, "benchmarks/scale.py", "--database-url", url, "--part", name], env)
+    r = json.loads(out[out.index("{"):])
+    r["note"] = f"base {r['base_mib']:.0f} MiB after setup; {r['note']}"
+    return r
+
+
 def _row(name: str, r: dict[str, Any], before: str) -> str:
     peak = f"{r['peak_mib']:,.0f}" if r.get("peak_mib") else ""
     return f"| {name} | {r['wall_s']:.1f} | {r['cpu_s']:.1f} | {peak} | {before} / {load()} | {r.get('note', '')} |"
@@ -359,7 +415,16 @@ def main() -> None:
     parser.add_argument("--stages", default="build,import,judge,score,pages")
     parser.add_argument("--requests", type=int, default=3, help="timed requests per page")
     parser.add_argument("--profile", help="judge-inline: write the run's cProfile statistics to this file")
+    parser.add_argument("--parts", default="scores,study-summary,evidence,agreement,warm",
+                        help="score-parts: the parts of the score job to measure, comma-separated")
+    parser.add_argument("--part", help=argparse.SUPPRESS)  # one part, in the process score-parts starts
     args = parser.parse_args()
+    if args.part:
+        import django
+
+        django.setup()  # the environment is the parent's (_env): no migrate, the part's process only
+        print(json.dumps(_score_part(args.part)))
+        return
     if not args.database_url.startswith("postgres"):
         raise SystemExit("--database-url: a PostgreSQL URL (this benchmark measures the server setup)")
     stages = set(args.stages.split(","))
@@ -387,6 +452,9 @@ def main() -> None:
             for w in [int(x) for x in args.workers.split(",")]:
                 label = f"score, {w} worker process{'es' if w > 1 else ''}" + (f" on {w} nodes" if args.nodes else "")
                 plan.append((label, lambda w=w: stage_score_spread(study, env, w, args.nodes, Path(tmp))))
+        if "score-parts" in stages:
+            for part in args.parts.split(","):
+                plan.append((f"score job part: {part}", lambda part=part: stage_score_part(env, args.database_url, part)))
         if "pages" in stages:
             plan.append(("pages", lambda: stage_pages(env, args.database_url, args.traces, args.steps_per_trace,
                                                       args.requests)))

@@ -7,11 +7,12 @@ from __future__ import annotations
 import json
 import statistics
 from collections import defaultdict
-from dataclasses import asdict, dataclass
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Count
+from django.db.models import Count, Exists, Min, OuterRef, Q, QuerySet
 from django.db.models.fields.json import KT
 
 from annotation.gate import Source
@@ -21,11 +22,13 @@ from faithfulness.core import halting as halt_core
 from faithfulness.core import tiers as tier_core
 from faithfulness.core import validity as val_core
 from faithfulness.core.numbers import to_fraction
+from faithfulness.core.step_counts import StepCounts
 from faithfulness.models import EvidenceSummary, FaithfulnessRun
 from faithfulness.summaries import anytime_summary, early_summary, ifr_of_runs, latest_runs, thinking_budget_summary
 from judges.models import JudgeConfig
 from reasonlib.refusals import FieldInvalid
 from runs.version import code_version
+from scoring.score_jobs import chunk_traces
 from subjects.models import Generation
 
 #: The evidence (its tier, SVR/VSR and report) reads the judges' and the annotators' labels and the
@@ -33,33 +36,88 @@ from subjects.models import Generation
 EVIDENCE_READS = frozenset({Source.OWN, Source.PEER, Source.JUDGE, Source.ADJUDICATION})
 
 
-def _labels(study: Study, models: list[str] | None = None) -> dict[tuple[str, str], dict[int, dict[int, tuple]]]:
-    """(verifier kind, verifier name) -> trace pk -> step index -> (verdict, skeleton refs)."""
-    judges = {j.pk: j for j in JudgeConfig.objects.filter(study=study)}
+#: The label source of the annotators' labels (an adjudicated verdict wins over the annotators' own).
+HUMAN_SOURCE = (tier_core.HUMAN, "human labels (adjudicated where adjudicated)")
+SourceKey = tuple[str, str]  # (verifier kind, verifier name)
+#: Rows fetched at a time from a chunk's steps and labels.
+ITERATE_ROWS = 5000
+#: trace pk -> step index -> (verdict, skeleton refs), per label source
+SourceLabels = dict[int, dict[int, tuple[str, list[int]]]]
+
+
+def _judge_sources(study: Study) -> dict[int, SourceKey]:
+    """Judge configuration pk -> the label source the evidence names it by."""
+    out = {}
+    for j in JudgeConfig.objects.filter(study=study):
+        if j.provider == JudgeConfig.Provider.MECHANISTIC:
+            out[j.pk] = (tier_core.MECHANISTIC, f"mechanistic verifier {j.name} v{j.version}")
+        else:
+            out[j.pk] = (tier_core.JUDGE, f"LLM judge {j.name} ({j.model or j.provider}, prompt v{j.prompt_version})")
+    return out
+
+
+def _scope_labels(study: Study, model: str | None) -> QuerySet[StepLabel]:
+    """Every label the evidence weighs (the suite variants' traces too: they decide nothing but which
+    source's skeleton references halting reads, as they always did)."""
     qs = StepLabel.objects.filter(step__trace__study=study)
-    if models is not None:
-        qs = qs.filter(step__trace__model__in=models)
-    out: dict[tuple[str, str], dict[int, dict[int, tuple]]] = defaultdict(lambda: defaultdict(dict))
+    return qs.filter(step__trace__model=model) if model else qs
+
+
+def _chunk_labels(span: tuple[int, int], judges: dict[int, SourceKey]) -> dict[SourceKey, SourceLabels]:
+    """The labels of the traces with pks in ``span`` per label source, read in pk order: a judge has one
+    label a step; of the annotators' the first is kept, and an adjudication replaces them. (Traces of other
+    studies or models in the span come along and are never looked up: see tally_study.)"""
+    qs = StepLabel.objects.filter(step__trace_id__gte=span[0], step__trace_id__lte=span[1])
     # Skeleton references are read only where a label has some (a second, small query): decoding
     # a JSON list for every label is most of the time of a large study's report.
     refs: dict[int, list[int]] = dict(qs.exclude(skeleton_refs=[]).values_list("pk", "skeleton_refs"))
+    out: dict[SourceKey, SourceLabels] = defaultdict(lambda: defaultdict(dict))
+    # Iterated (a server-side cursor on PostgreSQL): the chunk's rows are not held twice, as a result and a list.
     for pk, trace, index, kind, judge, verdict in qs.order_by("pk").values_list(
-            "pk", "step__trace_id", "step__index", "kind", "judge_id", "verdict"):
+            "pk", "step__trace_id", "step__index", "kind", "judge_id", "verdict").iterator(ITERATE_ROWS):
         if kind == StepLabel.Kind.JUDGE:
-            j = judges.get(judge)
-            if j is None:
+            key = judges.get(judge)
+            if key is None:
                 continue
-            if j.provider == JudgeConfig.Provider.MECHANISTIC:
-                key = (tier_core.MECHANISTIC, f"mechanistic verifier {j.name} v{j.version}")
-            else:
-                key = (tier_core.JUDGE, f"LLM judge {j.name} ({j.model or j.provider}, prompt v{j.prompt_version})")
         else:
-            # Adjudicated verdicts win over the annotators' own; several annotators: the first label kept.
-            key = (tier_core.HUMAN, "human labels (adjudicated where adjudicated)")
+            key = HUMAN_SOURCE
             if kind == StepLabel.Kind.HUMAN and index in out[key][trace]:
                 continue
         out[key][trace][index] = (verdict, refs.get(pk) or [])
     return out
+
+
+def _human_keeps_refs(labels: QuerySet[StepLabel]) -> bool:
+    """Whether some step's human-source label that wins the step in _chunk_labels (its adjudication, else its
+    first annotator's) has skeleton references. A judge's source needs no such look: it has one label a step."""
+    with_refs = labels.exclude(skeleton_refs=[])
+    if with_refs.filter(kind=StepLabel.Kind.ADJUDICATION).exists():
+        return True
+    adjudicated = Exists(StepLabel.objects.filter(step=OuterRef("step"), kind=StepLabel.Kind.ADJUDICATION))
+    earlier = Exists(StepLabel.objects.filter(step=OuterRef("step"), kind=StepLabel.Kind.HUMAN, pk__lt=OuterRef("pk")))
+    return with_refs.filter(kind=StepLabel.Kind.HUMAN).exclude(adjudicated).exclude(earlier).exists()
+
+
+def _refs_source(labels: QuerySet[StepLabel], judges: dict[int, SourceKey]) -> SourceKey | None:
+    """The label source whose skeleton references halting reads: the first with references among the
+    mechanistic verifiers, else among the others, each source in the order of its first label (as reading
+    every label in pk order would find it). Decided before the traces are read, from one grouped query,
+    not by holding every label."""
+    first: dict[SourceKey, int] = {}
+    with_refs: set[SourceKey] = set()
+    rows = labels.order_by().values("kind", "judge").annotate(
+        first=Min("pk"), refs=Count("pk", filter=~Q(skeleton_refs=[])))
+    for kind, judge, lo, n_refs in rows.values_list("kind", "judge", "first", "refs"):
+        key = judges.get(judge) if kind == StepLabel.Kind.JUDGE else HUMAN_SOURCE
+        if key is None:
+            continue
+        first[key] = min(first.get(key, lo), lo)
+        if n_refs:
+            with_refs.add(key)
+    for key in sorted(first, key=lambda k: (k[0] != tier_core.MECHANISTIC, first[k])):
+        if key in with_refs and (key != HUMAN_SOURCE or _human_keeps_refs(labels)):
+            return key
+    return None
 
 
 def _scalar(value: Any) -> Any:
@@ -73,75 +131,121 @@ def _scalar(value: Any) -> Any:
     return value
 
 
-@dataclass
-class StudyData:
-    traces: dict[str, list[tuple]]  # model -> (pk, n_steps, correct, l_gold, gold)
-    regimes: dict[str, list[tuple[dict[str, Any], int]]]  # model -> (regime keys, traces with them)
-    labels: dict[tuple[str, str], dict[int, dict[int, tuple]]]
-    step_texts: dict[int, list[str]]
-
-
-def _study_data(study: Study, model: str | None) -> StudyData:
-    # The evidence counts the study's own traces: fidelity variants' traces belong to their suite.
-    qs = Trace.objects.of_study(study)
-    if model:
-        qs = qs.filter(model=model)
-    traces: dict[str, list[tuple]] = defaultdict(list)
-    for pk, m, n, c, l_gold, gold in qs.order_by("pk").values_list(
-            "pk", "model", "n_steps", "answer_correct", "problem__l_gold", "problem__gold_answer"):
-        traces[m].append((pk, n, c, l_gold, gold))
-    # The report's regime keys, grouped in the database (per-sample keys such as messages_hash are left out).
+def _regimes(traces: QuerySet[Trace]) -> dict[str, list[tuple[dict[str, Any], int]]]:
+    """model -> (the report's regime keys, traces with them), grouped in the database (per-sample keys such
+    as messages_hash are left out)."""
     keys = (*tier_core.REGIME_KEYS, "max_steps")
     regimes: dict[str, list[tuple[dict[str, Any], int]]] = defaultdict(list)
-    for row in qs.annotate(**{f"r_{k}": KT(f"regime__{k}") for k in keys}).values(
+    for row in traces.annotate(**{f"r_{k}": KT(f"regime__{k}") for k in keys}).values(
             "model", *(f"r_{k}" for k in keys)).annotate(n=Count("pk")).order_by():
         regimes[row["model"]].append(({k: _scalar(row[f"r_{k}"]) for k in keys}, row["n"]))
-    steps: dict[int, list[str]] = defaultdict(list)
-    for trace, text in Step.objects.filter(trace__in=qs).order_by("trace_id", "index").values_list("trace_id", "text"):
-        steps[trace].append(text)
-    return StudyData(traces, regimes, _labels(study, [model] if model else None), steps)
+    return regimes
 
 
-def validity_of(data: StudyData, model: str, policy: str) -> list[tier_core.Verifier]:
-    out = []
-    traces = data.traces.get(model, [])
-    for (kind, name), per_trace in sorted(data.labels.items()):
-        rows = []
-        for pk, n, correct, *_rest in traces:
-            if pk not in per_trace or n == 0:
-                continue
-            labels = per_trace[pk]
-            rows.append(([labels.get(i, (None,))[0] for i in range(1, n + 1)], correct))
-        if rows:
-            out.append(tier_core.Verifier(kind, name, val_core.validity(rows, policy).as_dict()))
-    order = {tier_core.MECHANISTIC: 0, tier_core.JUDGE: 1, tier_core.HUMAN: 2}
-    return sorted(out, key=lambda v: (order[v.kind], v.name))
+TraceRow = tuple[int, str, int, bool | None, int | None, str | None]  # pk, model, n_steps, correct, L_gold, gold
 
 
-def halting_of(data: StudyData, model: str, slack: int = 0) -> dict[str, Any] | None:
-    """k* from the skeleton references of the strongest label source with references (else none)
-    and the first step stating the gold answer; None when no trace has a gold answer."""
-    refs_source = next((per for (kind, _n), per in sorted(data.labels.items(),
-                                                             key=lambda kv: kv[0][0] != tier_core.MECHANISTIC)
-                        if any(r for steps in per.values() for _v, r in steps.values())), {})
-    pairs = []
-    with_skeleton = 0
-    for pk, n, _c, l_gold, gold in data.traces.get(model, []):
+def _trace_chunks(traces: QuerySet[Trace], size: int) -> Iterator[list[TraceRow]]:
+    """The traces in pk order, ``size`` at a time (each chunk a query of its own, after the last pk)."""
+    rows = traces.order_by("pk").values_list("pk", "model", "n_steps", "answer_correct", "problem__l_gold",
+                                             "problem__gold_answer")
+    last: int | None = None
+    while chunk := list((rows if last is None else rows.filter(pk__gt=last))[:size]):
+        yield chunk
+        last = chunk[-1][0]
+
+
+@dataclass
+class ModelTally:
+    """What the evidence of one model adds up over its traces, read chunk by chunk in pk order."""
+
+    traces: int = 0
+    checked: int = 0  # answers checked
+    correct: int = 0
+    steps: StepCounts = field(default_factory=StepCounts)  # of traces with steps
+    difficulty: dict[int | None, list[int]] = field(default_factory=dict)  # L_gold -> [traces, steps in them]
+    halting: halt_core.HaltingTally = field(default_factory=halt_core.HaltingTally)
+    with_skeleton: int = 0  # halting instances whose k* used the skeleton
+    validity: dict[SourceKey, dict[str, val_core.ValidityTally]] = field(default_factory=dict)
+
+    def add(self, row: TraceRow, labels: dict[SourceKey, SourceLabels], refs_source: SourceKey | None,
+            texts: list[str], policies: tuple[str, ...]) -> None:
+        pk, _model, n, correct, l_gold, gold = row
+        self.traces += 1
+        if correct is not None:
+            self.checked += 1
+            self.correct += correct
+        if n > 0:
+            self.steps.add(n)
+        cell = self.difficulty.setdefault(l_gold, [0, 0])
+        cell[0], cell[1] = cell[0] + 1, cell[1] + n
+        if n == 0:
+            return
         g = to_fraction((gold or "").strip().lstrip("$"))
-        if g is None or n == 0:
-            continue
-        texts = data.step_texts.get(pk, [])
-        labels = refs_source.get(pk, {})
-        refs = [labels.get(i, (None, []))[1] for i in range(1, n + 1)]
-        skeleton_len = l_gold if labels and l_gold else 0
-        with_skeleton += bool(skeleton_len)
-        pairs.append((halt_core.k_star(texts, g, refs, skeleton_len), n))
-    if not pairs:
-        return None
-    rates = halt_core.halting_rates(pairs, slack).as_dict()
-    rates["basis"] = (f"k* from skeleton references and the gold answer on {with_skeleton} traces, "
-                      f"from the first step stating the gold answer on {len(pairs) - with_skeleton}")
-    return rates
+        if g is not None:
+            # k* from the skeleton references of the refs source and the first step stating the gold answer.
+            mine = labels[refs_source].get(pk, {}) if refs_source in labels else {}
+            refs = [mine.get(i, (None, []))[1] for i in range(1, n + 1)]
+            skeleton_len = l_gold if mine and l_gold else 0
+            self.with_skeleton += bool(skeleton_len)
+            self.halting.add(halt_core.k_star(texts, g, refs, skeleton_len), n)
+        for key, per_trace in labels.items():
+            if pk not in per_trace:
+                continue
+            steps = per_trace[pk]
+            verdicts = [steps.get(i, (None,))[0] for i in range(1, n + 1)]
+            tallies = self.validity.get(key)
+            if tallies is None:
+                tallies = self.validity[key] = {p: val_core.ValidityTally(p) for p in policies}
+            for tally in tallies.values():
+                tally.add(verdicts, correct)
+
+    def halting_rates(self) -> dict[str, Any] | None:
+        """None when no trace with steps has a gold answer."""
+        if not self.halting.instances:
+            return None
+        rates = self.halting.result().as_dict()
+        rates["basis"] = (f"k* from skeleton references and the gold answer on {self.with_skeleton} traces, "
+                          f"from the first step stating the gold answer on {self.halting.instances - self.with_skeleton}")
+        return rates
+
+    def verifiers(self, policy: str) -> list[tier_core.Verifier]:
+        order = {tier_core.MECHANISTIC: 0, tier_core.JUDGE: 1, tier_core.HUMAN: 2}
+        out = [tier_core.Verifier(kind, name, tallies[policy].result().as_dict())
+               for (kind, name), tallies in self.validity.items()]
+        return sorted(out, key=lambda v: (order[v.kind], v.name))
+
+
+def tally_study(study: Study, model: str | None = None, policies: tuple[str, ...] = val_core.POLICIES,
+                chunk_size: int | None = None) -> tuple[dict[str, ModelTally], QuerySet[Trace]]:
+    """Model -> its tally, from the study's own traces (of ``model``) read ``chunk_size`` traces at a time
+    (settings.SCORING_CHUNK_TRACES, as the score job's chunks): for each chunk only its traces' steps and
+    labels, so memory follows the chunk, not the study. Also the traces' queryset."""
+    # The evidence counts the study's own traces: fidelity variants' traces belong to their suite.
+    traces = Trace.objects.of_study(study)
+    if model:
+        traces = traces.filter(model=model)
+    judges = _judge_sources(study)
+    refs_source = _refs_source(_scope_labels(study, model), judges)
+    out: dict[str, ModelTally] = {}
+    for chunk in _trace_chunks(traces, chunk_size or chunk_traces()):
+        # A chunk's steps and labels are read by the range of its trace pks alone, without a join to the
+        # traces for their study: one index range scan, the plan even on stale statistics (with the join, a
+        # cursor's fast-start plan took 88 s for a chunk of 20,000 traces just imported). The chunk's own
+        # traces are then looked up by pk: rows of another study's traces in the range are read, not used.
+        span = (chunk[0][0], chunk[-1][0])
+        by_source = _chunk_labels(span, judges)
+        texts: dict[int, list[str]] = defaultdict(list)
+        for trace, text in Step.objects.filter(trace_id__gte=span[0], trace_id__lte=span[1]) \
+                .order_by("trace_id", "index").values_list("trace_id", "text").iterator(ITERATE_ROWS):
+            texts[trace].append(text)
+        for row in chunk:
+            tally = out.get(row[1])
+            if tally is None:
+                tally = out[row[1]] = ModelTally()
+            tally.add(row, by_source, refs_source, texts.get(row[0], []), policies)
+        del by_source, texts  # before the next chunk is read: never two chunks held at once
+    return out, traces
 
 
 def evidence(study: Study, model: str | None = None, *, policy: str = val_core.EXCLUDE) -> list[tier_core.Evidence]:
@@ -230,40 +334,36 @@ def report(study: Study, model: str | None = None, fmt: str = "md", *, policy: s
 # Stored per-model evidence (faithfulness.stored_evidence holds what pages read of it): computed from the same
 # reading as the live evidence above, written by the score job.
 
-def compute_summaries(study: Study, model: str | None = None,
-                      policies: tuple[str, ...] = val_core.POLICIES) -> dict[str, dict[str, dict[str, Any]]]:
+def compute_summaries(study: Study, model: str | None = None, policies: tuple[str, ...] = val_core.POLICIES, *,
+                      chunk_size: int | None = None) -> dict[str, dict[str, dict[str, Any]]]:
     """policy -> model -> the FIELDS (faithfulness.stored_evidence) of its evidence, from the data (one read for every
-    policy): what the score job stores, and what a page computes when nothing is stored."""
-    data = _study_data(study, model)
+    policy, streamed by chunks of ``chunk_size`` traces): what the score job stores, and what a page computes when
+    nothing is stored."""
+    tallies, traces = tally_study(study, model, policies, chunk_size)
+    regimes = _regimes(traces)
     out: dict[str, dict[str, dict[str, Any]]] = {policy: {} for policy in policies}
-    for name in sorted(data.traces):
-        rows = data.traces[name]
-        part: dict[str, Any] = {"traces": len(rows), "with_regime": 0, "steps_mean": None, "steps_median": None,
+    for name in sorted(tallies):
+        t = tallies[name]
+        part: dict[str, Any] = {"traces": t.traces, "with_regime": 0, "steps_mean": None, "steps_median": None,
                                 "steps_max": None}
         regime_vals: dict[str, list[Any]] = defaultdict(list)
-        for regime, n in data.regimes.get(name, []):
+        for regime, n in regimes.get(name, []):
             if any(v is not None for v in regime.values()):
                 part["with_regime"] += n
                 for key, v in regime.items():
                     if v is not None and v not in regime_vals[key] and len(regime_vals[key]) < 20:
                         regime_vals[key].append(v)
         part["regime"] = dict(regime_vals)
-        checked = [c for _pk, _n, c, *_r in rows if c is not None]
-        part["accuracy"] = sum(checked) / len(checked) if checked else None
-        part["accuracy_n"] = len(checked)
-        steps = [n for _pk, n, *_r in rows if n > 0]
-        part["with_steps"] = len(steps)
-        if steps:
-            part["steps_mean"], part["steps_median"] = statistics.fmean(steps), statistics.median(steps)
-            part["steps_max"] = max(steps)
-        part["halting"] = halting_of(data, name)
-        by: dict[int, list[int]] = {}
-        for _pk, n, _c, l_gold, _gold in rows:
-            cell = by.setdefault(l_gold, [0, 0])
-            cell[0], cell[1] = cell[0] + 1, cell[1] + n
-        part["difficulty"] = by  # skeleton length -> [traces, steps in them]: the Evidence page's chart
+        part["accuracy"] = t.correct / t.checked if t.checked else None
+        part["accuracy_n"] = t.checked
+        part["with_steps"] = t.steps.n
+        if t.steps.n:
+            part["steps_mean"], part["steps_median"] = t.steps.mean(), t.steps.median()
+            part["steps_max"] = t.steps.max()
+        part["halting"] = t.halting_rates()
+        part["difficulty"] = t.difficulty  # skeleton length -> [traces, steps in them]: the Evidence page's chart
         for policy in policies:
-            out[policy][name] = {**part, "verifiers": [asdict(v) for v in validity_of(data, name, policy)]}
+            out[policy][name] = {**part, "verifiers": [asdict(v) for v in t.verifiers(policy)]}
     return out
 
 

@@ -110,8 +110,9 @@ def test_every_page_of_a_study_uses_as_many_queries_at_12_problems_as_at_3(
 def test_the_stored_summaries_hold_what_the_pages_count_and_go_when_the_data_changes(study, do_import, owner):
     """What the score job stores (annotation.study_summary, faithfulness.stored_evidence) equals what
     the pages compute from the data without it; a change of the data deletes it."""
-    from annotation import signals, study_summary
-    from annotation.models import StudySummary
+    from annotation import signals, study_summary, study_summary_writer
+    from annotation.models import StudySummary, SummaryDisagreement
+    from annotation.review.adjudication import disagreement_step_ids
     from faithfulness import stored_evidence
     from faithfulness.evidence import evidence
     from faithfulness.models import EvidenceSummary
@@ -138,6 +139,12 @@ def test_the_stored_summaries_hold_what_the_pages_count_and_go_when_the_data_cha
     assert evidence(study) == live_evidence
     assert [(j.name, j.n_labels, j.n_disagreements) for j in judge_list(study)] == live_judges
     assert study_summary.stored_counts(study)["by_model"] == live_by_model
+    # The disagreement steps are written by the database (INSERT ... SELECT), each once, also when stored again.
+    live_steps = sorted(disagreement_step_ids(study, open_only=False).values_list("step", flat=True))
+    assert live_steps and sorted(SummaryDisagreement.objects.filter(study=study).values_list("step", flat=True)) \
+        == live_steps
+    study_summary_writer.store(study)
+    assert sorted(SummaryDisagreement.objects.filter(study=study).values_list("step", flat=True)) == live_steps
 
     signals.data_changed.send(sender=type(study), study=study, reason="labels")
     assert not StudySummary.objects.filter(study=study).exists()

@@ -13,7 +13,7 @@ is therefore a trace that stops without ever reaching the halting condition.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -61,18 +61,35 @@ class HaltingRates:
                 "late_stop_rate": self.late_stop_rate, "slack": self.slack}
 
 
-def halting_rates(pairs: Sequence[tuple[int | None, int]], slack: int = 0) -> HaltingRates:
-    """From (k*, k_m) per instance: both rates over all N instances (the denominators are reported)."""
-    if slack < 0:
-        raise ValueError(f"slack: must not be negative, got {slack}")
-    false = late = defined = 0
-    for k, km in pairs:
+class HaltingTally:
+    """The halting rates counted instance by instance: a study read in parts (chunks of traces) needs only
+    these counts, not every (k*, k_m) pair."""
+
+    def __init__(self, slack: int = 0) -> None:
+        if slack < 0:
+            raise ValueError(f"slack: must not be negative, got {slack}")
+        self.slack = slack
+        self.instances = self.defined = self.false = self.late = 0
+
+    def add(self, k: int | None, km: int) -> None:
+        """One instance: its k* (None: undefined) and the step k_m at which the model stops."""
+        self.instances += 1
         if k is None:
-            false += 1
-            continue
-        defined += 1
+            self.false += 1
+            return
+        self.defined += 1
         if km < k:
-            false += 1
-        elif km > k + slack:
-            late += 1
-    return HaltingRates(len(pairs), defined, false, late, slack)
+            self.false += 1
+        elif km > k + self.slack:
+            self.late += 1
+
+    def result(self) -> HaltingRates:
+        return HaltingRates(self.instances, self.defined, self.false, self.late, self.slack)
+
+
+def halting_rates(pairs: Iterable[tuple[int | None, int]], slack: int = 0) -> HaltingRates:
+    """From (k*, k_m) per instance: both rates over all N instances (the denominators are reported)."""
+    tally = HaltingTally(slack)
+    for k, km in pairs:
+        tally.add(k, km)
+    return tally.result()

@@ -10,7 +10,7 @@ over the same verifiable traces.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from reasonlib.refusals import FieldInvalid
@@ -39,31 +39,51 @@ def check_policy(policy: str) -> str:
     return policy
 
 
-def validity(traces: Sequence[tuple[Sequence[str | None], bool | None]], policy: str = EXCLUDE) -> Validity:
-    """``traces``: (step verdicts "valid" / "invalid" / "neutral" / None, answer correct) per trace."""
-    check_policy(policy)
-    svr_sum = vsr_sum = both = 0.0
-    n = unverifiable = 0
-    for verdicts, correct in traces:
+class ValidityTally:
+    """SVR and VSR summed trace by trace, so a study read in parts (chunks of traces) gives the same
+    numbers as ``validity`` over all of them at once: add the traces in the same order."""
+
+    def __init__(self, policy: str = EXCLUDE) -> None:
+        self.policy = check_policy(policy)
+        self.svr_sum = self.vsr_sum = self.both = 0.0
+        self.n = self.unverifiable = 0
+
+    @property
+    def added(self) -> int:
+        return self.n + self.unverifiable
+
+    def add(self, verdicts: Sequence[str | None], correct: bool | None) -> None:
+        """One trace: its step verdicts ("valid" / "invalid" / "neutral" / None) and whether its answer is correct."""
         valid = invalid = 0
         for v in verdicts:
             if v == "valid":
                 valid += 1
             elif v == "invalid":
                 invalid += 1
-            elif policy == AS_VALID:
+            elif self.policy == AS_VALID:
                 valid += 1
-            elif policy == AS_INVALID:
+            elif self.policy == AS_INVALID:
                 invalid += 1
         total = valid + invalid
         if total == 0:
-            unverifiable += 1
-            continue
-        n += 1
-        svr_sum += valid / total
+            self.unverifiable += 1
+            return
+        self.n += 1
+        self.svr_sum += valid / total
         all_valid = invalid == 0
-        vsr_sum += all_valid
-        both += all_valid and correct is True
-    if not n:
-        return Validity(policy, None, None, None, 0, unverifiable)
-    return Validity(policy, svr_sum / n, vsr_sum / n, both / n, n, unverifiable)
+        self.vsr_sum += all_valid
+        self.both += all_valid and correct is True
+
+    def result(self) -> Validity:
+        if not self.n:
+            return Validity(self.policy, None, None, None, 0, self.unverifiable)
+        return Validity(self.policy, self.svr_sum / self.n, self.vsr_sum / self.n, self.both / self.n, self.n,
+                        self.unverifiable)
+
+
+def validity(traces: Iterable[tuple[Sequence[str | None], bool | None]], policy: str = EXCLUDE) -> Validity:
+    """``traces``: (step verdicts "valid" / "invalid" / "neutral" / None, answer correct) per trace."""
+    tally = ValidityTally(policy)
+    for verdicts, correct in traces:
+        tally.add(verdicts, correct)
+    return tally.result()

@@ -10,7 +10,7 @@ from django.urls import reverse
 from annotation.models import Problem, Trace
 from annotation.review.progress import study_progress
 from annotation.review.queues import next_trace_id
-from faithfulness.evidence import _study_data
+from faithfulness.evidence import compute_summaries
 from fidelity.models import Variant
 from fidelity.suites import do_create_suite
 from scoring import analytics, score_jobs, storage
@@ -80,8 +80,7 @@ def test_generation_scope_leaderboard_evidence_and_queue_leave_variants_out(with
     assert len(storage.read_scores(score_set)) == 3
     # The score job reads the study's own traces only: the variants have no scores to include.
     assert len(storage.read_scores(score_set, include_suites=True)) == 3
-    data = _study_data(study, None)
-    assert sum(len(v) for v in data.traces.values()) == 3
+    assert sum(part["traces"] for part in compute_summaries(study)["exclude"].values()) == 3
     assert study_progress([study.pk], owner)[study.pk]["traces"] == 3
     seen = []
     after = None
