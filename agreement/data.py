@@ -83,8 +83,10 @@ def check_source(study: Study, name: str | None, *, judges: dict[str, int] | Non
                         "annotator:USERNAME")
 
 
-def _confidences(study_id: int, kind: str, column: str, pk: int) -> pd.DataFrame:
-    """trace_id, step, confidence of one source's labels that carry a confidence."""
+def _confidences(study_id: int, kind: str, column: str, pk: int,
+                 span: tuple[int, int] | None = None) -> pd.DataFrame:
+    """trace_id, step, confidence of one source's labels that carry a confidence (of the traces with pks
+    in ``span``)."""
     lab, st, tr = sources._table(StepLabel), sources._table(Step), sources._table(Trace)
     sql = (
         f"SELECT s.{sources._col(Step, 'trace')}, s.{sources._col(Step, 'index')}, "
@@ -94,7 +96,11 @@ def _confidences(study_id: int, kind: str, column: str, pk: int) -> pd.DataFrame
         f"WHERE t.{sources._col(Trace, 'study')} = %s AND l.{sources._col(StepLabel, 'kind')} = %s "
         f"AND l.{sources._col(StepLabel, column)} = %s AND l.{sources._col(StepLabel, 'confidence')} IS NOT NULL"
     )
-    df = sources._frame(sql, [study_id, kind, pk], {"trace_id": "int64", "step": "int64", "confidence": "object"})
+    params: list[Any] = [study_id, kind, pk]
+    if span is not None:
+        sql += f" AND s.{sources._col(Step, 'trace')} BETWEEN %s AND %s"
+        params += [span[0], span[1]]
+    df = sources._frame(sql, params, {"trace_id": "int64", "step": "int64", "confidence": "object"})
     df["confidence"] = df["confidence"].astype(float)
     return df
 
@@ -123,6 +129,10 @@ class AgreementData:
     annotators: dict[int, str]
     ratings: pd.DataFrame
     scope: np.ndarray | None = None
+    #: One chunk of the study (first pk, last pk): its traces, labels, confidences and stored scores only
+    #: (agreement.streamed). Consensus and first errors are per trace; computed scores, which need the
+    #: study-wide hazard, are not read by chunk (``full_scores`` refuses).
+    span: tuple[int, int] | None = None
     _memo: dict[Any, Any] = field(default_factory=dict)
 
     @classmethod
@@ -131,6 +141,14 @@ class AgreementData:
         scope_arr = None if scope is None else np.unique(np.asarray(list(scope), dtype=np.int64))
         return cls(study=study, inputs=inputs, annotators=annotator_names(study), ratings=read_ratings(study),
                    scope=scope_arr)
+
+    @classmethod
+    def read_chunk(cls, study: Study, span: tuple[int, int], *, annotators: dict[int, str],
+                   ratings: pd.DataFrame) -> AgreementData:
+        """The traces with pks in ``span`` and their labels; ``annotators`` and ``ratings`` are the study's
+        (read once)."""
+        return cls(study=study, inputs=sources.read_inputs(study, span), annotators=annotators, ratings=ratings,
+                   span=span)
 
     # -- sources -----------------------------------------------------------
     def check(self, name: str | None) -> str:
@@ -209,11 +227,11 @@ class AgreementData:
             if source.startswith(JUDGE_PREFIX):
                 pk = self.inputs.judges.get(source[len(JUDGE_PREFIX):])
                 if pk is not None:
-                    conf = _confidences(self.study.pk, StepLabel.Kind.JUDGE, "judge", pk)
+                    conf = _confidences(self.study.pk, StepLabel.Kind.JUDGE, "judge", pk, self.span)
             elif source.startswith(ANNOTATOR_PREFIX):
                 pk = self.user_pk(source[len(ANNOTATOR_PREFIX):])
                 if pk is not None:
-                    conf = _confidences(self.study.pk, StepLabel.Kind.HUMAN, "annotator", pk)
+                    conf = _confidences(self.study.pk, StepLabel.Kind.HUMAN, "annotator", pk, self.span)
             self._memo[key] = conf if conf is not None and len(conf) else None
         return self._memo[key]
 
@@ -256,8 +274,10 @@ class AgreementData:
         stored = None
         if source in SCORED_SOURCES or source.startswith(JUDGE_PREFIX):
             stored = self._score_set(source, profile)
+        if stored is None and self.span is not None:
+            raise ValueError(f"{source}: no stored scores, and computed ones need the whole study")
         if stored is not None:
-            frame = storage.read_scores(stored, columns=SCORE_COLUMNS)
+            frame = storage.read_scores(stored, columns=SCORE_COLUMNS, span=self.span)
             frame = frame.drop(columns=["trace_id"]).rename(columns={"trace": "trace_id"})
             origin = {"from": "stored", "computed_at": stored.computed_at.isoformat(), "traces": stored.n_traces}
         else:

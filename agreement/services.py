@@ -218,22 +218,36 @@ def agreement(study: Study, reference: str, candidate: str, profile: ScoringProf
     metrics = agreement_intervals.add_intervals(metrics, pairs,
                                                 first_error_pairs(ref_steps, cand_steps, all_traces, all_traces),
                                                 n_resamples=n_resamples, seed=seed, level=level)
-    out: dict[str, Any] = {
+    out = with_provenance(metrics, study, reference, candidate, profile, seed=seed,
+                          traces_in_scope=int(len(data.traces())), calibration=calibration,
+                          origins=(ref_origin, cand_origin), data=data)
+    if with_disagreements:
+        diff = pairs.loc[pairs["reference_verdict"].to_numpy() != pairs["candidate_verdict"].to_numpy()]
+        return out, diff.reset_index(drop=True)
+    return out
+
+
+def with_provenance(metrics: dict[str, Any], study: Study, reference: str, candidate: str, profile: ScoringProfile,
+                    *, seed: int, traces_in_scope: int, calibration: CalibrationStudy | None,
+                    origins: tuple[dict[str, Any], dict[str, Any]], data: ad.AgreementData) -> dict[str, Any]:
+    """The metrics object of ``agreement`` after where its inputs came from (agreement.streamed too)."""
+    return {
         "reference": reference,
         "candidate": candidate,
         "profile": profile.name,
         "profile_version": profile.version,
         "seed": seed,
-        "traces_in_scope": int(len(data.traces())),
+        "traces_in_scope": traces_in_scope,
         "calibration": {"id": calibration.pk, "name": calibration.name} if calibration is not None else None,
-        "scores": {"reference": ref_origin, "candidate": cand_origin},
+        "scores": {"reference": origins[0], "candidate": origins[1]},
         "notes": _notes(study, reference, candidate, data),
         **metrics,
     }
-    if with_disagreements:
-        diff = pairs.loc[pairs["reference_verdict"].to_numpy() != pairs["candidate_verdict"].to_numpy()]
-        return out, diff.reset_index(drop=True)
-    return out
+
+
+def disagreement_row(t: int, s: int, r: str, c: str, x: float) -> list:
+    """One disagreement as the stored report holds it: trace pk, step, verdicts, confidence or None."""
+    return [int(t), int(s), r, c, None if np.isnan(x) else float(x)]
 
 
 def _key(kind: str, study: Study, *parts: Any) -> str:
@@ -256,7 +270,7 @@ def pair_report(sel: Selection, data: ad.AgreementData | None = None) -> dict[st
     return {
         "metrics": metrics,
         "disagreements": [
-            [int(t), int(s), r, c, None if np.isnan(x) else float(x)]
+            disagreement_row(t, s, r, c, x)
             for t, s, r, c, x in zip(diff["trace_id"].tolist(), diff["step"].tolist(),
                                      diff["reference_verdict"].tolist(), diff["candidate_verdict"].tolist(),
                                      conf.tolist(), strict=True)
@@ -288,7 +302,7 @@ def agreement_report(sel: Selection) -> dict[str, Any]:
 # ---------------------------------------------------------------------------
 # Among annotators
 # ---------------------------------------------------------------------------
-def _undefined_subset(block: dict[str, Any]) -> dict[str, Any]:
+def undefined_subset(block: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in block.items() if k != "undefined"} | {"undefined": block.get("undefined", {})}
 
 
@@ -309,13 +323,13 @@ def annotator_report(study: Study, *, scope=None, data: ad.AgreementData | None 
     labels = data.annotator_labels()
     traces = data.traces()
     out: dict[str, Any] = {"traces_in_scope": int(len(traces)), "seed": seed, "n_resamples": n_resamples}
-    out["overall"] = _undefined_subset(annotator_agreement(labels))
+    out["overall"] = undefined_subset(annotator_agreement(labels))
     domains = traces.set_index("trace_id")["domain"]
     by_domain = []
     lab_domain = labels["trace_id"].map(domains).fillna("").astype(str).to_numpy()
     for d in sorted(set(lab_domain.tolist())):
         block = annotator_agreement(labels.loc[lab_domain == d])
-        by_domain.append({"domain": d, **_undefined_subset(block)})
+        by_domain.append({"domain": d, **undefined_subset(block)})
     out["by_domain"] = by_domain
 
     out["overlap"] = overlap_sets(labels, traces.set_index("trace_id")["n_steps"])

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -75,13 +76,22 @@ class Rows(Sequence):
         return json.loads(found[0]) if found and found[0] else []
 
 
+@dataclass(frozen=True)
+class EncodedRows:
+    """A report's disagreements already encoded as one JSON list (agreement.streamed appends each chunk's
+    text): written as it is, never held as a list of Python lists."""
+
+    text: str
+    n: int
+
+
 def status(row: StoredReport) -> dict[str, Any]:
     """What a page says of a stored report: when it was computed, and whether the data changed since."""
     return {"computed_at": row.computed_at, "stale": row.stale}
 
 
 def write(study: Study, kind: str, key: str, data: dict[str, Any], *, read_at: datetime,
-          job: Job | None, disagreements: list[list] | None = None) -> StoredReport:
+          job: Job | None, disagreements: list[list] | EncodedRows | None = None) -> StoredReport:
     """Store ``data`` as the one report of ``kind`` for the study (older keys go: another profile
     version, another primary judge). ``read_at``: when the job began to read the data it is computed from;
     a change of the data since then (``invalidate`` marked the row, or a score job was queued that has not
@@ -92,11 +102,24 @@ def write(study: Study, kind: str, key: str, data: dict[str, Any], *, read_at: d
         changed = current is not None and current.marked_at is not None and current.marked_at >= read_at
         stale = changed or _recompute_pending(study, job, read_at)
         StoredReport.objects.filter(study=study, kind=kind).exclude(key=key).delete()
+        encoded = disagreements if isinstance(disagreements, EncodedRows) else None
+        rows = [] if encoded is not None else (disagreements or [])
         row, _ = StoredReport.objects.update_or_create(
             study=study, kind=kind, key=key,
-            defaults={"data": data, "disagreements": disagreements or [], "n_disagreements": len(disagreements or []),
+            defaults={"data": data, "disagreements": rows, "n_disagreements": encoded.n if encoded else len(rows),
                       "computed_at": timezone.now(), "stale": stale})
+        if encoded is not None:
+            _write_encoded(row, encoded.text)
     return row
+
+
+def _write_encoded(row: StoredReport, text: str) -> None:
+    table = StoredReport._meta.db_table
+    value = "%s::jsonb" if connection.vendor == "postgresql" else "%s"  # SQLite keeps JSON as text
+    with connection.cursor() as cur:
+        cur.execute(f"UPDATE {table} SET disagreements = {value} WHERE id = %s", [text, row.pk])
+    # not read back: the row's disagreements are read by slice (Rows)
+    row.disagreements = []
 
 
 def _recompute_pending(study: Study, job: Job | None, read_at: datetime) -> bool:

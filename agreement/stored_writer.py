@@ -1,7 +1,7 @@
 """The score job's writer of the stored agreement reports (agreement.stored holds what pages read of
 them): the *Judge vs reference* report of the page's default selection and the Annotators report, from one
-read of the study after its scores are stored. Apart from agreement.stored because it computes through
-agreement.services, which reads through agreement.stored."""
+read of the study after its scores are stored, chunk by chunk (agreement.streamed). Apart from
+agreement.stored because it computes through agreement.services, which reads through agreement.stored."""
 
 from __future__ import annotations
 
@@ -9,14 +9,23 @@ from django.utils import timezone
 
 from agreement import data as ad
 from agreement import services as svc
-from agreement import stored
+from agreement import stored, streamed
 from agreement.models import StoredReport
 from annotation.models import Job, Study
 
 
-def store(study: Study, job: Job | None = None) -> None:
+def store(study: Study, job: Job | None = None, *, chunk_size: int | None = None) -> None:
+    """Both reports, read chunk by chunk (agreement.streamed) when the default selection's sources have
+    stored scores, else from one read of the whole study."""
     read_at = timezone.now()
     sel = svc.select(study, {})
+    streamed_reports = streamed.reports(sel, chunk_size=chunk_size)
+    if streamed_reports is not None:
+        metrics, rows, people = streamed_reports
+        stored.write(study, StoredReport.Kind.PAIR, svc.stored_pair_key(sel), {"metrics": metrics},
+                     read_at=read_at, job=job, disagreements=rows)
+        stored.write(study, StoredReport.Kind.ANNOTATORS, stored.ANNOTATORS_KEY, people, read_at=read_at, job=job)
+        return
     data = ad.AgreementData.read(study)
     report = svc.pair_report(sel, data)
     stored.write(study, StoredReport.Kind.PAIR, svc.stored_pair_key(sel), {"metrics": report["metrics"]},

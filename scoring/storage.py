@@ -181,12 +181,14 @@ PAGE_COLUMNS = ["n_steps", "first_error", "answer_correct", "s_hcrs", "process",
 
 
 def read_scores(score_set: ScoreSet, *, model: str = "", domain: str = "", columns: list[str] | None = None,
-                only_reviewed_by=None, lucky_only: bool = False, include_suites: bool = False) -> pd.DataFrame:
+                only_reviewed_by=None, lucky_only: bool = False, include_suites: bool = False,
+                span: tuple[int, int] | None = None) -> pd.DataFrame:
     """Stored scores of one set as a table: trace (pk), trace_id, problem_id,
     model, domain and ``columns`` (default PAGE_COLUMNS), in trace order.
 
     ``only_reviewed_by`` (a user) keeps the traces that user has labelled
-    completely -- what an annotator of a blind study may see trace by trace.
+    completely -- what an annotator of a blind study may see trace by trace;
+    ``span`` (first pk, last pk) the traces of one chunk.
     """
     columns = list(PAGE_COLUMNS if columns is None else columns)
     ts, t, p, rv = (_q(m._meta.db_table) for m in (TraceScore, Trace, Problem, TraceReview))
@@ -207,6 +209,9 @@ def read_scores(score_set: ScoreSet, *, model: str = "", domain: str = "", colum
     if lucky_only:
         where.append(f"s.{c(TraceScore, 'lucky_guess')} = %s")
         params.append(True)
+    if span is not None:  # a chunk of the study's traces: pks lo..hi
+        where.append(f"s.{c(TraceScore, 'trace')} BETWEEN %s AND %s")
+        params += [span[0], span[1]]
     if not include_suites:
         # Suite variants (fidelity) stay out of every analytics page unless asked for:
         # the same rule as Problem.objects.own(), compiled to SQL.

@@ -12,11 +12,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from agreement.core.first_error import first_error_agreement
-from agreement.core.intervals import step_intervals
-from agreement.core.pairs import first_error_determined, int_steps, paired_steps, require
-from agreement.core.steps import CODES, cohen_kappa, step_agreement
-from scoring.core.labels import INVALID, VERDICTS, final_labels, human_consensus, verdict_codes
+from agreement.core.first_error import first_error_of_pairs
+from agreement.core.pairs import first_error_determined, int_steps, paired_steps, paired_traces, require
+from agreement.core.steps import CODES, cohen_kappa
+from agreement.core.tallies import StepTally
+from scoring.core.labels import VERDICTS, final_labels, human_consensus, verdict_codes
 
 
 def _annotator_matrix(labels: pd.DataFrame) -> tuple[np.ndarray, list[Any]]:
@@ -26,7 +26,12 @@ def _annotator_matrix(labels: pd.DataFrame) -> tuple[np.ndarray, list[Any]]:
     step = int_steps(d["step"], "annotator labels")
     code = verdict_codes(d["verdict"]).astype(np.int64)
     keys = pd.DataFrame({"trace_id": d["trace_id"].to_numpy(), "step": step})
-    item = keys.groupby(["trace_id", "step"], sort=False).ngroup().to_numpy(dtype=np.int64)
+    # Items in (trace, step) order: the sums below (Fleiss' mean) then do not depend on the order the rows
+    # were read in, and chunks of whole traces stack into the study's matrix (AnnotatorTally).
+    try:
+        item = keys.groupby(["trace_id", "step"], sort=True).ngroup().to_numpy(dtype=np.int64)
+    except TypeError:  # unorderable mixed trace ids: first appearance
+        item = keys.groupby(["trace_id", "step"], sort=False).ngroup().to_numpy(dtype=np.int64)
     ann, names = pd.factorize(d["annotator"])
     if (ann < 0).any():
         raise ValueError("annotator labels: annotator must not be null")
@@ -70,10 +75,15 @@ def annotator_agreement(annotator_labels: pd.DataFrame) -> dict[str, Any]:
     kappa on the steps both labelled; diagonal None), undefined (including
     ``pairwise_kappa[a|b]`` entries for undefined pairs).
     """
+    return annotator_agreement_of_matrix(*_annotator_matrix(annotator_labels))
+
+
+def annotator_agreement_of_matrix(mat: np.ndarray, names: list[Any]) -> dict[str, Any]:
+    """:func:`annotator_agreement` of an (items x annotators) verdict-code matrix (-1: not labelled; columns
+    in ``names`` order, sorted)."""
     import krippendorff
     from statsmodels.stats.inter_rater import fleiss_kappa as _fleiss
 
-    mat, names = _annotator_matrix(annotator_labels)
     n_items, n_ann = mat.shape
     undefined: dict[str, str] = {}
     k = len(VERDICTS)
@@ -152,14 +162,48 @@ def overlap_sets(annotator_labels: pd.DataFrame, n_steps: pd.Series) -> list[dic
     """Which annotators finished the same traces: one row per set of annotators (``annotators`` sorted, ``size``),
     the traces exactly that set finished and their steps (``n_steps`` by trace_id); most traces first, then by
     the names."""
+    return overlap_rows(overlap_counts(annotator_labels, n_steps))
+
+
+def overlap_counts(annotator_labels: pd.DataFrame, n_steps: pd.Series,
+                   into: dict[tuple, list[int]] | None = None) -> dict[tuple, list[int]]:
+    """Set of annotators -> [traces, steps], added to ``into`` (chunks of whole traces add up)."""
+    overlap: dict[tuple, list[int]] = {} if into is None else into
     per_trace = annotator_labels.groupby("trace_id")["annotator"].agg(lambda s: tuple(sorted(set(s.tolist()))))
-    overlap: dict[tuple, list[int]] = {}
     for tid, names in per_trace.items():
         entry = overlap.setdefault(names, [0, 0])
         entry[0] += 1
         entry[1] += int(n_steps.get(tid, 0))
+    return overlap
+
+
+def overlap_rows(overlap: dict[tuple, list[int]]) -> list[dict[str, Any]]:
     return [{"annotators": list(k), "size": len(k), "traces": v[0], "steps": v[1]}
             for k, v in sorted(overlap.items(), key=lambda kv: (-kv[1][0], kv[0]))]
+
+
+class MatrixTally:
+    """The (items x annotators) matrices of chunks of whole traces, in trace order, as int8 codes: the
+    study's matrix of :func:`annotator_agreement` without its labels held."""
+
+    def __init__(self) -> None:
+        self._parts: list[tuple[np.ndarray, list[Any]]] = []
+
+    def add(self, annotator_labels: pd.DataFrame) -> None:
+        if len(annotator_labels):
+            mat, names = _annotator_matrix(annotator_labels)
+            if len(mat):
+                self._parts.append((mat.astype(np.int8), names))
+
+    def agreement(self) -> dict[str, Any]:
+        names = sorted({n for _, part in self._parts for n in part})
+        col = {n: i for i, n in enumerate(names)}
+        mat = np.full((sum(len(m) for m, _ in self._parts), len(names)), -1, dtype=np.int8)
+        row = 0
+        for m, part in self._parts:
+            mat[row:row + len(m), [col[n] for n in part]] = m
+            row += len(m)
+        return annotator_agreement_of_matrix(mat, names)
 
 
 def first_error_frame(traces: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
@@ -177,32 +221,55 @@ def leave_one_out(raw: pd.DataFrame, adjudicated: pd.DataFrame | None, traces: p
     ``raw``: every annotator's labels (trace_id, step, src = the annotator's key in ``names``, verdict,
     skeleton_refs); ``adjudicated``: the adjudicated steps as ``final_labels`` gives them, or None; ``traces``:
     trace_id, n_steps."""
-    rows = []
-    for pk, name in sorted(names.items(), key=lambda kv: kv[1]):
-        mine_raw = raw.loc[raw["src"].to_numpy() == pk]
-        if mine_raw.empty:
-            continue
-        others = raw.loc[raw["src"].to_numpy() != pk].rename(columns={"src": "annotator"})
-        consensus = human_consensus(others) if len(others) else None
-        reference = final_labels(adjudicated, consensus, None)
-        mine = mine_raw[["trace_id", "step", "verdict", "skeleton_refs"]]
-        pairs = paired_steps(reference, mine)
-        step = step_agreement(reference, mine)
-        cis = step_intervals(pairs, n_resamples=n_resamples, seed=seed)
-        fe = first_error_agreement(first_error_frame(traces, reference), first_error_frame(traces, mine))
-        ref_inv = float(np.mean(pairs["reference_verdict"].to_numpy() == INVALID)) if len(pairs) else None
-        own_inv = float(np.mean(pairs["candidate_verdict"].to_numpy() == INVALID)) if len(pairs) else None
-        undefined = {**step["undefined"], **{k: v for k, v in fe["undefined"].items() if k.startswith("first_error")}}
-        rows.append({
-            "annotator": name,
-            "traces": int(mine_raw["trace_id"].nunique()), "steps_labelled": int(len(mine_raw)),
-            "steps_compared": step["steps_compared"],
-            "percent_agreement": step["percent_agreement"], "percent_agreement_ci": cis["percent_agreement_ci"],
-            "kappa": step["kappa"], "kappa_ci": cis["kappa_ci"],
-            "kappa_binary": step["kappa_binary"], "kappa_binary_ci": cis["kappa_binary_ci"],
-            "traces_compared": fe["traces_compared"], "first_error_exact": fe["first_error_exact"],
-            "invalid_rate": own_inv, "reference_invalid_rate": ref_inv,
-            "confusion": step["confusion"], "undefined": undefined,
-        })
-    rows.sort(key=lambda r: (r["kappa"] is None, r["kappa"] if r["kappa"] is not None else 0, r["annotator"]))
-    return rows
+    tally = LeaveOneOutTally(names)
+    tally.add(raw, adjudicated, traces)
+    return tally.rows(n_resamples=n_resamples, seed=seed)
+
+
+class LeaveOneOutTally:
+    """:func:`leave_one_out` over chunks of whole traces added in trace order: per annotator a StepTally of
+    their pairs with the reference, and the traces whose first error both determine (one row each)."""
+
+    def __init__(self, names: dict[int, str]) -> None:
+        self.names = names
+        self._of: dict[int, dict[str, Any]] = {}
+
+    def add(self, raw: pd.DataFrame, adjudicated: pd.DataFrame | None, traces: pd.DataFrame) -> None:
+        src = raw["src"].to_numpy()
+        for pk in sorted(self.names, key=lambda p: self.names[p]):
+            mine_raw = raw.loc[src == pk]
+            if mine_raw.empty:
+                continue
+            others = raw.loc[src != pk].rename(columns={"src": "annotator"})
+            consensus = human_consensus(others) if len(others) else None
+            reference = final_labels(adjudicated, consensus, None)
+            mine = mine_raw[["trace_id", "step", "verdict", "skeleton_refs"]]
+            of = self._of.setdefault(pk, {"traces": 0, "steps": 0, "pairs": StepTally(), "fe": []})
+            of["traces"] += int(mine_raw["trace_id"].nunique())
+            of["steps"] += int(len(mine_raw))
+            of["pairs"].add(paired_steps(reference, mine))
+            fe = paired_traces(first_error_frame(traces, reference), first_error_frame(traces, mine))
+            of["fe"].append(fe[["trace_id", "reference_first_error", "candidate_first_error"]])
+
+    def rows(self, *, n_resamples: int, seed: int) -> list[dict[str, Any]]:
+        rows = []
+        for pk, of in sorted(self._of.items(), key=lambda kv: self.names[kv[0]]):
+            pairs: StepTally = of["pairs"]
+            step = pairs.agreement()
+            cis = pairs.intervals(n_resamples=n_resamples, seed=seed, level=0.95)
+            fe = first_error_of_pairs(pd.concat(of["fe"], ignore_index=True))
+            ref_inv, own_inv = pairs.invalid_rates()
+            undefined = {**step["undefined"], **{k: v for k, v in fe["undefined"].items() if k.startswith("first_error")}}
+            rows.append({
+                "annotator": self.names[pk],
+                "traces": of["traces"], "steps_labelled": of["steps"],
+                "steps_compared": step["steps_compared"],
+                "percent_agreement": step["percent_agreement"], "percent_agreement_ci": cis["percent_agreement_ci"],
+                "kappa": step["kappa"], "kappa_ci": cis["kappa_ci"],
+                "kappa_binary": step["kappa_binary"], "kappa_binary_ci": cis["kappa_binary_ci"],
+                "traces_compared": fe["traces_compared"], "first_error_exact": fe["first_error_exact"],
+                "invalid_rate": own_inv, "reference_invalid_rate": ref_inv,
+                "confusion": step["confusion"], "undefined": undefined,
+            })
+        rows.sort(key=lambda r: (r["kappa"] is None, r["kappa"] if r["kappa"] is not None else 0, r["annotator"]))
+        return rows

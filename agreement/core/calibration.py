@@ -35,14 +35,20 @@ def calibration(
 
 
 def calibration_of_pairs(pairs: pd.DataFrame, n_bins: int = RELIABILITY_BINS, has_confidence: bool = True) -> dict[str, Any]:
-    if int(n_bins) < 1:
-        raise ValueError(f"n_bins: must be >= 1, got {n_bins!r}")
-    n_bins = int(n_bins)
     conf = pairs["confidence"].to_numpy(dtype=float)
     has = ~np.isnan(conf)
     ref, cand = codes_of(pairs)
-    c = conf[has]
-    correct = (ref == cand)[has].astype(float)
+    return calibration_of_arrays(conf[has], (ref == cand)[has].astype(float), len(pairs), n_bins, has_confidence)
+
+
+def calibration_of_arrays(c: np.ndarray, correct: np.ndarray, n_pairs: int, n_bins: int = RELIABILITY_BINS,
+                          has_confidence: bool = True) -> dict[str, Any]:
+    """:func:`calibration` of the compared steps with a confidence: ``c`` their confidences and ``correct``
+    (1.0 / 0.0) whether the candidate's verdict was the reference's, in pair order; ``n_pairs`` the steps
+    compared (with or without a confidence)."""
+    if int(n_bins) < 1:
+        raise ValueError(f"n_bins: must be >= 1, got {n_bins!r}")
+    n_bins = int(n_bins)
     n = len(c)
     b = np.minimum(np.floor(c * n_bins), n_bins - 1).astype(np.int64)
     counts = np.bincount(b, minlength=n_bins)
@@ -68,7 +74,7 @@ def calibration_of_pairs(pairs: pd.DataFrame, n_bins: int = RELIABILITY_BINS, ha
         out["ece"] = float(np.sum(np.abs(sum_ok[nz] - sum_c[nz])) / n)  # sum_k n_k/n |acc_k - conf_k|
         out["brier"] = float(np.mean((c - correct) ** 2))
     else:
-        if len(pairs) == 0:
+        if n_pairs == 0:
             reason = "no step was labelled by both sources"
         elif not has_confidence:
             reason = "the candidate reports no confidences"

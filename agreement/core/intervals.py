@@ -104,11 +104,25 @@ def step_intervals(pairs: pd.DataFrame, *, n_resamples: int = 1000, seed: int | 
     """
     if len(pairs) == 0:
         return {f"{m}_ci": None for m in STEP_METRICS}
-    group, n_groups = _groups(pairs["trace_id"])
-    ref, cand = _codes(pairs["reference_verdict"]), _codes(pairs["candidate_verdict"])
-    cells = np.zeros((len(pairs), 9))
-    cells[np.arange(len(pairs)), ref * 3 + cand] = 1.0
-    per_trace = _per_trace(group, n_groups, cells)
+    per_trace = step_cells(pairs["trace_id"], _codes(pairs["reference_verdict"]), _codes(pairs["candidate_verdict"]))
+    return step_intervals_of(per_trace, n_resamples=n_resamples, seed=seed, level=level)
+
+
+def step_cells(trace_ids: pd.Series, ref: np.ndarray, cand: np.ndarray) -> np.ndarray:
+    """Each trace's confusion counts (traces in sorted order, cells reference * 3 + candidate): (n_traces, 9).
+    A trace's rows are its own, so the rows of chunks of whole traces, in trace order, stack into the
+    study's."""
+    group, n_groups = _groups(trace_ids)
+    cells = np.zeros((len(ref), 9))
+    cells[np.arange(len(ref)), np.asarray(ref, dtype=np.int64) * 3 + np.asarray(cand, dtype=np.int64)] = 1.0
+    return _per_trace(group, n_groups, cells)
+
+
+def step_intervals_of(per_trace: np.ndarray, *, n_resamples: int = 1000, seed: int | None = 0,
+                      level: float = 0.95) -> dict[str, list[float] | None]:
+    """:func:`step_intervals` of the per-trace confusion counts (:func:`step_cells`)."""
+    if per_trace.shape[0] == 0:
+        return {f"{m}_ci": None for m in STEP_METRICS}
     # binary confusion: invalid vs not invalid, as a 2x2 block of the 3x3 one
     binary = np.zeros((9, 4))
     for r in range(3):
@@ -136,18 +150,31 @@ def calibration_intervals(pairs: pd.DataFrame, *, n_bins: int = 10, n_resamples:
     if not has.any():
         return {f"{m}_ci": None for m in CALIBRATION_METRICS}
     d = pairs.loc[has]
-    c = conf[has]
     correct = (_codes(d["reference_verdict"]) == _codes(d["candidate_verdict"])).astype(float)
+    per_trace = calibration_cells(d["trace_id"], conf[has], correct, n_bins)
+    return calibration_intervals_of(per_trace, n_bins=n_bins, n_resamples=n_resamples, seed=seed, level=level)
+
+
+def calibration_cells(trace_ids: pd.Series, c: np.ndarray, correct: np.ndarray, n_bins: int = 10) -> np.ndarray:
+    """Per trace (sorted) of the compared steps with a confidence ``c``: count per bin, confidence sum per
+    bin, correct sum per bin, squared error: (n_traces, 3 * n_bins + 1); stacks over chunks as
+    :func:`step_cells` does."""
     b = np.minimum(np.floor(c * n_bins), n_bins - 1).astype(np.int64)
-    group, n_groups = _groups(d["trace_id"])
-    # columns: count per bin, confidence sum per bin, correct sum per bin, squared error
-    cols = np.zeros((len(d), 3 * n_bins + 1))
-    rows = np.arange(len(d))
+    group, n_groups = _groups(trace_ids)
+    cols = np.zeros((len(c), 3 * n_bins + 1))
+    rows = np.arange(len(c))
     cols[rows, b] = 1.0
     cols[rows, n_bins + b] = c
     cols[rows, 2 * n_bins + b] = correct
     cols[:, -1] = (c - correct) ** 2
-    per_trace = _per_trace(group, n_groups, cols)
+    return _per_trace(group, n_groups, cols)
+
+
+def calibration_intervals_of(per_trace: np.ndarray, *, n_bins: int = 10, n_resamples: int = 1000,
+                             seed: int | None = 0, level: float = 0.95) -> dict[str, list[float] | None]:
+    """:func:`calibration_intervals` of :func:`calibration_cells`."""
+    if per_trace.shape[0] == 0:
+        return {f"{m}_ci": None for m in CALIBRATION_METRICS}
 
     def ece(t: np.ndarray) -> np.ndarray:
         n = t[:, :n_bins].sum(axis=1)
@@ -210,6 +237,11 @@ def add_intervals(metrics: dict[str, Any], pairs: pd.DataFrame, traces: pd.DataF
     cis.update(step_intervals(pairs, n_resamples=n_resamples, seed=seed, level=level))
     cis.update(calibration_intervals(pairs, n_resamples=n_resamples, seed=seed, level=level))
     cis.update(trace_intervals(traces, n_resamples=n_resamples, seed=seed, level=level))
+    return with_intervals(metrics, cis)
+
+
+def with_intervals(metrics: dict[str, Any], cis: dict[str, Any]) -> dict[str, Any]:
+    """``metrics`` with each interval of ``cis`` (``<metric>_ci``) after its metric (see add_intervals)."""
     undefined = dict(metrics.get("undefined", {}))
     out: dict[str, Any] = {}
     for key, value in metrics.items():

@@ -26,7 +26,7 @@ from scoring.core.bootstrap import check_level
 from scoring.core.labels import complete_traces
 
 
-def _with_completeness(scores: pd.DataFrame, labels: pd.DataFrame, what: str) -> pd.DataFrame:
+def with_completeness(scores: pd.DataFrame, labels: pd.DataFrame, what: str) -> pd.DataFrame:
     if "complete" in scores.columns:
         return scores
     require(scores, ["trace_id", "n_steps"], what)
@@ -88,20 +88,33 @@ def agreement_metrics(
       metrics as ``ratings.reference.pearson_r``, ``annotators.fleiss_kappa``).
     """
     check_level(level, n_resamples)
-    undefined: dict[str, str] = {}
-    out: dict[str, Any] = {}
-
     steps = paired_steps(reference_labels, candidate_labels)
-    out.update(merge_undefined(undefined, step_agreement_of_pairs(steps)))
-    out["by_position"] = [{k: native(v) for k, v in row.items()} for row in by_position_of_pairs(steps).to_dict("records")]
-
-    ref_s = _with_completeness(reference_scores, reference_labels, "reference scores")
-    cand_s = _with_completeness(candidate_scores, candidate_labels, "candidate scores")
-    scored = paired_traces(ref_s, cand_s)
+    ref_s = with_completeness(reference_scores, reference_labels, "reference scores")
+    cand_s = with_completeness(candidate_scores, candidate_labels, "candidate scores")
     # First-error metrics on every trace whose first error both sources
     # determine (not only the completely labelled ones): ProcessBench's rule.
     fe_pairs = first_error_pairs(reference_labels, candidate_labels,
                                  ref_s if traces is None else traces, cand_s if traces is None else traces)
+    has_conf = "confidence" in candidate_labels.columns
+    return assemble_metrics(
+        step_agreement_of_pairs(steps), by_position_of_pairs(steps), fe_pairs, paired_traces(ref_s, cand_s),
+        calibration_of_pairs(steps, RELIABILITY_BINS, has_conf), ref_s, cand_s, ratings=ratings,
+        annotators=None if annotator_labels is None else annotator_agreement(annotator_labels), splits=splits,
+        n_resamples=n_resamples, seed=seed, level=level)
+
+
+def assemble_metrics(step: dict[str, Any], by_position: pd.DataFrame, fe_pairs: pd.DataFrame, scored: pd.DataFrame,
+                     calibration: dict[str, Any], reference_scores: pd.DataFrame, candidate_scores: pd.DataFrame, *,
+                     ratings: pd.DataFrame | None, annotators: dict[str, Any] | None, splits: pd.DataFrame | None,
+                     n_resamples: int, seed: int | None, level: float) -> dict[str, Any]:
+    """The metrics object of :func:`agreement_metrics` from its parts: the step agreement and by-position
+    table of the paired steps, the first-error pairs, the paired traces' scores, the calibration, each
+    source's per-trace scores (with ``complete``), the annotators' agreement -- computed at once or summed
+    over chunks of traces (agreement.core.tallies)."""
+    undefined: dict[str, str] = {}
+    out: dict[str, Any] = {}
+    out.update(merge_undefined(undefined, dict(step)))
+    out["by_position"] = [{k: native(v) for k, v in row.items()} for row in by_position.to_dict("records")]
     out.update(merge_undefined(undefined, first_error_of_pairs(fe_pairs)))
     if splits is not None:
         per_split = merge_undefined(undefined, split_metrics(fe_pairs, splits))
@@ -112,21 +125,19 @@ def agreement_metrics(
     corr = merge_undefined(undefined, score_correlation_of_pairs(scored, int(n_resamples), seed, level))
     corr.pop("n")
     out.update(corr)
-
-    has_conf = "confidence" in candidate_labels.columns
-    out.update(merge_undefined(undefined, calibration_of_pairs(steps, RELIABILITY_BINS, has_conf)))
+    out.update(merge_undefined(undefined, dict(calibration)))
 
     if ratings is not None:
         block: dict[str, Any] = {"traces_rated": int(len(mean_ratings(ratings)))}
-        for name, s in (("reference", ref_s), ("candidate", cand_s)):
+        for name, s in (("reference", reference_scores), ("candidate", candidate_scores)):
             block[name] = merge_undefined(
                 undefined,
                 rating_correlation(ratings, s, n_resamples=n_resamples, seed=seed, level=level),
                 f"ratings.{name}.",
             )
         out["ratings"] = block
-    if annotator_labels is not None:
-        out["annotators"] = merge_undefined(undefined, annotator_agreement(annotator_labels), "annotators.")
+    if annotators is not None:
+        out["annotators"] = merge_undefined(undefined, dict(annotators), "annotators.")
     out["bootstrap"] = {"n_resamples": int(n_resamples), "seed": seed, "level": level}
     out["undefined"] = undefined
     return native(out)

@@ -42,9 +42,34 @@ def cohen_kappa(a, b, labels: Sequence[Any]) -> tuple[float | None, str | None]:
     return float(k), None
 
 
-def _confusion(ref: np.ndarray, cand: np.ndarray) -> dict[str, dict[str, int]]:
+def confusion_of_codes(ref: np.ndarray, cand: np.ndarray) -> np.ndarray:
+    """The (reference x candidate) verdict counts of paired codes: a 3 x 3 int64 matrix, which sums over
+    chunks of steps (agreement.core.tallies)."""
     k = len(VERDICTS)
-    cm = np.bincount(ref * k + cand, minlength=k * k).reshape(k, k)
+    return np.bincount(np.asarray(ref, dtype=np.int64) * k + np.asarray(cand, dtype=np.int64),
+                       minlength=k * k).reshape(k, k).astype(np.int64)
+
+
+def kappa_of_confusion(cm: np.ndarray) -> tuple[float | None, str | None]:
+    """:func:`cohen_kappa` of the pairs a confusion matrix counts: sklearn given each cell once, weighted by
+    its count (integer weights: the same int64 confusion, hence the same float arithmetic, as the pairs)."""
+    from sklearn.metrics import cohen_kappa_score
+
+    k = cm.shape[0]
+    if int(cm.sum()) == 0:
+        return None, "no item was labelled by both"
+    classes = np.arange(k)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        v = cohen_kappa_score(np.repeat(classes, k), np.tile(classes, k), labels=list(classes),
+                              sample_weight=np.asarray(cm, dtype=np.int64).ravel())
+    if v is None or not math.isfinite(v):
+        return None, "both gave every item the same label, so chance agreement is 1"
+    return float(v), None
+
+
+def _confusion_dict(cm: np.ndarray) -> dict[str, dict[str, int]]:
+    k = len(VERDICTS)
     return {VERDICTS[i]: {VERDICTS[j]: int(cm[i, j]) for j in range(k)} for i in range(k)}
 
 
@@ -60,35 +85,42 @@ def step_agreement(reference_labels: pd.DataFrame, candidate_labels: pd.DataFram
 
 
 def step_agreement_of_pairs(pairs: pd.DataFrame) -> dict[str, Any]:
-    ref, cand = codes_of(pairs)
-    n = len(ref)
+    return step_agreement_of_confusion(confusion_of_codes(*codes_of(pairs)))
+
+
+def step_agreement_of_confusion(cm: np.ndarray) -> dict[str, Any]:
+    """:func:`step_agreement` from the confusion counts alone (every key is a function of them)."""
+    n = int(cm.sum())
     undefined: dict[str, str] = {}
-    out: dict[str, Any] = {"steps_compared": int(n)}
+    out: dict[str, Any] = {"steps_compared": n}
     if n:
-        out["percent_agreement"] = float(np.mean(ref == cand))
+        out["percent_agreement"] = float(int(np.trace(cm)) / n)
     else:
         out["percent_agreement"] = None
         undefined["percent_agreement"] = "no step was labelled by both sources"
-    k, why = cohen_kappa(ref, cand, CODES)  # integer codes: much faster in sklearn
+    k, why = kappa_of_confusion(cm)
     out["kappa"] = k
     if why:
-        only = VERDICTS[int(ref[0])] if n else None
+        # undefined with pairs: every pair in one cell of the diagonal
+        only = VERDICTS[int(np.argmax(cm.sum(axis=1)))] if n else None
         undefined["kappa"] = (
             "no step was labelled by both sources"
             if n == 0
             else f"both sources gave every step the same verdict ({only!r}), so chance agreement is 1"
         )
-    rb, cb = (ref == CODE_INVALID).astype(np.int64), (cand == CODE_INVALID).astype(np.int64)
-    kb, why = cohen_kappa(rb, cb, [0, 1])
+    inv = np.arange(cm.shape[0]) == CODE_INVALID
+    binary = np.array([[cm[~inv][:, ~inv].sum(), cm[~inv][:, inv].sum()],
+                       [cm[inv][:, ~inv].sum(), cm[inv][:, inv].sum()]], dtype=np.int64)
+    kb, why = kappa_of_confusion(binary)
     out["kappa_binary"] = kb
     if why:
-        only = "invalid" if n and rb[0] else "not invalid"
+        only = "invalid" if n and binary[1].sum() else "not invalid"
         undefined["kappa_binary"] = (
             "no step was labelled by both sources"
             if n == 0
             else f"both sources called every step {only!r}, so chance agreement is 1"
         )
-    out["confusion"] = _confusion(ref, cand)
+    out["confusion"] = _confusion_dict(cm)
     out["undefined"] = undefined
     return out
 
@@ -106,21 +138,42 @@ def agreement_by_position(reference_labels: pd.DataFrame, candidate_labels: pd.D
 
 def by_position_of_pairs(pairs: pd.DataFrame) -> pd.DataFrame:
     ref, cand = codes_of(pairs)
-    step = pairs["step"].to_numpy(dtype=np.int64)
-    cols = ["step", "steps", "agree", "agreement", "reference_invalid", "candidate_invalid"]
+    return by_position_of_counts(position_counts(pairs["step"].to_numpy(dtype=np.int64), ref, cand))
+
+
+def position_counts(step: np.ndarray, ref: np.ndarray, cand: np.ndarray) -> pd.DataFrame:
+    """Integer counts per step number (step, steps, agree, reference_invalid, candidate_invalid): the sums
+    :func:`by_position_of_counts` reads, which add up over chunks of traces."""
+    cols = ["step", "steps", "agree", "reference_invalid", "candidate_invalid"]
     if len(step) == 0:
-        return pd.DataFrame({c: pd.Series(dtype="float64" if c == "agreement" else "int64") for c in cols})
+        return pd.DataFrame({c: pd.Series(dtype="int64") for c in cols})
     pos, inv = np.unique(step, return_inverse=True)
-    steps = np.bincount(inv)
-    agree = np.bincount(inv, weights=(ref == cand)).astype(np.int64)
+    return pd.DataFrame({
+        "step": pos,
+        "steps": np.bincount(inv).astype(np.int64),
+        "agree": np.bincount(inv, weights=(ref == cand)).astype(np.int64),
+        "reference_invalid": np.bincount(inv, weights=(ref == CODE_INVALID)).astype(np.int64),
+        "candidate_invalid": np.bincount(inv, weights=(cand == CODE_INVALID)).astype(np.int64),
+    })[cols]
+
+
+def by_position_of_counts(counts: pd.DataFrame) -> pd.DataFrame:
+    """:func:`agreement_by_position` of :func:`position_counts` (of one chunk, or several concatenated)."""
+    cols = ["step", "steps", "agree", "agreement", "reference_invalid", "candidate_invalid"]
+    if len(counts) == 0:
+        return pd.DataFrame({c: pd.Series(dtype="float64" if c == "agreement" else "int64") for c in cols})
+    if not counts["step"].is_unique or not counts["step"].is_monotonic_increasing:
+        counts = counts.groupby("step", sort=True).sum().reset_index()
+    steps = counts["steps"].to_numpy(dtype=np.int64)
+    agree = counts["agree"].to_numpy(dtype=np.int64)
     return pd.DataFrame(
         {
-            "step": pos,
+            "step": counts["step"].to_numpy(dtype=np.int64),
             "steps": steps,
             "agree": agree,
             "agreement": agree / steps,
-            "reference_invalid": np.bincount(inv, weights=(ref == CODE_INVALID)).astype(np.int64),
-            "candidate_invalid": np.bincount(inv, weights=(cand == CODE_INVALID)).astype(np.int64),
+            "reference_invalid": counts["reference_invalid"].to_numpy(dtype=np.int64),
+            "candidate_invalid": counts["candidate_invalid"].to_numpy(dtype=np.int64),
         }
     )[cols]
 
