@@ -1,6 +1,6 @@
 """The score job's writer of the stored agreement reports (agreement.stored holds what pages read of
-them): the *Judge vs reference* report of the page's default selection and the Annotators report, from one
-read of the study after its scores are stored, chunk by chunk (agreement.streamed). Apart from
+them): the *Judge vs reference* report of the page's default selection and the Annotators report, read
+after the study's scores are stored, chunk by chunk (agreement.streamed). Apart from
 agreement.stored because it computes through agreement.services, which reads through agreement.stored."""
 
 from __future__ import annotations
