@@ -22,9 +22,9 @@ from agreement import services as svc
 from agreement.core import processbench
 from agreement.models import CalibrationStudy
 from agreement.views import AGREEMENT_PAGES, METRICS, export_forms, metric_rows, page_disagreements, study_for
-from annotation import access
+from annotation import access, study_summary
 from annotation.middleware import refusals_back_to, refusals_into
-from annotation.models import Membership, Trace
+from annotation.models import Membership
 from scoring import services
 
 
@@ -71,7 +71,7 @@ def _form_choices(study) -> dict[str, Any]:
 
     return {
         "menu": svc.menu_sources(study),
-        "models": list(Trace.objects.of_study(study).order_by("model").values_list("model", flat=True).distinct()),
+        "models": study_summary.trace_models(study),
         "domains": [d for d in Problem.objects.of_study(study).order_by("domain")
                     .values_list("domain", flat=True).distinct() if d],
         "profiles": list(services.ensure_profiles(study)),

@@ -30,6 +30,7 @@ from django.contrib.auth import get_user_model
 from django.db.models import Count, Max
 
 from agreement.core import processbench
+from annotation import study_summary
 from annotation.models import Step, StepLabel, Study, StudySummary, Trace, TraceReview
 from scoring import sources, storage
 from scoring.core.labels import final_labels, human_consensus
@@ -53,12 +54,14 @@ def judge_pks(study: Study) -> dict[str, int]:
 
 
 def annotator_names(study: Study) -> dict[int, str]:
-    """pk -> username of everyone who reviewed a trace of the study (two
-    queries). Every human label has its annotator's TraceReview (imports and
-    saves make one), a table far smaller than the labels."""
-    ids = TraceReview.objects.filter(trace__in=Trace.objects.of_study(study).values("pk")) \
-        .values_list("annotator", flat=True).distinct()
-    return dict(get_user_model().objects.filter(pk__in=list(ids)).order_by("pk").values_list("pk", "username"))
+    """pk -> username of everyone who reviewed a trace of the study (two queries). Every human label has
+    its annotator's TraceReview; who they are is stored with the study's summary by the score job
+    (annotation.study_summary.reviewer_ids: grouping the reviews takes a second at 300,000 traces) and
+    read from the reviews only while none is current."""
+    ids = study_summary.stored_reviewer_ids(study)
+    if ids is None:
+        ids = study_summary.reviewer_ids(study)
+    return dict(get_user_model().objects.filter(pk__in=ids).order_by("pk").values_list("pk", "username"))
 
 
 def check_source(study: Study, name: str | None, *, judges: dict[str, int] | None = None,

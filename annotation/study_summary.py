@@ -1,8 +1,9 @@
 """Counts over every trace and label of a study that pages need on each request: the review
 progress of the study list and the study page (traces, reviewed completely by me and by anyone,
 judged, open disagreements), the disagreement steps (adjudication, the disagreement filter), the
-traces per model and domain (analytics, the study page's table) and each judge's labels and
-disagreements (the judges' pages).
+traces per model and domain (analytics, the study page's table), each judge's labels and
+disagreements (the judges' pages), and who reviewed a trace of the study and the models of its traces
+(the agreement pages' menus of sources and models).
 
 Only "mine" depends on who asks. The rest group every trace and label of the study (seconds at a
 million labels), so the score job, which every change of the data queues, stores them
@@ -150,6 +151,30 @@ def stored_by_model_and_domain(study: Study) -> list[tuple[str, str, int, int, i
     """by_model_and_domain as the score job stored it, or None when none is current."""
     counts = StudySummary.objects.filter(study=study).values_list("counts", flat=True).first()
     return None if counts is None else [tuple(row) for row in counts["by_model_and_domain"]]
+
+
+def reviewer_ids(study: Study) -> list[int]:
+    """The pks of everyone who reviewed one of the study's own traces, in order. Every human label has its
+    annotator's TraceReview, so these are the annotators of agreement's menus (agreement.data); the query
+    reads every review of the study (a second at 300,000 traces), hence stored."""
+    return sorted(TraceReview.objects.filter(trace__in=Trace.objects.of_study(study).values("pk"))
+                  .values_list("annotator", flat=True).distinct())
+
+
+def stored_reviewer_ids(study: Study) -> list[int] | None:
+    """reviewer_ids as the score job stored them when current, else None (none current, or written before
+    the reviewers were stored)."""
+    counts = stored_counts(study)
+    return None if counts is None or "reviewers" not in counts else list(counts["reviewers"])
+
+
+def trace_models(study: Study) -> list[str]:
+    """The models of the study's own traces, in order (the calibration form's choices): from the stored
+    summary's table by model when current, else a DISTINCT over every trace of the study."""
+    counts = stored_counts(study)
+    if counts is not None:
+        return [row["model"] for row in counts["by_model"]["models"]]
+    return list(Trace.objects.of_study(study).order_by("model").values_list("model", flat=True).distinct())
 
 
 def invalidate(sender, study: Study, **kwargs) -> None:

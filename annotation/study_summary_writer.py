@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from annotation.models import Job, Study, StudySummary, SummaryDisagreement
 from annotation.review.adjudication import disagreement_step_ids
-from annotation.study_summary import by_model, by_model_and_domain, count, judge_counts
+from annotation.study_summary import by_model, by_model_and_domain, count, judge_counts, reviewer_ids
 
 
 def _insert_disagreements(study: Study) -> None:
@@ -31,7 +31,7 @@ def _insert_disagreements(study: Study) -> None:
 
 def store(study: Study) -> dict[str, int]:
     counts: dict = {**count([study.pk])[study.pk], "by_model_and_domain": by_model_and_domain(study),
-                    "by_model": by_model(study), "judges": judge_counts(study)}
+                    "by_model": by_model(study), "judges": judge_counts(study), "reviewers": reviewer_ids(study)}
     with transaction.atomic():
         SummaryDisagreement.objects.filter(study=study).delete()
         _insert_disagreements(study)

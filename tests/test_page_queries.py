@@ -128,6 +128,8 @@ def test_the_stored_summaries_hold_what_the_pages_count_and_go_when_the_data_cha
     live_evidence = evidence(study)
     live_judges = [(j.name, j.n_labels, j.n_disagreements) for j in judge_list(study)]
     live_by_model = study_summary.by_model(study)
+    live_reviewers = study_summary.reviewer_ids(study)
+    live_models = study_summary.trace_models(study)
     assert study_summary.stored_counts(study) is None
     assert not StudySummary.objects.exists() and not EvidenceSummary.objects.exists()
     assert live_progress["disagreements"] > 0 and live_judges[0][2] > 0  # the sums of model-0 are wrong
@@ -139,6 +141,9 @@ def test_the_stored_summaries_hold_what_the_pages_count_and_go_when_the_data_cha
     assert evidence(study) == live_evidence
     assert [(j.name, j.n_labels, j.n_disagreements) for j in judge_list(study)] == live_judges
     assert study_summary.stored_counts(study)["by_model"] == live_by_model
+    # The agreement pages' menus: who reviewed (two annotators) and the models, as stored.
+    assert len(live_reviewers) == 2 and study_summary.stored_reviewer_ids(study) == live_reviewers
+    assert study_summary.trace_models(study) == live_models == ["model-0", "model-1", "model-2", "model-3"]
     # The disagreement steps are written by the database (INSERT ... SELECT), each once, also when stored again.
     live_steps = sorted(disagreement_step_ids(study, open_only=False).values_list("step", flat=True))
     assert live_steps and sorted(SummaryDisagreement.objects.filter(study=study).values_list("step", flat=True)) \
@@ -149,3 +154,30 @@ def test_the_stored_summaries_hold_what_the_pages_count_and_go_when_the_data_cha
     signals.data_changed.send(sender=type(study), study=study, reason="labels")
     assert not StudySummary.objects.filter(study=study).exists()
     assert not EvidenceSummary.objects.filter(study=study).exists()
+
+
+def test_the_agreement_pages_read_their_menus_from_the_stored_summary(client, study, do_import, owner):
+    """Who reviewed and which models (the menus of sources and the calibration form) come from the score
+    job's summary, not from grouping every review and trace on each request; the page is the same."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from annotation import signals
+
+    for name in ("ann1", "ann2"):
+        services.do_add_member(study, name, Membership.Role.ANNOTATOR, password="pw-annotator-1")
+    _grow(study, do_import, 0, 3)
+    client.force_login(owner)
+    urls = [reverse(name, args=[study.pk]) for name in ("scoring-agreement", "scoring-calibrations")]
+    for url in urls:
+        with CaptureQueriesContext(connection) as ctx:
+            stored = client.get(url).content.decode()
+        grouped = [q["sql"] for q in ctx.captured_queries
+                   if "annotation_tracereview" in q["sql"] or 'DISTINCT "annotation_trace"."model"' in q["sql"]]
+        assert not grouped, grouped
+        assert "annotator:ann1" in stored and "annotator:ann2" in stored
+        signals.data_changed.send(sender=type(study), study=study, reason="labels")  # no summary: counted live
+        live = client.get(url).content.decode()
+        assert "annotator:ann1" in live and "annotator:ann2" in live
+        score_jobs.recompute(study)
+    assert "model-3" in client.get(urls[1]).content.decode()
