@@ -13,7 +13,6 @@ data version (agreement.services).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -22,7 +21,7 @@ from typing import Any
 from django.db import connection, transaction
 from django.utils import timezone
 
-from agreement.models import StoredReport
+from agreement.models import StoredDisagreementChunk, StoredReport
 from annotation.models import Job, Study
 
 
@@ -42,7 +41,7 @@ def read(study: Study, kind: str, key: str) -> StoredReport | None:
 
 class Rows(Sequence):
     """A stored report's disagreements as the sequence a Paginator pages: its length is stored, and a slice
-    is read from the database (one query), not the whole list."""
+    is read from the database (one query of the chunks that hold it), not the whole list."""
 
     def __init__(self, row: StoredReport) -> None:
         self.pk, self.n = row.pk, row.n_disagreements
@@ -63,17 +62,14 @@ class Rows(Sequence):
         return self._read(index, index + 1)[0]
 
     def _read(self, start: int, stop: int) -> list[list]:
-        table = StoredReport._meta.db_table
-        with connection.cursor() as cur:
-            if connection.vendor == "postgresql":  # jsonb: the elements by position, without parsing the rest
-                cur.execute(f"SELECT jsonb_path_query_array(disagreements, ('$[' || %s || ' to ' || %s || ']')::jsonpath)"
-                            f"::text FROM {table} WHERE id = %s", [start, stop - 1, self.pk])
-            else:
-                cur.execute(f"SELECT json_group_array(json(e.value)) FROM (SELECT j.value FROM {table} r, "
-                            f"json_each(r.disagreements) j WHERE r.id = %s AND j.key >= %s AND j.key < %s "
-                            f"ORDER BY j.key) e", [self.pk, start, stop])
-            found = cur.fetchone()
-        return json.loads(found[0]) if found and found[0] else []
+        # The chunks (StoredDisagreementChunk) that hold rows start .. stop - 1: one or two for a page.
+        size = StoredDisagreementChunk.CHUNK_ROWS
+        first, last = start // size, (stop - 1) // size
+        rows: list[list] = []
+        for text in (StoredDisagreementChunk.objects.filter(report_id=self.pk, number__range=(first, last))
+                     .order_by("number").values_list("rows", flat=True)):
+            rows.extend(text)
+        return rows[start - first * size:stop - first * size]
 
 
 @dataclass(frozen=True)
@@ -110,7 +106,27 @@ def write(study: Study, kind: str, key: str, data: dict[str, Any], *, read_at: d
                       "computed_at": timezone.now(), "stale": stale})
         if encoded is not None:
             _write_encoded(row, encoded.text)
+        write_chunks(row.pk)
     return row
+
+
+def write_chunks(report_pk: int) -> None:
+    """The report's disagreements split into StoredDisagreementChunk rows by the database (INSERT ... SELECT
+    over the stored JSON list): they never pass through this process."""
+    chunk, report = StoredDisagreementChunk._meta.db_table, StoredReport._meta.db_table
+    size = StoredDisagreementChunk.CHUNK_ROWS
+    with connection.cursor() as cur:
+        cur.execute(f"DELETE FROM {chunk} WHERE report_id = %s", [report_pk])
+        if connection.vendor == "postgresql":
+            cur.execute(f"INSERT INTO {chunk} (report_id, number, rows) SELECT r.id, (e.i - 1) / %s, "
+                        f"jsonb_agg(e.v ORDER BY e.i) FROM {report} r, jsonb_array_elements(r.disagreements) "
+                        f"WITH ORDINALITY e(v, i) WHERE r.id = %s GROUP BY r.id, (e.i - 1) / %s",
+                        [size, report_pk, size])
+        else:  # SQLite: json_each in key order, grouped as it comes
+            cur.execute(f"INSERT INTO {chunk} (report_id, number, rows) SELECT %s, e.k / %s, "
+                        f"json_group_array(json(e.v)) FROM (SELECT j.key AS k, j.value AS v FROM {report} r, "
+                        f"json_each(r.disagreements) j WHERE r.id = %s ORDER BY j.key) e GROUP BY e.k / %s",
+                        [report_pk, size, report_pk, size])
 
 
 def _write_encoded(row: StoredReport, text: str) -> None:

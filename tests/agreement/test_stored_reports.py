@@ -81,6 +81,28 @@ def test_the_score_job_stores_both_reports_as_a_fresh_computation_gives_them(two
     assert rows[1:3] == fresh[1:3] and rows[0] == fresh[0] and rows[-1] == fresh[-1] and rows[5:9] == []
 
 
+def test_the_disagreements_are_read_from_chunks_of_the_stored_list(two_annotators, monkeypatch,
+                                                                   django_assert_num_queries):
+    """A page reads only the chunks (StoredDisagreementChunk) that hold its slice, in one query, and any
+    slice equals the fresh list's, across chunk boundaries too."""
+    from agreement.models import StoredDisagreementChunk
+
+    study = two_annotators
+    monkeypatch.setattr(StoredDisagreementChunk, "CHUNK_ROWS", 2)
+    score_jobs.recompute(study, warm=False)
+    fresh = _fresh(study)[0]["disagreements"]
+    rows = svc.agreement_report_status(svc.select(study, {}))[0]["disagreements"]
+    assert StoredDisagreementChunk.objects.filter(report_id=rows.pk).count() == 2  # 3 rows, 2 a chunk
+    for start in range(len(fresh) + 1):
+        for stop in range(start, len(fresh) + 2):
+            with django_assert_num_queries(1 if start < min(stop, len(fresh)) else 0):
+                assert rows[start:stop] == fresh[start:stop]
+    assert [rows[i] for i in range(len(fresh))] == fresh and rows[-1] == fresh[-1]
+    stored.write_chunks(rows.pk)  # written again: the same chunks, none twice
+    assert StoredDisagreementChunk.objects.filter(report_id=rows.pk).count() == 2
+    assert rows[0:3] == fresh
+
+
 def test_another_selection_is_computed_not_read_from_the_stored_report(two_annotators):
     study = two_annotators
     sel = svc.select(study, {"seed": "7"})
