@@ -7,7 +7,8 @@ from typing import Any
 from rest_framework import serializers
 
 from annotation import scopes
-from annotation.models import Problem, Study, Trace
+from annotation.models import Study, Trace
+from annotation.review.filters import study_domains, study_models
 from judges import services, tagging
 from judges.models import JudgeConfig, JudgeRun, TagRun
 from judges.serializers import JudgeRunRequestSerializer
@@ -41,16 +42,17 @@ def report(record: JudgeRun) -> str:
 
 
 def options(study: Study) -> dict[str, list[str]]:
-    """The judges, and the models and domains the traces filters can name (one DISTINCT query each)."""
+    """The judges, and the models and domains the traces filters can name (one query each)."""
     return {
         # The built-in verifier first, so a form's default is the judge that costs nothing and needs no server
         # (it was the first name alphabetically: a paid LLM judge).
         "judge": [name for _, name in sorted(
             JudgeConfig.objects.filter(study=study).values_list("provider", "name"),
             key=lambda row: (row[0] != JudgeConfig.Provider.MECHANISTIC, row[1]))],
-        "model": list(Trace.objects.of_study(study).order_by("model").values_list("model", flat=True).distinct()),
-        "domain": [d for d in Problem.objects.of_study(study).order_by("domain")
-                   .values_list("domain", flat=True).distinct() if d],
+        # A loose index scan on PostgreSQL: a DISTINCT read every trace of the study (167 ms at 300,000, on
+        # every page that draws a judge run's form).
+        "model": study_models(study),
+        "domain": [d for d in study_domains(study) if d],
     }
 
 

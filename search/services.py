@@ -309,6 +309,37 @@ def cohort_traces(cohort: Cohort) -> QuerySet[Trace]:
     return Trace.objects.of_study(cohort.study_id).filter(cohort_memberships__cohort=cohort).order_by("pk")
 
 
+class CohortMembers:
+    """A cohort's traces in id order, as Django's Paginator reads them: the count is the size saved with
+    the snapshot (``Cohort.n_traces``; its rows never change after the save), and a page's ids are cut
+    from the (cohort, trace) index alone before the page's 50 traces are read by id. Paging the traces
+    joined to the snapshot made PostgreSQL build and sort the whole study for every page (its estimate of
+    the study's own traces was 150 of 300,000): 1.7 s a page at 300,000 traces."""
+
+    def __init__(self, cohort: Cohort) -> None:
+        self.cohort = cohort
+
+    def count(self) -> int:
+        return self.cohort.n_traces
+
+    def __len__(self) -> int:
+        return self.count()
+
+    def __getitem__(self, cut: slice) -> list[Trace]:
+        if not isinstance(cut, slice):
+            raise TypeError("CohortMembers reads pages (slices) only")
+        ids = list(CohortTrace.objects.filter(cohort=self.cohort).order_by("trace_id")
+                   .values_list("trace_id", flat=True)[cut])
+        # The study's own traces, as cohort_traces reads them.
+        traces = Trace.objects.of_study(self.cohort.study_id).filter(pk__in=ids).select_related("problem")
+        return sorted(traces, key=lambda t: t.pk) if ids else []
+
+
+def cohort_page(cohort: Cohort, number, per_page: int = 50) -> Page:
+    """One page of the cohort's traces (a bad or too large ``number``: the first or the last page)."""
+    return Paginator(CohortMembers(cohort), per_page).get_page(number)
+
+
 def cohort_trace_ids(cohort: Cohort) -> list[int]:
     return list(CohortTrace.objects.filter(cohort=cohort).order_by("trace_id").values_list("trace_id", flat=True))
 

@@ -6,7 +6,6 @@ import re
 
 from django.contrib import messages
 from django.contrib.auth import get_user_model
-from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -128,8 +127,7 @@ def cohort_detail(request: HttpRequest, pk: int) -> HttpResponse:
     for key, value in cohort.query.items():
         for v in value if isinstance(value, list) else [value]:
             link.appendlist(key, str(v))
-    traces = services.cohort_traces(cohort).select_related("problem")
-    page = Paginator(traces, 50).get_page(request.GET.get("page"))
+    page = services.cohort_page(cohort, request.GET.get("page"))
     context = {"study": cohort.study, "membership": membership, "cohort": cohort, "page": page,
                "search_link": link.urlencode(), "judges": cohort.study.judges.order_by("name"),
                # The judge run's form: the judge kind's parameters (runs.kinds), the cohort fixed by the page.

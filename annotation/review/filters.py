@@ -12,7 +12,7 @@ from django.db.models import Exists, OuterRef, Q, QuerySet
 
 from annotation import gate
 from annotation.gate import Source
-from annotation.models import Membership, StepTag, Study, Trace, TraceReview, suite_problems_sql
+from annotation.models import Membership, Problem, StepTag, Study, Trace, TraceReview, suite_q
 from annotation.review.adjudication import traces_with_disagreement
 from reasonlib.refusals import FieldInvalid
 from reasonlib.step_functions import FUNCTION_NAMES, normalize_function
@@ -29,20 +29,46 @@ def study_models(study: Study) -> list[str]:
 
     if connection.vendor != "postgresql":
         return list(Trace.objects.of_study(study).values_list("model", flat=True).distinct().order_by("model"))
-    table = Trace._meta.db_table
     # The study's own traces only, as Trace.objects.of_study reads them: a model whose traces are all
-    # benchmark items or suite variants is not in the menus (the subquery is hashed once per statement).
-    suite = suite_problems_sql(study.pk)
-    own, own_params = ("", []) if suite is None else (f" AND t.problem_id NOT IN ({suite[0]})", list(suite[1]))
+    # benchmark items or suite variants is not in the menus.
+    return _loose_distinct(study, Trace._meta.db_table, "model", "problem_id")
+
+
+def study_domains(study: Study) -> list[str]:
+    """The distinct domains of a study's own problems (empty ones too), as ``study_models`` reads the
+    models: by the (study, domain) index on PostgreSQL (a DISTINCT read all 30,000 problems of the
+    300,000-trace study, 28 ms, for every judge run form)."""
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        return list(Problem.objects.of_study(study).values_list("domain", flat=True).distinct().order_by("domain"))
+    return _loose_distinct(study, Problem._meta.db_table, "domain", "id")
+
+
+def _loose_distinct(study: Study, table: str, column: str, problem_column: str) -> list[str]:
+    """The distinct values of ``column`` of the study's rows of ``table`` (PostgreSQL), one index probe
+    per value over an index on (study_id, column); a row whose ``problem_column`` is a suite problem is
+    skipped by a probe of that one problem. (A ``NOT IN`` the study's suite problems read every problem
+    of the study twice, and its cost estimate brought in the JIT compiler: 50-100 ms a menu at 300,000
+    traces, against 1 ms.)"""
+    from django.db import connection
+    from django.db.models.expressions import RawSQL
+
+    q = suite_q()
+    own, own_params = "", []
+    if q is not None:
+        suite = Problem.objects.filter(q).filter(pk=RawSQL(f"t.{problem_column}", ())).order_by().values("pk")
+        sub, params = suite.query.sql_with_params()
+        own, own_params = f" AND NOT EXISTS ({sub})", list(params)
     sql = f"""
-        WITH RECURSIVE m(model) AS (
-            (SELECT t.model FROM {table} t WHERE t.study_id = %s{own} ORDER BY t.model LIMIT 1)
+        WITH RECURSIVE m(v) AS (
+            (SELECT t.{column} FROM {table} t WHERE t.study_id = %s{own} ORDER BY t.{column} LIMIT 1)
             UNION ALL
-            SELECT (SELECT t.model FROM {table} t WHERE t.study_id = %s{own} AND t.model > m.model
-                    ORDER BY t.model LIMIT 1)
-            FROM m WHERE m.model IS NOT NULL
+            SELECT (SELECT t.{column} FROM {table} t WHERE t.study_id = %s{own} AND t.{column} > m.v
+                    ORDER BY t.{column} LIMIT 1)
+            FROM m WHERE m.v IS NOT NULL
         )
-        SELECT model FROM m WHERE model IS NOT NULL"""
+        SELECT v FROM m WHERE v IS NOT NULL"""
     with connection.cursor() as cur:
         cur.execute(sql, [study.pk, *own_params, study.pk, *own_params])
         return [row[0] for row in cur.fetchall()]

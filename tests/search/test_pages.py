@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from search import services
 from search.models import Cohort
 from tests.search.conftest import label
 
@@ -82,3 +83,34 @@ def test_refused_cohort_posts_go_back_to_their_page_with_the_field(client, study
     r = client.get(f"/cohorts/{cohort.pk}/compare/", {"b": "other"})
     assert r.status_code == 400 and "b: give the other cohort&#x27;s id" in r.content.decode()
     assert "Shared traces" not in r.content.decode()
+
+
+def test_cohort_pages_follow_the_snapshot_in_id_order(study, owner_m, traces):
+    # The page counts by the saved size and cuts its ids from the snapshot: the same traces, pages and
+    # order as paging the cohort's traces.
+    cohort = services.do_save_cohort(study, owner_m, name="all", data={})
+    expected = [t.pk for t in services.cohort_traces(cohort)]
+    assert len(expected) == 4
+    first, second = services.cohort_page(cohort, "1", per_page=3), services.cohort_page(cohort, 2, per_page=3)
+    assert [t.pk for t in first] + [t.pk for t in second] == expected
+    assert (first.paginator.count, first.paginator.num_pages, first.has_next(), second.has_next()) == (4, 2, True, False)
+    assert [t.problem.problem_id for t in second] == [traces["t4"].problem.problem_id]
+    assert services.cohort_page(cohort, "x", per_page=3).number == 1  # not a number: the first page
+    assert services.cohort_page(cohort, 9, per_page=3).number == 2  # past the end: the last page
+    empty = services.do_save_cohort(study, owner_m, name="none", data={"q": "zebra"})
+    page = services.cohort_page(empty, None)
+    assert empty.n_traces == 0 and list(page) == [] and page.number == 1
+
+
+def test_the_menus_name_the_models_and_domains_of_the_study_s_own_traces(study, traces):
+    # The loose index scans on PostgreSQL (annotation.review.filters) answer as a DISTINCT does: a
+    # suite problem (domain "abstraction") and its traces' model are left out, an empty domain is kept.
+    from annotation.models import Problem
+    from annotation.review.filters import study_domains, study_models
+    from judges import runkinds
+
+    Problem.objects.filter(study=study, problem_id="juice").update(domain="abstraction")
+    assert study_models(study) == ["m1"] and study_domains(study) == [""]
+    Problem.objects.filter(study=study, problem_id="apples").update(domain="arithmetic")
+    assert study_domains(study) == ["arithmetic"]
+    assert (runkinds.options(study)["model"], runkinds.options(study)["domain"]) == (["m1"], ["arithmetic"])
