@@ -193,13 +193,19 @@ def _cached(key: str, compute):
     return value
 
 
+#: The stored columns each cached summary reads (storage.read_compact): only what its tables use.
+LEADERBOARD_READS = ["n_steps", "answer_correct", "s_hcrs", "process", "s_prm", "holistic", "lucky_guess",
+                     "validity_rate", "all_valid", "l_gold"]
+SUMMARY_READS = ["n_steps", "first_error", "answer_correct", "s_hcrs", "process", "holistic", "n_thought_steps",
+                 "thought_errors", "recovered_errors", "lucky_unrecovered"]
+
+
 def scored_leaderboard(score_set: ScoreSet, group: str, model: str = "", domain: str = "") -> dict[str, dict]:
     """Score-derived leaderboard columns per group (bootstrap included) plus
     ``scored`` (traces with stored scores) and ``verified`` (those with steps)."""
 
     def compute() -> dict[str, dict]:
-        frame = storage.read_scores(score_set, model=model, domain=domain,
-                                    columns=[*storage.PAGE_COLUMNS, "l_gold"])
+        frame = storage.read_compact(score_set, LEADERBOARD_READS, labels=(group,), model=model, domain=domain)
         if frame.empty:
             return {}
         table = aggregate.leaderboard(frame, group_col=group)
@@ -225,23 +231,24 @@ def summary(score_set: ScoreSet, model: str = "", domain: str = "", tau: float =
     scatter sample and answer x process quadrants -- one read, cached."""
 
     def compute() -> dict[str, Any]:
-        frame = storage.read_scores(score_set, model=model, domain=domain)
+        frame = storage.read_compact(score_set, SUMMARY_READS, model=model, domain=domain)
         out: dict[str, Any] = {"n": int(len(frame))}
         out["hazard_all"] = to_records(hazard_from_scores(frame)) if len(frame) else []
-        out["hazard"] = {
-            str(m): to_records(hazard_from_scores(g)) for m, g in frame.groupby("model", sort=True)
-        }
-        out["histogram"] = to_records(first_error_histogram(frame, "model")) if len(frame) else []
-        dist = {}
-        quadrants = {}
+        out["histogram"] = (to_records(first_error_histogram(frame[["model", "n_steps", "first_error"]], "model"))
+                            if len(frame) else [])
+        hazard, dist, quadrants, relative = {}, {}, {}, {}
+        # One pass over the models: each model's rows are copied once, not once per table.
         for m, g in frame.groupby("model", sort=True):
+            hazard[str(m)] = to_records(hazard_from_scores(g))
             dist[str(m)] = {metric: box_statistics(g[metric].to_numpy(dtype=float, na_value=np.nan))
                             for metric in ("process", "holistic", "s_hcrs")}
             quadrants[str(m)] = answer_process_quadrants(g["answer_correct"].to_numpy(dtype=bool),
                                                          g["process"].to_numpy(dtype=float), tau)
+            relative[str(m)] = _relative_hazard(g)
+        out["hazard"] = hazard
         out["distributions"] = dist
         out["quadrants"] = quadrants
-        out["relative_hazard"] = {str(m): _relative_hazard(g) for m, g in frame.groupby("model", sort=True)}
+        out["relative_hazard"] = relative
         out["relative_hazard_all"] = _relative_hazard(frame) if len(frame) else []
         out["recovery"] = _recovery(score_set, frame)
         pick = np.arange(len(frame))
@@ -300,6 +307,8 @@ def warm(study: Study, profile: ScoringProfile) -> None:
         summary(score_set, tau=profile.as_profile().tau)
     ablations = ScoreSet.objects.filter(study=study, source=sources.FINAL, profile__name__in=services.ABLATION_NAMES,
                                         profile__is_current=True).exclude(profile=profile)
+    # Their leaderboards read neither the stored hazard nor the recoveries (a list per recovered error).
+    ablations = ablations.defer("hazard", "recoveries")
     for score_set in ablations:
         scored_leaderboard(score_set, "model")
 

@@ -8,6 +8,7 @@ raw query into pandas.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import numpy as np
@@ -180,24 +181,20 @@ PAGE_COLUMNS = ["n_steps", "first_error", "answer_correct", "s_hcrs", "process",
                 "lucky_unrecovered"]
 
 
-def read_scores(score_set: ScoreSet, *, model: str = "", domain: str = "", columns: list[str] | None = None,
-                only_reviewed_by=None, lucky_only: bool = False, include_suites: bool = False,
-                span: tuple[int, int] | None = None) -> pd.DataFrame:
-    """Stored scores of one set as a table: trace (pk), trace_id, problem_id,
-    model, domain and ``columns`` (default PAGE_COLUMNS), in trace order.
-
-    ``only_reviewed_by`` (a user) keeps the traces that user has labelled
-    completely -- what an annotator of a blind study may see trace by trace;
-    ``span`` (first pk, last pk) the traces of one chunk.
-    """
-    columns = list(PAGE_COLUMNS if columns is None else columns)
+def _score_sql(score_set: ScoreSet, labels: list[str], columns: list[str], *, model: str = "", domain: str = "",
+               only_reviewed_by=None, lucky_only: bool = False, include_suites: bool = False,
+               span: tuple[int, int] | None = None) -> tuple[str, list[Any]]:
+    """The one query of stored scores (both readers): ``labels`` (of LABEL_COLUMNS) then ``columns`` of the
+    set's rows, in trace order, with the filters of ``read_scores``."""
     ts, t, p, rv = (_q(m._meta.db_table) for m in (TraceScore, Trace, Problem, TraceReview))
 
     def c(model, field):
         return _q(model._meta.get_field(field).column)
 
-    select = [f"s.{c(TraceScore, 'trace')}", f"t.{c(Trace, 'trace_id')}", f"p.{c(Problem, 'problem_id')}",
-              f"t.{c(Trace, 'model')}", f"p.{c(Problem, 'domain')}"] + [f"s.{c(TraceScore, col)}" for col in columns]
+    label_sql = {"trace": f"s.{c(TraceScore, 'trace')}", "trace_id": f"t.{c(Trace, 'trace_id')}",
+                 "problem_id": f"p.{c(Problem, 'problem_id')}", "model": f"t.{c(Trace, 'model')}",
+                 "domain": f"p.{c(Problem, 'domain')}"}
+    select = [label_sql[name] for name in labels] + [f"s.{c(TraceScore, col)}" for col in columns]
     where = [f"s.{c(TraceScore, 'score_set')} = %s"]
     params: list[Any] = [score_set.pk]
     if model:
@@ -232,12 +229,113 @@ def read_scores(score_set: ScoreSet, *, model: str = "", domain: str = "", colum
         f"JOIN {p} p ON p.{_q('id')} = t.{c(Trace, 'problem')} "
         f"WHERE {' AND '.join(where)} ORDER BY s.{c(TraceScore, 'trace')}"
     )
+    return sql, params
+
+
+#: What identifies a stored score's trace: its pk, then the text columns the readers may add.
+LABEL_COLUMNS = ["trace", "trace_id", "problem_id", "model", "domain"]
+
+
+def read_scores(score_set: ScoreSet, *, model: str = "", domain: str = "", columns: list[str] | None = None,
+                only_reviewed_by=None, lucky_only: bool = False, include_suites: bool = False,
+                span: tuple[int, int] | None = None) -> pd.DataFrame:
+    """Stored scores of one set as a table: trace (pk), trace_id, problem_id,
+    model, domain and ``columns`` (default PAGE_COLUMNS), in trace order.
+
+    ``only_reviewed_by`` (a user) keeps the traces that user has labelled
+    completely -- what an annotator of a blind study may see trace by trace;
+    ``span`` (first pk, last pk) the traces of one chunk.
+    Holds every row as Python objects while it reads (the exports' reader); the analytics pages read
+    ``read_compact``.
+    """
+    columns = list(PAGE_COLUMNS if columns is None else columns)
+    sql, params = _score_sql(score_set, LABEL_COLUMNS, columns, model=model, domain=domain,
+                             only_reviewed_by=only_reviewed_by, lucky_only=lucky_only, include_suites=include_suites,
+                             span=span)
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         rows = cursor.fetchall()
-    names = ["trace", "trace_id", "problem_id", "model", "domain"] + columns
-    df = pd.DataFrame.from_records(rows, columns=names, coerce_float=False)
+    df = pd.DataFrame.from_records(rows, columns=LABEL_COLUMNS + columns, coerce_float=False)
     return typed(df)
+
+
+def _streaming():
+    """Where the connection reads through a server-side cursor (PostgreSQL), a transaction for it: outside
+    one, the server would compute the whole result before the first row (a cursor WITH HOLD). SQLite's
+    cursor steps through the rows by itself, and a transaction there would take the write lock."""
+    server_side = connection.vendor == "postgresql" and not connection.settings_dict.get("DISABLE_SERVER_SIDE_CURSORS")
+    return transaction.atomic() if server_side else contextlib.nullcontext()
+
+
+#: Rows the compact reader converts at a time (each a tuple of Python objects only until its chunk is
+#: converted to arrays).
+COMPACT_CHUNK_ROWS = 20_000
+
+
+def read_compact(score_set: ScoreSet, columns: list[str], *, labels: tuple[str, ...] = ("trace", "model"),
+                 model: str = "", domain: str = "", include_suites: bool = False,
+                 chunk_rows: int | None = None) -> pd.DataFrame:
+    """The table ``read_scores`` reads (the same rows, order, column types and values, ``complete``
+    included), with only ``labels`` (of LABEL_COLUMNS) and ``columns``, in a form whose memory follows the
+    arrays: numbers in NumPy arrays (nullable ones with a mask), each distinct text (a model's name) one
+    ``str`` shared by every row of it. Read through a server-side cursor ``chunk_rows`` rows at a time, so
+    neither this process nor its database driver ever holds a Python object (or a result row) per score:
+    what the analytics pages and the cache warm read of a million traces (issue 33)."""
+    names = [*labels, *columns]
+    unknown = [n for n in labels if n not in LABEL_COLUMNS] + [n for n in columns if n not in VALUE_COLUMNS]
+    if unknown:
+        raise ValueError(f"read_compact: unknown column(s) {unknown}")
+    sql, params = _score_sql(score_set, list(labels), columns, model=model, domain=domain,
+                             include_suites=include_suites)
+    parts: dict[str, list[np.ndarray]] = {n: [] for n in names}
+    masks: dict[str, list[np.ndarray]] = {n: [] for n in names if n in _NULLABLE_INT or n in _NULLABLE_BOOL}
+    texts: dict[str, dict[str, int]] = {n: {} for n in labels if n != "trace"}
+    size = int(chunk_rows or COMPACT_CHUNK_ROWS)
+    with _streaming(), connection.chunked_cursor() as cursor:
+        cursor.execute(sql, params)
+        while rows := cursor.fetchmany(size):
+            for name, values in zip(names, zip(*rows, strict=True), strict=True):
+                n = len(values)
+                if name in texts:
+                    seen = texts[name]
+                    parts[name].append(np.fromiter((seen.setdefault(v, len(seen)) for v in values), np.int64, n))
+                elif name in masks:
+                    masks[name].append(np.fromiter((v is None for v in values), bool, n))
+                    kind = np.int64 if name in _NULLABLE_INT else bool
+                    parts[name].append(np.fromiter((0 if v is None else v for v in values), kind, n))
+                elif name == "trace" or name in _INT:
+                    parts[name].append(np.fromiter(values, np.int64, n))
+                elif name in _BOOL:
+                    parts[name].append(np.fromiter(values, bool, n))
+                else:
+                    parts[name].append(np.array(values, dtype=float))  # None -> NaN, as read_scores types it
+            del rows
+
+    def joined(chunks: list[np.ndarray], dtype) -> np.ndarray:
+        return np.concatenate(chunks) if chunks else np.zeros(0, dtype)
+
+    data: dict[str, Any] = {}
+    for name in names:
+        if name in texts:
+            # One str object per distinct text, shared by its rows: 8 bytes a row (read_scores: a str each).
+            shared = np.empty(len(texts[name]), dtype=object)
+            shared[:] = list(texts[name])
+            data[name] = shared[joined(parts.pop(name), np.int64)]
+        elif name in masks:
+            mask = joined(masks.pop(name), bool)
+            if name in _NULLABLE_INT:
+                data[name] = pd.arrays.IntegerArray(joined(parts.pop(name), np.int64), mask)
+            else:
+                data[name] = pd.arrays.BooleanArray(joined(parts.pop(name), bool), mask)
+        elif name == "trace" or name in _INT:
+            data[name] = joined(parts.pop(name), np.int64)
+        elif name in _BOOL:
+            data[name] = joined(parts.pop(name), bool)
+        else:
+            data[name] = joined(parts.pop(name), float)
+    df = pd.DataFrame(data, columns=names, copy=False)
+    df["complete"] = True
+    return df
 
 
 def typed(df: pd.DataFrame) -> pd.DataFrame:
