@@ -11,6 +11,7 @@ labels from the chosen source are complete.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -206,20 +207,15 @@ def scored_leaderboard(score_set: ScoreSet, group: str, model: str = "", domain:
 
     def compute() -> dict[str, dict]:
         frame = storage.read_compact(score_set, LEADERBOARD_READS, labels=(group,), model=model, domain=domain)
-        if frame.empty:
-            return {}
-        table = aggregate.leaderboard(frame, group_col=group)
         out = {}
-        sizes = frame.groupby(group)["n_steps"].agg(scored="size", verified=lambda s: int((s >= 1).sum()))
-        # Traces scored without a skeleton (L = 0): only there can the process
-        # score differ from HCRS (docs/scoring.md: P = S_HCRS when L > 0).
-        no_skel = frame["l_gold"].fillna(0).to_numpy() <= 0
-        without = pd.Series(no_skel, index=frame.index).groupby(frame[group]).sum()
-        for rec in to_records(table):
-            key = rec.pop(group)
-            rec["scored"] = int(sizes.loc[key, "scored"])
-            rec["verified"] = int(sizes.loc[key, "verified"])
-            rec["without_skeleton"] = int(without.get(key, 0))
+        for key, g in by_group(frame, group):
+            # One group's row of aggregate.leaderboard(frame, group_col=group): each row is its group's alone.
+            (rec,) = to_records(aggregate.leaderboard(g, group_col=None))
+            rec["scored"] = int(len(g))
+            rec["verified"] = int((g["n_steps"].to_numpy() >= 1).sum())
+            # Traces scored without a skeleton (L = 0): only there can the process
+            # score differ from HCRS (docs/scoring.md: P = S_HCRS when L > 0).
+            rec["without_skeleton"] = int((g["l_gold"].fillna(0).to_numpy() <= 0).sum())
             out[key] = rec
         return out
 
@@ -234,23 +230,26 @@ def summary(score_set: ScoreSet, model: str = "", domain: str = "", tau: float =
         frame = storage.read_compact(score_set, SUMMARY_READS, model=model, domain=domain)
         out: dict[str, Any] = {"n": int(len(frame))}
         out["hazard_all"] = to_records(hazard_from_scores(frame)) if len(frame) else []
-        out["histogram"] = (to_records(first_error_histogram(frame[["model", "n_steps", "first_error"]], "model"))
-                            if len(frame) else [])
-        hazard, dist, quadrants, relative = {}, {}, {}, {}
-        # One pass over the models: each model's rows are copied once, not once per table.
-        for m, g in frame.groupby("model", sort=True):
+        hazard, histogram, dist, quadrants, relative, recovery = {}, [], {}, {}, {}, []
+        recoveries = _recoveries(score_set)
+        # One pass over the models, each model's rows copied while its tables are computed: every table per
+        # model is its rows' alone, so the tables of all models are these rows in model order.
+        for m, g in by_group(frame, "model"):
             hazard[str(m)] = to_records(hazard_from_scores(g))
+            histogram += to_records(first_error_histogram(g, "model"))
             dist[str(m)] = {metric: box_statistics(g[metric].to_numpy(dtype=float, na_value=np.nan))
                             for metric in ("process", "holistic", "s_hcrs")}
             quadrants[str(m)] = answer_process_quadrants(g["answer_correct"].to_numpy(dtype=bool),
                                                          g["process"].to_numpy(dtype=float), tau)
             relative[str(m)] = _relative_hazard(g)
+            recovery += _recovery(recoveries, g)
         out["hazard"] = hazard
+        out["histogram"] = histogram
         out["distributions"] = dist
         out["quadrants"] = quadrants
         out["relative_hazard"] = relative
         out["relative_hazard_all"] = _relative_hazard(frame) if len(frame) else []
-        out["recovery"] = _recovery(score_set, frame)
+        out["recovery"] = recovery
         pick = np.arange(len(frame))
         if len(frame) > SCATTER_MAX_POINTS:
             pick = np.sort(np.random.default_rng(0).choice(len(frame), SCATTER_MAX_POINTS, replace=False))
@@ -275,9 +274,14 @@ def _relative_hazard(frame: pd.DataFrame) -> list[dict[str, Any]]:
     return to_records(relative_hazard_profile(frame["n_steps"].to_numpy()[keep], fe, bins=RELATIVE_BINS))
 
 
-def _recovery(score_set: ScoreSet, frame: pd.DataFrame) -> list[dict[str, Any]]:
+def _recoveries(score_set: ScoreSet) -> pd.DataFrame:
+    """The score set's recovered errors (trace pk, error step, recovery step)."""
+    return pd.DataFrame(score_set.recoveries or [], columns=["trace_id", "error_step", "recovery_step"])
+
+
+def _recovery(recoveries: pd.DataFrame, frame: pd.DataFrame) -> list[dict[str, Any]]:
     """Recovery figures per model (scoring.core.thought.recovery_summary) from the stored
-    per-trace columns and the score set's recovered errors."""
+    per-trace columns and the score set's recovered errors (``_recoveries``)."""
     if not len(frame):
         return []
     errors = frame["thought_errors"].to_numpy(dtype=np.int64)
@@ -288,13 +292,24 @@ def _recovery(score_set: ScoreSet, frame: pd.DataFrame) -> list[dict[str, Any]]:
         "answer_correct": frame["answer_correct"].to_numpy(dtype=bool),
         "lucky_unrecovered": frame["lucky_unrecovered"].to_numpy(dtype=bool),
     })
-    done = pd.DataFrame(score_set.recoveries or [], columns=["trace_id", "error_step", "recovery_step"])
-    done = done.loc[done["trace_id"].isin(by_trace["trace_id"])]
+    done = recoveries.loc[recoveries["trace_id"].isin(by_trace["trace_id"])]
     rec = pd.DataFrame({"trace_id": done["trace_id"], "error_step": done["error_step"], "recovered": True,
                         "recovery_step": done["recovery_step"],
                         "distance": done["recovery_step"] - done["error_step"]})[RECOVERY_COLUMNS]
     table = recovery_summary(by_trace, rec, frame["model"].astype(str))
     return [{"model": str(m), **row} for m, row in zip(table.index, to_records(table), strict=True)]
+
+
+def by_group(frame: pd.DataFrame, column: str) -> Iterator[tuple[Any, pd.DataFrame]]:
+    """``frame.groupby(column, sort=True)``'s groups (nulls left out), in its order, each group's rows in the
+    frame's order -- copied one group at a time: pandas' groupby copies the whole frame, sorted, before the
+    first group (at a million traces, a copy of every score read)."""
+    codes, keys = pd.factorize(frame[column], sort=True)
+    order = np.argsort(codes, kind="stable")
+    # Rows of group k: order[ends[k]:ends[k + 1]] (code -1, a null, sorts first and is skipped).
+    ends = np.concatenate([[0], np.cumsum(np.bincount(codes + 1, minlength=len(keys) + 1))])[1:]
+    for k, key in enumerate(keys):
+        yield key, frame.take(order[ends[k]:ends[k + 1]])
 
 
 def warm(study: Study, profile: ScoringProfile) -> None:
