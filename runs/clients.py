@@ -195,11 +195,6 @@ def register(client: RunClient) -> None:
         UNLISTED_KINDS.discard(client.kind)
 
 
-def unlisted_kinds() -> list[str]:
-    """The engine kinds whose runs the runs page and the runs API leave out (``RunClient.listed``)."""
-    return sorted(kind for kind, client in _CLIENTS.items() if not client.listed)
-
-
 def client_for(kind: str) -> RunClient:
     try:
         return _CLIENTS[kind]

@@ -11,7 +11,7 @@ from annotation.models import Job
 from judges import services as judge_services
 from judges.models import MECHANISTIC, JudgeConfig, JudgeRun
 from runs import kinds
-from runs.clients import client_for, unlisted_kinds
+from runs.clients import client_for
 from runs.engine import RunControl
 from runs.models import Run
 from search.models import ScannerRun
@@ -44,7 +44,7 @@ def test_the_list_filters_by_kind_and_status_and_refuses_unknown_ones(ran, study
     assert rows["count"] == 2 and [r["kind"] for r in rows["results"]] == ["scanner", "judge"]
     # The judge's labels queued a score job, itself a (spread) run of the engine: not a run of model calls,
     # so the list leaves it out (RunClient.listed), on the runs page too.
-    assert Run.objects.filter(job__study=study, kind__in=unlisted_kinds()).exists()
+    assert not client_for("score").listed and Run.objects.filter(job__study=study, kind="score").exists()
     page = web(member).get(f"/studies/{study.pk}/runs/").content.decode()
     assert "<td>Judge</td>" in page and "<td>Scores</td>" not in page
     assert [r["run"] for r in api(member).get(url, {"kind": "judge"}).json()["results"]] == [judged["run"]]
