@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import pandas as pd
 from django.core.cache import cache
 
 from agreement import data as ad
@@ -245,9 +246,23 @@ def with_provenance(metrics: dict[str, Any], study: Study, reference: str, candi
     }
 
 
-def disagreement_row(t: int, s: int, r: str, c: str, x: float) -> list:
-    """One disagreement as the stored report holds it: trace pk, step, verdicts, confidence or None."""
-    return [int(t), int(s), r, c, None if np.isnan(x) else float(x)]
+def disagreement_rows(diff: pd.DataFrame) -> list[list]:
+    """The disagreeing steps as the stored report holds them: trace pk, step, verdicts, confidence or None
+    (pair_report, and agreement.streamed chunk by chunk)."""
+    return [[int(t), int(s), r, c, None if np.isnan(x) else float(x)]
+            for t, s, r, c, x in zip(diff["trace_id"].tolist(), diff["step"].tolist(),
+                                     diff["reference_verdict"].tolist(), diff["candidate_verdict"].tolist(),
+                                     diff["confidence"].to_numpy(dtype=float).tolist(), strict=True)]
+
+
+#: What the Annotators report measures each annotator against.
+ANNOTATORS_REFERENCE = "adjudicated label, else the consensus of the other annotators"
+
+
+def annotator_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each annotator's leave-one-out row under its source name (the Annotators report, whole or streamed)."""
+    return [{"annotator": row["annotator"], "source": f"{ad.ANNOTATOR_PREFIX}{row['annotator']}", **row}
+            for row in rows]
 
 
 def _key(kind: str, study: Study, *parts: Any) -> str:
@@ -266,16 +281,7 @@ def pair_report(sel: Selection, data: ad.AgreementData | None = None) -> dict[st
     data = data or ad.AgreementData.read(sel.study, sel.scope)
     metrics, diff = agreement(sel.study, sel.reference, sel.candidate, sel.profile, data=data, seed=sel.seed,
                               calibration=sel.calibration, with_disagreements=True)
-    conf = diff["confidence"].to_numpy(dtype=float)
-    return {
-        "metrics": metrics,
-        "disagreements": [
-            disagreement_row(t, s, r, c, x)
-            for t, s, r, c, x in zip(diff["trace_id"].tolist(), diff["step"].tolist(),
-                                     diff["reference_verdict"].tolist(), diff["candidate_verdict"].tolist(),
-                                     conf.tolist(), strict=True)
-        ],
-    }
+    return {"metrics": metrics, "disagreements": disagreement_rows(diff)}
 
 
 def agreement_report_status(sel: Selection) -> tuple[dict[str, Any], dict[str, Any] | None]:
@@ -338,10 +344,9 @@ def annotator_report(study: Study, *, scope=None, data: ad.AgreementData | None 
                                               ["trace_id", "step", "src", "verdict", "skeleton_refs"]])
     adjudicated = data.scoped(final_labels(ad.sources.adjudicated_steps(data.inputs.labels), None, None)) \
         if (data.inputs.labels["src"].to_numpy() == 0).any() else None
-    rows = [{"annotator": row["annotator"], "source": f"{ad.ANNOTATOR_PREFIX}{row['annotator']}", **row}
-            for row in leave_one_out(raw, adjudicated, traces, data.annotators, n_resamples=n_resamples, seed=seed)]
-    out["annotators"] = rows
-    out["reference"] = "adjudicated label, else the consensus of the other annotators"
+    out["annotators"] = annotator_rows(leave_one_out(raw, adjudicated, traces, data.annotators,
+                                                     n_resamples=n_resamples, seed=seed))
+    out["reference"] = ANNOTATORS_REFERENCE
     return out
 
 

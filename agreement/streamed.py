@@ -56,10 +56,7 @@ def _disagreements(pairs: pd.DataFrame) -> str:
     diff = pairs.loc[pairs["reference_verdict"].to_numpy() != pairs["candidate_verdict"].to_numpy()]
     if diff.empty:
         return ""
-    rows = [svc.disagreement_row(t, s, r, c, x) for t, s, r, c, x in
-            zip(diff["trace_id"].tolist(), diff["step"].tolist(), diff["reference_verdict"].tolist(),
-                diff["candidate_verdict"].tolist(), diff["confidence"].to_numpy(dtype=float).tolist(), strict=True)]
-    return json.dumps(rows)[1:-1]
+    return json.dumps(svc.disagreement_rows(diff))[1:-1]
 
 
 def reports(sel: svc.Selection, *, chunk_size: int | None = None, n_resamples: int = svc.N_RESAMPLES,
@@ -148,9 +145,8 @@ def reports(sel: svc.Selection, *, chunk_size: int | None = None, n_resamples: i
     people["overall"] = svc.undefined_subset(agree)
     people["by_domain"] = [{"domain": d, **svc.undefined_subset(by_domain[d].agreement())} for d in sorted(by_domain)]
     people["overlap"] = overlap_rows(overlap)
-    people["annotators"] = [{"annotator": row["annotator"], "source": f"{ad.ANNOTATOR_PREFIX}{row['annotator']}", **row}
-                            for row in loo.rows(n_resamples=svc.N_RESAMPLES, seed=0)]
-    people["reference"] = "adjudicated label, else the consensus of the other annotators"
+    people["annotators"] = svc.annotator_rows(loo.rows(n_resamples=svc.N_RESAMPLES, seed=0))
+    people["reference"] = svc.ANNOTATORS_REFERENCE
     return pair, EncodedRows("[" + ", ".join(disagreements) + "]", n_disagreements), people
 
 

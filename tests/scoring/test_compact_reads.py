@@ -21,7 +21,6 @@ from scoring import analytics, score_jobs, services, sources, storage
 from scoring.core import aggregate
 from scoring.core.aggregate import answer_process_quadrants, box_statistics, first_error_histogram, to_records
 from scoring.core.hazard import hazard_from_scores
-from scoring.core.thought import RECOVERY_COLUMNS, recovery_summary
 from scoring.models import ScoreSet
 from tests.conftest import jsonl
 from tests.scoring.conftest import add_judge_labels, adjudicate
@@ -113,7 +112,8 @@ def _old_summary(score_set: ScoreSet, tau: float, model: str = "") -> dict[str, 
     out["quadrants"] = quadrants
     out["relative_hazard"] = {str(m): analytics._relative_hazard(g) for m, g in frame.groupby("model", sort=True)}
     out["relative_hazard_all"] = analytics._relative_hazard(frame)
-    out["recovery"] = _old_recovery(score_set, frame)
+    # The recovery table's code is the pages' (only where its recovered errors are parsed moved).
+    out["recovery"] = analytics._recovery(analytics._recoveries(score_set), frame)
     pick = np.arange(len(frame))
     if len(frame) > SCATTER:
         pick = np.sort(np.random.default_rng(0).choice(len(frame), SCATTER, replace=False))
@@ -122,27 +122,6 @@ def _old_summary(score_set: ScoreSet, tau: float, model: str = "") -> dict[str, 
         str(m): {"process": g["process"].round(4).tolist(), "answer_correct": g["answer_correct"].astype(int).tolist()}
         for m, g in sample.groupby("model", sort=True)}}
     return out
-
-
-def _old_recovery(score_set: ScoreSet, frame: pd.DataFrame) -> list[dict[str, Any]]:
-    """scoring.analytics._recovery as it was: every model's traces in one table."""
-    if not len(frame):
-        return []
-    errors = frame["thought_errors"].to_numpy(dtype=np.int64)
-    recovered = frame["recovered_errors"].to_numpy(dtype=np.int64)
-    by_trace = pd.DataFrame({
-        "trace_id": frame["trace"].to_numpy(), "n_thought_steps": frame["n_thought_steps"].to_numpy(),
-        "thought_errors": errors, "recovered": recovered, "unrecovered": errors - recovered,
-        "answer_correct": frame["answer_correct"].to_numpy(dtype=bool),
-        "lucky_unrecovered": frame["lucky_unrecovered"].to_numpy(dtype=bool),
-    })
-    done = pd.DataFrame(score_set.recoveries or [], columns=["trace_id", "error_step", "recovery_step"])
-    done = done.loc[done["trace_id"].isin(by_trace["trace_id"])]
-    rec = pd.DataFrame({"trace_id": done["trace_id"], "error_step": done["error_step"], "recovered": True,
-                        "recovery_step": done["recovery_step"],
-                        "distance": done["recovery_step"] - done["error_step"]})[RECOVERY_COLUMNS]
-    table = recovery_summary(by_trace, rec, frame["model"].astype(str))
-    return [{"model": str(m), **row} for m, row in zip(table.index, to_records(table), strict=True)]
 
 
 def _sets(study) -> list[ScoreSet]:
