@@ -272,10 +272,12 @@ def lane_of(run: Run, lane: int) -> int | None:
 def finalize_when_done(run: Run) -> None:
     """End the run if no chunk of any lane is pending or running; with one
     lane that is always so here. The run's row is locked, so of two lanes
-    ending together the second sees the first one's chunks done."""
+    ending together the second sees the first one's chunks done. The lanes as the locked row has them: a
+    spread run may have been given more since the caller read it (the score run's summary steps)."""
     with transaction.atomic():
-        Run.objects.select_for_update().filter(pk=run.pk).first()
-        if run.lanes > 1 and run.chunks.filter(
+        locked = Run.objects.select_for_update().filter(pk=run.pk).only("lanes").first()
+        lanes = locked.lanes if locked is not None else run.lanes
+        if lanes > 1 and run.chunks.filter(
                 status__in=(RunChunk.Status.PENDING, RunChunk.Status.RUNNING)).exists():
             return
         finalize(run)

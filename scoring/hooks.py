@@ -18,8 +18,10 @@ Hook = Callable[..., Any] | str
 
 #: ``fn(study, job, whole)``: a stored aggregate of another app refreshed by the score job (same data, same
 #: job that every change of the data queues); ``whole`` is False when the job recomputes only some profiles
-#: (a profile changed, the data did not).
-_SUMMARIES: list[Hook] = []
+#: (a profile changed, the data did not). By name (the hook's dotted path), in the order registered: the score
+#: run stores the names and works each summary as an item of its own, in any order and at the same time as
+#: the others (scoring.score_jobs.summary_steps), so a hook must not need what another one stores.
+_SUMMARIES: dict[str, Hook] = {}
 #: ``fn(study) -> cards``: the evidence report (faithfulness) as the source of the leaderboard's tier cards.
 _TIER_SOURCES: list[Hook] = []
 
@@ -28,13 +30,26 @@ def _resolved(hook: Hook) -> Callable[..., Any]:
     return import_string(hook) if isinstance(hook, str) else hook
 
 
+def _name(hook: Hook) -> str:
+    return hook if isinstance(hook, str) else f"{hook.__module__}.{hook.__qualname__}"
+
+
 def register_summary(fn: Hook) -> None:
-    if fn not in _SUMMARIES:
-        _SUMMARIES.append(fn)
+    _SUMMARIES.setdefault(_name(fn), fn)
 
 
-def summaries() -> list[Callable[..., Any]]:
-    return [_resolved(fn) for fn in _SUMMARIES]
+def summary_names() -> list[str]:
+    """The stored-summary hooks by name, in the order registered."""
+    return list(_SUMMARIES)
+
+
+def summary(name: str) -> Callable[..., Any]:
+    """The hook registered under ``name`` (a LookupError when none is: the worker runs other code than the
+    process that planned the run)."""
+    try:
+        return _resolved(_SUMMARIES[name])
+    except KeyError:
+        raise LookupError(f"no stored summary named {name!r} is registered") from None
 
 
 def register_tier_source(source: Hook) -> None:

@@ -135,9 +135,10 @@ class TraceScore(models.Model):
 class ScoreRun(RunRecord):
     """A score recompute as a run of the run engine (kind "score", scoring.runclient): its items are the
     study's chunks of traces twice over -- item i < K adds up chunk i's hazard counts, item K + i scores
-    and writes chunk i -- so every free worker process takes chunks. What the chunks add up is merged here,
-    in each chunk's transaction; the last chunk of the first pass adds the second pass's chunks, the last
-    of the second swaps the new score sets in."""
+    and writes chunk i -- then its summary steps -- item 2K + j stores the j-th summary of the scores or
+    warms the cache (``summaries``) -- so every free worker process takes chunks. What the chunks add up is
+    merged here, in each chunk's transaction; the last chunk of the first pass adds the second pass's
+    chunks, the last of the second swaps the new score sets in and adds the summary steps' chunks."""
 
     #: The kind of run (runs.engine) a score job is; its client is scoring.runclient.ScoreClient.
     KIND = "score"
@@ -145,7 +146,8 @@ class ScoreRun(RunRecord):
     class Phase(models.TextChoices):
         HAZARDS = "hazards"  # adding up the hazard counts
         SCORES = "scores"  # scoring and writing the chunks
-        PUBLISHED = "published"  # the new score sets are the study's
+        SUMMARIES = "summaries"  # the new score sets are the study's; storing what is summarized of them
+        PUBLISHED = "published"  # the new score sets are the study's, and every summary of them is stored
 
     job = models.OneToOneField("annotation.Job", on_delete=models.CASCADE, related_name="score_run")
     run = models.OneToOneField("runs.Run", on_delete=models.CASCADE, related_name="score_run")
@@ -164,6 +166,9 @@ class ScoreRun(RunRecord):
     # The second pass's sums (scoring.score_jobs.Written): rows per "source|profile", recovered thought
     # errors per source.
     written = models.JSONField(default=dict, blank=True)
+    # The third phase's steps (scoring.score_jobs.summary_steps: the stored-summary hooks by name, then the
+    # cache warm-up), fixed when the run is planned: item 2K + j is the j-th.
+    summaries = models.JSONField(default=list, blank=True)
 
     def __str__(self) -> str:
         return f"score run {self.pk} ({self.phase})"

@@ -1,7 +1,8 @@
 """The score recompute as runs of the run engine (kind "score", docs/runs.md): a spread run, so every
 free worker process, on every machine, takes its chunks of traces, with the engine's progress, cancel
 and resume. A chunk is one item: item i < K adds up chunk i's hazard counts, item K + i scores and writes
-chunk i (scoring.score_jobs: chunk_tally, chunk_scores, merge)."""
+chunk i, item 2K + j stores the j-th summary of the scores or warms the cache (scoring.score_jobs:
+chunk_tally, chunk_scores, summary_step, merge)."""
 
 from __future__ import annotations
 
@@ -42,6 +43,13 @@ class ScoreWork(ChunkWork):
             if item < k:
                 yield ItemOutcome(item=item, status="ok", result=score_jobs.chunk_tally(self.plan, self.plan.spans[item]))
                 continue
+            if item >= 2 * k:
+                # Committed by itself, before the chunk is (score_jobs.summary_step): done twice (a worker
+                # displaced, or its lease lost), it is stored again in the same way.
+                whole = self.record.job.params.get("profiles") is None
+                score_jobs.summary_step(self.record.summaries[item - 2 * k], self.plan.study, self.record.job, whole)
+                yield ItemOutcome(item=item, status="ok")
+                continue
             try:
                 written = score_jobs.chunk_scores(self.plan, self.plan.spans[item - k], should_stop=stop)
             except score_jobs.JobCancelled:
@@ -74,7 +82,9 @@ class ScoreClient(RunClient):
         plan = score_jobs.make_plan(record.job.study, record.job.params.get("profiles"), str(record.job_id))
         record.profiles = {name: plan.current[name].pk for name in plan.names}
         record.spans = [list(span) for span in plan.spans]
-        record.save(update_fields=["profiles", "spans"])
+        # The third phase's steps, fixed here so that every process numbers its items alike.
+        record.summaries = score_jobs.summary_steps()
+        record.save(update_fields=["profiles", "spans", "summaries"])
         storage.delete_staging(record.job.study, str(record.job_id))  # of an earlier attempt
         return list(range(len(plan.spans)))
 
@@ -82,12 +92,9 @@ class ScoreClient(RunClient):
         return ScoreWork(self.record(run))
 
     def finished(self, run: Run) -> None:
-        from scoring import score_jobs, storage
+        from scoring import storage
 
         record = self.record(run)
-        study = record.job.study
         if record.job.status != Job.Status.SUCCEEDED or record.phase != ScoreRun.Phase.PUBLISHED:
-            storage.delete_staging(study, str(record.job_id))  # cancelled or failed: the old sets stay
-            return
-        # The run is over (its sets were published by the last chunk's commit): a cold cache is slower, not wrong.
-        score_jobs.warm_cache(study)
+            # Cancelled or failed before the sets were published: the old sets stay (after: nothing is staged).
+            storage.delete_staging(record.job.study, str(record.job_id))

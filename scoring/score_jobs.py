@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from django.conf import settings
-from django.db import DatabaseError, InterfaceError, OperationalError
+from django.db import DatabaseError, InterfaceError, OperationalError, transaction
 from django.utils import timezone
 
 from annotation import jobs
@@ -298,6 +298,42 @@ def warm_cache(study: Study) -> None:
         log.exception("warming the analytics cache of study %s failed", study.pk)
 
 
+#: The cache warm-up's name among the third phase's items (summary_steps).
+WARM = "warm_cache"
+
+
+def summary_steps(*, warm: bool = True) -> list[str]:
+    """The third phase of a recompute, once the new score sets are published: every stored summary of
+    another app (scoring.hooks, by name, in the order registered), then the warm-up of the analytics cache.
+    A score run makes each an item of its own, worked at the same time as the others by the free worker
+    processes, so none may need what another one stores. None does:
+
+    * the study summary (annotation.study_summary_writer) and the evidence summaries (faithfulness.evidence)
+      read only the data;
+    * the agreement reports (agreement.stored_writer) read who reviewed from the study summary when one is
+      current (agreement.data.annotator_names), else the same list from the reviews. A stored summary is
+      current only while the data is as it was when it was written (annotation.signals.data_changed deletes
+      it), so before, while or after the study summary is written anew the writer reads the same people.
+      ``data_version`` reads the study summary's time too, but only for the pages' cache keys, which the
+      writer does not use;
+    * the warm-up reads only the published score sets.
+
+    tests/scoring/test_streamed_recompute.py stores them in both orders and finds the same."""
+    return hooks.summary_names() + ([WARM] if warm else [])
+
+
+def summary_step(name: str, study: Study, job: Job | None, whole: bool) -> None:
+    """One item of the third phase (summary_steps), the same in a score run's chunk (scoring.runclient) and
+    in ``recompute``. A stored summary is written in a transaction of its own, so one that fails half-way
+    leaves what was stored before (agreement writes two reports, each of which would otherwise commit alone);
+    ``whole``: the job recomputes every profile (scoring.hooks)."""
+    if name == WARM:
+        warm_cache(study)  # the cache is not the database's: nothing to roll back
+        return
+    with transaction.atomic():
+        hooks.summary(name)(study, job, whole)
+
+
 def plan_of(record: ScoreRun) -> Plan:
     """The plan a score run was planned with (scoring.runclient.ScoreClient.plan), as every chunk reads it:
     the same profile versions and chunks, and once the first pass is over its sources and hazard tables."""
@@ -310,11 +346,12 @@ def plan_of(record: ScoreRun) -> Plan:
     return plan
 
 
-def merge(record_id: int, results: list[tuple[int, Tally | Written]]) -> None:
+def merge(record_id: int, results: list[tuple[int, Tally | Written | None]]) -> None:
     """Add what chunks of a score run found to its record (inside the chunk's transaction, the record
     locked: two processes committing at once both count). The last chunk of the first pass concludes it
-    and adds the second pass's chunks (items K..2K-1, queued to every worker unless the run is worked
-    inline); the last of the second swaps the new score sets in and refreshes the stored aggregates."""
+    and adds the second pass's chunks (items K..2K-1); the last of the second swaps the new score sets in
+    and adds the third phase's chunks (items 2K..2K+S-1, one per summary step: summary_steps), each queued
+    to every worker unless the run is worked inline; the last of the third ends the phases."""
     from runs import engine
 
     record = ScoreRun.objects.select_for_update().select_related("job__study", "run").get(pk=record_id)
@@ -322,21 +359,34 @@ def merge(record_id: int, results: list[tuple[int, Tally | Written]]) -> None:
     k = len(plan.spans)
     tally, written = Tally.from_json(record.tally), Written.from_json(record.written)
     for item, result in results:
-        (tally if item < k else written).add(result)  # type: ignore[arg-type]
+        if item < 2 * k:  # a summary step's result is nothing: what it stores is stored
+            (tally if item < k else written).add(result)  # type: ignore[arg-type]
         record.merged += 1
     record.tally, record.written = tally.to_json(), written.to_json()
     if record.phase == ScoreRun.Phase.HAZARDS and record.merged >= k:
         conclude(plan, tally)
         record.sources, record.phase, record.merged = plan.sources, ScoreRun.Phase.SCORES, 0
         engine.add_chunks(record.run, list(range(k, 2 * k)), 1, first_index=k)
-        Job.objects.filter(pk=record.job_id).update(total=2 * k)
+        Job.objects.filter(pk=record.job_id).update(total=2 * k + len(record.summaries))
         if not record.inline:
             engine.queue_first(record.run)
     elif record.phase == ScoreRun.Phase.SCORES and record.merged >= k:
         publish(plan, written, record.job)
+        record.merged = 0
+        steps = len(record.summaries)
+        record.phase = ScoreRun.Phase.SUMMARIES if steps else ScoreRun.Phase.PUBLISHED
+        if steps:
+            run = record.run
+            # As many tasks as summaries, so that each goes to a free worker process at once (a study of
+            # fewer chunks than summaries was planned with fewer lanes, and a spread run queues one task
+            # per lane: queue_first).
+            run.lanes = max(run.lanes, min(engine.SPREAD_TASKS, steps))
+            run.save(update_fields=["lanes"])
+            engine.add_chunks(run, list(range(2 * k, 2 * k + steps)), 1, first_index=2 * k)
+            if not record.inline:
+                engine.queue_first(run)
+    elif record.phase == ScoreRun.Phase.SUMMARIES and record.merged >= len(record.summaries):
         record.phase = ScoreRun.Phase.PUBLISHED
-        for summary in hooks.summaries():
-            summary(plan.study, record.job, record.job.params.get("profiles") is None)
     record.save()
 
 
@@ -345,7 +395,8 @@ def recompute(study: Study, *, profiles: Iterable[str] | None = None, progress=N
     """Recompute and store the scores of ``study`` for every label source under the given profiles (all
     current ones by default), streamed: chunks of ``chunk_size`` traces (SCORING_CHUNK_TRACES) are read
     twice, once to add up the study-wide hazard tables, once to score and write them, so memory follows
-    the chunk, not the study. Progress counts chunk passes (2 per chunk)."""
+    the chunk, not the study; then the stored summaries and the cache warm-up (summary_steps), one after the
+    other. Progress counts chunk passes (2 per chunk)."""
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
     plan = make_plan(study, profiles, str(job.pk) if job is not None else uuid.uuid4().hex[:12], chunk_size)
@@ -379,15 +430,16 @@ def recompute(study: Study, *, profiles: Iterable[str] | None = None, progress=N
     except BaseException:
         storage.delete_staging(study, plan.key)
         raise
+    # The third phase, one step after the other here (a score run works them at once): the stored
+    # aggregates of other apps (scoring.hooks: registered in their ready()), then the cache warm-up.
     ts = time.perf_counter()
-    # Stored aggregates of other apps, refreshed with the scores (scoring.hooks: registered in their ready()).
-    for summary in hooks.summaries():
-        summary(study, job, profiles is None)
+    for name in summary_steps(warm=False):
+        summary_step(name, study, job, profiles is None)
     timings["summaries"] = time.perf_counter() - ts
     timings["total"] = time.perf_counter() - t0
     if warm:
         tw = time.perf_counter()
-        warm_cache(study)
+        summary_step(WARM, study, job, profiles is None)
         timings["warm_cache"] = time.perf_counter() - tw
     return {
         "sources": plan.sources,

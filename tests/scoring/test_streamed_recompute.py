@@ -149,28 +149,90 @@ def score_job(study):
     return Job.objects.create(study=study, kind=Job.Kind.SCORE, params={"profiles": None, "reason": "test"})
 
 
-def started_run(study, settings, size: int):
+def started_run(study, settings, size: int, *, inline: bool = True):
     """A score job's run, planned but not worked: its first pass's chunks wait for any worker."""
     from runs import engine
     from scoring.models import ScoreRun
 
     settings.SCORING_CHUNK_TRACES = size
     job = score_job(study)
-    record = engine.attach(job, "score", lambda job, run: ScoreRun.objects.create(job=job, run=run, inline=True))
+    record = engine.attach(job, "score", lambda job, run: ScoreRun.objects.create(job=job, run=run, inline=inline))
     engine.plan_run(record.run_id, queue=False)
+    record.refresh_from_db()
     record.run.refresh_from_db()
     return job, record
 
 
+#: The third phase's steps: every stored summary (registered by the apps, in INSTALLED_APPS order), then
+#: the cache warm-up.
+SUMMARY_STEPS = ["annotation.study_summary_writer.refresh", "agreement.stored_writer.refresh",
+                 "faithfulness.evidence.refresh_summaries", score_jobs.WARM]
+
+
+def stored_summaries(study) -> dict:
+    """What the third phase stores of ``study``, without what differs between two runs of the same data
+    (times, the job, row pks)."""
+    from agreement.models import StoredDisagreementChunk, StoredReport
+    from annotation.models import StudySummary, SummaryDisagreement
+    from faithfulness.models import EvidenceSummary
+
+    def timeless(value):
+        if isinstance(value, dict):  # the agreement report says when the score sets it read were computed
+            return {k: timeless(v) for k, v in value.items() if k != "computed_at"}
+        return [timeless(v) for v in value] if isinstance(value, list) else value
+
+    def dump(value) -> str:
+        return json.dumps(timeless(value), sort_keys=True)  # NaN != NaN: compare the JSON text
+
+    return {
+        "study": dump(StudySummary.objects.get(study=study).counts),
+        "disagreement steps": sorted(SummaryDisagreement.objects.filter(study=study).values_list("step_id", flat=True)),
+        "agreement": sorted((r.kind, r.key, dump(r.data), dump(r.disagreements), r.n_disagreements, r.stale)
+                            for r in StoredReport.objects.filter(study=study)),
+        "agreement chunks": sorted((c.report.kind, c.number, dump(c.rows))
+                                   for c in StoredDisagreementChunk.objects.filter(report__study=study)
+                                   .select_related("report")),
+        "evidence": sorted((e.model, e.policy, dump(e.data)) for e in EvidenceSummary.objects.filter(study=study)),
+    }
+
+
+def forget_summaries(study) -> None:
+    from agreement.models import StoredReport
+    from annotation.models import StudySummary, SummaryDisagreement
+    from faithfulness.models import EvidenceSummary
+
+    for model in (StudySummary, SummaryDisagreement, StoredReport, EvidenceSummary):
+        model.objects.filter(study=study).delete()
+
+
+def final_leaderboard_cached(study) -> bool:
+    from django.core.cache import cache
+
+    from scoring import analytics
+
+    score_set = ScoreSet.objects.get(study=study, source=sources.FINAL, profile=services.default_profile(study))
+    return cache.get(analytics._key("leaderboard-v2", score_set, "model", "", "")) is not None
+
+
 def test_the_score_job_is_a_run_whose_chunks_two_workers_share(many_chunks, settings):
+    from django.core.cache import cache
+
     from annotation.models import Job
     from runs import engine
     from runs.models import RunChunk
 
     expected = in_memory(many_chunks)
+    # What the inline recompute stores; the run below must store it anew.
+    score_jobs.recompute(many_chunks, warm=False, chunk_size=12)
+    inline = stored_summaries(many_chunks)
+    forget_summaries(many_chunks)
+    cache.clear()
+    before = {(s.source, s.profile_id): s.token for s in ScoreSet.objects.filter(study=many_chunks)}
+
     job, record = started_run(many_chunks, settings, 12)
     run = record.run
     assert engine.is_spread(run) and run.lanes == 5
+    assert record.summaries == SUMMARY_STEPS
     first = list(run.chunks.order_by("index").values_list("pk", flat=True))
     assert len(first) == 5
     a, b = "node-a/boot/1", "node-b/boot/2"
@@ -182,15 +244,89 @@ def test_the_score_job_is_a_run_whose_chunks_two_workers_share(many_chunks, sett
     assert record.phase == "scores" and run.chunks.count() == 10
     assert nxt == run.chunks.get(index=5).pk
     job.refresh_from_db()
-    assert (job.done, job.total) == (5, 10)
-    assert not ScoreSet.objects.exclude(source__startswith=storage.STAGING).exists()  # nothing published yet
-    while nxt is not None:
+    assert (job.done, job.total) == (5, 10 + 4)  # the summary steps counted from the first pass's end
+    while run.chunks.get(pk=nxt).index < 9:
         nxt = engine.process_chunk(nxt, b if nxt % 2 else a)
+    unpublished = {(s.source, s.profile_id): s.token for s in ScoreSet.objects.filter(study=many_chunks)
+                   .exclude(source__startswith=storage.STAGING)}
+    assert unpublished == before  # nothing published before the second pass's last chunk
+    # The second pass's last chunk publishes the sets and adds one chunk per summary step.
+    nxt = engine.process_chunk(nxt, a)
+    record.refresh_from_db()
     job.refresh_from_db()
-    assert job.status == Job.Status.SUCCEEDED and (job.done, job.total) == (10, 10)
+    assert record.phase == "summaries" and (job.done, job.total) == (10, 14)
+    assert stored(many_chunks) == expected  # published
+    third = list(run.chunks.filter(index__gte=10).order_by("index").values_list("index", "items", "status"))
+    assert third == [(10 + j, [10 + j], RunChunk.Status.PENDING) for j in range(4)]
+    assert not final_leaderboard_cached(many_chunks)
+    # Each summary step commits as a chunk of its own, whichever worker takes it.
+    done = []
+    while nxt is not None:
+        index = run.chunks.get(pk=nxt).index
+        nxt = engine.process_chunk(nxt, b if index % 2 else a)
+        job.refresh_from_db()
+        done.append((index, job.done))
+    assert done == [(10, 11), (11, 12), (12, 13), (13, 14)]
+    job.refresh_from_db()
+    record.refresh_from_db()
+    assert job.status == Job.Status.SUCCEEDED and (job.done, job.total) == (14, 14)
+    assert record.phase == "published"
     assert job.result["rows"] == sum(len(rows) for rows, _, _ in expected.values())
     assert set(RunChunk.objects.filter(run=run).values_list("holder", flat=True)) == {a, b}
+    assert set(RunChunk.objects.filter(run=run, index__gte=10).values_list("holder", flat=True)) == {a, b}
     assert stored(many_chunks) == expected
+    assert stored_summaries(many_chunks) == inline
+    assert final_leaderboard_cached(many_chunks)
+
+
+def test_the_summary_steps_need_nothing_of_each_other(many_chunks, settings):
+    """The third phase's chunks run at once, in any order (score_jobs.summary_steps). Worked last first
+    -- the agreement reports before the study summary they could read who reviewed from, with none stored
+    (a change of the data deletes it) -- they store what the inline recompute does in the registered order."""
+    from annotation.models import Job, StudySummary
+    from runs import engine
+
+    score_jobs.recompute(many_chunks, warm=False, chunk_size=12)
+    inline = stored_summaries(many_chunks)
+    forget_summaries(many_chunks)
+    job, record = started_run(many_chunks, settings, 12)
+    run = record.run
+    nxt = run.chunks.get(index=0).pk
+    while run.chunks.filter(index__gte=10).count() == 0:
+        nxt = engine.process_chunk(nxt, "node-a/boot/1")
+    assert not StudySummary.objects.filter(study=many_chunks).exists()
+    for chunk in run.chunks.filter(index__gte=10).order_by("-index"):
+        engine.process_chunk(chunk.pk, "node-b/boot/2")
+    job.refresh_from_db()
+    assert job.status == Job.Status.SUCCEEDED
+    assert stored_summaries(many_chunks) == inline
+
+
+def test_the_summary_steps_are_queued_to_as_many_workers(many_chunks, settings, django_capture_on_commit_callbacks):
+    """A study of one chunk of traces was planned with one lane; its run takes one per summary step when it
+    adds them, so that the queued tasks go to that many free worker processes at once."""
+    from annotation.models import Job
+    from runs import engine
+
+    job, record = started_run(many_chunks, settings, 1000, inline=False)
+    run = record.run
+    assert run.lanes == 1
+    with django_capture_on_commit_callbacks(execute=False) as queued:
+        engine.process_chunk(run.chunks.get(index=0).pk, "node-a/boot/1")
+    assert len(queued) == 1  # the second pass: one chunk
+    with django_capture_on_commit_callbacks(execute=False) as queued:
+        engine.process_chunk(run.chunks.get(index=1).pk, "node-a/boot/1")
+    assert len(queued) == 4  # one task per summary step
+    fresh = type(run).objects.get(pk=run.pk)
+    assert fresh.lanes == 4
+    assert sorted(fresh.chunks.filter(index__gte=2).values_list("lane", flat=True)) == [0, 1, 2, 3]
+    # Other workers took every summary step before the process that added them looked for one: that
+    # process, which read the run with one lane, must not end the run under them.
+    for chunk in fresh.chunks.filter(index__gte=2):
+        assert engine.claim_chunk(chunk.pk, "node-b/boot/2")
+    engine.finalize_when_done(run)
+    job.refresh_from_db()
+    assert job.status == Job.Status.RUNNING
 
 
 def test_a_cancelled_score_run_keeps_the_sets_it_would_have_replaced(many_chunks, settings):
@@ -208,6 +344,80 @@ def test_a_cancelled_score_run_keeps_the_sets_it_would_have_replaced(many_chunks
     assert job.status == Job.Status.CANCELLED
     after = {(s.source, s.profile_id): s.token for s in ScoreSet.objects.filter(study=many_chunks)}
     assert after == before  # no staging set left, the old sets untouched
+
+
+def summary_phase(study, settings):
+    """A score run worked up to its third phase: the sets published, the summary steps pending."""
+    from runs import engine
+
+    job, record = started_run(study, settings, 30)
+    run = record.run
+    nxt = run.chunks.get(index=0).pk
+    while run.chunks.filter(index__gte=4).count() == 0:
+        nxt = engine.process_chunk(nxt, "node-a/boot/1")
+    record.refresh_from_db()
+    assert record.phase == "summaries"
+    return job, record
+
+
+def test_a_score_run_cancelled_while_storing_its_summaries_ends_cancelled(many_chunks, settings):
+    from annotation import jobs
+    from annotation.models import Job, StudySummary
+    from runs import engine
+    from runs.models import RunChunk
+
+    expected = in_memory(many_chunks)
+    forget_summaries(many_chunks)
+    job, record = summary_phase(many_chunks, settings)
+    chunks = list(record.run.chunks.filter(index__gte=4).order_by("index").values_list("pk", flat=True))
+    engine.process_chunk(chunks[0], "node-a/boot/1")  # the study summary is stored
+    jobs.cancel(job)
+    assert engine.process_chunk(chunks[1], "node-b/boot/2") is None
+    job.refresh_from_db()
+    assert job.status == Job.Status.CANCELLED and job.finished
+    statuses = list(record.run.chunks.filter(index__gte=4).order_by("index").values_list("status", flat=True))
+    assert statuses == [RunChunk.Status.DONE] + [RunChunk.Status.SKIPPED] * 3
+    assert stored(many_chunks) == expected  # the scores were published before the cancel
+    assert StudySummary.objects.filter(study=many_chunks).exists()
+
+
+def test_a_summary_that_fails_leaves_what_was_stored_and_the_job_failed(many_chunks, settings, monkeypatch):
+    """The agreement writer stores two reports; the second one fails, every time: the first is not left
+    written beside the older second (the step's own transaction), and after the engine's attempts the
+    job ends failed; the other summaries are stored or not as their own chunks went."""
+    from agreement import stored as agreement_stored
+    from agreement.models import StoredReport
+    from annotation.models import Job
+    from runs import engine
+
+    score_jobs.recompute(many_chunks, warm=False)
+    old = {r.kind: (r.computed_at, json.dumps(r.data, sort_keys=True))
+           for r in StoredReport.objects.filter(study=many_chunks)}
+    assert set(old) == {StoredReport.Kind.PAIR, StoredReport.Kind.ANNOTATORS}
+    write = agreement_stored.write
+
+    def failing(study, kind, *args, **kwargs):
+        if kind == StoredReport.Kind.ANNOTATORS:
+            raise RuntimeError("the disk is full")
+        return write(study, kind, *args, **kwargs)
+
+    monkeypatch.setattr(agreement_stored, "write", failing)
+    job, record = summary_phase(many_chunks, settings)
+    chunk = record.run.chunks.get(index=4 + SUMMARY_STEPS.index("agreement.stored_writer.refresh"))
+    holder = "node-a/boot/1"
+    again: int | None = chunk.pk
+    attempts = 0
+    while again is not None:  # what the chunk task does: give it back, try again, up to the last attempt
+        with pytest.raises(RuntimeError, match="the disk is full"):
+            engine.process_chunk(again, holder)
+        attempts += 1
+        again = engine.release_failed_chunk(again, holder, "RuntimeError: the disk is full")
+    assert attempts == engine.MAX_CHUNK_ATTEMPTS
+    job.refresh_from_db()
+    assert job.status == Job.Status.FAILED and "the disk is full" in job.error
+    now = {r.kind: (r.computed_at, json.dumps(r.data, sort_keys=True))
+           for r in StoredReport.objects.filter(study=many_chunks)}
+    assert now == old
 
 
 def test_a_score_run_resumes_the_chunk_of_a_worker_that_died(many_chunks, settings):
