@@ -28,8 +28,13 @@ from annotation.models import (
     TraceReview,
 )
 
-#: The counts a StudySummary holds (every key of a study's progress but "mine").
-STORED = ("traces", "anyone", "judged", "disagreements")
+#: The counts a StudySummary holds as they are (every key of a study's progress but "mine" and "disagreements").
+STORED = ("traces", "anyone", "judged")
+#: The key of the stored disagreement steps per model of their trace, adjudicated or not. The open disagreements a
+#: page shows are these less the adjudicated ones among them, counted when read (a few rows: people adjudicate one
+#: step at a time), so an adjudication changes nothing stored (``invalidate``) and the adjudication page, reloaded
+#: after each decision, keeps reading the stored steps instead of grouping every label of the study (issue 33).
+DISAGREEMENT_STEPS = "disagreement_steps"
 
 
 def study_progress(study_ids: list[int], user, stored: dict[int, dict] | None = None) -> dict[int, dict[str, int]]:
@@ -43,8 +48,11 @@ def study_progress(study_ids: list[int], user, stored: dict[int, dict] | None = 
         return out
     if stored is None:
         stored = dict(StudySummary.objects.filter(study_id__in=study_ids).values_list("study_id", "counts"))
+    stored = {sid: counts for sid, counts in stored.items() if DISAGREEMENT_STEPS in counts}  # else written before
+    adjudicated = adjudicated_in_stored(list(stored))
     for sid, counts in stored.items():
         out[sid].update({key: counts[key] for key in STORED})
+        out[sid]["disagreements"] = sum(counts[DISAGREEMENT_STEPS].values()) - adjudicated.get(sid, 0)
     live = [sid for sid in study_ids if sid not in stored]
     if live:
         for sid, counts in count(live).items():
@@ -56,9 +64,9 @@ def study_progress(study_ids: list[int], user, stored: dict[int, dict] | None = 
     return out
 
 
-def count(study_ids: list[int]) -> dict[int, dict[str, int]]:
-    """The STORED counts of each study, from the data."""
-    out = {sid: dict.fromkeys(STORED, 0) for sid in study_ids}
+def count(study_ids: list[int], *, disagreements: bool = True) -> dict[int, dict[str, int]]:
+    """The STORED counts and (``disagreements``) the open disagreements of each study, from the data."""
+    out = {sid: dict.fromkeys((*STORED, "disagreements"), 0) for sid in study_ids}
     for sid, n in Trace.objects.filter(study_id__in=study_ids).own().values("study").annotate(n=Count("pk")) \
             .values_list("study", "n"):
         out[sid]["traces"] = n
@@ -72,6 +80,8 @@ def count(study_ids: list[int]) -> dict[int, dict[str, int]]:
     )
     for sid, n in judged.values("study").annotate(n=Count("pk")).values_list("study", "n"):
         out[sid]["judged"] = n
+    if not disagreements:
+        return out
     # One query for every study: steps whose human labels (and the study's
     # primary judge) disagree on the verdict, not yet adjudicated.
     steps = (
@@ -88,12 +98,35 @@ def count(study_ids: list[int]) -> dict[int, dict[str, int]]:
     return out
 
 
+def adjudicated_in_stored(study_ids: list[int]) -> dict[int, int]:
+    """Per study, its stored disagreement steps that have a final verdict: driven from the adjudications (the partial
+    unique index of their steps), each probing the stored steps' (study, step) index."""
+    if not study_ids:
+        return {}
+    final = StepLabel.objects.filter(kind=StepLabel.Kind.ADJUDICATION, step=OuterRef("step"))
+    return dict(SummaryDisagreement.objects.filter(study_id__in=study_ids).filter(Exists(final))
+                .values("study").annotate(n=Count("pk")).values_list("study", "n"))
+
+
 def stored_disagreements(study: Study) -> QuerySet | None:
-    """The stored disagreement steps of the study as a ``values("step")`` subquery, or None when
-    none are current (no StudySummary: never stored, or the data changed since)."""
-    if not StudySummary.objects.filter(study=study).exists():
+    """The stored disagreement steps of the study (SummaryDisagreement rows), or None when none are current
+    (no StudySummary: never stored, or the data changed since)."""
+    if stored_disagreement_counts(study) is None:
         return None
-    return SummaryDisagreement.objects.filter(study=study).values("step")
+    return SummaryDisagreement.objects.filter(study=study)
+
+
+def stored_disagreement_counts(study: Study) -> dict[str, int] | None:
+    """The stored disagreement steps per model of their trace, adjudicated or not, or None when none are current
+    (or the summary was written before they were counted)."""
+    counts = stored_counts(study)
+    return None if counts is None or DISAGREEMENT_STEPS not in counts else dict(counts[DISAGREEMENT_STEPS])
+
+
+def disagreement_steps_by_model(study: Study) -> dict[str, int]:
+    """The stored disagreement steps per model of their trace (the writer's count, after it stored them)."""
+    return dict(SummaryDisagreement.objects.filter(study=study).values("trace__model").annotate(n=Count("pk"))
+                .order_by().values_list("trace__model", "n"))
 
 
 def by_model_and_domain(study: Study) -> list[tuple[str, str, int, int, int]]:
@@ -108,11 +141,12 @@ def by_model_and_domain(study: Study) -> list[tuple[str, str, int, int, int]]:
 
 
 def by_model(study: Study) -> dict:
-    """The study page's table: per model its own traces, answers correct and steps (each trace's
+    """The study page's table: per model its own traces, answers checked and correct and steps (each trace's
     n_steps, both channels, as the review checks completeness against: not a join of every step
     row), and the number of the study's own problems."""
     rows = list(Trace.objects.filter(study=study).own().values("model").annotate(
-        traces=Count("id"), correct=Count("id", filter=Q(answer_correct=True)), steps=Sum("n_steps")
+        traces=Count("id"), correct=Count("id", filter=Q(answer_correct=True)), steps=Sum("n_steps"),
+        checked=Count("id", filter=Q(answer_correct__isnull=False)),
     ).order_by("model"))
     for row in rows:
         row["steps"] = row["steps"] or 0
@@ -177,8 +211,16 @@ def trace_models(study: Study) -> list[str]:
     return list(Trace.objects.of_study(study).order_by("model").values_list("model", flat=True).distinct())
 
 
-def invalidate(sender, study: Study, **kwargs) -> None:
-    """Receiver of annotation.signals.data_changed: the stored counts describe older data."""
+#: The data_changed reason of a final verdict (annotation.review.adjudication): it changes no stored count (the
+#: open disagreements are counted when read, DISAGREEMENT_STEPS), so the summary stays.
+ADJUDICATION = "adjudication"
+
+
+def invalidate(sender, study: Study, reason: str = "", **kwargs) -> None:
+    """Receiver of annotation.signals.data_changed: the stored counts describe older data (but after an
+    adjudication, ADJUDICATION)."""
+    if reason == ADJUDICATION:
+        return
     with transaction.atomic():
         StudySummary.objects.filter(study=study).delete()
         SummaryDisagreement.objects.filter(study=study).delete()

@@ -9,9 +9,18 @@ from django.core.exceptions import EmptyResultSet
 from django.db import connection, transaction
 from django.utils import timezone
 
-from annotation.models import Job, Study, StudySummary, SummaryDisagreement
+from annotation.models import Job, Step, Study, StudySummary, SummaryDisagreement
 from annotation.review.adjudication import disagreement_step_ids
-from annotation.study_summary import by_model, by_model_and_domain, count, judge_counts, reviewer_ids
+from annotation.study_summary import (
+    DISAGREEMENT_STEPS,
+    STORED,
+    by_model,
+    by_model_and_domain,
+    count,
+    disagreement_steps_by_model,
+    judge_counts,
+    reviewer_ids,
+)
 
 
 def _insert_disagreements(study: Study) -> None:
@@ -22,19 +31,23 @@ def _insert_disagreements(study: Study) -> None:
     except EmptyResultSet:  # a query Django knows to be empty has no SQL
         return
     q = connection.ops.quote_name
-    meta = SummaryDisagreement._meta
-    sql = (f"INSERT INTO {q(meta.db_table)} ({q(meta.get_field('study').column)}, {q(meta.get_field('step').column)}) "
-           f"SELECT %s, d.* FROM ({sub_sql}) d")  # its one column: the step (a values("step") query)
+    meta, steps = SummaryDisagreement._meta, Step._meta
+    columns = ", ".join(q(meta.get_field(name).column) for name in ("study", "step", "trace", "index"))
+    sql = (f"INSERT INTO {q(meta.db_table)} ({columns}) "
+           f"SELECT %s, s.{q(steps.pk.column)}, s.{q(steps.get_field('trace').column)}, s.{q(steps.get_field('index').column)} "
+           f"FROM {q(steps.db_table)} s WHERE s.{q(steps.pk.column)} IN ({sub_sql})")  # a values("step") query
     with connection.cursor() as cursor:
         cursor.execute(sql, [study.pk, *params])
 
 
 def store(study: Study) -> dict[str, int]:
-    counts: dict = {**count([study.pk])[study.pk], "by_model_and_domain": by_model_and_domain(study),
+    counted = count([study.pk], disagreements=False)[study.pk]  # the open ones are counted when read
+    counts: dict = {**{key: counted[key] for key in STORED}, "by_model_and_domain": by_model_and_domain(study),
                     "by_model": by_model(study), "judges": judge_counts(study), "reviewers": reviewer_ids(study)}
     with transaction.atomic():
         SummaryDisagreement.objects.filter(study=study).delete()
         _insert_disagreements(study)
+        counts[DISAGREEMENT_STEPS] = disagreement_steps_by_model(study)
         # A new time on every write: agreement.data.data_version keys its cache by it.
         StudySummary.objects.update_or_create(study=study, defaults={"counts": counts, "computed_at": timezone.now()})
     return counts

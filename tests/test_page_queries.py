@@ -181,3 +181,73 @@ def test_the_agreement_pages_read_their_menus_from_the_stored_summary(client, st
         assert "annotator:ann1" in live and "annotator:ann2" in live
         score_jobs.recompute(study)
     assert "model-3" in client.get(urls[1]).content.decode()
+
+
+def test_the_adjudication_lists_and_counts_the_stored_steps_as_it_would_live_and_an_adjudication_keeps_them(
+        client, study, do_import, owner):
+    """The adjudication page and API list the stored disagreement steps in (trace, index) order, counted from
+    the stored counts per model less the adjudicated ones: the same steps and counts as from the labels, under
+    every status and model. A final verdict changes nothing stored, so the summary stays and the page's next
+    load still reads it; a label save still deletes it."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from annotation import signals, study_summary
+    from annotation.models import Step, StudySummary
+    from annotation.review.adjudication import disagreement_count, disagreement_steps, do_adjudicate
+
+    for name in ("ann1", "ann2"):
+        services.do_add_member(study, name, Membership.Role.ANNOTATOR, password="pw-annotator-1")
+    _grow(study, do_import, 0, 4)
+    cases = [(status, model) for status in ("open", "resolved", "all") for model in ("", "model-0", "model-1")]
+
+    def listed() -> dict:
+        return {case: (list(disagreement_steps(study, *case).values_list("trace__trace_id", "index")),
+                       disagreement_count(study, *case)) for case in cases}
+
+    first = Step.objects.filter(pk__in=disagreement_steps(study, "open").values("pk")).order_by("trace_id", "index")[0]
+    do_adjudicate(first, owner, version=0, verdict="invalid", skeleton_refs=[], reason="the sum is wrong")
+    assert StudySummary.objects.filter(study=study).exists()  # the verdict kept the stored steps
+    stored = listed()
+    assert study_summary.stored_disagreements(study) is not None
+    StudySummary.objects.filter(study=study).delete()  # counted from the labels
+    live = listed()
+    assert stored == live
+    for _case, (steps, n) in live.items():
+        assert n == len(steps) and steps == sorted(steps, key=lambda s: (s[0].split("/"), s[1]))
+    assert live[("resolved", "")][1] == 1 and live[("open", "")][1] == live[("all", "")][1] - 1 > 0
+    assert live[("all", "model-1")] == ([], 0)  # model-1's sums are right
+
+    score_jobs.recompute(study)
+    progress = study_summary.study_progress([study.pk], owner)[study.pk]
+    assert progress["disagreements"] == live[("open", "")][1]
+    client.force_login(owner)
+    url = reverse("adjudication", args=[study.pk])
+    with CaptureQueriesContext(connection) as ctx:
+        page = client.get(url + "?status=all").content.decode()
+    assert not [q["sql"] for q in ctx.captured_queries if "COUNT(DISTINCT" in q["sql"]]  # no grouping of the labels
+    assert f"· {live[('all', '')][1]} steps" in page  # the pager's count
+    api = client.get(reverse("api-study-disagreements", args=[study.pk]) + "?status=resolved").json()
+    assert api["count"] == 1 and api["results"][0]["step_id"] == first.pk
+    signals.data_changed.send(sender=type(study), study=study, reason="labels")
+    assert not StudySummary.objects.filter(study=study).exists()
+
+
+def test_the_subject_model_list_reads_the_imported_models_from_the_stored_table(study, do_import):
+    """Without generations, the subject-model list's imported models (traces, accuracy) come from the score job's
+    table by model: equal to grouping every trace of the study, which it then does not do."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from annotation.models import StudySummary
+
+    _grow(study, do_import, 0, 4)
+    Trace.objects.filter(study=study, model="model-2", trace_id__endswith="/2").update(answer_correct=None)
+    score_jobs.recompute(study)  # the table by model, with the answers unchecked above
+    with CaptureQueriesContext(connection) as ctx:
+        stored = [(r.model, r.traces, r.accuracy) for r in subject_services.model_table(study)]
+    assert not [q["sql"] for q in ctx.captured_queries if 'FROM "annotation_trace"' in q["sql"] and "COUNT(" in q["sql"]]
+    StudySummary.objects.filter(study=study).delete()
+    live = [(r.model, r.traces, r.accuracy) for r in subject_services.model_table(study)]
+    assert stored == live and [r[0] for r in live] == ["model-0", "model-1", "model-2", "model-3"]
+    assert live[2][2] is None  # model-2: no answer checked

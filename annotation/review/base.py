@@ -32,10 +32,12 @@ class Conflict(Conflicting):
         self.current_version = current_version
 
 
-def send_data_changed(study_id: int) -> None:
+def send_data_changed(study_id: int, reason: str = "labels") -> None:
+    """After the commit: the study's labels changed (``reason``: what changed, "labels" or, for a final verdict,
+    annotation.study_summary.ADJUDICATION, which its stored counts do not depend on)."""
     def send() -> None:
         study = Study.objects.filter(pk=study_id).first()
         if study is not None:
-            signals.data_changed.send(sender=Study, study=study, reason="labels")
+            signals.data_changed.send(sender=Study, study=study, reason=reason)
 
     transaction.on_commit(send)

@@ -5,7 +5,6 @@ from __future__ import annotations
 from urllib.parse import urlsplit
 
 from django.contrib import messages
-from django.core.paginator import Paginator
 from django.db.models import Prefetch, Q
 from django.http import HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import redirect, render
@@ -14,8 +13,9 @@ from django.views.decorators.http import require_GET, require_POST
 
 from annotation import access
 from annotation.models import Membership, Step, StepLabel, Study
+from annotation.paging import CountedPaginator
 from annotation.rendering import render_markdown
-from annotation.review.adjudication import disagreement_steps, do_adjudicate
+from annotation.review.adjudication import disagreement_count, disagreement_steps, do_adjudicate
 from annotation.review.base import VIA_WEB, Conflict, ReviewError
 from annotation.review.filters import study_models
 from annotation.review.visibility import source_name
@@ -41,13 +41,13 @@ def _adjudication_page(request: HttpRequest, study: Study, membership: Membershi
     show = request.GET.get("status", "open")
     if show not in ADJUDICATION_SHOW:
         show = "open"
-    qs = disagreement_steps(study, ADJUDICATION_SHOW[show])
-    if request.GET.get("model"):
-        qs = qs.filter(trace__model=request.GET["model"])
+    model = request.GET.get("model", "")
+    qs = disagreement_steps(study, ADJUDICATION_SHOW[show], model)
     qs = qs.select_related("trace__problem__approved_skeleton").prefetch_related(
         Prefetch("labels", queryset=StepLabel.objects.select_related("annotator", "judge").order_by("kind", "pk"))
     )
-    page = Paginator(qs, 20).get_page(request.GET.get("page"))
+    count = disagreement_count(study, ADJUDICATION_SHOW[show], model)
+    page = CountedPaginator(qs, 20, count=count).get_page(request.GET.get("page"))
     items = []
     for step in page:
         if failed and failed["step"] == step.pk:

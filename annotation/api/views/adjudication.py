@@ -13,7 +13,8 @@ from annotation import access
 from annotation.api import serializers as s
 from annotation.api.views.base import label_row
 from annotation.models import Membership, Step, StepLabel
-from annotation.review.adjudication import disagreement_steps, do_adjudicate
+from annotation.paging import counted
+from annotation.review.adjudication import disagreement_count, disagreement_steps, do_adjudicate
 from annotation.review.base import VIA_API
 
 
@@ -39,9 +40,12 @@ class StudyDisagreements(generics.GenericAPIView):
         study, membership = access.check_study(request.user, pk)
         access.check_adjudicator(membership, "adjudication")
         status_ = request.query_params.get("status", "open")
-        qs = disagreement_steps(study, status_ if status_ in ("open", "resolved", "all") else "open")
+        status_ = status_ if status_ in ("open", "resolved", "all") else "open"
+        qs = disagreement_steps(study, status_)
         qs = qs.prefetch_related(Prefetch("labels", queryset=StepLabel.objects.select_related("annotator", "judge")
                                           .order_by("kind", "pk")))
+        # The count from the stored aggregate (annotation.paging): never a COUNT over every disagreement step.
+        self.paginator.django_paginator_class = counted(lambda: disagreement_count(study, status_))
         page = self.paginate_queryset(qs)
         return self.get_paginated_response([_disagreement_row(request, st) for st in page])
 
