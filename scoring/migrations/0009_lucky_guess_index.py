@@ -7,7 +7,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('annotation', '0015_summary_disagreement_order'),
-        ('scoring', '0007_score_run'),
+        ('scoring', '0008_score_run_summaries'),
     ]
 
     operations = [
