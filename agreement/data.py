@@ -306,11 +306,16 @@ def data_version(study: Study, scope_key: str = "") -> str:
     sets = list(ScoreSet.objects.filter(study=study).order_by("pk").values_list("pk", "token"))
     judges = list(study.judges.order_by("pk").values_list("pk", "name"))
     # The study's stored summary (annotation.study_summary) exists only while no label, review or trace
-    # changed since the score job wrote it (data_changed deletes it): its time stands for the counts,
+    # changed since the score job wrote it (data_changed deletes it, but for a final verdict): its time stands for the counts,
     # which group every label of the study (seconds at a million labels).
     stored = StudySummary.objects.filter(study=study).values_list("computed_at", flat=True).first()
     if stored is not None:
-        return repr(("summary", stored.isoformat(), sets, judges, study.primary_judge_id, scope_key))
+        # A final verdict keeps the summary (it changes no stored count), not the reports of the adjudicated
+        # source: the study's final verdicts, a few rows, stand for themselves.
+        final = StepLabel.objects.filter(kind=StepLabel.Kind.ADJUDICATION, step__trace__study=study).aggregate(
+            n=Count("id"), last=Max("updated_at"))
+        return repr(("summary", stored.isoformat(), final["n"], final["last"], sets, judges, study.primary_judge_id,
+                     scope_key))
     labels = StepLabel.objects.filter(step__trace__study=study).aggregate(n=Count("id"), last=Max("updated_at"))
     reviews = TraceReview.objects.filter(trace__study=study).aggregate(n=Count("id"), last=Max("updated_at"))
     traces = Trace.objects.filter(study=study).aggregate(n=Count("id"), last=Max("id"))

@@ -205,3 +205,22 @@ def test_step_intervals_agree_with_a_plain_loop_over_the_same_resamples():
         kappas.append(k)
     assert got["percent_agreement_ci"] == pytest.approx(list(np.percentile(percents, [2.5, 97.5])))
     assert got["kappa_ci"] == pytest.approx(list(np.nanpercentile(kappas, [2.5, 97.5])))
+
+
+def test_a_final_verdict_keeps_the_stored_summary_and_moves_the_cached_reports(worked, django_capture_on_commit_callbacks):
+    """A final verdict changes no count of the study summary (it stays: the adjudication page keeps reading it),
+    but the reports of the adjudicated source read it: the cache key moves with the final verdicts."""
+    from annotation import study_summary
+    from annotation.models import StudySummary
+    from annotation.review.adjudication import do_adjudicate
+    from annotation.study_summary_writer import store
+
+    store(worked)
+    before = ad.data_version(worked)
+    step = Step.objects.select_related("trace__problem").get(trace__trace_id="tA", index=5)
+    owner = worked.memberships.get(role="owner").user
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:  # the score job it queues: not yet
+        do_adjudicate(step, owner, version=0, verdict="invalid", skeleton_refs=[], reason="checked by hand")
+    assert ad.data_version(worked) != before
+    signals.data_changed.send(sender=type(worked), study=worked, reason=study_summary.ADJUDICATION)
+    assert len(callbacks) == 1 and StudySummary.objects.filter(study=worked).exists()
