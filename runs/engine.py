@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import logging
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
@@ -26,7 +27,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import DatabaseError, connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
@@ -372,6 +373,35 @@ class RunControl:
                 Q(cancel_requested=True) | ~Q(status__in=ACTIVE)
             ).exists()
         return self.reason()
+
+
+@contextlib.contextmanager
+def beating(control: Any) -> Iterator[None]:
+    """Renews the chunk's lease from a thread of its own while the caller does work that cannot ask between items
+    (a score run's stored summary: a few long queries, minutes at 1M traces, past the lease: another worker would
+    take the chunk over and do it again). Other controls (inline runs: no lease) need nothing."""
+    if not isinstance(control, RunControl):
+        yield
+        return
+    done = threading.Event()
+
+    def beat() -> None:
+        try:
+            while not done.wait(control.renew_every):
+                try:
+                    control.heartbeat()
+                except DatabaseError:  # SQLite's writer lock held by the work itself: renewed at the next beat
+                    log.warning("run chunk %s: the lease could not be renewed now", control.chunk_id, exc_info=True)
+        finally:
+            connection.close()  # this thread's own connection
+
+    thread = threading.Thread(target=beat, name=f"lease-of-chunk-{control.chunk_id}", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
 
 
 # --------------------------------------------------------------------------

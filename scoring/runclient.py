@@ -10,6 +10,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from annotation.models import Job
+from runs import engine
 from runs.clients import ChunkWork, ItemOutcome, RunClient, Sizing
 from runs.models import Run
 from runs.transport import Control
@@ -47,7 +48,9 @@ class ScoreWork(ChunkWork):
                 # Committed by itself, before the chunk is (score_jobs.summary_step): done twice (a worker
                 # displaced, or its lease lost), it is stored again in the same way.
                 whole = self.record.job.params.get("profiles") is None
-                score_jobs.summary_step(self.record.summaries[item - 2 * k], self.plan.study, self.record.job, whole)
+                with engine.beating(control):  # no item to ask between: the lease is renewed from a thread
+                    score_jobs.summary_step(self.record.summaries[item - 2 * k], self.plan.study, self.record.job,
+                                            whole)
                 yield ItemOutcome(item=item, status="ok")
                 continue
             try:

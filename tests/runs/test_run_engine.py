@@ -5,13 +5,15 @@ What a judge run adds to these (labels, per-trace results, reasons) is tested in
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterator, Sequence
 
 import pytest
 from django.core.management import call_command
 
 from annotation.models import Job
-from runs import engine
+from runs import engine, transport
 from runs.clients import ChunkWork, ItemOutcome, RunClient, register
 from runs.models import ModelCall, Run, RunChunk
 from runs.transport import Control, Endpoint, ModelPool, ModelRequest
@@ -117,3 +119,25 @@ def test_a_timed_out_call_is_counted_as_unknown_tokens_not_zero(study, server):
                                                           sum(c.completion_tokens for c in answered))
     timed_out = ModelCall.objects.get(run=run, http_status=None)
     assert timed_out.prompt_tokens is None and timed_out.completion_tokens is None
+
+
+@pytest.mark.django_db(transaction=True)  # the beating thread has a connection of its own: it sees what is committed
+def test_work_without_items_to_ask_between_keeps_its_lease_from_a_thread(study):
+    """engine.beating: while the work runs (a score run's stored summary: minutes at 1M traces, no item to ask
+    between), a thread renews the chunk's lease, so no other worker takes the chunk over; it ends with the work."""
+    run = start_square(study, [1, 2, 3], queue=False)
+    chunk = run.chunks.get()
+    assert engine.claim_chunk(chunk.pk, "celery@here/boot/1-x")
+    control = engine.RunControl(run, chunk.pk, "celery@here/boot/1-x")
+    control.renew_every = 0.01
+    claimed = RunChunk.objects.get(pk=chunk.pk).lease_until
+    before = {t.name for t in threading.enumerate()}
+    with engine.beating(control):
+        for _ in range(3000):  # the work: until the thread has renewed the lease (at most 30 s)
+            if RunChunk.objects.get(pk=chunk.pk).lease_until > claimed:
+                break
+            time.sleep(0.01)
+    assert RunChunk.objects.get(pk=chunk.pk).lease_until > claimed and not control.lost
+    assert {t.name for t in threading.enumerate()} == before  # the thread is gone
+    with engine.beating(transport.NoStop()):  # an inline run's control: no lease, no thread
+        assert {t.name for t in threading.enumerate()} == before
