@@ -205,6 +205,11 @@ def test_the_adjudication_lists_and_counts_the_stored_steps_as_it_would_live_and
         return {case: (list(disagreement_steps(study, *case).values_list("trace__trace_id", "index")),
                        disagreement_count(study, *case)) for case in cases}
 
+    # The stored steps are ordered by their own copy of trace and index (the (study, trace, index) index cuts a page),
+    # not by a join to the trace's default ordering (its study, problem and model: every stored step sorted).
+    order = str(disagreement_steps(study, "all").query).split("ORDER BY")[1]
+    assert order.strip() == ('"annotation_summarydisagreement"."trace_id" ASC, '
+                             '"annotation_summarydisagreement"."index" ASC'), order
     first = Step.objects.filter(pk__in=disagreement_steps(study, "open").values("pk")).order_by("trace_id", "index")[0]
     do_adjudicate(first, owner, version=0, verdict="invalid", skeleton_refs=[], reason="the sum is wrong")
     assert StudySummary.objects.filter(study=study).exists()  # the verdict kept the stored steps

@@ -46,7 +46,7 @@ def disagreement_steps(study: Study, status: str = "open", model: str = "") -> Q
     stored = study_summary.stored_disagreements(study)
     if stored is not None:
         qs = Step.objects.filter(summary_disagreements__study=study).order_by(
-            "summary_disagreements__trace", "summary_disagreements__index")
+            "summary_disagreements__trace_id", "summary_disagreements__index")
     else:
         qs = Step.objects.filter(pk__in=disagreement_step_ids(study, open_only=False)).order_by("trace_id", "index")
     if status == "open":
