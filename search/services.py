@@ -12,7 +12,7 @@ from django.db.models import F, QuerySet
 from django.db.models.expressions import RawSQL
 from django.urls import reverse
 
-from annotation import access, gate
+from annotation import access, gate, study_summary
 from annotation.gate import Source
 from annotation.models import Membership, Step, StepLabel, Study, Trace
 from annotation.review.queues import do_assign
@@ -40,6 +40,9 @@ class Search:
     traces: QuerySet[Trace]
     filterset: TraceSearchFilter
     params: dict[str, Any] = field(default_factory=dict)
+    # How many traces, when known without counting them: the search selects every trace of the study (no filter
+    # narrowed it) and the score job's summary holds their number (SearchPaginator then only cuts a page).
+    count: int | None = None
 
     @property
     def notes(self) -> list[str]:
@@ -79,7 +82,19 @@ def search(study: Study, membership: Membership, data) -> Search:
     fs = TraceSearchFilter(data, queryset=qs, study=study, membership=membership)
     if not fs.is_valid():
         raise SearchError({k: [str(m) for m in v] for k, v in fs.errors.items()})
-    return Search(fs.qs, fs, search_params(data))
+    return Search(fs.qs, fs, search_params(data), count=_every_trace_count(study, qs, fs.qs))
+
+
+def _every_trace_count(study: Study, everything: QuerySet[Trace], selected: QuerySet[Trace]) -> int | None:
+    """The number of the study's own traces from its stored summary when ``selected`` is ``everything`` (no filter,
+    nor blind mode, added a condition: the same SQL), else None. Counting them took 0.9 s at 1M traces."""
+    try:
+        if str(selected.query) != str(everything.query):
+            return None
+    except EmptyResultSet:  # a filter Django knows selects nothing
+        return None
+    counts = study_summary.stored_counts(study)
+    return None if counts is None else int(counts["traces"])
 
 
 # An OFFSET no table reaches, well inside a signed 64-bit integer.
@@ -109,6 +124,12 @@ class SearchPaginator(Paginator):
     all its rows. An empty page (past the last) falls back to Django's count to say where the last
     page is."""
 
+    def __init__(self, object_list: Any, per_page: int, *args: Any, count: int | None = None, **kwargs: Any) -> None:
+        super().__init__(object_list, per_page, *args, **kwargs)
+        self.known = count  # Search.count: the page is cut by the pk index alone, nothing counted
+        if count is not None:
+            self.__dict__["count"] = count  # Paginator.count is a cached_property
+
     def page(self, number) -> Page:
         try:
             n = int(number)
@@ -123,6 +144,9 @@ class SearchPaginator(Paginator):
         qs = self.object_list
         if tuple(qs.query.order_by) not in (("pk",), ("id",)):
             raise ValueError("SearchPaginator pages querysets ordered by pk")
+        if self.known is not None:
+            n = self.validate_number(n)
+            return self._get_page(list(qs[bottom:bottom + self.per_page]), n, self)
         # An explicit alias: the column of a bare values("pk") has no name SQLite's outer query can use.
         ids = _ids_sql(qs, "_search_id")
         rows: list[tuple[int, int]] = []

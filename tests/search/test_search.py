@@ -233,3 +233,35 @@ def test_the_one_query_paginator_pages_as_djangos_does(study, member_m, traces, 
         reads = [q["sql"] for q in ctx.captured_queries
                  if not re.match(r"(SAVEPOINT|RELEASE SAVEPOINT|BEGIN|COMMIT|SET LOCAL)\b", q["sql"])]
         assert len(reads) == 2, reads
+
+
+def test_a_search_without_a_filter_is_counted_by_the_stored_summary_and_pages_alike(client, study, owner, traces):
+    """No filter: the count is the stored number of the study's traces (nothing counted: 0.9 s at 1M traces) and the
+    page is cut by the pk index; the pages and the API list the same traces, in the same pages, as a counted search."""
+    from annotation.models import StudySummary, Trace
+    from annotation.study_summary_writer import store
+
+    membership = study.memberships.get(user=owner)
+    store(study)
+    s = services.search(study, membership, {})
+    total = Trace.objects.of_study(study).count()
+    assert s.count == total > 3
+    model = Trace.objects.filter(study=study).values_list("model", flat=True).first()
+    assert services.search(study, membership, {"model": model}).count is None  # a filter: counted
+    pages = []
+    for number in (1, 2, 99):
+        with CaptureQueriesContext(connection) as ctx:
+            page = services.SearchPaginator(s.traces, 2, count=s.count).get_page(number)
+        assert not [q for q in ctx.captured_queries if "COUNT(" in q["sql"]]
+        pages.append(([t.pk for t in page], page.number, page.paginator.num_pages))
+    StudySummary.objects.filter(study=study).delete()
+    counted = services.search(study, membership, {})
+    assert counted.count is None
+    assert pages == [([t.pk for t in page], page.number, page.paginator.num_pages) for page in
+                     (services.SearchPaginator(counted.traces, 2).get_page(n) for n in (1, 2, 99))]
+    store(study)
+    client.force_login(owner)
+    with CaptureQueriesContext(connection) as ctx:
+        api = client.get(f"/api/v1/studies/{study.pk}/traces/").json()
+    assert not [q for q in ctx.captured_queries if "COUNT(" in q["sql"]]
+    assert api["count"] == total and [r["id"] for r in api["results"]][:2] == pages[0][0]
