@@ -98,14 +98,17 @@ def count(study_ids: list[int], *, disagreements: bool = True) -> dict[int, dict
     return out
 
 
-def adjudicated_in_stored(study_ids: list[int]) -> dict[int, int]:
-    """Per study, its stored disagreement steps that have a final verdict: driven from the adjudications (the partial
-    unique index of their steps), each probing the stored steps' (study, step) index."""
+def adjudicated_in_stored(study_ids: list[int], model: str = "") -> dict[int, int]:
+    """Per study, its stored disagreement steps (of ``model``'s traces, if given) that have a final verdict: driven
+    from the adjudications (the partial unique index of their steps), each probing the stored steps' (study, step)
+    index."""
     if not study_ids:
         return {}
     final = StepLabel.objects.filter(kind=StepLabel.Kind.ADJUDICATION, step=OuterRef("step"))
-    return dict(SummaryDisagreement.objects.filter(study_id__in=study_ids).filter(Exists(final))
-                .values("study").annotate(n=Count("pk")).values_list("study", "n"))
+    stored = SummaryDisagreement.objects.filter(study_id__in=study_ids).filter(Exists(final))
+    if model:
+        stored = stored.filter(trace__model=model)
+    return dict(stored.values("study").annotate(n=Count("pk")).values_list("study", "n"))
 
 
 def stored_disagreements(study: Study) -> QuerySet | None:

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 from dataclasses import asdict
-from functools import partial
 
 from django.contrib.auth import get_user_model
 from drf_spectacular.types import OpenApiTypes
@@ -66,7 +65,7 @@ class SearchTraces(StudyTraces):
 
     def list(self, request, *args, **kwargs):
         s = self._search()
-        self.paginator.django_paginator_class = partial(services.SearchPaginator, count=s.count)
+        self.paginator.django_paginator_class = s.paginator()
         page = self.paginate_queryset(s.traces)
         context = {**self.get_serializer_context(), "hits": services.hits(s, page)}
         response = self.get_paginated_response(SearchTraceSerializer(page, many=True, context=context).data)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,6 +16,7 @@ from django.urls import reverse
 from annotation import access, gate, study_summary
 from annotation.gate import Source
 from annotation.models import Membership, Step, StepLabel, Study, Trace
+from annotation.paging import counted
 from annotation.review.queues import do_assign
 from reasonlib.ids import is_id
 from reasonlib.refusals import FieldInvalid
@@ -47,6 +49,11 @@ class Search:
     @property
     def notes(self) -> list[str]:
         return self.filterset.notes
+
+    def paginator(self) -> Callable[..., Paginator]:
+        """The pager of these traces: told its count when known (annotation.paging, a page cut by the pk index
+        alone), else SearchPaginator (the count and the page's ids in one query)."""
+        return SearchPaginator if self.count is None else counted(self.count)
 
 
 def search_params(data) -> dict[str, Any]:
@@ -124,12 +131,6 @@ class SearchPaginator(Paginator):
     all its rows. An empty page (past the last) falls back to Django's count to say where the last
     page is."""
 
-    def __init__(self, object_list: Any, per_page: int, *args: Any, count: int | None = None, **kwargs: Any) -> None:
-        super().__init__(object_list, per_page, *args, **kwargs)
-        self.known = count  # Search.count: the page is cut by the pk index alone, nothing counted
-        if count is not None:
-            self.__dict__["count"] = count  # Paginator.count is a cached_property
-
     def page(self, number) -> Page:
         try:
             n = int(number)
@@ -144,9 +145,6 @@ class SearchPaginator(Paginator):
         qs = self.object_list
         if tuple(qs.query.order_by) not in (("pk",), ("id",)):
             raise ValueError("SearchPaginator pages querysets ordered by pk")
-        if self.known is not None:
-            n = self.validate_number(n)
-            return self._get_page(list(qs[bottom:bottom + self.per_page]), n, self)
         # An explicit alias: the column of a bare values("pk") has no name SQLite's outer query can use.
         ids = _ids_sql(qs, "_search_id")
         rows: list[tuple[int, int]] = []

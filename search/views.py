@@ -57,7 +57,7 @@ def search_page(request: HttpRequest, study_id: int) -> HttpResponse:
     page, hits, notes = None, {}, []
     try:
         s = services.search(study, membership, request.GET)
-        page = services.SearchPaginator(s.traces, 50, count=s.count).get_page(request.GET.get("page"))
+        page = s.paginator()(s.traces, 50).get_page(request.GET.get("page"))
         hits = services.hits(s, list(page))
         notes = s.notes
     except SearchError as exc:

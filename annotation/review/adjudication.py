@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from annotation import study_summary
 from annotation.importing.pipeline import label_snapshot
-from annotation.models import LabelHistory, Step, StepLabel, Study, SummaryDisagreement, Trace, Verdict
+from annotation.models import LabelHistory, Step, StepLabel, Study, Trace, Verdict
 from annotation.review.base import NOTE_MAX, VIA_WEB, Conflict, ReviewError, send_data_changed
 
 
@@ -66,9 +66,7 @@ def disagreement_count(study: Study, status: str = "open", model: str = "") -> i
     total = by_model.get(model, 0) if model else sum(by_model.values())
     if status == "all":
         return total
-    final = StepLabel.objects.filter(step=OuterRef("step"), kind=StepLabel.Kind.ADJUDICATION)
-    adjudicated = SummaryDisagreement.objects.filter(study=study).filter(Exists(final))
-    adjudicated = adjudicated.filter(trace__model=model).count() if model else adjudicated.count()
+    adjudicated = study_summary.adjudicated_in_stored([study.pk], model).get(study.pk, 0)
     return adjudicated if status == "resolved" else total - adjudicated
 
 

@@ -251,7 +251,7 @@ def test_a_search_without_a_filter_is_counted_by_the_stored_summary_and_pages_al
     pages = []
     for number in (1, 2, 99):
         with CaptureQueriesContext(connection) as ctx:
-            page = services.SearchPaginator(s.traces, 2, count=s.count).get_page(number)
+            page = s.paginator()(s.traces, 2).get_page(number)
         assert not [q for q in ctx.captured_queries if "COUNT(" in q["sql"]]
         pages.append(([t.pk for t in page], page.number, page.paginator.num_pages))
     StudySummary.objects.filter(study=study).delete()
