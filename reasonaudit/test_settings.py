@@ -6,6 +6,7 @@ PostgreSQL and Redis by setting DATABASE_URL and CELERY_BROKER_URL.
 
 import os
 import tempfile
+from urllib.parse import urlsplit, urlunsplit
 
 os.environ.setdefault("SECRET_KEY", "test-only-secret-key-not-for-production")
 os.environ.setdefault("CELERY_TASK_ALWAYS_EAGER", "true")
@@ -34,6 +35,15 @@ STATIC_ROOT.mkdir(exist_ok=True)
 # The xdist workers inherit the controller's data folder (the setdefault above runs first there), so a file
 # cache there would be one cache for every worker: a job of one worker's database showed its live progress
 # to another worker's job of the same id. Each worker keeps its own (a process a test starts inherits
-# PYTEST_XDIST_WORKER, so it shares its worker's). Redis (pass 2, one process) is left as it is.
+# PYTEST_XDIST_WORKER, so it shares its worker's). Redis: below.
 if CACHES["default"]["BACKEND"].endswith("FileBasedCache"):  # noqa: F405
     CACHES["default"]["LOCATION"] = str(DATA_DIR / f"cache-{os.environ.get('PYTEST_XDIST_WORKER', 'main')}")  # noqa: F405
+# Redis (pass 2) under pytest-xdist: each worker its own database for the cache, 11 + the worker's number. One
+# shared cache would show a job's live progress to the other worker's job of the same id (the two test databases
+# hand out the same ids), and a test's cache.clear() is Redis's FLUSHDB, which would empty the other's mid-test.
+# The broker's database is left as it is: these workers run tasks eagerly, and the integration tests (the only
+# ones that start a Celery worker) run in one process (.ci/run).
+elif os.environ.get("PYTEST_XDIST_WORKER", "").startswith("gw"):
+    _cache_url = urlsplit(CACHES["default"]["LOCATION"])  # noqa: F405
+    _cache_db = 11 + int(os.environ["PYTEST_XDIST_WORKER"][2:])
+    CACHES["default"]["LOCATION"] = urlunsplit(_cache_url._replace(path=f"/{_cache_db}"))  # noqa: F405
