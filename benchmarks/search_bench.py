@@ -153,7 +153,7 @@ def queries_phase(rounds: int) -> dict:
     # (reasonaudit/serving.py) -- without that, a full collection landed inside a query now and then.
     import reasonaudit.wsgi  # noqa: F401
     from annotation.models import Membership, Study
-    from search import services
+    from search import paging, services
 
     study = Study.objects.get(name="bench")
     user, _ = get_user_model().objects.get_or_create(username="bench-owner")
@@ -188,7 +188,7 @@ def queries_phase(rounds: int) -> dict:
         for i, params in enumerate(QUERIES):
             t0, c0, s0 = time.perf_counter(), time.process_time(), _server_cpu(backend)
             s = services.search(study, membership, params)
-            page = services.SearchPaginator(s.traces, 50).get_page(1)
+            page = paging.SearchPaginator(s.traces, 50).get_page(1)
             rows = list(page)
             services.hits(s, rows)
             counts[i] = page.paginator.count

@@ -21,7 +21,7 @@ from annotation.models import Trace
 from judges.serializers import JudgeRunRequestSerializer
 from runs import api as runs_api
 from runs.serializers import RunDetailSerializer
-from search import scanners, services
+from search import paging, scanners, services
 from search.errors import SearchError
 from search.filters import TraceSearchFilter
 from search.models import Cohort, Scanner
@@ -45,9 +45,30 @@ class SearchTraceSerializer(TraceListSerializer):
 
 
 class SearchPagination(PageNumberPagination):
-    """The project's page size, with the count and the page's ids in one query (SearchPaginator)."""
+    """The project's page size, paged by SearchPaginator (Search.paginator() per request). The count is bounded
+    (paging.COUNT_CAP): ``count_is_lower_bound`` says when more than ``count`` traces match."""
 
-    django_paginator_class = services.SearchPaginator
+    django_paginator_class = paging.SearchPaginator
+
+    def get_paginated_response(self, data) -> Response:
+        response = super().get_paginated_response(data)
+        # A count told to the paginator (Search.count: every trace of the study) is exact.
+        response.data["count_is_lower_bound"] = getattr(self.page.paginator, "count_is_lower_bound", False)
+        return response
+
+    def get_paginated_response_schema(self, schema: dict) -> dict:
+        page = super().get_paginated_response_schema(schema)
+        page["properties"]["count"]["description"] = (
+            f"the number of matching traces, counted up to {paging.COUNT_CAP:,}; with count_is_lower_bound, "
+            "more than this many match")
+        page["properties"]["count_is_lower_bound"] = {
+            "type": "boolean",
+            "description": f"true when the count stopped at its bound ({paging.COUNT_CAP:,}, or the end of a page "
+                           "past it): more than `count` traces match, and `next` leads on"}
+        page["properties"]["notes"] = {"type": "array", "items": {"type": "string"},
+                                       "description": "what the search could not do in full (a regex's budget)"}
+        page["required"] = [*page["required"], "count_is_lower_bound"]
+        return page
 
 
 @extend_schema(filters=True)

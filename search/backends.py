@@ -168,7 +168,9 @@ def drop_index(using: str = "default") -> None:
 #   notes' matches (10,000 labels) reached their steps by a sequential scan of all 1,000,000 steps
 #   (190-250 ms) instead of 10,000 probes of the step key (70-100 ms). The search reads tables a serving
 #   database holds in memory; 1.1 is the usual value for that (and SSDs).
-_SEARCH_PLANNER = ("max_parallel_workers_per_gather", "0"), ("random_page_cost", "1.1")
+# * jit = off: a walk of the study's first traces (``walked_matches``) is costed as thousands of index probes, over
+#   the JIT's threshold, and compiling it took 200-250 ms of a 60 ms query.
+_SEARCH_PLANNER = ("max_parallel_workers_per_gather", "0"), ("random_page_cost", "1.1"), ("jit", "off")
 
 
 @contextmanager
@@ -237,6 +239,43 @@ def matching_traces(query: Query, *, study_id: int, step_where: str = "", step_p
     sql = (f"{step_sql} UNION ALL SELECT tp.id FROM annotation_trace tp WHERE tp.problem_id IN ({prob_sql}) "
            f"UNION ALL SELECT sl.trace_id FROM annotation_step sl WHERE sl.id IN ({lab_sql})")
     return sql, [*s_params, *p_params, *l_params]
+
+
+def walked_matches(query: Query, *, study_id: int, window: int, limit: int, rest: tuple[str, list],
+                   step_where: str = "", step_params: list | None = None, label_where: str = "",
+                   label_params: list | None = None, each_trace: bool = True) -> tuple[str, list]:
+    """PostgreSQL only: SQL of the first ``limit`` traces, in id order, among the study's first ``window`` traces that
+    match ``query`` and that ``rest`` (SQL of trace ids in a column ``_walk_id``: the rest of the search) selects, as
+    rows (how many traces were read, a trace's id or NULL).
+
+    For a query that matches most traces (search.paging.SearchPaginator): ``matching_traces`` reads every match
+    (``q=wait``: 1,000,000 steps at 1M traces, 7 s) before the first trace is known, and its union hides from the
+    planner how many traces match, so a LIMIT never makes it stop early. Here each trace of the window is probed by
+    its own steps (the (trace, index) key; the first matching step ends it), its problem and its notes, and then by
+    the rest of the search on its id. The steps' and the rest's probes are correlated subqueries with a LIMIT, which
+    the planner cannot turn into a hash of every match or of the whole study (it estimates the study's own traces at
+    one in 200 and hashed them all for 12,500 ids: 54 ms at 100,000 traces); the problem's and the notes' it may
+    hash when their matches are few. So the read is as long as the window, whatever the size of the study.
+
+    ``each_trace=False`` lets the planner hash the steps' matches too (an ``EXISTS``): for a sample of a few hundred
+    traces it does so only when the matches are few, and a sparse query's sample then costs a probe of the index
+    rather than one of every step of the sample (``q=zebra`` at 100,000 traces: a search of 10 ms, not 20; 8 ms
+    without a walk)."""
+    step_extra = f" AND ({step_where})" if step_where else ""
+    label_extra = f" AND ({label_where})" if label_where else ""
+    rest_sql, rest_params = rest
+    steps = f'SELECT 1 FROM "{STEPS.table}" t WHERE t.trace_id = w.id AND t.search_tsv @@ {_PG_QUERY}{step_extra}'
+    steps_match = f"({steps} LIMIT 1) IS NOT NULL" if each_trace else f"EXISTS ({steps})"
+    sql = ("WITH w AS MATERIALIZED (SELECT id, problem_id FROM annotation_trace WHERE study_id = %s ORDER BY id LIMIT %s) "
+           "SELECT n.n, m.id FROM (SELECT COUNT(*) AS n FROM w) n LEFT JOIN (SELECT w.id FROM w WHERE "
+           f"({steps_match} "
+           f'OR EXISTS (SELECT 1 FROM "{PROBLEMS.table}" t WHERE t.id = w.problem_id AND t.search_tsv @@ {_PG_QUERY}) '
+           f'OR EXISTS (SELECT 1 FROM "{LABELS.table}" t JOIN "{STEPS.table}" ls ON ls.id = t.step_id '
+           f"WHERE ls.trace_id = w.id AND t.search_tsv @@ {_PG_QUERY}{label_extra})) "
+           f"AND (SELECT 1 FROM ({rest_sql}) r WHERE r._walk_id = w.id LIMIT 1) IS NOT NULL "
+           "ORDER BY w.id LIMIT %s) m ON TRUE ORDER BY m.id")
+    text = query.websearch()
+    return sql, [study_id, window, text, *(step_params or []), text, text, *(label_params or []), *rest_params, limit]
 
 
 def step_snippets(query: Query, trace_ids: list[int], *, channel: str = "",

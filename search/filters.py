@@ -79,7 +79,6 @@ class TraceSearchFilter(django_filters.FilterSet):
 
     channel = django_filters.ChoiceFilter(choices=Step.Channel.choices, method="filter_nothing",
                                           help_text="the steps q and re read: thought or answer (default both)")
-    q = django_filters.CharFilter(method="filter_q", help_text="text query (docs/search.md): words, \"phrases\", or, -word")
     model = django_filters.CharFilter(field_name="model")
     domain = django_filters.CharFilter(field_name="problem__domain")
     answer_correct = FlagFilter(field_name="answer_correct")
@@ -114,6 +113,9 @@ class TraceSearchFilter(django_filters.FilterSet):
     cohort = django_filters.NumberFilter(method="filter_cohort", help_text="id of a cohort of the study")
     scanner = django_filters.CharFilter(method="filter_scanner",
                                         help_text="ID:yes, ID:no, ID:uncited or ID:failed (a scanner's answer)")
+    # After every other filter: what they leave is the search without its text (``without_text``), which a broad text
+    # query's first matches are found among (search.paging.SearchPaginator).
+    q = django_filters.CharFilter(method="filter_q", help_text="text query (docs/search.md): words, \"phrases\", or, -word")
     # Last: the regex reads the texts of the traces every other filter left.
     re = django_filters.CharFilter(method="filter_re", help_text="a regular expression over step texts (bounded)")
 
@@ -125,6 +127,8 @@ class TraceSearchFilter(django_filters.FilterSet):
         super().__init__(data, queryset, **kwargs)
         self.study, self.membership = study, membership
         self.parsed: ql.Query | None = None
+        # The traces every filter but q and re selects, set when q is read (filter_q).
+        self.without_text: QuerySet | None = None
         self.pattern = None
         self.regex_budget: Budget | None = None
         self.notes: list[str] = []
@@ -200,6 +204,7 @@ class TraceSearchFilter(django_filters.FilterSet):
             raise _bad("q", str(exc)) from None
         if self.parsed is None:
             return qs
+        self.without_text = qs
         where, params = self.step_where()
         label_where, label_params = self._label_where()
         sql, sql_params = backends.matching_traces(self.parsed, study_id=self.study.pk, step_where=where,

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from django.core.exceptions import EmptyResultSet
-from django.core.paginator import EmptyPage, Page, PageNotAnInteger, Paginator
+from django.core.paginator import Page, Paginator
 from django.db import IntegrityError, connection, transaction
-from django.db.models import F, QuerySet
+from django.db.models import QuerySet
 from django.db.models.expressions import RawSQL
 from django.urls import reverse
 
@@ -26,6 +27,7 @@ from search.core.regex import Budget, BudgetSpent
 from search.errors import SearchError
 from search.filters import REGEX_BUDGET_S, TraceSearchFilter, cohort_reads
 from search.models import Cohort, CohortTrace
+from search.paging import SearchPaginator, TextWalk, ids_sql
 
 # Parameters that are not filters (pagination, the API's format, the page's own switches, a download's).
 NOT_FILTERS = frozenset({"page", "page_size", "format", "name", "note", "what", "manifest"})
@@ -45,6 +47,8 @@ class Search:
     # How many traces, when known without counting them: the search selects every trace of the study (no filter
     # narrowed it) and the score job's summary holds their number (SearchPaginator then only cuts a page).
     count: int | None = None
+    # A text query without a regex: SearchPaginator may find its first matches by walking the study's traces.
+    walk: TextWalk | None = None
 
     @property
     def notes(self) -> list[str]:
@@ -52,8 +56,10 @@ class Search:
 
     def paginator(self) -> Callable[..., Paginator]:
         """The pager of these traces: told its count when known (annotation.paging, a page cut by the pk index
-        alone), else SearchPaginator (the count and the page's ids in one query)."""
-        return SearchPaginator if self.count is None else counted(self.count)
+        alone), else SearchPaginator (the count, bounded by COUNT_CAP, and the page's ids)."""
+        if self.count is not None:
+            return counted(self.count)
+        return partial(SearchPaginator, walk=self.walk)
 
 
 def search_params(data) -> dict[str, Any]:
@@ -89,7 +95,11 @@ def search(study: Study, membership: Membership, data) -> Search:
     fs = TraceSearchFilter(data, queryset=qs, study=study, membership=membership)
     if not fs.is_valid():
         raise SearchError({k: [str(m) for m in v] for k, v in fs.errors.items()})
-    return Search(fs.qs, fs, search_params(data), count=_every_trace_count(study, qs, fs.qs))
+    traces = fs.qs
+    walk = None
+    if fs.parsed is not None and fs.pattern is None and fs.without_text is not None:
+        walk = TextWalk(study.pk, fs.parsed, fs.without_text, fs.step_where(), fs._label_where())
+    return Search(traces, fs, search_params(data), count=_every_trace_count(study, qs, traces), walk=walk)
 
 
 def _every_trace_count(study: Study, everything: QuerySet[Trace], selected: QuerySet[Trace]) -> int | None:
@@ -102,77 +112,6 @@ def _every_trace_count(study: Study, everything: QuerySet[Trace], selected: Quer
         return None
     counts = study_summary.stored_counts(study)
     return None if counts is None else int(counts["traces"])
-
-
-# An OFFSET no table reaches, well inside a signed 64-bit integer.
-_MAX_OFFSET = 2**62
-
-
-def _ids_sql(qs: QuerySet, alias: str) -> tuple[str, tuple] | None:
-    """The SQL of ``qs``'s ids (in a column named ``alias``), or None when the queryset selects
-    nothing by construction: Django raises EmptyResultSet compiling a filter it knows is empty
-    (``qs.none()``, ``pk__in=[]``), which was a 500 for any regex that matched nothing (issue 29, L3)."""
-    try:
-        return qs.order_by().annotate(**{alias: F("pk")}).values(alias).query.sql_with_params()
-    except EmptyResultSet:
-        return None
-
-
-class SearchPaginator(Paginator):
-    """Django's paginator with the count and the page's ids in one query, for querysets in pk order
-    (the search's): the matching ids are materialized once (``WITH m AS MATERIALIZED``), counted, and
-    the page is cut from them; then the page's rows by id. Django's counts in one query and slices in
-    a second, so a text query matching much of the study evaluated its full-text match twice.
-
-    Why not ``COUNT(*) OVER ()`` beside ``LIMIT``: PostgreSQL 15 costs the window as if it streamed,
-    so the LIMIT made it choose "fast start" plans (the traces in pk order, a correlated probe of the
-    labels per trace) that must still read every match for the count: 5.4 s for ``verdict=invalid``
-    over 100,000 traces, 0.43 s materialized, at load 10 (docs/benchmarks.md). A materialized CTE is planned for
-    all its rows. An empty page (past the last) falls back to Django's count to say where the last
-    page is."""
-
-    def page(self, number) -> Page:
-        try:
-            n = int(number)
-        except (TypeError, ValueError):
-            raise PageNotAnInteger("That page number is not an integer") from None
-        if n < 1:
-            raise EmptyPage("That page number is less than 1")
-        bottom = (n - 1) * self.per_page
-        if bottom > _MAX_OFFSET:
-            # Past every possible row, and past what the database's OFFSET takes (issue 29, L3).
-            raise EmptyPage("That page contains no results")
-        qs = self.object_list
-        if tuple(qs.query.order_by) not in (("pk",), ("id",)):
-            raise ValueError("SearchPaginator pages querysets ordered by pk")
-        # An explicit alias: the column of a bare values("pk") has no name SQLite's outer query can use.
-        ids = _ids_sql(qs, "_search_id")
-        rows: list[tuple[int, int]] = []
-        if ids is not None:
-            ids_sql, params = ids
-            with backends.planned_search(qs.db) as cursor:
-                cursor.execute(f"WITH m AS MATERIALIZED ({ids_sql}) SELECT m._search_id, (SELECT COUNT(*) FROM m) "
-                               f"FROM m ORDER BY m._search_id LIMIT %s OFFSET %s", [*params, self.per_page, bottom])
-                rows = cursor.fetchall()
-        if rows:
-            self.__dict__["count"] = rows[0][1]  # Paginator.count is a cached_property
-        n = self.validate_number(n)
-        ids = [pk for pk, _total in rows]
-        by_id = {obj.pk: obj for obj in qs.model._default_manager.filter(pk__in=ids)
-                 .select_related(*self._related())}
-        return self._get_page([by_id[pk] for pk in ids if pk in by_id], n, self)
-
-    def _related(self) -> list[str]:
-        related = self.object_list.query.select_related
-        return list(related) if isinstance(related, dict) else []
-
-    def get_page(self, number) -> Page:
-        try:
-            return self.page(number)
-        except PageNotAnInteger:
-            return self.page(1)
-        except EmptyPage:
-            return self.page(self.num_pages)
 
 
 @dataclass(frozen=True)
@@ -284,7 +223,7 @@ def do_save_cohort(study: Study, membership: Membership, *, name: str, data, not
         raise CohortError("name", "give a name of 1 to 200 characters")
     s = search(study, membership, data)
     # An explicit alias: the column of a bare values("pk") has no name SQLite's outer query can use.
-    ids = _ids_sql(s.traces, "cohort_trace")
+    ids = ids_sql(s.traces, "cohort_trace")
     try:
         with transaction.atomic():
             cohort = Cohort.objects.create(study=study, name=name, query=s.params, note=note,
@@ -293,10 +232,10 @@ def do_save_cohort(study: Study, membership: Membership, *, name: str, data, not
                                    CohortTrace._meta.get_field("trace").column)
             n = 0
             if ids is not None:  # None: the search selects nothing, an empty cohort
-                ids_sql, ids_params = ids
+                select, ids_params = ids
                 with backends.planned_search() as cursor:
                     cursor.execute(f'INSERT INTO "{table}" ("{col_c}", "{col_t}") SELECT %s, sub.cohort_trace '
-                                   f'FROM ({ids_sql}) sub', [cohort.pk, *ids_params])
+                                   f'FROM ({select}) sub', [cohort.pk, *ids_params])
                     n = cursor.rowcount
             cohort.n_traces = n
             cohort.save(update_fields=["n_traces"])

@@ -52,6 +52,28 @@ def traces(study, do_import) -> dict[str, Trace]:
     return seed_search(study, do_import)
 
 
+#: The bounded count's study (``many``): 70 traces of one problem.
+N_TRACES = 70
+#: Trace i says "wait" unless i is a multiple of 7: 60 of the 70 match.
+N_WAIT = sum(1 for i in range(N_TRACES) if i % 7)
+#: The first 15 say "early": dense at the start of the study, none after.
+N_EARLY = 15
+
+
+@pytest.fixture
+def many(study, do_import) -> list[Trace]:
+    """70 traces of one problem to page through (tests/search/test_bounded_count.py)."""
+    records = [{"kind": "problem", "problem_id": "p", "statement": "Count the apples.", "gold_answer": "5"}]
+    for i in range(N_TRACES):
+        steps = ["I read the problem early." if i < N_EARLY else "I read the problem.",
+                 "Wait, let me check." if i % 7 else "Let me check.", "The answer is 5."]
+        records.append({"kind": "trace", "problem_id": "p", "model": "m1", "trace_id": f"b{i:03d}", "steps": steps,
+                        "answer": "5", "answer_correct": True})
+    report = do_import(jsonl(*records))
+    assert report.committed, report.rejected
+    return list(Trace.objects.filter(study=study).order_by("pk"))
+
+
 @pytest.fixture
 def owner_m(study, owner) -> Membership:
     return Membership.objects.get(study=study, user=owner)

@@ -9,9 +9,12 @@ import re
 import pytest
 from django.db import connection
 
-from search import services
+from search import paging, services
 from tests.integration import require
+from tests.search.conftest import N_TRACES, N_WAIT
 from tests.search.test_search import QUERIES, ids
+
+N_TRACES_NOT_WAIT = N_TRACES - N_WAIT
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db]
 
@@ -77,7 +80,7 @@ def test_a_search_plans_without_parallel_workers_and_with_cached_page_costs(stud
         assert cursor.fetchone()[0] == workers != "0"
         cursor.execute("SHOW random_page_cost")
         assert cursor.fetchone()[0] == page_cost != "1.1"
-    page = services.SearchPaginator(services.search(study, owner_m, {"q": "wait"}).traces, 50).get_page(1)
+    page = paging.SearchPaginator(services.search(study, owner_m, {"q": "wait"}).traces, 50).get_page(1)
     assert page.paginator.count >= 1
 
 
@@ -114,3 +117,53 @@ def test_an_error_inside_a_planned_search_is_raised_as_itself(study, owner_m, tr
     with connection.cursor() as cursor:
         cursor.execute("SHOW random_page_cost")
         assert cursor.fetchone()[0] == page_cost != "1.1"
+
+
+def _ways(study, membership, params: dict, per_page: int = 3) -> tuple[list, list, list[str]]:
+    """(page 1-3 of the search's own pager, the same pages by the planner alone, the pager's queries)."""
+    from django.test.utils import CaptureQueriesContext
+
+    s = services.search(study, membership, params)
+    with CaptureQueriesContext(connection) as ctx:
+        pager = s.paginator()(s.traces, per_page)
+        walked = [([t.pk for t in pager.get_page(n)], pager.count, pager.count_is_lower_bound) for n in (1, 2, 3)]
+    planner = paging.SearchPaginator(s.traces, per_page)
+    planned = [([t.pk for t in planner.get_page(n)], planner.count, planner.count_is_lower_bound) for n in (1, 2, 3)]
+    return walked, planned, [q["sql"] for q in ctx.captured_queries]
+
+
+def test_a_walk_of_the_study_finds_the_pages_the_planner_finds(study, owner, member, many, monkeypatch):
+    """search.paging.SearchPaginator's walk (backends.walked_matches), with a cap of 20 and a sample of 7: a dense
+    query is walked (the sample, then a window), a query whose matches stop early falls back to the planner, a
+    sparse one stops after the sample; the problem's statement, the channel, notes, other filters and blind mode
+    give what the planner gives."""
+    from annotation.models import Membership
+    from tests.search.conftest import N_EARLY, label
+
+    monkeypatch.setattr(paging, "COUNT_CAP", 20)
+    monkeypatch.setattr(paging, "_WALK_SAMPLE", 7)
+    for t in many[:30]:
+        label(t, 1, verdict="valid", user=owner, reason="zeta here")
+    for t in many[40:43]:
+        label(t, 1, verdict="valid", user=member, reason="zeta too")
+    owner_m, member_m = (Membership.objects.get(study=study, user=u) for u in (owner, member))
+
+    def walks(sql: list[str]) -> int:
+        return sum("WITH w AS MATERIALIZED" in q for q in sql)
+
+    def planned(sql: list[str]) -> int:
+        return sum("WITH m AS MATERIALIZED" in q for q in sql)
+
+    walked, expected, sql = _ways(study, owner_m, {"q": "wait"})
+    assert walked == expected and expected[0][1:] == (20, True) and (walks(sql), planned(sql)) == (6, 0)
+    walked, expected, sql = _ways(study, owner_m, {"q": "early"})  # dense in the sample, none after the 15th
+    assert walked == expected and expected[0][1:] == (N_EARLY, False) and (walks(sql), planned(sql)) == (6, 3)
+    walked, expected, sql = _ways(study, owner_m, {"q": "check -wait"})  # one trace in 7
+    assert walked == expected and expected[0][1:] == (N_TRACES_NOT_WAIT, False) and (walks(sql), planned(sql)) == (3, 3)
+    for params in ({"q": "apples"}, {"q": "wait", "channel": "answer"}, {"q": "wait", "model": "m1"},
+                   {"q": "zeta"}, {"q": "zeta", "answer_correct": "true"}):
+        walked, expected, _sql = _ways(study, owner_m, params)
+        assert walked == expected, params
+    hers, expected, sql = _ways(study, member_m, {"q": "zeta"})  # her own notes only: 3 traces
+    assert hers == expected and expected[0] == ([t.pk for t in many[40:43]], 3, False)
+    assert N_WAIT > 20

@@ -11,7 +11,7 @@ from django.test.utils import CaptureQueriesContext
 
 from annotation.access import AccessDenied
 from annotation.models import Membership, Step
-from search import services
+from search import paging, services
 from search.errors import SearchError
 from tests.review.conftest import judge
 from tests.search.conftest import label
@@ -202,7 +202,7 @@ def test_label_filters_keep_to_the_study(study, owner, owner_m, traces, do_impor
 
 
 def test_the_paginator_pages_only_in_id_order(study, member_m, traces):
-    from search.services import SearchPaginator
+    from search.paging import SearchPaginator
 
     s = services.search(study, member_m, {"q": "wait"})
     with pytest.raises(ValueError, match="ordered by pk"):
@@ -214,7 +214,7 @@ def test_the_one_query_paginator_pages_as_djangos_does(study, member_m, traces, 
     """SearchPaginator (count and the page's ids in one query) gives Django's pages, count and clamping."""
     from django.core.paginator import Paginator
 
-    from search.services import SearchPaginator
+    from search.paging import SearchPaginator
 
     for params in ({"q": "wait or apples"}, {"q": "zebra"}, {}):
         s = services.search(study, member_m, params)
@@ -228,11 +228,11 @@ def test_the_one_query_paginator_pages_as_djangos_does(study, member_m, traces, 
         with CaptureQueriesContext(connection) as ctx:
             page = SearchPaginator(s.traces, per_page).get_page(1)
             [t.problem.problem_id for t in page]
-        # The count with the ids, then the rows with their problems; on PostgreSQL the first runs in a
-        # transaction of its own with its planner settings (search.backends.planned_search).
+        # The count with the ids, then the rows with their problems (none to read for an empty page); on PostgreSQL
+        # the first runs in a transaction of its own with its planner settings (search.backends.planned_search).
         reads = [q["sql"] for q in ctx.captured_queries
                  if not re.match(r"(SAVEPOINT|RELEASE SAVEPOINT|BEGIN|COMMIT|SET LOCAL)\b", q["sql"])]
-        assert len(reads) == 2, reads
+        assert len(reads) == (2 if page.object_list else 1), reads
 
 
 def test_a_search_without_a_filter_is_counted_by_the_stored_summary_and_pages_alike(client, study, owner, traces):
@@ -258,7 +258,7 @@ def test_a_search_without_a_filter_is_counted_by_the_stored_summary_and_pages_al
     counted = services.search(study, membership, {})
     assert counted.count is None
     assert pages == [([t.pk for t in page], page.number, page.paginator.num_pages) for page in
-                     (services.SearchPaginator(counted.traces, 2).get_page(n) for n in (1, 2, 99))]
+                     (paging.SearchPaginator(counted.traces, 2).get_page(n) for n in (1, 2, 99))]
     store(study)
     client.force_login(owner)
     with CaptureQueriesContext(connection) as ctx:
