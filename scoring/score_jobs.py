@@ -22,7 +22,7 @@ from django.conf import settings
 from django.db import DatabaseError, InterfaceError, OperationalError, transaction
 from django.utils import timezone
 
-from annotation import jobs
+from annotation import dbstats, jobs
 from annotation.models import Job, Study
 from scoring import analytics, hooks, sources, storage
 from scoring.core.aggregate import to_records
@@ -30,7 +30,7 @@ from scoring.core.hazard import add_hazard_counts, hazard_from_counts, pinned_ha
 from scoring.core.labels import INVALID, complete_traces
 from scoring.core.scores import estimate_hazard_counts, score_traces
 from scoring.core.thought import channel_traces, recoveries, recovery_by_trace
-from scoring.models import ScoreRun, ScoreSet, ScoringProfile
+from scoring.models import ScoreRun, ScoreSet, ScoringProfile, TraceScore
 from scoring.services import default_profile, ensure_profiles
 
 log = logging.getLogger("scoring")
@@ -148,6 +148,9 @@ class Plan:
 
 
 def make_plan(study: Study, profiles: Iterable[str] | None, key: str, size: int | None = None) -> Plan:
+    # Most score jobs follow a bulk write (an import, a judge run) by seconds, before autovacuum has analyzed it:
+    # every chunk's reads would be planned from statistics of the data before it (annotation.dbstats).
+    dbstats.refresh_stale(sources.READS)
     current = ensure_profiles(study)
     names = list(current) if profiles is None else [n for n in profiles if n in current]
     default = default_profile(study, current)
@@ -288,7 +291,10 @@ def publish(plan: Plan, written: Written, job: Job | None) -> int:
     stale_sources = ScoreSet.objects.filter(study=plan.study, profile_id__in=keep_profiles).exclude(
         source__in=plan.sources).exclude(source__startswith=storage.STAGING)
     storage.delete_sets(list(stale.values_list("pk", flat=True)) + list(stale_sources.values_list("pk", flat=True)))
-    return sum(written.rows.values())
+    # The stored summaries and the pages read the scores just swapped in (8.8M rows at 1M traces).
+    rows = sum(written.rows.values())
+    dbstats.refresh_stale([TraceScore], written=rows)
+    return rows
 
 
 def warm_cache(study: Study) -> None:

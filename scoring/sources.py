@@ -27,7 +27,16 @@ import pandas as pd
 from django.db import connection, transaction
 
 from annotation import stored_claims
-from annotation.models import Problem, Step, StepLabel, Study, Trace, TraceReview, suite_problems_sql
+from annotation.models import (
+    Problem,
+    Step,
+    StepLabel,
+    Study,
+    Trace,
+    TraceClaims,
+    TraceReview,
+    suite_problems_sql,
+)
 from reasonlib.refusals import Invalid
 from reasonlib.verifier.corrections import claim_keys
 from scoring.core.labels import INVALID, VALID, VERDICTS, final_labels, human_consensus
@@ -170,6 +179,11 @@ def trace_spans(study_id: int, size: int) -> list[tuple[int, int]]:
     if first is not None:
         spans.append((first, last))
     return spans
+
+
+#: The tables the score job reads (here, and its stored summaries: annotation.study_summary_writer, agreement's,
+#: the evidence's): their planner statistics are refreshed when it plans (annotation.dbstats, score_jobs.make_plan).
+READS = (Trace, Problem, Step, StepLabel, TraceReview, TraceClaims)
 
 
 def read_traces(study_id: int, span: tuple[int, int] | None = None) -> pd.DataFrame:
