@@ -114,8 +114,10 @@ def test_the_demo_never_moves_the_stand_in_where_the_policy_refuses_loopback(set
 
 def test_ctrl_c_stops_the_stand_in_quietly():
     # Ctrl-C in ./run's terminal reaches the stand-in's process too (./run's trap then stops the rest).
+    # With SIGINT's default action, as a terminal's foreground process has it: a test run started in the background
+    # of a shell without job control (`./test ... &`) ignores SIGINT, and its children inherit that.
     proc = subprocess.Popen([*SERVE, "0"], cwd=settings.BASE_DIR, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+                            text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     assert proc.stdout.readline().startswith("http://127.0.0.1:")
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
