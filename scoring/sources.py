@@ -94,16 +94,9 @@ def _fetch(sql: str, params: list) -> list[tuple]:
         return cursor.fetchall()
 
 
-# The planner settings of these reads on PostgreSQL (one chunk of traces each: 20,000 at 1M traces, their 200,000
-# steps and their labels), measured at 1M traces x 10 steps (docs/benchmarks.md, "At scale"):
-# * work_mem = 64MB: a chunk's steps are hashed; with the default 4 MB the hash spills to disk in batches.
-# * random_page_cost = 1.1: the default 4.0 prices an index probe as a read from a spinning disk, so a judge's
-#   confidences were read by a scan of all 13M labels hashed against the chunk's steps (1.9 s a chunk) instead of
-#   200,000 probes of the (step, judge) key (0.29 s). The tables are read from memory; 1.1 is the usual value for
-#   that (and for SSDs), as the search's (search.backends).
-# * jit = off: these plans cost over the JIT's threshold, and compiling each took 1.4 s (the label read of a
-#   chunk runs in under a second without it).
-_READ_PLANNER = ("work_mem", "'64MB'"), ("random_page_cost", "1.1"), ("jit", "off")
+# The planner settings of these reads on PostgreSQL, beside the connection's (reasonaudit/settings.py: random_page_cost,
+# jit): a chunk's steps are hashed, and with the default work_mem of 4 MB the hash spills to disk in batches.
+_READ_PLANNER = (("work_mem", "'64MB'"),)
 
 
 def _frame(sql: str, params: list, dtypes: dict[str, str]) -> pd.DataFrame:
