@@ -367,7 +367,7 @@ def _score_part(name: str) -> dict[str, Any]:
     if name == "scores":
         from scoring import hooks, score_jobs
 
-        with mock.patch.object(hooks, "summaries", return_value=[]):  # the other parts are measured apart
+        with mock.patch.object(hooks, "summary_names", return_value=[]):  # the other parts are measured apart
             note = json.dumps(score_jobs.recompute(study, warm=False)["seconds"])
     elif name == "study-summary":
         from annotation import study_summary_writer
