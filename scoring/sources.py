@@ -94,18 +94,15 @@ def _fetch(sql: str, params: list) -> list[tuple]:
         return cursor.fetchall()
 
 
-# The planner settings of these reads on PostgreSQL, beside the connection's (reasonaudit/settings.py: random_page_cost,
-# jit): a chunk's steps are hashed, and with the default work_mem of 4 MB the hash spills to disk in batches.
-_READ_PLANNER = (("work_mem", "'64MB'"),)
-
-
 def _frame(sql: str, params: list, dtypes: dict[str, str]) -> pd.DataFrame:
     """A query's rows as a DataFrame with the given column types ("int64" or
     "object"), through one raw cursor and never model instances."""
     with transaction.atomic():
         if connection.vendor == "postgresql":
+            # A chunk's steps are hashed; with the default 4 MB the hash spills to disk in batches. (The
+            # connection's own planner settings: reasonaudit/settings.py.)
             with connection.cursor() as cursor:
-                cursor.execute("; ".join(f"SET LOCAL {name} = {value}" for name, value in _READ_PLANNER))
+                cursor.execute("SET LOCAL work_mem = '64MB'")
         rows = _fetch(sql, params)
     names = list(dtypes)
     columns = list(zip(*rows, strict=True)) if rows else [() for _ in names]

@@ -170,6 +170,8 @@ def drop_index(using: str = "default") -> None:
 #   database holds in memory; 1.1 is the usual value for that (and SSDs).
 # * jit = off: a walk of the study's first traces (``walked_matches``) is costed as thousands of index probes, over
 #   the JIT's threshold, and compiling it took 200-250 ms of a 60 ms query.
+# Every connection plans with the last two already (reasonaudit/settings.py); a search keeps them where a
+# DATABASE_URL's own options plan otherwise.
 _SEARCH_PLANNER = ("max_parallel_workers_per_gather", "0"), ("random_page_cost", "1.1"), ("jit", "off")
 
 

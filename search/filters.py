@@ -206,7 +206,7 @@ class TraceSearchFilter(django_filters.FilterSet):
             return qs
         self.without_text = qs
         where, params = self.step_where()
-        label_where, label_params = self._label_where()
+        label_where, label_params = self.label_where()
         sql, sql_params = backends.matching_traces(self.parsed, study_id=self.study.pk, step_where=where,
                                                    step_params=params, label_where=label_where,
                                                    label_params=label_params)
@@ -216,7 +216,7 @@ class TraceSearchFilter(django_filters.FilterSet):
         channel = self._value("channel")
         return ("t.channel = %s", [channel]) if channel else ("", [])
 
-    def _label_where(self) -> tuple[str, list]:
+    def label_where(self) -> tuple[str, list]:
         """Whose notes a text query reads: a blinded annotator only their own."""
         if _sees_everything(self.membership):
             return "", []
@@ -457,7 +457,7 @@ def cohort_reads(cohort, viewer: Membership | None) -> frozenset[Source]:
 
 _T = frozenset({Source.TRACE})
 #: Text queries read the trace, and the notes of labels: the member's own only unless she sees
-#: everything (``_label_where``), so a text query never reads what the gate would refuse.
+#: everything (``label_where``), so a text query never reads what the gate would refuse.
 _TEXT = frozenset({Source.TRACE, Source.OWN})
 _OTHERS = frozenset({Source.OWN, Source.PEER, Source.JUDGE})
 READS: dict[str, frozenset[Source] | Callable[[TraceSearchFilter], frozenset[Source]]] = {

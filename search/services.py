@@ -98,7 +98,7 @@ def search(study: Study, membership: Membership, data) -> Search:
     traces = fs.qs
     walk = None
     if fs.parsed is not None and fs.pattern is None and fs.without_text is not None:
-        walk = TextWalk(study.pk, fs.parsed, fs.without_text, fs.step_where(), fs._label_where())
+        walk = TextWalk(study.pk, fs.parsed, fs.without_text, fs.step_where(), fs.label_where())
     return Search(traces, fs, search_params(data), count=_every_trace_count(study, qs, traces), walk=walk)
 
 
@@ -151,7 +151,7 @@ def hits(s: Search, traces: list[Trace]) -> dict[int, list[Hit]]:
             if t.problem_id in matched:
                 marked = ql.mark_words(t.problem.statement, parsed.words, context=100)
                 out[t.pk].insert(0, Hit("problem", ql.snippet_html(marked or t.problem.statement[:200])))
-        where, wparams = s.filterset._label_where()
+        where, wparams = s.filterset.label_where()
         where = " AND ".join(x for x in (where, "t.step_id IN (SELECT id FROM annotation_step WHERE trace_id IN "
                                           f"({', '.join(['%s'] * len(ids))}))") if x)
         sql, params = backends.matching_ids(backends.LABELS, parsed, where=where, params=[*wparams, *ids])
