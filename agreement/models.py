@@ -92,10 +92,9 @@ class StoredReport(models.Model):
     # What the report is of (agreement.stored.selection_key): the sources, the profile and its version, the seed.
     key = models.CharField(max_length=500)
     data = models.JSONField()
-    # The pair report's disagreements ([trace pk, step, reference verdict, candidate verdict, confidence]), apart
-    # from ``data``: a page shows fifty of them (agreement.stored.Rows reads that slice in SQL), and at 100,000
-    # traces there are 150,000 (7 MB of JSON to parse on every request if they were read whole).
-    disagreements = models.JSONField(default=list)
+    # How many disagreements the pair report has ([trace pk, step, reference verdict, candidate verdict,
+    # confidence]); they are stored apart from ``data``, in chunks (StoredDisagreementChunk): a page shows fifty
+    # of them, and at 100,000 traces there are 150,000 (7 MB of JSON to parse on every request if read whole).
     n_disagreements = models.PositiveIntegerField(default=0)
     computed_at = models.DateTimeField(default=timezone.now)
     # The data changed after the report was read (or while it was being read): a recompute is queued.
@@ -113,9 +112,9 @@ class StoredReport(models.Model):
 
 
 class StoredDisagreementChunk(models.Model):
-    """``CHUNK_ROWS`` consecutive disagreements of a StoredReport (agreement.stored.write splits them in the
-    database): a page of fifty reads one or two of these. A slice of the report's own JSON column detoasts
-    the whole list first (50 ms at 300,000 traces, growing with the study)."""
+    """``CHUNK_ROWS`` consecutive disagreements of a StoredReport (agreement.stored.write_chunks): a page of
+    fifty reads one or two of these, where a slice of one JSON list of them all detoasts the whole list first
+    (50 ms at 300,000 traces, growing with the study)."""
 
     CHUNK_ROWS = 500
 

@@ -166,12 +166,12 @@ def _calibration(study: Study, value) -> CalibrationStudy:
 # ---------------------------------------------------------------------------
 # One candidate against a reference
 # ---------------------------------------------------------------------------
-def _notes(study: Study, reference: str, candidate: str, data: ad.AgreementData) -> list[str]:
+def _notes(study: Study, reference: str, candidate: str, judges: dict[str, int]) -> list[str]:
     notes = []
     if reference == candidate:
         notes.append("The candidate is the reference: every number compares a source with itself.")
     primary = None
-    for name, pk in data.inputs.judges.items():
+    for name, pk in judges.items():
         if pk == study.primary_judge_id:
             primary = f"{ad.JUDGE_PREFIX}{name}"
     if primary and primary in (reference, candidate) and ad.FINAL in (reference, candidate) and reference != candidate:
@@ -221,7 +221,7 @@ def agreement(study: Study, reference: str, candidate: str, profile: ScoringProf
                                                 n_resamples=n_resamples, seed=seed, level=level)
     out = with_provenance(metrics, study, reference, candidate, profile, seed=seed,
                           traces_in_scope=int(len(data.traces())), calibration=calibration,
-                          origins=(ref_origin, cand_origin), data=data)
+                          origins=(ref_origin, cand_origin), judges=data.inputs.judges)
     if with_disagreements:
         diff = pairs.loc[pairs["reference_verdict"].to_numpy() != pairs["candidate_verdict"].to_numpy()]
         return out, diff.reset_index(drop=True)
@@ -230,8 +230,9 @@ def agreement(study: Study, reference: str, candidate: str, profile: ScoringProf
 
 def with_provenance(metrics: dict[str, Any], study: Study, reference: str, candidate: str, profile: ScoringProfile,
                     *, seed: int, traces_in_scope: int, calibration: CalibrationStudy | None,
-                    origins: tuple[dict[str, Any], dict[str, Any]], data: ad.AgreementData) -> dict[str, Any]:
-    """The metrics object of ``agreement`` after where its inputs came from (agreement.streamed too)."""
+                    origins: tuple[dict[str, Any], dict[str, Any]], judges: dict[str, int]) -> dict[str, Any]:
+    """The metrics object of ``agreement`` after where its inputs came from (agreement.streamed too);
+    ``judges``: the study's, name -> pk (the notes name the primary one)."""
     return {
         "reference": reference,
         "candidate": candidate,
@@ -241,7 +242,7 @@ def with_provenance(metrics: dict[str, Any], study: Study, reference: str, candi
         "traces_in_scope": traces_in_scope,
         "calibration": {"id": calibration.pk, "name": calibration.name} if calibration is not None else None,
         "scores": {"reference": origins[0], "candidate": origins[1]},
-        "notes": _notes(study, reference, candidate, data),
+        "notes": _notes(study, reference, candidate, judges),
         **metrics,
     }
 

@@ -13,12 +13,11 @@ data version (agreement.services).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Collection, Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from agreement.models import StoredDisagreementChunk, StoredReport
@@ -35,8 +34,8 @@ ANNOTATORS_KEY = "study"
 
 def read(study: Study, kind: str, key: str) -> StoredReport | None:
     """The stored report of ``kind`` and ``key``, stale or not, or None when none was stored; its
-    disagreements are not read (``Rows`` reads the slice a page shows)."""
-    return StoredReport.objects.filter(study=study, kind=kind, key=key).defer("disagreements").first()
+    disagreements are in chunks apart (``Rows`` reads the slice a page shows)."""
+    return StoredReport.objects.filter(study=study, kind=kind, key=key).first()
 
 
 class Rows(Sequence):
@@ -72,70 +71,63 @@ class Rows(Sequence):
         return rows[start - first * size:stop - first * size]
 
 
-@dataclass(frozen=True)
-class EncodedRows:
-    """A report's disagreements already encoded as one JSON list (agreement.streamed appends each chunk's
-    text): written as it is, never held as a list of Python lists."""
-
-    text: str
-    n: int
-
-
 def status(row: StoredReport) -> dict[str, Any]:
     """What a page says of a stored report: when it was computed, and whether the data changed since."""
     return {"computed_at": row.computed_at, "stale": row.stale}
 
 
 def write(study: Study, kind: str, key: str, data: dict[str, Any], *, read_at: datetime,
-          job: Job | None, disagreements: list[list] | EncodedRows | None = None) -> StoredReport:
+          job: Job | None, disagreements: Collection[list] | None = None) -> StoredReport:
     """Store ``data`` as the one report of ``kind`` for the study (older keys go: another profile
-    version, another primary judge). ``read_at``: when the job began to read the data it is computed from;
-    a change of the data since then (``invalidate`` marked the row, or a score job was queued that has not
-    run) leaves it stale, so the page never shows it as current."""
+    version, another primary judge), and its disagreements (rows ``[trace pk, step, reference verdict,
+    candidate verdict, confidence]``, in order) as chunks. ``read_at``: when the job began to read the data
+    it is computed from; a change of the data since then (``invalidate`` marked the row, or a score job was
+    queued that has not run) leaves it stale, so the page never shows it as current."""
+    rows = disagreements if disagreements is not None else []
     with transaction.atomic():
         current = StoredReport.objects.select_for_update().filter(study=study, kind=kind, key=key) \
             .only("marked_at").first()
         changed = current is not None and current.marked_at is not None and current.marked_at >= read_at
         stale = changed or _recompute_pending(study, job, read_at)
         StoredReport.objects.filter(study=study, kind=kind).exclude(key=key).delete()
-        encoded = disagreements if isinstance(disagreements, EncodedRows) else None
-        rows = [] if encoded is not None else (disagreements or [])
         row, _ = StoredReport.objects.update_or_create(
             study=study, kind=kind, key=key,
-            defaults={"data": data, "disagreements": rows, "n_disagreements": encoded.n if encoded else len(rows),
-                      "computed_at": timezone.now(), "stale": stale})
-        if encoded is not None:
-            _write_encoded(row, encoded.text)
-        write_chunks(row.pk)
+            defaults={"data": data, "n_disagreements": len(rows), "computed_at": timezone.now(), "stale": stale})
+        write_chunks(row.pk, rows)
     return row
 
 
-def write_chunks(report_pk: int) -> None:
-    """The report's disagreements split into StoredDisagreementChunk rows by the database (INSERT ... SELECT
-    over the stored JSON list): they never pass through this process."""
-    chunk, report = StoredDisagreementChunk._meta.db_table, StoredReport._meta.db_table
+#: Chunks written per INSERT: 100 of 500 rows, a few MB of JSON.
+_CHUNKS_PER_INSERT = 100
+
+
+def write_chunks(report_pk: int, rows: Iterable[list]) -> None:
+    """The report's disagreements as StoredDisagreementChunk rows (the old ones go), ``CHUNK_ROWS`` to a
+    chunk, inserted a hundred chunks at a time: the rows are read from ``rows`` as they are written, so a
+    report of a million traces (1.5M disagreements, from agreement.streamed's packed arrays) is never one
+    list or one JSON text in this process."""
     size = StoredDisagreementChunk.CHUNK_ROWS
-    with connection.cursor() as cur:
-        cur.execute(f"DELETE FROM {chunk} WHERE report_id = %s", [report_pk])
-        if connection.vendor == "postgresql":
-            cur.execute(f"INSERT INTO {chunk} (report_id, number, rows) SELECT r.id, (e.i - 1) / %s, "
-                        f"jsonb_agg(e.v ORDER BY e.i) FROM {report} r, jsonb_array_elements(r.disagreements) "
-                        f"WITH ORDINALITY e(v, i) WHERE r.id = %s GROUP BY r.id, (e.i - 1) / %s",
-                        [size, report_pk, size])
-        else:  # SQLite: json_each in key order, grouped as it comes
-            cur.execute(f"INSERT INTO {chunk} (report_id, number, rows) SELECT %s, e.k / %s, "
-                        f"json_group_array(json(e.v)) FROM (SELECT j.key AS k, j.value AS v FROM {report} r, "
-                        f"json_each(r.disagreements) j WHERE r.id = %s ORDER BY j.key) e GROUP BY e.k / %s",
-                        [report_pk, size, report_pk, size])
+    StoredDisagreementChunk.objects.filter(report_id=report_pk).delete()
+    pending: list[StoredDisagreementChunk] = []
+    chunk: list[list] = []
+    number = 0
 
+    def close() -> None:
+        nonlocal chunk, number
+        pending.append(StoredDisagreementChunk(report_id=report_pk, number=number, rows=chunk))
+        chunk, number = [], number + 1
+        if len(pending) >= _CHUNKS_PER_INSERT:
+            StoredDisagreementChunk.objects.bulk_create(pending)
+            pending.clear()
 
-def _write_encoded(row: StoredReport, text: str) -> None:
-    table = StoredReport._meta.db_table
-    value = "%s::jsonb" if connection.vendor == "postgresql" else "%s"  # SQLite keeps JSON as text
-    with connection.cursor() as cur:
-        cur.execute(f"UPDATE {table} SET disagreements = {value} WHERE id = %s", [text, row.pk])
-    # not read back: the row's disagreements are read by slice (Rows)
-    row.disagreements = []
+    for row in rows:
+        chunk.append(row)
+        if len(chunk) == size:
+            close()
+    if chunk:
+        close()
+    if pending:
+        StoredDisagreementChunk.objects.bulk_create(pending)
 
 
 def _recompute_pending(study: Study, job: Job | None, read_at: datetime) -> bool:

@@ -7,7 +7,7 @@ growing with the study. Here the study is read in chunks of whole traces (``scor
 chunk_traces``, in pk order; one chunk's labels at a time), and of each chunk only what the metrics are
 functions of is kept (agreement.core.tallies, annotators.MatrixTally, LeaveOneOutTally): confusion counts,
 each trace's cells for the bootstrap, one row per trace for the first errors and scores, int8 verdict
-codes per annotated step, and the disagreements as JSON text. The reports equal the whole-study ones
+codes per annotated step, and the disagreements as packed arrays (``PackedRows``). The reports equal the whole-study ones
 (tests/agreement/test_streamed_reports.py), whatever the chunk size.
 
 Sources whose per-trace scores are not stored (they need the study-wide hazard: ``adjudicated``,
@@ -17,9 +17,10 @@ reads the whole study as the pages do.
 
 from __future__ import annotations
 
-import json
+from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from agreement import data as ad
@@ -27,12 +28,11 @@ from agreement import services as svc
 from agreement.core.annotators import LeaveOneOutTally, MatrixTally, overlap_counts, overlap_rows
 from agreement.core.intervals import trace_intervals, with_intervals
 from agreement.core.metrics import assemble_metrics, first_error_pairs, with_completeness
-from agreement.core.pairs import paired_steps, paired_traces
+from agreement.core.pairs import codes_of, paired_steps, paired_traces
 from agreement.core.tallies import StepTally
-from agreement.stored import EncodedRows
 from annotation.models import Study
 from scoring import sources
-from scoring.core.labels import final_labels
+from scoring.core.labels import VERDICTS, final_labels
 from scoring.models import ScoreSet
 from scoring.score_jobs import chunk_traces
 
@@ -51,16 +51,42 @@ def streamable(sel: svc.Selection) -> bool:
     return names <= stored
 
 
-def _disagreements(pairs: pd.DataFrame) -> str:
-    """The chunk's disagreeing steps as JSON list elements (no brackets), as services.pair_report lists them."""
-    diff = pairs.loc[pairs["reference_verdict"].to_numpy() != pairs["candidate_verdict"].to_numpy()]
-    if diff.empty:
-        return ""
-    return json.dumps(svc.disagreement_rows(diff))[1:-1]
+class PackedRows:
+    """The pair report's disagreements as arrays (trace pk, step, the two verdicts' codes, the confidence):
+    22 bytes a row, where the rows as Python lists take about 400 and their JSON about 45. Added chunk by
+    chunk in trace order; iterated, each is the row services.disagreement_rows gives, which is what
+    agreement.stored.write_chunks writes a chunk at a time."""
+
+    _COLUMNS = (("trace", np.int64), ("step", np.int64), ("reference", np.int8), ("candidate", np.int8),
+                ("confidence", np.float64))
+
+    def __init__(self) -> None:
+        self._parts: list[tuple[np.ndarray, ...]] = []
+        self._n = 0
+
+    def add(self, pairs: pd.DataFrame) -> None:
+        """The disagreeing steps of one chunk's pairing (agreement.core.pairs.paired_steps output)."""
+        ref, cand = codes_of(pairs)
+        diff = ref != cand
+        if not diff.any():
+            return
+        values = (pairs["trace_id"].to_numpy()[diff], pairs["step"].to_numpy()[diff], ref[diff], cand[diff],
+                  pairs["confidence"].to_numpy(dtype=float)[diff])
+        self._parts.append(tuple(v.astype(t) for v, (_, t) in zip(values, self._COLUMNS, strict=True)))
+        self._n += int(diff.sum())
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __iter__(self) -> Iterator[list]:
+        for trace, step, ref, cand, conf in self._parts:
+            for t, s, r, c, x in zip(trace.tolist(), step.tolist(), ref.tolist(), cand.tolist(), conf.tolist(),
+                                     strict=True):
+                yield [t, s, VERDICTS[r], VERDICTS[c], None if x != x else x]  # x != x: NaN, no confidence
 
 
 def reports(sel: svc.Selection, *, chunk_size: int | None = None, n_resamples: int = svc.N_RESAMPLES,
-            level: float = svc.LEVEL) -> tuple[dict[str, Any], EncodedRows, dict[str, Any]] | None:
+            level: float = svc.LEVEL) -> tuple[dict[str, Any], PackedRows, dict[str, Any]] | None:
     """(pair report's ``metrics``, its disagreements, the Annotators report) of the selection (seed and
     profile as it gives them; the Annotators report with seed 0, as the writer always stored it), or None
     when ``streamable`` is not."""
@@ -76,18 +102,17 @@ def reports(sel: svc.Selection, *, chunk_size: int | None = None, n_resamples: i
     scored_parts: list[pd.DataFrame] = []
     score_parts: tuple[list[pd.DataFrame], list[pd.DataFrame]] = ([], [])
     origins: tuple[dict[str, Any], dict[str, Any]] | None = None
-    disagreements: list[str] = []
-    n_disagreements = 0
+    disagreements = PackedRows()
     traces_in_scope = 0
     overall, by_domain = MatrixTally(), {}
     overlap: dict[tuple, list[int]] = {}
     loo = LeaveOneOutTally(names)
-    notes_data = None
+    judges: dict[str, int] | None = None  # the study's judges (the notes name the primary one)
     for span in sources.trace_spans(study.pk, chunk_size or chunk_traces()):
         chunk = ad.AgreementData.read_chunk(study, span, annotators=names, ratings=ratings)
         if splits is None:
             splits = chunk.processbench_splits()  # the study's (a query of its ProcessBench items only)
-            notes_data = chunk
+            judges = chunk.inputs.judges
         traces = chunk.traces()
         traces_in_scope += len(traces)
         # -- the pair report
@@ -96,10 +121,7 @@ def reports(sel: svc.Selection, *, chunk_size: int | None = None, n_resamples: i
         has_conf = has_conf or "confidence" in cand_steps.columns
         pairs = paired_steps(ref_steps, cand_steps)
         steps.add(pairs)
-        text = _disagreements(pairs)
-        if text:
-            disagreements.append(text)
-            n_disagreements += int((pairs["reference_verdict"].to_numpy() != pairs["candidate_verdict"].to_numpy()).sum())
+        disagreements.add(pairs)
         del pairs
         ref_scores, ref_origin = chunk.scores(sel.reference, sel.profile)
         cand_scores, cand_origin = chunk.scores(sel.candidate, sel.profile)
@@ -127,7 +149,7 @@ def reports(sel: svc.Selection, *, chunk_size: int | None = None, n_resamples: i
         loo.add(raw, adjudicated, traces)
         del chunk, labels, raw, adjudicated, ref_steps, cand_steps
 
-    if notes_data is None:  # a study without traces: nothing to stream
+    if judges is None:  # a study without traces: nothing to stream
         return None
     agree = overall.agreement()
     fe_pairs = _concat(fe_parts)
@@ -140,14 +162,14 @@ def reports(sel: svc.Selection, *, chunk_size: int | None = None, n_resamples: i
     metrics = with_intervals(metrics, cis)
     pair = svc.with_provenance(metrics, study, sel.reference, sel.candidate, sel.profile, seed=sel.seed,
                                traces_in_scope=traces_in_scope, calibration=None, origins=origins,
-                               data=notes_data)
+                               judges=judges)
     people: dict[str, Any] = {"traces_in_scope": traces_in_scope, "seed": 0, "n_resamples": svc.N_RESAMPLES}
     people["overall"] = svc.undefined_subset(agree)
     people["by_domain"] = [{"domain": d, **svc.undefined_subset(by_domain[d].agreement())} for d in sorted(by_domain)]
     people["overlap"] = overlap_rows(overlap)
     people["annotators"] = svc.annotator_rows(loo.rows(n_resamples=svc.N_RESAMPLES, seed=0))
     people["reference"] = svc.ANNOTATORS_REFERENCE
-    return pair, EncodedRows("[" + ", ".join(disagreements) + "]", n_disagreements), people
+    return pair, disagreements, people
 
 
 def _concat(parts: list[pd.DataFrame]) -> pd.DataFrame:

@@ -5,13 +5,24 @@ from django.db import migrations, models
 
 
 def split_stored(apps, schema_editor):
-    """The reports stored before chunks existed, split as the score job now splits them (in SQL, so the
-    same function serves: it names only tables and columns this migration creates or finds)."""
-    from agreement.stored import write_chunks
-
-    for pk in apps.get_model("agreement", "StoredReport").objects.filter(n_disagreements__gt=0) \
-            .values_list("pk", flat=True):
-        write_chunks(pk)
+    """The reports stored before chunks existed, their JSON list split into chunks of 500 rows in SQL
+    (the score job has written the chunks itself since 0004, which drops that column)."""
+    chunk = apps.get_model("agreement", "StoredDisagreementChunk")._meta.db_table
+    report = apps.get_model("agreement", "StoredReport")._meta.db_table
+    size = 500
+    with schema_editor.connection.cursor() as cur:
+        for pk in apps.get_model("agreement", "StoredReport").objects.filter(n_disagreements__gt=0) \
+                .values_list("pk", flat=True):
+            if schema_editor.connection.vendor == "postgresql":
+                cur.execute(f"INSERT INTO {chunk} (report_id, number, rows) SELECT r.id, (e.i - 1) / %s, "
+                            f"jsonb_agg(e.v ORDER BY e.i) FROM {report} r, jsonb_array_elements(r.disagreements) "
+                            f"WITH ORDINALITY e(v, i) WHERE r.id = %s GROUP BY r.id, (e.i - 1) / %s",
+                            [size, pk, size])
+            else:  # SQLite: json_each in key order, grouped as it comes
+                cur.execute(f"INSERT INTO {chunk} (report_id, number, rows) SELECT %s, e.k / %s, "
+                            f"json_group_array(json(e.v)) FROM (SELECT j.key AS k, j.value AS v FROM {report} r, "
+                            f"json_each(r.disagreements) j WHERE r.id = %s ORDER BY j.key) e GROUP BY e.k / %s",
+                            [pk, size, pk, size])
 
 
 class Migration(migrations.Migration):

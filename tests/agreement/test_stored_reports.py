@@ -98,7 +98,7 @@ def test_the_disagreements_are_read_from_chunks_of_the_stored_list(two_annotator
             with django_assert_num_queries(1 if start < min(stop, len(fresh)) else 0):
                 assert rows[start:stop] == fresh[start:stop]
     assert [rows[i] for i in range(len(fresh))] == fresh and rows[-1] == fresh[-1]
-    stored.write_chunks(rows.pk)  # written again: the same chunks, none twice
+    stored.write_chunks(rows.pk, fresh)  # written again: the same chunks, none twice
     assert StoredDisagreementChunk.objects.filter(report_id=rows.pk).count() == 2
     assert rows[0:3] == fresh
 

@@ -73,7 +73,7 @@ def test_a_chunked_read_gives_the_whole_study_reports(busy, chunk_size):
     assert got is not None
     s_metrics, s_rows, s_people = got
     assert json.loads(json.dumps(s_metrics)) == metrics
-    assert json.loads(s_rows.text) == rows and s_rows.n == len(rows)
+    assert list(s_rows) == rows and len(s_rows) == len(rows)
     assert json.loads(json.dumps(s_people)) == people
 
 
@@ -86,6 +86,27 @@ def test_the_writer_stores_the_chunked_reports_and_the_page_reads_them_by_slice(
     assert row.n_disagreements == len(rows) and list(stored.Rows(row)) == rows
     assert stored.Rows(row)[2:5] == rows[2:5]
     assert StoredReport.objects.get(study=busy, kind=StoredReport.Kind.ANNOTATORS).data == people
+
+
+def test_the_disagreements_are_written_a_few_chunks_at_a_time_from_the_packed_rows(busy, monkeypatch,
+                                                                                 django_assert_num_queries):
+    """The writer never holds the rows as one list: write_chunks takes them as they come (here a generator
+    over the packed arrays) and inserts a few chunks at a time; read back by slice they are the whole-study
+    list."""
+    from agreement.models import StoredDisagreementChunk
+
+    _, rows, _ = _whole(busy)
+    packed = streamed.reports(svc.select(busy, {}), chunk_size=3)[1]
+    assert isinstance(packed, streamed.PackedRows) and len(rows) > 7
+    monkeypatch.setattr(StoredDisagreementChunk, "CHUNK_ROWS", 2)
+    monkeypatch.setattr(stored, "_CHUNKS_PER_INSERT", 3)
+    row = StoredReport.objects.get(study=busy, kind=StoredReport.Kind.PAIR)
+    chunks = -(-len(rows) // 2)
+    with django_assert_num_queries(1 + -(-chunks // 3)):  # the old chunks deleted, then an INSERT per 3 chunks
+        stored.write_chunks(row.pk, (r for r in packed))
+    assert StoredDisagreementChunk.objects.filter(report=row).count() == chunks
+    row.n_disagreements = len(rows)
+    assert list(stored.Rows(row)) == rows and stored.Rows(row)[3:8] == rows[3:8]
 
 
 def test_a_source_without_stored_scores_is_read_whole(busy):

@@ -187,7 +187,7 @@ def stored_summaries(study) -> dict:
     return {
         "study": dump(StudySummary.objects.get(study=study).counts),
         "disagreement steps": sorted(SummaryDisagreement.objects.filter(study=study).values_list("step_id", flat=True)),
-        "agreement": sorted((r.kind, r.key, dump(r.data), dump(r.disagreements), r.n_disagreements, r.stale)
+        "agreement": sorted((r.kind, r.key, dump(r.data), r.n_disagreements, r.stale)
                             for r in StoredReport.objects.filter(study=study)),
         "agreement chunks": sorted((c.report.kind, c.number, dump(c.rows))
                                    for c in StoredDisagreementChunk.objects.filter(report__study=study)

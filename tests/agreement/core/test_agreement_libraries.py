@@ -9,7 +9,7 @@ from sklearn.metrics import cohen_kappa_score, confusion_matrix
 from statsmodels.stats.inter_rater import aggregate_raters, fleiss_kappa
 
 import agreement.core.correlation as agr
-from agreement.core.annotators import annotator_agreement
+from agreement.core.annotators import annotator_agreement, nominal_alpha
 from agreement.core.correlation import correlation
 from agreement.core.steps import step_agreement
 
@@ -123,6 +123,30 @@ def test_annotator_metrics_match_krippendorff_statsmodels_sklearn(seed):
             both = ~np.isnan(codes[i]) & ~np.isnan(codes[j])
             assert m["pairwise_kappa"]["steps"][i][j] == both.sum()
             assert m["pairwise_kappa"]["kappa"][i][j] == approx(cohen_kappa_score(codes[i][both], codes[j][both]))
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_nominal_alpha_of_the_distinct_rows_is_the_packages_alpha(seed):
+    """agreement.core.annotators.nominal_alpha sums each distinct count row once, times how often it occurs;
+    the krippendorff package forms every item's coincidences. The same alpha, for two to seven raters per
+    item, two to five values, rows repeated or not."""
+    rng = np.random.default_rng(seed)
+    n_values = int(rng.integers(2, 6))
+    n_items = int(rng.integers(2, 400))
+    raters = rng.integers(2, 8, size=n_items)
+    counts = np.stack([rng.multinomial(r, rng.dirichlet(np.ones(n_values) * 0.6)) for r in raters])
+    if seed % 3 == 0:  # a few distinct rows, many times each (the shape of a large study's matrix)
+        counts = counts[rng.integers(0, min(5, n_items), size=5_000)]
+    ours = nominal_alpha(counts)
+    ref = krippendorff.alpha(value_counts=counts.astype(float), level_of_measurement="nominal")
+    assert (np.isnan(ours) and not np.isfinite(ref)) or ours == approx(ref, abs=1e-12)
+
+
+def test_nominal_alpha_when_every_rating_agrees_is_undefined_as_the_packages():
+    counts = np.array([[2, 0, 0], [3, 0, 0], [2, 0, 0]])
+    assert np.isnan(nominal_alpha(counts))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        assert not np.isfinite(krippendorff.alpha(value_counts=counts.astype(float), level_of_measurement="nominal"))
 
 
 @pytest.mark.parametrize("seed", range(3))
