@@ -169,7 +169,10 @@ def suite_problems_sql(study_id: int) -> tuple[str, tuple] | None:
     q = suite_q()
     if q is None:
         return None
-    return Problem.objects.filter(study_id=study_id).filter(q).values("pk").query.sql_with_params()
+    # Without Problem's default ordering, which would join the study and sort its name into every row: a
+    # subquery that wide is too big for PostgreSQL to hash, and NOT IN then runs it once per outer row (27 s
+    # per chunk of 20,000 traces at 1M traces, where the hashed form takes 0.2 s).
+    return Problem.objects.filter(study_id=study_id).filter(q).order_by().values("pk").query.sql_with_params()
 
 
 class ProblemQuerySet(StudyScopedQuerySet):

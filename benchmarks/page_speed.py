@@ -18,6 +18,11 @@ another), the mechanistic judge's labels (on the demo, every trace; generated, o
 model's traces), scores by the score job, a skeleton per problem, a subject model, a
 saved cohort. Targets: 300 ms per page at 5k traces, 600 ms at 100k; query counts
 that do not grow with the data (tests/test_page_queries.py asserts that part).
+
+``--data-changed`` measures the pages as they are between a change of the data and the end of the score
+job it queues: ``annotation.signals.data_changed`` is sent as a new label sends it (the study's stored
+summary and disagreement steps deleted, the stored reports and evidence marked or dropped, a score job
+queued), in a transaction rolled back after the last request, so the study is left as it was.
 """
 
 from __future__ import annotations
@@ -391,16 +396,18 @@ def main() -> None:
     parser.add_argument("--database-url", default="", help="default: a SQLite file in a temporary folder")
     parser.add_argument("--requests", type=int, default=10, help="timed requests per page")
     parser.add_argument("--only", default="", help="comma-separated URL names: measure just these")
+    parser.add_argument("--data-changed", action="store_true",
+                        help="measure while a score job is pending after a change of the data (rolled back)")
     args = parser.parse_args()
     out: dict[str, Any] = {"machine": machine(), "load_average_before": [round(x, 2) for x in os.getloadavg()]}
     with tempfile.TemporaryDirectory() as tmp:
         url = args.database_url or f"sqlite:///{tmp}/pages.sqlite3"
         _ensure_database(url)
         _setup(url, tmp)
-        from django.db import connection
+        from django.db import connection, transaction
         from django.test import Client
 
-        from annotation.models import Step, Trace
+        from annotation.models import Step, Study, Trace
 
         t0 = time.perf_counter()
         if args.demo:
@@ -425,9 +432,16 @@ def main() -> None:
             wanted = set(args.only.split(","))
             pages = [(n, p) for n, p in pages if n in wanted]
         results: dict[str, dict] = {}
-        for name, path in pages:
-            results[name] = {"path": path, **_measure(client, path, args.requests)}
-            print(f"{name}: {results[name]['median_ms']} ms, {results[name]['queries']} queries", file=sys.stderr)
+        with transaction.atomic():
+            if args.data_changed:
+                from annotation.signals import data_changed
+
+                data_changed.send(sender=Study, study=study, reason="labels")  # as send_data_changed does
+                out["data_changed"] = "sent (reason 'labels'); rolled back after the last request"
+            for name, path in pages:
+                results[name] = {"path": path, **_measure(client, path, args.requests)}
+                print(f"{name}: {results[name]['median_ms']} ms, {results[name]['queries']} queries", file=sys.stderr)
+            transaction.set_rollback(True)  # nothing the pages wrote, nor the change, stays
         out["pages"] = results
         out["not_measured"] = _not_measured({n for n, _ in pages})
         target = TARGET_MS["demo" if args.demo else "generated"]

@@ -16,7 +16,7 @@ import pandas as pd
 from django.db import connection, models, transaction
 from django.utils import timezone
 
-from annotation.models import Problem, Trace, TraceReview
+from annotation.models import Problem, Trace, TraceReview, suite_problems_sql
 from scoring.models import ScoreSet, ScoringProfile, TraceScore
 
 #: Stored per-trace columns, in the order of scoring.core.scores.SCORE_COLUMNS.
@@ -209,14 +209,12 @@ def _score_sql(score_set: ScoreSet, labels: list[str], columns: list[str], *, mo
     if span is not None:  # a chunk of the study's traces: pks lo..hi
         where.append(f"s.{c(TraceScore, 'trace')} BETWEEN %s AND %s")
         params += [span[0], span[1]]
-    if not include_suites:
-        # Suite variants (fidelity) stay out of every analytics page unless asked for:
-        # the same rule as Problem.objects.own(), compiled to SQL.
-        suite = Problem.objects.filter(study_id=score_set.study_id).suite_members().values("pk")
-        if not suite.query.is_empty():
-            sub_sql, sub_params = suite.query.sql_with_params()
-            where.append(f"p.{_q('id')} NOT IN ({sub_sql})")
-            params += list(sub_params)
+    suite = None if include_suites else suite_problems_sql(score_set.study_id)
+    if suite is not None:
+        # Suite variants (fidelity) stay out of every analytics page unless asked for: the same rule as
+        # Problem.objects.own(), compiled to SQL as the score job's reads compile it.
+        where.append(f"p.{_q('id')} NOT IN ({suite[0]})")
+        params += list(suite[1])
     if only_reviewed_by is not None:
         where.append(
             f"s.{c(TraceScore, 'trace')} IN (SELECT r.{c(TraceReview, 'trace')} FROM {rv} r "
