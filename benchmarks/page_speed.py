@@ -28,6 +28,7 @@ queued), in a transaction rolled back after the last request, so the study is le
 from __future__ import annotations
 
 import argparse
+import contextlib
 import io
 import json
 import os
@@ -432,7 +433,9 @@ def main() -> None:
             wanted = set(args.only.split(","))
             pages = [(n, p) for n, p in pages if n in wanted]
         results: dict[str, dict] = {}
-        with transaction.atomic():
+        # --data-changed: the change and the pages in one transaction, rolled back after the last request;
+        # otherwise the pages run as a server runs them (their own commits).
+        with transaction.atomic() if args.data_changed else contextlib.nullcontext():
             if args.data_changed:
                 from annotation.signals import data_changed
 
@@ -441,7 +444,8 @@ def main() -> None:
             for name, path in pages:
                 results[name] = {"path": path, **_measure(client, path, args.requests)}
                 print(f"{name}: {results[name]['median_ms']} ms, {results[name]['queries']} queries", file=sys.stderr)
-            transaction.set_rollback(True)  # nothing the pages wrote, nor the change, stays
+            if args.data_changed:
+                transaction.set_rollback(True)  # nothing the pages wrote, nor the change, stays
         out["pages"] = results
         out["not_measured"] = _not_measured({n for n, _ in pages})
         target = TARGET_MS["demo" if args.demo else "generated"]
