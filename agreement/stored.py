@@ -104,7 +104,7 @@ _CHUNKS_PER_INSERT = 100
 def write_chunks(report_pk: int, rows: Iterable[list]) -> None:
     """The report's disagreements as StoredDisagreementChunk rows (the old ones go), ``CHUNK_ROWS`` to a
     chunk, inserted a hundred chunks at a time: the rows are read from ``rows`` as they are written, so a
-    report of a million traces (1.5M disagreements, from agreement.streamed's packed arrays) is never one
+    report of a million traces (1.8M disagreements, from agreement.streamed's packed arrays) is never one
     list or one JSON text in this process."""
     size = StoredDisagreementChunk.CHUNK_ROWS
     StoredDisagreementChunk.objects.filter(report_id=report_pk).delete()
