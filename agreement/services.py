@@ -14,7 +14,6 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 import pandas as pd
 from django.core.cache import cache
 
@@ -248,12 +247,11 @@ def with_provenance(metrics: dict[str, Any], study: Study, reference: str, candi
 
 
 def disagreement_rows(diff: pd.DataFrame) -> list[list]:
-    """The disagreeing steps as the stored report holds them: trace pk, step, verdicts, confidence or None
-    (pair_report, and agreement.streamed chunk by chunk)."""
-    return [[int(t), int(s), r, c, None if np.isnan(x) else float(x)]
-            for t, s, r, c, x in zip(diff["trace_id"].tolist(), diff["step"].tolist(),
-                                     diff["reference_verdict"].tolist(), diff["candidate_verdict"].tolist(),
-                                     diff["confidence"].to_numpy(dtype=float).tolist(), strict=True)]
+    """The disagreeing steps as the stored report holds them (``stored.PackedRows``: trace pk, step, verdicts,
+    confidence or None), for pair_report; agreement.streamed packs them chunk by chunk instead."""
+    packed = stored.PackedRows()
+    packed.add(diff)
+    return list(packed)
 
 
 #: What the Annotators report measures each annotator against.

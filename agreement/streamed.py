@@ -7,7 +7,7 @@ growing with the study. Here the study is read in chunks of whole traces (``scor
 chunk_traces``, in pk order; one chunk's labels at a time), and of each chunk only what the metrics are
 functions of is kept (agreement.core.tallies, annotators.MatrixTally, LeaveOneOutTally): confusion counts,
 each trace's cells for the bootstrap, one row per trace for the first errors and scores, int8 verdict
-codes per annotated step, and the disagreements as packed arrays (``PackedRows``). The reports equal the whole-study ones
+codes per annotated step, and the disagreements as packed arrays (``agreement.stored.PackedRows``). The reports equal the whole-study ones
 (tests/agreement/test_streamed_reports.py), whatever the chunk size.
 
 Sources whose per-trace scores are not stored (they need the study-wide hazard: ``adjudicated``,
@@ -17,22 +17,21 @@ reads the whole study as the pages do.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from agreement import data as ad
 from agreement import services as svc
+from agreement import stored
 from agreement.core.annotators import LeaveOneOutTally, MatrixTally, overlap_counts, overlap_rows
 from agreement.core.intervals import trace_intervals, with_intervals
 from agreement.core.metrics import assemble_metrics, first_error_pairs, with_completeness
-from agreement.core.pairs import codes_of, paired_steps, paired_traces
+from agreement.core.pairs import paired_steps, paired_traces
 from agreement.core.tallies import StepTally
 from annotation.models import Study
 from scoring import sources
-from scoring.core.labels import VERDICTS, final_labels
+from scoring.core.labels import final_labels
 from scoring.models import ScoreSet
 from scoring.score_jobs import chunk_traces
 
@@ -51,42 +50,8 @@ def streamable(sel: svc.Selection) -> bool:
     return names <= stored
 
 
-class PackedRows:
-    """The pair report's disagreements as arrays (trace pk, step, the two verdicts' codes, the confidence):
-    22 bytes a row, where the rows as Python lists take about 400 and their JSON about 45. Added chunk by
-    chunk in trace order; iterated, each is the row services.disagreement_rows gives, which is what
-    agreement.stored.write_chunks writes a chunk at a time."""
-
-    _COLUMNS = (("trace", np.int64), ("step", np.int64), ("reference", np.int8), ("candidate", np.int8),
-                ("confidence", np.float64))
-
-    def __init__(self) -> None:
-        self._parts: list[tuple[np.ndarray, ...]] = []
-        self._n = 0
-
-    def add(self, pairs: pd.DataFrame) -> None:
-        """The disagreeing steps of one chunk's pairing (agreement.core.pairs.paired_steps output)."""
-        ref, cand = codes_of(pairs)
-        diff = ref != cand
-        if not diff.any():
-            return
-        values = (pairs["trace_id"].to_numpy()[diff], pairs["step"].to_numpy()[diff], ref[diff], cand[diff],
-                  pairs["confidence"].to_numpy(dtype=float)[diff])
-        self._parts.append(tuple(v.astype(t) for v, (_, t) in zip(values, self._COLUMNS, strict=True)))
-        self._n += int(diff.sum())
-
-    def __len__(self) -> int:
-        return self._n
-
-    def __iter__(self) -> Iterator[list]:
-        for trace, step, ref, cand, conf in self._parts:
-            for t, s, r, c, x in zip(trace.tolist(), step.tolist(), ref.tolist(), cand.tolist(), conf.tolist(),
-                                     strict=True):
-                yield [t, s, VERDICTS[r], VERDICTS[c], None if x != x else x]  # x != x: NaN, no confidence
-
-
 def reports(sel: svc.Selection, *, chunk_size: int | None = None, n_resamples: int = svc.N_RESAMPLES,
-            level: float = svc.LEVEL) -> tuple[dict[str, Any], PackedRows, dict[str, Any]] | None:
+            level: float = svc.LEVEL) -> tuple[dict[str, Any], stored.PackedRows, dict[str, Any]] | None:
     """(pair report's ``metrics``, its disagreements, the Annotators report) of the selection (seed and
     profile as it gives them; the Annotators report with seed 0, as the writer always stored it), or None
     when ``streamable`` is not."""
@@ -102,7 +67,7 @@ def reports(sel: svc.Selection, *, chunk_size: int | None = None, n_resamples: i
     scored_parts: list[pd.DataFrame] = []
     score_parts: tuple[list[pd.DataFrame], list[pd.DataFrame]] = ([], [])
     origins: tuple[dict[str, Any], dict[str, Any]] | None = None
-    disagreements = PackedRows()
+    disagreements = stored.PackedRows()
     traces_in_scope = 0
     overall, by_domain = MatrixTally(), {}
     overlap: dict[tuple, list[int]] = {}

@@ -160,7 +160,7 @@ def annotator_agreement_of_matrix(mat: np.ndarray, names: list[Any]) -> dict[str
 def nominal_alpha(counts: np.ndarray) -> float:
     """Krippendorff's alpha (nominal) of an (items x values) count matrix of pairable items (two values or
     more each), as ``krippendorff.alpha(value_counts=counts, level_of_measurement="nominal")`` gives it
-    (tests/agreement/core/test_nominal_alpha.py holds the two equal; NaN when the expected disagreement is 0).
+    (tests/agreement/core/test_agreement_libraries.py holds the two equal; NaN when the expected disagreement is 0).
 
     Alpha is ``1 - D_o / D_e`` of the coincidence matrix ``o`` (Krippendorff 2011, "Computing Krippendorff's
     alpha-reliability"): each item adds ``(n n^T - diag(n)) / (m - 1)`` of its value counts ``n`` (``m`` of

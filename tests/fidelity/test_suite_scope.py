@@ -88,3 +88,22 @@ def test_generation_scope_leaderboard_evidence_and_queue_leave_variants_out(with
         seen.append(nxt)
         after = Trace.objects.get(pk=nxt)
     assert set(seen) == set(Trace.objects.filter(study=study).own().values_list("pk", flat=True))
+
+
+def test_the_suite_subquery_of_raw_sql_readers_is_neither_ordered_nor_joined(with_suite):
+    """annotation.models.suite_problems_sql (the `NOT IN` of the score job's reads and of the stored-score
+    reader) selects the suite problems' pks alone: with Problem's default ordering it joined the study and
+    sorted its name into every row, too wide for PostgreSQL to hash (27 s per chunk at 1M traces). It selects
+    the variants still."""
+    from django.db import connection
+
+    from annotation.models import suite_problems_sql
+
+    study, n_variants = with_suite
+    sql, params = suite_problems_sql(study.pk)
+    assert "ORDER BY" not in sql.upper() and "annotation_study" not in sql
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        pks = {row[0] for row in cursor.fetchall()}
+    assert pks == set(Problem.objects.filter(study=study).suite_members().values_list("pk", flat=True))
+    assert len(pks) == n_variants
