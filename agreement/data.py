@@ -57,7 +57,8 @@ def annotator_names(study: Study) -> dict[int, str]:
     """pk -> username of everyone who reviewed a trace of the study (two queries). Every human label has
     its annotator's TraceReview; who they are is stored with the study's summary by the score job
     (annotation.study_summary.reviewer_ids: grouping the reviews takes a second at 300,000 traces) and
-    read from the reviews only while none is current."""
+    read from the reviews only while none is stored. A stale one may lack an annotator whose first review
+    came since: the menus offer them once the score job has run."""
     ids = study_summary.stored_reviewer_ids(study)
     if ids is None:
         ids = study_summary.reviewer_ids(study)
@@ -305,17 +306,19 @@ def data_version(study: Study, scope_key: str = "") -> str:
     that moves whenever a number could."""
     sets = list(ScoreSet.objects.filter(study=study).order_by("pk").values_list("pk", "token"))
     judges = list(study.judges.order_by("pk").values_list("pk", "name"))
-    # The study's stored summary (annotation.study_summary) exists only while no label, review or trace
-    # changed since the score job wrote it (data_changed deletes it, but for a final verdict): its time stands for the counts,
-    # which group every label of the study (seconds at a million labels).
-    stored = StudySummary.objects.filter(study=study).values_list("computed_at", flat=True).first()
+    # The study's stored summary (annotation.study_summary): the score job writes it anew with a new time, and
+    # every change of a label, review or trace since marks it with the change's time (data_changed, but for a
+    # final verdict). The two times stand for the counts, which group every label of the study (seconds at a
+    # million labels).
+    stored = StudySummary.objects.filter(study=study).values_list("computed_at", "marked_at").first()
     if stored is not None:
         # A final verdict keeps the summary (it changes no stored count), not the reports of the adjudicated
         # source: the study's final verdicts, a few rows, stand for themselves.
         final = StepLabel.objects.filter(kind=StepLabel.Kind.ADJUDICATION, step__trace__study=study).aggregate(
             n=Count("id"), last=Max("updated_at"))
-        return repr(("summary", stored.isoformat(), final["n"], final["last"], sets, judges, study.primary_judge_id,
-                     scope_key))
+        computed, marked = stored
+        return repr(("summary", computed.isoformat(), marked and marked.isoformat(), final["n"], final["last"], sets,
+                     judges, study.primary_judge_id, scope_key))
     labels = StepLabel.objects.filter(step__trace__study=study).aggregate(n=Count("id"), last=Max("updated_at"))
     reviews = TraceReview.objects.filter(trace__study=study).aggregate(n=Count("id"), last=Max("updated_at"))
     traces = Trace.objects.filter(study=study).aggregate(n=Count("id"), last=Max("id"))

@@ -22,6 +22,7 @@ from agreement import stored
 from agreement.core import intervals as agreement_intervals
 from agreement.core.annotators import annotator_agreement, leave_one_out, overlap_sets
 from agreement.core.metrics import agreement_metrics, first_error_pairs
+from agreement.core.packed_rows import PackedRows
 from agreement.core.pairs import paired_steps
 from agreement.models import CalibrationStudy, StoredReport
 from annotation import access
@@ -247,9 +248,9 @@ def with_provenance(metrics: dict[str, Any], study: Study, reference: str, candi
 
 
 def disagreement_rows(diff: pd.DataFrame) -> list[list]:
-    """The disagreeing steps as the stored report holds them (``stored.PackedRows``: trace pk, step, verdicts,
+    """The disagreeing steps as the stored report holds them (``agreement.core.packed_rows.PackedRows``: trace pk, step, verdicts,
     confidence or None), for pair_report; agreement.streamed packs them chunk by chunk instead."""
-    packed = stored.PackedRows()
+    packed = PackedRows()
     packed.add(diff)
     return list(packed)
 

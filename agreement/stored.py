@@ -13,19 +13,16 @@ data version (agreement.services).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
-import numpy as np
-import pandas as pd
 from django.db import transaction
 from django.utils import timezone
 
-from agreement.core.pairs import codes_of
 from agreement.models import StoredDisagreementChunk, StoredReport
+from annotation.jobs import recompute_pending
 from annotation.models import Job, Study
-from scoring.core.labels import VERDICTS
 
 
 def pair_key(reference: str, candidate: str, profile_pk: int, profile_version: int, seed: int) -> str:
@@ -75,41 +72,6 @@ class Rows(Sequence):
         return rows[start - first * size:stop - first * size]
 
 
-class PackedRows:
-    """The pair report's disagreements as arrays (trace pk, step, the two verdicts' codes, the confidence):
-    22 bytes a row, where the rows as Python lists take about 400 and their JSON about 45. Added chunk by
-    chunk in trace order (agreement.streamed) or at once (services.disagreement_rows); iterated, each is the
-    stored row ``[trace pk, step, reference verdict, candidate verdict, confidence or None]``, which is what
-    ``write_chunks`` writes a chunk at a time and ``Rows`` reads back."""
-
-    _COLUMNS = (("trace", np.int64), ("step", np.int64), ("reference", np.int8), ("candidate", np.int8),
-                ("confidence", np.float64))
-
-    def __init__(self) -> None:
-        self._parts: list[tuple[np.ndarray, ...]] = []
-        self._n = 0
-
-    def add(self, pairs: pd.DataFrame) -> None:
-        """The disagreeing steps of one chunk's pairing (agreement.core.pairs.paired_steps output)."""
-        ref, cand = codes_of(pairs)
-        diff = ref != cand
-        if not diff.any():
-            return
-        values = (pairs["trace_id"].to_numpy()[diff], pairs["step"].to_numpy()[diff], ref[diff], cand[diff],
-                  pairs["confidence"].to_numpy(dtype=float)[diff])
-        self._parts.append(tuple(v.astype(t) for v, (_, t) in zip(values, self._COLUMNS, strict=True)))
-        self._n += int(diff.sum())
-
-    def __len__(self) -> int:
-        return self._n
-
-    def __iter__(self) -> Iterator[list]:
-        for trace, step, ref, cand, conf in self._parts:
-            for t, s, r, c, x in zip(trace.tolist(), step.tolist(), ref.tolist(), cand.tolist(), conf.tolist(),
-                                     strict=True):
-                yield [t, s, VERDICTS[r], VERDICTS[c], None if x != x else x]  # x != x: NaN, no confidence
-
-
 def status(row: StoredReport) -> dict[str, Any]:
     """What a page says of a stored report: when it was computed, and whether the data changed since."""
     return {"computed_at": row.computed_at, "stale": row.stale}
@@ -127,7 +89,7 @@ def write(study: Study, kind: str, key: str, data: dict[str, Any], *, read_at: d
         current = StoredReport.objects.select_for_update().filter(study=study, kind=kind, key=key) \
             .only("marked_at").first()
         changed = current is not None and current.marked_at is not None and current.marked_at >= read_at
-        stale = changed or _recompute_pending(study, job, read_at)
+        stale = changed or recompute_pending(study.pk, job, read_at)
         StoredReport.objects.filter(study=study, kind=kind).exclude(key=key).delete()
         row, _ = StoredReport.objects.update_or_create(
             study=study, kind=kind, key=key,
@@ -167,15 +129,6 @@ def write_chunks(report_pk: int, rows: Iterable[list]) -> None:
         close()
     if pending:
         StoredDisagreementChunk.objects.bulk_create(pending)
-
-
-def _recompute_pending(study: Study, job: Job | None, read_at: datetime) -> bool:
-    """A score job queued for the study since ``read_at`` (each change of the data queues one, or joins
-    one still queued): the data may have changed after it was read."""
-    queued = Job.objects.filter(study=study, kind=Job.Kind.SCORE, status=Job.Status.QUEUED, created_at__gte=read_at)
-    if job is not None:
-        queued = queued.exclude(pk=job.pk)
-    return queued.exists()
 
 
 def invalidate(sender, study: Study, **kwargs) -> None:

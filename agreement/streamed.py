@@ -7,7 +7,7 @@ growing with the study. Here the study is read in chunks of whole traces (``scor
 chunk_traces``, in pk order; one chunk's labels at a time), and of each chunk only what the metrics are
 functions of is kept (agreement.core.tallies, annotators.MatrixTally, LeaveOneOutTally): confusion counts,
 each trace's cells for the bootstrap, one row per trace for the first errors and scores, int8 verdict
-codes per annotated step, and the disagreements as packed arrays (``agreement.stored.PackedRows``). The reports equal the whole-study ones
+codes per annotated step, and the disagreements as packed arrays (``agreement.core.packed_rows.PackedRows``). The reports equal the whole-study ones
 (tests/agreement/test_streamed_reports.py), whatever the chunk size.
 
 Sources whose per-trace scores are not stored (they need the study-wide hazard: ``adjudicated``,
@@ -23,10 +23,10 @@ import pandas as pd
 
 from agreement import data as ad
 from agreement import services as svc
-from agreement import stored
 from agreement.core.annotators import LeaveOneOutTally, MatrixTally, overlap_counts, overlap_rows
 from agreement.core.intervals import trace_intervals, with_intervals
 from agreement.core.metrics import assemble_metrics, first_error_pairs, with_completeness
+from agreement.core.packed_rows import PackedRows
 from agreement.core.pairs import paired_steps, paired_traces
 from agreement.core.tallies import StepTally
 from annotation.models import Study
@@ -51,7 +51,7 @@ def streamable(sel: svc.Selection) -> bool:
 
 
 def reports(sel: svc.Selection, *, chunk_size: int | None = None, n_resamples: int = svc.N_RESAMPLES,
-            level: float = svc.LEVEL) -> tuple[dict[str, Any], stored.PackedRows, dict[str, Any]] | None:
+            level: float = svc.LEVEL) -> tuple[dict[str, Any], PackedRows, dict[str, Any]] | None:
     """(pair report's ``metrics``, its disagreements, the Annotators report) of the selection (seed and
     profile as it gives them; the Annotators report with seed 0, as the writer always stored it), or None
     when ``streamable`` is not."""
@@ -67,7 +67,7 @@ def reports(sel: svc.Selection, *, chunk_size: int | None = None, n_resamples: i
     scored_parts: list[pd.DataFrame] = []
     score_parts: tuple[list[pd.DataFrame], list[pd.DataFrame]] = ([], [])
     origins: tuple[dict[str, Any], dict[str, Any]] | None = None
-    disagreements = stored.PackedRows()
+    disagreements = PackedRows()
     traces_in_scope = 0
     overall, by_domain = MatrixTally(), {}
     overlap: dict[tuple, list[int]] = {}

@@ -114,6 +114,18 @@ def live_progress(job: Job) -> dict[str, int]:
     return {"done": job.done, "total": job.total, "failed": job.failed}
 
 
+def recompute_pending(study_id: int, job: Job | None, read_at) -> bool:
+    """A score job queued for the study since ``read_at`` (each change of the data queues one, or joins one
+    still queued), other than ``job``: what a job computed from data read at ``read_at`` may be older than the
+    data, so the stored results it writes are stale (agreement.stored, annotation.study_summary_writer,
+    faithfulness.evidence)."""
+    queued = Job.objects.filter(study_id=study_id, kind=Job.Kind.SCORE, status=Job.Status.QUEUED,
+                                created_at__gte=read_at)
+    if job is not None:
+        queued = queued.exclude(pk=job.pk)
+    return queued.exists()
+
+
 def claim(job_id: int) -> bool:
     """Mark the job running. Re-delivery after a worker crash finds it running
     already and may resume it; a finished or cancelled job is never re-run."""

@@ -665,13 +665,18 @@ class Job(models.Model):
 class StudySummary(models.Model):
     """Counts over every trace and label of a study (annotation.study_summary): traces, traces reviewed
     completely by anyone, traces a judge labelled, open disagreements. Written by the score job
-    (which every change of the data queues) and deleted by the change itself (signals.data_changed),
-    so the study list and the study page read one row instead of grouping a million labels; with no
-    row they count from the data."""
+    (which every change of the data queues) and marked stale by the change itself (signals.data_changed),
+    so the study list and the study page read one row instead of grouping a million labels, and say how
+    old it is while the job recomputes it; with no row (never computed) they count from the data."""
 
     study = models.OneToOneField(Study, on_delete=models.CASCADE, primary_key=True, related_name="summary")
     counts = models.JSONField()
     computed_at = models.DateTimeField(default=timezone.now)
+    # The data changed since computed_at (the latest change at marked_at): pages show the counts as of
+    # computed_at until the score job that the change queued writes them anew (issue 33: counting from the
+    # data took a minute a page at a million traces, for the twelve minutes of that job).
+    stale = models.BooleanField(default=False)
+    marked_at = models.DateTimeField(null=True, blank=True)
 
     def __str__(self) -> str:
         return f"summary of study {self.study_id}"
@@ -679,7 +684,7 @@ class StudySummary(models.Model):
 
 class SummaryDisagreement(models.Model):
     """A step whose labels disagree (annotation.review.disagreement_step_ids, adjudicated or not),
-    stored with its study's StudySummary by the same job and current exactly when that row exists:
+    stored with its study's StudySummary by the same job and as current as that row (its ``stale``):
     the adjudication page and the disagreement filter read these instead of grouping every label."""
 
     study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="+")

@@ -7,17 +7,22 @@ disagreements (the judges' pages), and who reviewed a trace of the study and the
 
 Only "mine" depends on who asks. The rest group every trace and label of the study (seconds at a
 million labels), so the score job, which every change of the data queues, stores them
-(annotation.study_summary_writer.refresh, hooked in by scoring.apps) in a StudySummary row, and the change itself deletes the row
-(``invalidate``, on annotation.signals.data_changed): a page reads the row when there is one and
-counts from the data when there is none, never numbers older than the data.
+(annotation.study_summary_writer.refresh, hooked in by scoring.apps) in a StudySummary row, and the change itself
+marks the row stale (``invalidate``, on annotation.signals.data_changed). A page reads the row when there is
+one, and counts from the data only when there is none (a study never scored). While the row is stale, the page
+says when its counts were computed and that the score job is recomputing them (``status``,
+templates/annotation/_summary_status.html): it never shows numbers older than the data as current. Counting
+from the data instead took a minute or more a page at a million traces, for as long as the job ran (twelve
+minutes there) after every label (issue 33).
 """
 
 from __future__ import annotations
 
-from django.db import transaction
 from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet, Sum
+from django.utils import timezone
 
 from annotation.models import (
+    Membership,
     Problem,
     Step,
     StepLabel,
@@ -112,15 +117,15 @@ def adjudicated_in_stored(study_ids: list[int], model: str = "") -> dict[int, in
 
 
 def stored_disagreements(study: Study) -> QuerySet | None:
-    """The stored disagreement steps of the study (SummaryDisagreement rows), or None when none are current
-    (no StudySummary: never stored, or the data changed since)."""
+    """The stored disagreement steps of the study (SummaryDisagreement rows), or None when none are stored
+    (no StudySummary: never stored). Stale ones too: the page says so (``status``)."""
     if stored_disagreement_counts(study) is None:
         return None
     return SummaryDisagreement.objects.filter(study=study)
 
 
 def stored_disagreement_counts(study: Study) -> dict[str, int] | None:
-    """The stored disagreement steps per model of their trace, adjudicated or not, or None when none are current
+    """The stored disagreement steps per model of their trace, adjudicated or not, or None when none are stored
     (or the summary was written before they were counted)."""
     counts = stored_counts(study)
     return None if counts is None or DISAGREEMENT_STEPS not in counts else dict(counts[DISAGREEMENT_STEPS])
@@ -158,8 +163,17 @@ def by_model(study: Study) -> dict:
 
 def stored_counts(study: Study) -> dict | None:
     """The study's summary as the score job stored it (every count of this module), or None when
-    none is current."""
+    none is stored. A stale one too (``status`` says so)."""
     return StudySummary.objects.filter(study=study).values_list("counts", flat=True).first()
+
+
+def status(study_ids: list[int]) -> dict[int, dict]:
+    """Per study with a stale summary: when its counts were computed and when the data last changed since
+    (``computed_at``, ``marked_at``), for the pages that show them (templates/annotation/_summary_status.html).
+    A study with a current summary, or none, is not in the answer."""
+    rows = StudySummary.objects.filter(study_id__in=study_ids, stale=True) \
+        .values_list("study_id", "computed_at", "marked_at")
+    return {sid: {"computed_at": computed, "marked_at": marked} for sid, computed, marked in rows}
 
 
 def judge_counts(study: Study) -> dict[str, list[int]]:
@@ -176,16 +190,15 @@ def judge_counts(study: Study) -> dict[str, list[int]]:
 
 
 def stored_judge_counts(study: Study) -> dict[int, tuple[int, int]] | None:
-    """judge_counts as the score job stored them when current (a judge without labels has no
-    entry), else None."""
+    """judge_counts as the score job stored them (a judge without labels has no entry), else None."""
     counts = StudySummary.objects.filter(study=study).values_list("counts", flat=True).first()
-    if counts is None or "judges" not in counts:  # none current, or written before judges were counted
+    if counts is None or "judges" not in counts:  # none stored, or written before judges were counted
         return None
     return {int(k): (v[0], v[1]) for k, v in counts["judges"].items()}
 
 
 def stored_by_model_and_domain(study: Study) -> list[tuple[str, str, int, int, int]] | None:
-    """by_model_and_domain as the score job stored it, or None when none is current."""
+    """by_model_and_domain as the score job stored it, or None when none is stored."""
     counts = StudySummary.objects.filter(study=study).values_list("counts", flat=True).first()
     return None if counts is None else [tuple(row) for row in counts["by_model_and_domain"]]
 
@@ -199,15 +212,25 @@ def reviewer_ids(study: Study) -> list[int]:
 
 
 def stored_reviewer_ids(study: Study) -> list[int] | None:
-    """reviewer_ids as the score job stored them when current, else None (none current, or written before
-    the reviewers were stored)."""
-    counts = stored_counts(study)
-    return None if counts is None or "reviewers" not in counts else list(counts["reviewers"])
+    """reviewer_ids as the score job stored them, else None (none stored, or written before the reviewers
+    were stored). While the summary is stale, with the members whose first review of the study came since:
+    an EXISTS probe per member not stored (a few), so the agreement menus and sources never miss an annotator
+    (agreement.data.annotator_names)."""
+    row = StudySummary.objects.filter(study=study).values_list("counts", "stale").first()
+    if row is None or "reviewers" not in row[0]:
+        return None
+    ids = list(row[0]["reviewers"])
+    if row[1]:
+        reviewed = TraceReview.objects.filter(annotator=OuterRef("user"),
+                                              trace__in=Trace.objects.of_study(study).values("pk"))
+        ids = sorted({*ids, *Membership.objects.filter(study=study).exclude(user__in=ids).filter(Exists(reviewed))
+                      .values_list("user", flat=True)})
+    return ids
 
 
 def trace_models(study: Study) -> list[str]:
     """The models of the study's own traces, in order (the calibration form's choices): from the stored
-    summary's table by model when current, else a DISTINCT over every trace of the study."""
+    summary's table by model when stored, else a DISTINCT over every trace of the study."""
     counts = stored_counts(study)
     if counts is not None:
         return [row["model"] for row in counts["by_model"]["models"]]
@@ -221,9 +244,8 @@ ADJUDICATION = "adjudication"
 
 def invalidate(sender, study: Study, reason: str = "", **kwargs) -> None:
     """Receiver of annotation.signals.data_changed: the stored counts describe older data (but after an
-    adjudication, ADJUDICATION)."""
+    adjudication, ADJUDICATION). They stay, marked, until the score job that the same change queued writes them
+    anew; the disagreement steps stay with them."""
     if reason == ADJUDICATION:
         return
-    with transaction.atomic():
-        StudySummary.objects.filter(study=study).delete()
-        SummaryDisagreement.objects.filter(study=study).delete()
+    StudySummary.objects.filter(study=study).update(stale=True, marked_at=timezone.now())

@@ -9,6 +9,7 @@ from django.core.exceptions import EmptyResultSet
 from django.db import connection, transaction
 from django.utils import timezone
 
+from annotation.jobs import recompute_pending
 from annotation.models import Job, Step, Study, StudySummary, SummaryDisagreement
 from annotation.review.adjudication import disagreement_step_ids
 from annotation.study_summary import (
@@ -40,16 +41,23 @@ def _insert_disagreements(study: Study) -> None:
         cursor.execute(sql, [study.pk, *params])
 
 
-def store(study: Study) -> dict[str, int]:
+def store(study: Study, job: Job | None = None) -> dict[str, int]:
+    """Count and store the study's summary. Stale as soon as written when the data changed while it was
+    counted (the change marked the old row, or queued another score job): that job writes it anew."""
+    read_at = timezone.now()
     counted = count([study.pk], disagreements=False)[study.pk]  # the open ones are counted when read
     counts: dict = {**{key: counted[key] for key in STORED}, "by_model_and_domain": by_model_and_domain(study),
                     "by_model": by_model(study), "judges": judge_counts(study), "reviewers": reviewer_ids(study)}
     with transaction.atomic():
+        current = StudySummary.objects.select_for_update().filter(study=study).values_list("marked_at", flat=True)
+        marked = next(iter(current), None)
+        stale = (marked is not None and marked >= read_at) or recompute_pending(study.pk, job, read_at)
         SummaryDisagreement.objects.filter(study=study).delete()
         _insert_disagreements(study)
         counts[DISAGREEMENT_STEPS] = disagreement_steps_by_model(study)
         # A new time on every write: agreement.data.data_version keys its cache by it.
-        StudySummary.objects.update_or_create(study=study, defaults={"counts": counts, "computed_at": timezone.now()})
+        StudySummary.objects.update_or_create(study=study, defaults={
+            "counts": counts, "computed_at": timezone.now(), "stale": stale, "marked_at": marked if stale else None})
     return counts
 
 
@@ -58,6 +66,4 @@ def refresh(study: Study, job: Job | None, whole: bool) -> None:
     profile (each change of the data queues one) stores anew; one for some profiles only (the
     data unchanged) stores when nothing is stored."""
     if whole or not StudySummary.objects.filter(study=study).exists():
-        store(study)
-
-
+        store(study, job)

@@ -14,8 +14,10 @@ from typing import Any
 from django.db import transaction
 from django.db.models import Count, Exists, Min, OuterRef, Q, QuerySet
 from django.db.models.fields.json import KT
+from django.utils import timezone
 
 from annotation.gate import Source
+from annotation.jobs import recompute_pending
 from annotation.models import Job, Step, StepLabel, Study, Trace
 from faithfulness import stored_evidence
 from faithfulness.core import halting as halt_core
@@ -368,18 +370,26 @@ def compute_summaries(study: Study, model: str | None = None, policies: tuple[st
 
 
 def store_summaries(study: Study, job: Job | None = None) -> int:
-    """Recompute and replace the study's summaries (every model, every policy); the number of rows."""
+    """Recompute and replace the study's summaries (every model, every policy); the number of rows. Stale as
+    soon as written when the data changed while they were computed (the change marked the old rows, or queued
+    another score job): that job writes them anew."""
+    read_at = timezone.now()
     computed = compute_summaries(study)
     rows = [EvidenceSummary(study=study, model=name, policy=policy, data=part, job=job)
             for policy, per_model in computed.items() for name, part in per_model.items()]
+    n = len(rows)
     with transaction.atomic():
-        EvidenceSummary.objects.filter(study=study).delete()
-        if rows:
-            EvidenceSummary.objects.bulk_create(rows)
-        else:
+        old = EvidenceSummary.objects.select_for_update().filter(study=study)
+        marked = max((m for m in old.values_list("marked_at", flat=True) if m is not None), default=None)
+        stale = (marked is not None and marked >= read_at) or recompute_pending(study.pk, job, read_at)
+        old.delete()
+        if not rows:
             # A study without traces: one marker row says "computed: no models", so the pages need not read.
-            EvidenceSummary.objects.create(study=study, model="", policy="", data={}, job=job)
-    return len(rows)
+            rows = [EvidenceSummary(study=study, model="", policy="", data={}, job=job)]
+        for row in rows:
+            row.stale, row.marked_at = stale, marked if stale else None
+        EvidenceSummary.objects.bulk_create(rows)
+    return n
 
 
 def refresh_summaries(study: Study, job: Job | None, whole: bool) -> None:

@@ -139,9 +139,10 @@ class AnytimePoint(models.Model):
 class EvidenceSummary(models.Model):
     """The part of one model's evidence (faithfulness.services.evidence) read from every trace,
     step and label of the study, under one missing-label policy: written by the score job
-    (scoring.score_jobs.recompute, through faithfulness.evidence.store_summaries), deleted when the
+    (scoring.score_jobs.recompute, through faithfulness.evidence.store_summaries), marked stale when the
     study's data changes (annotation.signals.data_changed), so the Evidence page and the
-    leaderboard's tier cards read a few rows instead of the whole study. Without rows the
+    leaderboard's tier cards read a few rows instead of the whole study, and say how old they are
+    until the job that the change queued writes them anew. Without rows (never computed) the
     pages compute the same numbers from the data."""
 
     study = models.ForeignKey("annotation.Study", on_delete=models.CASCADE, related_name="evidence_summaries")
@@ -151,6 +152,9 @@ class EvidenceSummary(models.Model):
     data = models.JSONField()
     computed_at = models.DateTimeField(default=timezone.now)
     job = models.ForeignKey(Job, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    # As StudySummary's: the data changed since computed_at, last at marked_at.
+    stale = models.BooleanField(default=False)
+    marked_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         constraints = [

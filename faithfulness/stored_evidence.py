@@ -5,9 +5,10 @@ Reading it live costs seconds on a large study (every step's text for the haltin
 every label for the validity rates), and both the Evidence page and the leaderboard's tier
 cards need it on every request. The score job writes it after the scores
 (``faithfulness.evidence.store_summaries``, hooked in by faithfulness.apps), from the same data in the same pass of the same job that every
-change of the data queues (annotation.signals.data_changed); the same signal deletes the
-rows (``invalidate``), so a page never reads numbers older than the data: between a change
-and the job's end it computes them from the data, as it did before.
+change of the data queues (annotation.signals.data_changed); the same signal marks the
+rows stale (``invalidate``). Between a change and the job's end a page shows the stored numbers and says
+when they were computed (``status``), never as current; it computes them from the data only when none were
+ever stored. Computing them on each request took three minutes a leaderboard at a million traces (issue 33).
 
 What stays live in ``faithfulness.evidence.evidence``: the intervention and anytime runs, the generations'
 token counts and the verifier's version, a few small queries.
@@ -18,6 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.db.models import Count, Sum
+from django.utils import timezone
 
 from annotation.models import Study, Trace
 from faithfulness.core import tiers as tier_core
@@ -30,19 +32,19 @@ FIELDS = ("traces", "with_regime", "regime", "accuracy", "accuracy_n", "with_ste
 
 
 def read(study: Study, model: str | None, policy: str) -> dict[str, dict[str, Any]] | None:
-    """model -> FIELDS as the score job stored them, or None when no summary is current."""
+    """model -> FIELDS as the score job stored them (stale ones too: ``status``), or None when none are stored."""
     rows = EvidenceSummary.objects.filter(study=study, policy=policy)
     if model:
         rows = rows.filter(model=model)
     found = {name: data for name, data in rows.values_list("model", "data")}
     if not found and not EvidenceSummary.objects.filter(study=study).exists():
-        return None  # none stored (never computed, or deleted by a change): the caller reads the data
+        return None  # none stored (never computed): the caller reads the data
     return found  # a summary of the whole study: a model without a row has no traces
 
 
 def difficulty(study: Study, models: list[str]) -> dict[str, dict[int, tuple[int, int]]]:
     """model -> skeleton length (L_gold) -> (traces, steps in them), in the order of ``models``:
-    stored by the score job when current, else grouped from the traces."""
+    stored by the score job, else (none stored) grouped from the traces."""
     found: dict[str, dict[int, tuple[int, int]]] = {}
     if EvidenceSummary.objects.filter(study=study).exists():
         rows = EvidenceSummary.objects.filter(study=study, policy=val_core.EXCLUDE, model__in=models)
@@ -61,6 +63,14 @@ def verifiers(part: dict[str, Any]) -> list[tier_core.Verifier]:
     return [tier_core.Verifier(**v) for v in part["verifiers"]]
 
 
+def status(study: Study) -> dict[str, Any] | None:
+    """When the stored summaries were computed and the data last changed since, while they are stale; None
+    when they are current or there are none (templates/annotation/_summary_status.html)."""
+    row = EvidenceSummary.objects.filter(study=study, stale=True).values("computed_at", "marked_at").first()
+    return row
+
+
 def invalidate(sender, study: Study, **kwargs) -> None:
-    """Receiver of annotation.signals.data_changed: the stored summaries describe older data."""
-    EvidenceSummary.objects.filter(study=study).delete()
+    """Receiver of annotation.signals.data_changed: the stored summaries describe older data. They stay, marked,
+    until the score job that the same change queued writes them anew."""
+    EvidenceSummary.objects.filter(study=study).update(stale=True, marked_at=timezone.now())

@@ -45,6 +45,7 @@ def overview(request: HttpRequest, study_id: int) -> HttpResponse:
     scatter = stored_evidence.difficulty(study, [ev.model for ev in evs if ev.with_steps])
     context = {
         "study": study, "membership": membership, "policy": policy, "policies": val_core.POLICIES,
+        "evidence_status": stored_evidence.status(study),
         "rows": [{"ev": ev, "rep": rep, "tier": rep["tier"]} for ev, rep in zip(evs, reports, strict=True)],
         "curves": curves,
         # One chart per budget unit: token and step budgets never share an axis.

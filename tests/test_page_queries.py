@@ -107,9 +107,58 @@ def test_every_page_of_a_study_uses_as_many_queries_at_12_problems_as_at_3(
     assert not more, f"queries that grew with the data (3 -> 12 problems): {more}"
 
 
-def test_the_stored_summaries_hold_what_the_pages_count_and_go_when_the_data_changes(study, do_import, owner):
+def _shapes(client, url: str) -> list[str]:
+    """The page's queries with their numbers (ids, times, limits) taken out: what it reads, and how."""
+    import re
+
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as ctx:
+        response = client.get(url)
+    assert response.status_code == 200, (url, response.status_code)
+    return [re.sub(r"'[^']*'|\b\d+(\.\d+)?\b", "?", q["sql"]) for q in ctx.captured_queries]
+
+
+def test_between_a_change_and_its_score_job_every_page_reads_what_it_read_before(client, study, do_import, owner):
+    """A change of the labels marks the stored summaries stale and keeps them (annotation.study_summary,
+    faithfulness.stored_evidence): every page of the study (the list above, so a new page is covered) then issues
+    the queries it issued before the change, but for the note that says how old they are (the latest score job)
+    and the agreement menus' probe for a new reviewer; none counts from the data. At a million traces counting
+    took a minute or more a page, for the twelve minutes of the job (issue 33)."""
+    from annotation import signals
+
+    for name in ("ann1", "ann2"):
+        services.do_add_member(study, name, Membership.Role.ANNOTATOR, password="pw-annotator-1")
+    _grow(study, do_import, 0, 3)
+    subject_services.ensure_builtin_templates(study)
+    subject_services.do_save_subject(study, {"name": "local", "base_url": "http://127.0.0.1:8080/v1",
+                                             "model": "local", "seed": 0})
+    search_services.do_save_cohort(study, Membership.objects.get(study=study, user=owner), name="wrong",
+                                   data={"answer_correct": "false"})
+    client.force_login(owner)
+    urls = _pages(study)
+    before = {url: _shapes(client, url) for url in urls}
+    signals.data_changed.send(sender=type(study), study=study, reason="labels")  # its score job not run
+    allowed = ('FROM "annotation_job"', 'FROM "annotation_membership"')
+    noted = []
+    for url in urls:
+        after = _shapes(client, url)
+        new = [q for q in after if q not in before[url]]
+        assert not [q for q in new if not any(part in q for part in allowed)], (url, new)
+        assert len(after) <= len(before[url]) + 2, (url, len(before[url]), len(after))
+        if "were computed" in client.get(url).content.decode():
+            noted.append(url)
+    # Every page that shows the stored counts or figures says they are being recomputed.
+    shown = [reverse("studies")] + [reverse(name, args=[study.pk]) for name in (
+        "study", "adjudication", "scoring-leaderboard", "scoring-hazard", "scoring-distributions", "scoring-lucky",
+        "faithfulness", "judge-list", "subject-model-list", "search")]
+    assert not [url for url in shown if url not in noted], noted
+
+
+def test_the_stored_summaries_hold_what_the_pages_count_and_are_marked_when_the_data_changes(study, do_import, owner):
     """What the score job stores (annotation.study_summary, faithfulness.stored_evidence) equals what
-    the pages compute from the data without it; a change of the data deletes it."""
+    the pages compute from the data without it; a change of the data marks it stale."""
     from annotation import signals, study_summary, study_summary_writer
     from annotation.models import StudySummary, SummaryDisagreement
     from annotation.review.adjudication import disagreement_step_ids
@@ -151,9 +200,65 @@ def test_the_stored_summaries_hold_what_the_pages_count_and_go_when_the_data_cha
     study_summary_writer.store(study)
     assert sorted(SummaryDisagreement.objects.filter(study=study).values_list("step", flat=True)) == live_steps
 
+    # A change marks them stale and keeps them (the pages say how old they are) until the score job writes anew.
+    counts = study_summary.stored_counts(study)
     signals.data_changed.send(sender=type(study), study=study, reason="labels")
-    assert not StudySummary.objects.filter(study=study).exists()
-    assert not EvidenceSummary.objects.filter(study=study).exists()
+    summary = StudySummary.objects.get(study=study)
+    assert summary.stale and summary.marked_at >= summary.computed_at and summary.counts == counts
+    assert study_summary.status([study.pk])[study.pk] == {"computed_at": summary.computed_at,
+                                                           "marked_at": summary.marked_at}
+    assert sorted(SummaryDisagreement.objects.filter(study=study).values_list("step", flat=True)) == live_steps
+    assert EvidenceSummary.objects.filter(study=study).exists()
+    assert not EvidenceSummary.objects.filter(study=study, stale=False).exists()
+    assert stored_evidence.status(study)["computed_at"] is not None
+    score_jobs.recompute(study)
+    assert not StudySummary.objects.get(study=study).stale and study_summary.status([study.pk]) == {}
+    assert stored_evidence.status(study) is None and not EvidenceSummary.objects.filter(study=study, stale=True).exists()
+
+
+def test_a_summary_counted_while_the_data_changed_is_stored_stale(study, do_import):
+    """The writers read at one time and write later: a change in between (it marked the old row, or queued another
+    score job) leaves what they write stale, so no page shows it as current; the job that change queued writes anew."""
+    from annotation import signals, study_summary, study_summary_writer
+    from annotation.models import Job, StudySummary
+    from faithfulness import stored_evidence
+    from faithfulness.evidence import store_summaries
+
+    _grow(study, do_import, 0, 2)
+    assert study_summary.status([study.pk]) == {} and stored_evidence.status(study) is None
+    original = study_summary.count
+
+    def count_then_change(*args, **kwargs):
+        out = original(*args, **kwargs)
+        signals.data_changed.send(sender=type(study), study=study, reason="labels")  # marks the old row
+        return out
+
+    study_summary_writer.count = count_then_change
+    try:
+        study_summary_writer.store(study)
+    finally:
+        study_summary_writer.count = original
+    assert StudySummary.objects.get(study=study).stale
+    # A score job queued after the read began (a change on a study without a stored row) does the same.
+    job = Job.objects.create(study=study, kind=Job.Kind.SCORE, status=Job.Status.RUNNING)
+    store_summaries(study, job)
+    assert stored_evidence.status(study) is None  # nothing queued since: current
+    StudySummary.objects.filter(study=study).delete()
+    queued = []
+
+    def queue_during(*args, **kwargs):
+        queued.append(Job.objects.create(study=study, kind=Job.Kind.SCORE, status=Job.Status.QUEUED))
+        return original(*args, **kwargs)
+
+    study_summary_writer.count = queue_during
+    try:
+        study_summary_writer.store(study, job)
+    finally:
+        study_summary_writer.count = original
+    assert queued and StudySummary.objects.get(study=study).stale
+    queued[0].delete()
+    study_summary_writer.store(study, job)
+    assert not StudySummary.objects.get(study=study).stale
 
 
 def test_the_agreement_pages_read_their_menus_from_the_stored_summary(client, study, do_import, owner):
@@ -187,8 +292,8 @@ def test_the_adjudication_lists_and_counts_the_stored_steps_as_it_would_live_and
         client, study, do_import, owner):
     """The adjudication page and API list the stored disagreement steps in (trace, index) order, counted from
     the stored counts per model less the adjudicated ones: the same steps and counts as from the labels, under
-    every status and model. A final verdict changes nothing stored, so the summary stays and the page's next
-    load still reads it; a label save still deletes it."""
+    every status and model. A final verdict changes nothing stored, so the summary stays current and the page's
+    next load still reads it; a label save marks it stale, and the page says so."""
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
@@ -235,7 +340,8 @@ def test_the_adjudication_lists_and_counts_the_stored_steps_as_it_would_live_and
     api = client.get(reverse("api-study-disagreements", args=[study.pk]) + "?status=resolved").json()
     assert api["count"] == 1 and api["results"][0]["step_id"] == first.pk
     signals.data_changed.send(sender=type(study), study=study, reason="labels")
-    assert not StudySummary.objects.filter(study=study).exists()
+    assert StudySummary.objects.get(study=study).stale  # kept, marked: the page says how old it is
+    assert "The counts on this page were computed" in client.get(url).content.decode()
 
 
 def test_the_subject_model_list_reads_the_imported_models_from_the_stored_table(study, do_import):

@@ -29,8 +29,9 @@ def studies(request: HttpRequest) -> HttpResponse:
         .annotate(n=Count("pk")).values_list("study", "n")
     )
     progress = study_progress([m.study_id for m in memberships], request.user)
-    rows = [{"m": m, "n_problems": problems.get(m.study_id, 0), **visible_progress(progress[m.study_id], m)}
-            for m in memberships]
+    stale = study_summary.status([m.study_id for m in memberships])  # counts the score job is recomputing
+    rows = [{"m": m, "n_problems": problems.get(m.study_id, 0), "stale": stale.get(m.study_id),
+             **visible_progress(progress[m.study_id], m)} for m in memberships]
     return render(request, "annotation/studies.html", {"rows": rows, "memberships": memberships,
                                                        "invitations": members.pending_invitations(request.user)})
 

@@ -12,6 +12,7 @@ import pytest
 
 from agreement import services as svc
 from agreement import stored, stored_writer, streamed
+from agreement.core.packed_rows import PackedRows
 from agreement.models import StoredReport
 from annotation.models import Step
 from annotation.review.adjudication import do_adjudicate
@@ -97,7 +98,7 @@ def test_the_disagreements_are_written_a_few_chunks_at_a_time_from_the_packed_ro
 
     _, rows, _ = _whole(busy)
     packed = streamed.reports(svc.select(busy, {}), chunk_size=3)[1]
-    assert isinstance(packed, stored.PackedRows) and len(rows) > 7
+    assert isinstance(packed, PackedRows) and len(rows) > 7
     monkeypatch.setattr(StoredDisagreementChunk, "CHUNK_ROWS", 2)
     monkeypatch.setattr(stored, "_CHUNKS_PER_INSERT", 3)
     row = StoredReport.objects.get(study=busy, kind=StoredReport.Kind.PAIR)
