@@ -5,14 +5,13 @@ IFR) and the section-6 report built from it; the formulas are in core/.
 from __future__ import annotations
 
 import json
-import statistics
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Count, Exists, Min, OuterRef, Q, QuerySet
+from django.db.models import Avg, Count, Exists, Min, OuterRef, Q, QuerySet
 from django.db.models.fields.json import KT
 from django.utils import timezone
 
@@ -267,11 +266,12 @@ def evidence(study: Study, model: str | None = None, *, policy: str = val_core.E
         if (record.subject.name, record.grid) not in seen_grids:  # the newest run per grid
             seen_grids.add((record.subject.name, record.grid))
             anytime_by[record.subject.name].append(record)
-    tokens: dict[str, list[int]] = defaultdict(list)
-    for name, n in Generation.objects.filter(subject__study=study, completion_tokens__isnull=False,
-                                             trace__in=Trace.objects.of_study(study).values("pk")) \
-            .values_list("subject__name", "completion_tokens"):
-        tokens[name].append(n)
+    # The mean per subject model, averaged by the database: the rows themselves were read on every request of
+    # the Evidence page and the leaderboard (a row per generation).
+    tokens = dict(Generation.objects.filter(subject__study=study, completion_tokens__isnull=False,
+                                            trace__in=Trace.objects.of_study(study).values("pk"))
+                  .values("subject__name").annotate(mean=Avg("completion_tokens")).order_by()
+                  .values_list("subject__name", "mean"))
     mech = JudgeConfig.objects.filter(study=study, provider=JudgeConfig.Provider.MECHANISTIC).first()
     out = []
     for name in sorted(parts):
@@ -279,8 +279,8 @@ def evidence(study: Study, model: str | None = None, *, policy: str = val_core.E
         ev = tier_core.Evidence(model=name, code_version=code_version(),
                                 **{k: part[k] for k in stored_evidence.FIELDS if k != "verifiers"})
         ev.verifiers = stored_evidence.verifiers(part)
-        if tokens.get(name):
-            ev.tokens_mean = statistics.fmean(tokens[name])
+        if tokens.get(name) is not None:
+            ev.tokens_mean = float(tokens[name])
         ev.ifr = ifr_of_runs(ifr_runs.get(name, []))
         ev.anytime = [thinking_budget_summary(f) if f.grid.startswith("thinking:") else anytime_summary(f)
                       for f in anytime_by.get(name, [])]

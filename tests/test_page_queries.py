@@ -137,7 +137,8 @@ def test_between_a_change_and_its_score_job_every_page_reads_what_it_read_before
     search_services.do_save_cohort(study, Membership.objects.get(study=study, user=owner), name="wrong",
                                    data={"answer_correct": "false"})
     client.force_login(owner)
-    urls = _pages(study)
+    filtered = reverse("trace-list", args=[study.pk]) + "?disagreement=true"  # the filter reads the stored steps
+    urls = [*_pages(study), filtered]
     before = {url: _shapes(client, url) for url in urls}
     signals.data_changed.send(sender=type(study), study=study, reason="labels")  # its score job not run
     allowed = ('FROM "annotation_job"', 'FROM "annotation_membership"')
@@ -154,6 +155,7 @@ def test_between_a_change_and_its_score_job_every_page_reads_what_it_read_before
         "study", "adjudication", "scoring-leaderboard", "scoring-hazard", "scoring-distributions", "scoring-lucky",
         "faithfulness", "judge-list", "subject-model-list", "search")]
     assert not [url for url in shown if url not in noted], noted
+    assert "The disagreement steps this filter reads were computed" in client.get(filtered).content.decode()
 
 
 def test_the_stored_summaries_hold_what_the_pages_count_and_are_marked_when_the_data_changes(study, do_import, owner):

@@ -15,7 +15,7 @@ _SUMMARY: dict = {}
 
 
 @register.inclusion_tag("annotation/_summary_status.html", takes_context=True)
-def summary_status(context, study: Study, status: dict | None = _SUMMARY, what: str = "counts") -> dict:
+def summary_status(context, study: Study, status: dict | None = _SUMMARY, what: str = "counts on this page") -> dict:
     """``status``: another stored result's (faithfulness.stored_evidence.status) in place of the summary's."""
     if status is _SUMMARY:
         status = study_summary.status([study.pk]).get(study.pk)

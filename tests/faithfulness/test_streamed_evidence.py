@@ -140,3 +140,21 @@ def test_another_studys_traces_between_the_chunks_traces_are_not_counted(study, 
     # One chunk spans the other study's traces (and their labels); chunks of one trace never do.
     assert compute_summaries(study, chunk_size=10_000) == compute_summaries(study, chunk_size=1)
     assert compute_summaries(study)["exclude"]["m1"]["traces"] == 5
+
+
+def test_the_mean_completion_tokens_are_of_each_subject_models_reported_counts(rich, study):
+    """The tier card's trace length in tokens: the mean of the completion tokens the server reported, per subject
+    model (averaged by the database, not read row by row); a generation without a count is left out."""
+    from annotation.models import Trace
+    from faithfulness.evidence import evidence
+    from subjects import services as subject_services
+    from subjects.models import Generation
+
+    subject, _ = subject_services.do_save_subject(study, {"name": "m1", "model": "m1",
+                                                          "base_url": "http://127.0.0.1:9/v1"})
+    for trace, tokens in zip(Trace.objects.filter(study=study, model="m1").order_by("pk"), (10, 20, 35, None),
+                             strict=False):
+        Generation.objects.create(subject=subject, config_version=subject.version, problem=trace.problem, sample=0,
+                                  trace=trace, completion_tokens=tokens)
+    by_model = {ev.model: ev.tokens_mean for ev in evidence(study)}
+    assert by_model["m1"] == pytest.approx(65 / 3) and by_model["m0"] is None
