@@ -26,8 +26,9 @@ class FidelityConfig(AppConfig):
         register_path_format(symbolic_import.FORMAT, symbolic_import.import_symbolic,
                              label="GSM-Symbolic templates or instances (a .zip or .tar.gz of the folder)",
                              root_names=symbolic_import.ROOTS, needs_model=False, options=("instances", "seed"))
-        from annotation.models import register_suite_problems
+        from annotation.models import register_suite_problems, register_suite_relation
+        from fidelity.models import Variant
 
         # Variants (and their traces) belong to their suite, not to the study's problem set.
-        register_suite_problems("fidelity_variant__isnull", False)
+        register_suite_relation(Variant, "problem")
         register_suite_problems("meta__has_key", importing.IMPORT_KEY)  # imported variants (GSM-Plus, MenatQA)
