@@ -167,6 +167,16 @@ def stored_counts(study: Study) -> dict | None:
     return StudySummary.objects.filter(study=study).values_list("counts", flat=True).first()
 
 
+def stored_counts_and_status(study: Study) -> tuple[dict | None, dict | None]:
+    """stored_counts and the study's ``status`` (None when current or none stored), in one query: for a page that
+    shows both (the study page)."""
+    row = StudySummary.objects.filter(study=study).values_list("counts", "stale", "computed_at", "marked_at").first()
+    if row is None:
+        return None, None
+    counts, stale, computed, marked = row
+    return counts, ({"computed_at": computed, "marked_at": marked} if stale else None)
+
+
 def status(study_ids: list[int]) -> dict[int, dict]:
     """Per study with a stale summary: when its counts were computed and when the data last changed since
     (``computed_at``, ``marked_at``), for the pages that show them (templates/annotation/_summary_status.html).

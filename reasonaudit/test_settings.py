@@ -47,3 +47,7 @@ elif os.environ.get("PYTEST_XDIST_WORKER", "").startswith("gw"):
     _cache_url = urlsplit(CACHES["default"]["LOCATION"])  # noqa: F405
     _cache_db = 11 + int(os.environ["PYTEST_XDIST_WORKER"][2:])
     CACHES["default"]["LOCATION"] = urlunsplit(_cache_url._replace(path=f"/{_cache_db}"))  # noqa: F405
+
+# The same for uploads: a test that checks its upload is deleted lists the media folder, and saw another
+# worker's upload of the moment there (a failure one run in two with two workers).
+MEDIA_ROOT = DATA_DIR / f"media-{os.environ.get('PYTEST_XDIST_WORKER', 'main')}"  # noqa: F405

@@ -59,7 +59,7 @@ def study(request: HttpRequest, study_id: int) -> HttpResponse:
 def _study_context(request: HttpRequest, study: Study, membership: Membership,
                    import_form: ImportForm | None = None) -> dict:
     # Stored by the score job with the review progress when current (annotation.study_summary).
-    stored = study_summary.stored_counts(study)  # read once for the table and the progress
+    stored, stale = study_summary.stored_counts_and_status(study)  # read once for the table, progress and note
     counts = stored["by_model"] if stored is not None else study_summary.by_model(study)
     model_rows = []
     for row in counts["models"]:
@@ -70,6 +70,7 @@ def _study_context(request: HttpRequest, study: Study, membership: Membership,
         "study": study,
         "membership": membership,
         "model_rows": model_rows,
+        "summary_status": stale,
         "n_problems": counts["problems"],
         "progress": visible_progress(study_summary.study_progress(
             [study.pk], request.user, stored={study.pk: stored} if stored is not None else {})[study.pk], membership),
