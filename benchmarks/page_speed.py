@@ -21,8 +21,8 @@ that do not grow with the data (tests/test_page_queries.py asserts that part).
 
 ``--data-changed`` measures the pages as they are between a change of the data and the end of the score
 job it queues: ``annotation.signals.data_changed`` is sent as a new label sends it (the study's stored
-summary and disagreement steps deleted, the stored reports and evidence marked or dropped, a score job
-queued), in a transaction rolled back after the last request, so the study is left as it was.
+summary, disagreement steps, reports and evidence marked stale, a score job queued), in a transaction rolled
+back after the last request, so the study is left as it was.
 """
 
 from __future__ import annotations
