@@ -268,8 +268,7 @@ def evidence(study: Study, model: str | None = None, *, policy: str = val_core.E
             anytime_by[record.subject.name].append(record)
     # The mean per subject model, averaged by the database: the rows themselves were read on every request of
     # the Evidence page and the leaderboard (a row per generation).
-    tokens = dict(Generation.objects.filter(subject__study=study, completion_tokens__isnull=False,
-                                            trace__in=Trace.objects.of_study(study).values("pk"))
+    tokens = dict(Generation.objects.of_study(study).filter(completion_tokens__isnull=False)
                   .values("subject__name").annotate(mean=Avg("completion_tokens")).order_by()
                   .values_list("subject__name", "mean"))
     mech = JudgeConfig.objects.filter(study=study, provider=JudgeConfig.Provider.MECHANISTIC).first()

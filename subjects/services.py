@@ -511,7 +511,7 @@ def model_table(study: Study) -> list[ModelRow]:
     truncated: dict[tuple[int, int], int] = defaultdict(int)
     for subject_id, version, problem, sample, answer, correct, ct, usd, trunc in (
         # Generations of the study's own problems: a benchmark's or a suite's are reported on their pages.
-        Generation.objects.filter(subject__study=study, trace__in=Trace.objects.of_study(study).values("pk")).values_list(
+        Generation.objects.of_study(study).values_list(
             "subject_id", "config_version", "problem_id", "sample", "trace__answer", "trace__answer_correct",
             "completion_tokens", "cost_usd", "truncated")
     ):
