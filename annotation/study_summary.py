@@ -18,6 +18,9 @@ minutes there) after every label (issue 33).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import datetime
+
 from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet, Sum
 from django.utils import timezone
 
@@ -167,14 +170,27 @@ def stored_counts(study: Study) -> dict | None:
     return StudySummary.objects.filter(study=study).values_list("counts", flat=True).first()
 
 
-def stored_counts_and_status(study: Study) -> tuple[dict | None, dict | None]:
-    """stored_counts and the study's ``status`` (None when current or none stored), in one query: for a page that
-    shows both (the study page)."""
-    row = StudySummary.objects.filter(study=study).values_list("counts", "stale", "computed_at", "marked_at").first()
-    if row is None:
-        return None, None
-    counts, stale, computed, marked = row
-    return counts, ({"computed_at": computed, "marked_at": marked} if stale else None)
+@dataclass(frozen=True)
+class Stored:
+    """The study's summary as one query reads it: its counts, when they were computed, and whether (since when)
+    the data changed since."""
+
+    counts: dict
+    computed_at: datetime
+    stale: bool
+    marked_at: datetime | None
+
+    @property
+    def status(self) -> dict | None:
+        """As ``status`` gives it: None when current."""
+        return {"computed_at": self.computed_at, "marked_at": self.marked_at} if self.stale else None
+
+
+def stored(study: Study) -> Stored | None:
+    """The study's summary with its times, or None when none is stored: for a page that shows the counts and the
+    note in one query (the study page, the subject models' table)."""
+    row = StudySummary.objects.filter(study=study).values_list("counts", "computed_at", "stale", "marked_at").first()
+    return None if row is None else Stored(*row)
 
 
 def status(study_ids: list[int]) -> dict[int, dict]:

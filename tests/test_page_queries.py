@@ -365,3 +365,48 @@ def test_the_subject_model_list_reads_the_imported_models_from_the_stored_table(
     live = [(r.model, r.traces, r.accuracy) for r in subject_services.model_table(study)]
     assert stored == live and [r[0] for r in live] == ["model-0", "model-1", "model-2", "model-3"]
     assert live[2][2] is None  # model-2: no answer checked
+
+
+def test_with_generations_the_imported_models_are_the_stored_table_less_the_generated_traces(study, do_import):
+    """With generations, the imported models' rows are the score job's table by model less the generated traces
+    (read with the generations the table already reads), while the table is current and no generation came after
+    it; otherwise grouped from the traces. Both equal grouping the traces no subject model generated."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from annotation import signals
+    from annotation.models import StudySummary
+    from subjects.models import Generation
+
+    _grow(study, do_import, 0, 4)
+    subject, _ = subject_services.do_save_subject(study, {"name": "gen", "model": "gen",
+                                                          "base_url": "http://127.0.0.1:9/v1"})
+    for i, trace in enumerate(Trace.objects.filter(study=study, model__in=["model-1", "model-2"]).order_by("pk")[:5]):
+        Generation.objects.create(subject=subject, config_version=subject.version, problem=trace.problem,
+                                  sample=i, trace=trace)
+    score_jobs.recompute(study)
+
+    def imported() -> list:
+        return [(r.model, r.traces, r.accuracy) for r in subject_services.model_table(study) if r.subject is None]
+
+    with CaptureQueriesContext(connection) as ctx:
+        stored = imported()
+    assert not [q["sql"] for q in ctx.captured_queries if 'FROM "annotation_trace"' in q["sql"] and "COUNT(" in q["sql"]]
+    StudySummary.objects.filter(study=study).delete()
+    live = imported()
+    assert stored == live and {m: n for m, n, _ in live} == {
+        m: Trace.objects.filter(study=study, model=m, generation__isnull=True).count()
+        for m in ("model-0", "model-1", "model-2", "model-3")}
+    assert sum(n for _m, n, _a in live) == 16 - 5
+    score_jobs.recompute(study)
+    # A run writes its traces before the change that ends it marks the table stale: a new trace, generated after
+    # the table was stored, is in neither the table nor the imported ones (the table less it would miss one).
+    report = do_import(jsonl(*_records(4, 1)))  # its change is sent on commit: not here, the table stays current
+    assert report.committed
+    later = Trace.objects.filter(study=study, model="model-3").order_by("-pk").first()
+    Generation.objects.create(subject=subject, config_version=subject.version, problem=later.problem, sample=9,
+                              trace=later)
+    assert not StudySummary.objects.get(study=study).stale
+    assert [r for r in imported() if r[0] == "model-3"][0][1] == 4  # grouped from the traces
+    signals.data_changed.send(sender=type(study), study=study, reason="generation")  # stale: grouped too
+    assert [r for r in imported() if r[0] == "model-3"][0][1] == 4

@@ -59,7 +59,8 @@ def study(request: HttpRequest, study_id: int) -> HttpResponse:
 def _study_context(request: HttpRequest, study: Study, membership: Membership,
                    import_form: ImportForm | None = None) -> dict:
     # Stored by the score job with the review progress when current (annotation.study_summary).
-    stored, stale = study_summary.stored_counts_and_status(study)  # read once for the table, progress and note
+    summary = study_summary.stored(study)  # read once for the table, progress and note
+    stored = summary.counts if summary is not None else None
     counts = stored["by_model"] if stored is not None else study_summary.by_model(study)
     model_rows = []
     for row in counts["models"]:
@@ -70,7 +71,7 @@ def _study_context(request: HttpRequest, study: Study, membership: Membership,
         "study": study,
         "membership": membership,
         "model_rows": model_rows,
-        "summary_status": stale,
+        "summary_status": summary.status if summary is not None else None,
         "n_problems": counts["problems"],
         "progress": visible_progress(study_summary.study_progress(
             [study.pk], request.user, stored={study.pk: stored} if stored is not None else {})[study.pk], membership),
