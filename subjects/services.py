@@ -511,6 +511,9 @@ def model_table(study: Study) -> list[ModelRow]:
     cost: dict[tuple[int, int], float] = defaultdict(float)
     truncated: dict[tuple[int, int], int] = defaultdict(int)
     generated = Generated()
+    # Each distinct answer normalized once (normalize_answer is pure): the answers of many samples repeat, and
+    # normalizing every sample's was half the page's time at 120,000 generations.
+    normalized: dict[str, str] = {}
     for subject_id, version, problem, sample, answer, correct, ct, usd, trunc, model, created in (
         # Generations of the study's own problems: a benchmark's or a suite's are reported on their pages.
         Generation.objects.of_study(study).values_list(
@@ -519,7 +522,9 @@ def model_table(study: Study) -> list[ModelRow]:
     ):
         generated.add(model, correct, created)
         key = (subject_id, version)
-        samples[key][problem].append((sample, core.Sample(normalize_answer(answer) if answer else "", correct)))
+        if answer and answer not in normalized:
+            normalized[answer] = normalize_answer(answer)
+        samples[key][problem].append((sample, core.Sample(normalized[answer] if answer else "", correct)))
         if ct is not None:
             tokens[key].append(ct)
         cost[key] += usd
