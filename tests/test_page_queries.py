@@ -410,3 +410,29 @@ def test_with_generations_the_imported_models_are_the_stored_table_less_the_gene
     assert [r for r in imported() if r[0] == "model-3"][0][1] == 4  # grouped from the traces
     signals.data_changed.send(sender=type(study), study=study, reason="generation")  # stale: grouped too
     assert [r for r in imported() if r[0] == "model-3"][0][1] == 4
+
+
+def test_a_reviewer_new_since_the_stored_summary_is_offered_while_it_is_stale(study, do_import, owner):
+    """The agreement menus and sources read who reviewed from the stored summary; while it is stale, a member whose
+    first review came since is added by a probe, so ``annotator:NAME`` is never refused for a real annotator."""
+    from django.contrib.auth import get_user_model
+
+    from agreement import data as agreement_data
+    from annotation import signals, study_summary
+    from annotation.review.labels import LabelIn, do_save_labels
+
+    for name in ("ann1", "ann2"):
+        services.do_add_member(study, name, Membership.Role.ANNOTATOR, password="pw-annotator-1")
+    _grow(study, do_import, 0, 2)
+    services.do_add_member(study, "ann3", Membership.Role.ANNOTATOR, password="pw-annotator-1")
+    services.do_add_member(study, "ann4", Membership.Role.ANNOTATOR, password="pw-annotator-1")  # reviews nothing
+    stored = study_summary.stored_reviewer_ids(study)
+    ann3 = get_user_model().objects.get(username="ann3")
+    assert ann3.pk not in stored
+    trace = Trace.objects.filter(study=study).order_by("pk").first()
+    do_save_labels(trace, ann3, version=0, complete=True,
+                   labels=[LabelIn(i, "valid") for i in range(1, trace.n_steps + 1)])
+    signals.data_changed.send(sender=type(study), study=study, reason="labels")  # as the save's commit sends it
+    assert study_summary.status([study.pk])
+    assert study_summary.stored_reviewer_ids(study) == sorted([*stored, ann3.pk]) == study_summary.reviewer_ids(study)
+    assert agreement_data.check_source(study, "annotator:ann3") == "annotator:ann3"
