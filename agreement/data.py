@@ -57,8 +57,7 @@ def annotator_names(study: Study) -> dict[int, str]:
     """pk -> username of everyone who reviewed a trace of the study (two queries). Every human label has
     its annotator's TraceReview; who they are is stored with the study's summary by the score job
     (annotation.study_summary.reviewer_ids: grouping the reviews takes a second at 300,000 traces) and
-    read from the reviews only while none is stored. A stale one may lack an annotator whose first review
-    came since: the menus offer them once the score job has run."""
+    read from the reviews only while none is stored (a stale one with the members who reviewed since)."""
     ids = study_summary.stored_reviewer_ids(study)
     if ids is None:
         ids = study_summary.reviewer_ids(study)

@@ -242,11 +242,11 @@ def stored_reviewer_ids(study: Study) -> list[int] | None:
     were stored). While the summary is stale, with the members whose first review of the study came since:
     an EXISTS probe per member not stored (a few), so the agreement menus and sources never miss an annotator
     (agreement.data.annotator_names)."""
-    row = StudySummary.objects.filter(study=study).values_list("counts", "stale").first()
-    if row is None or "reviewers" not in row[0]:
+    summary = stored(study)
+    if summary is None or "reviewers" not in summary.counts:
         return None
-    ids = list(row[0]["reviewers"])
-    if row[1]:
+    ids = list(summary.counts["reviewers"])
+    if summary.stale:
         reviewed = TraceReview.objects.filter(annotator=OuterRef("user"),
                                               trace__in=Trace.objects.of_study(study).values("pk"))
         ids = sorted({*ids, *Membership.objects.filter(study=study).exclude(user__in=ids).filter(Exists(reviewed))

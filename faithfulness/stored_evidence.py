@@ -66,8 +66,7 @@ def verifiers(part: dict[str, Any]) -> list[tier_core.Verifier]:
 def status(study: Study) -> dict[str, Any] | None:
     """When the stored summaries were computed and the data last changed since, while they are stale; None
     when they are current or there are none (templates/annotation/_summary_status.html)."""
-    row = EvidenceSummary.objects.filter(study=study, stale=True).values("computed_at", "marked_at").first()
-    return row
+    return EvidenceSummary.objects.filter(study=study, stale=True).values("computed_at", "marked_at").first()
 
 
 def invalidate(sender, study: Study, **kwargs) -> None:
